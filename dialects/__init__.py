@@ -1,0 +1,16 @@
+"""plmr's dialects, one per level: `graph`, `loop`, `tile`, `mesh`."""
+
+from collections.abc import Callable
+
+from xdsl.ir import Dialect
+
+
+def get_all_dialects() -> dict[str, Callable[[], Dialect]]:
+    """Returns every plmr dialect by name, imported lazily."""
+
+    def get_graph() -> Dialect:
+        from plmr.dialects.graph import Graph
+
+        return Graph
+
+    return {"graph": get_graph}

@@ -1,0 +1,582 @@
+"""
+Reference semantics of the `graph` dialect in plain numpy.
+
+Each `graph` op has one numpy function here, with ONNX semantics; `evaluate_function`
+runs a whole `func.func` of graph ops on numpy arrays. This is the oracle every later
+level (loop, tile, mesh) is checked against, so it favours clarity and exactness over
+speed: it computes in the tensors' own element type (float32 for `f32`), with float64
+only inside transcendental helpers where numpy lacks a float32 kernel (`erf`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+from xdsl.dialects import func
+from xdsl.dialects.builtin import (
+    BFloat16Type,
+    DenseIntOrFPElementsAttr,
+    Float16Type,
+    Float32Type,
+    Float64Type,
+    IndexType,
+    IntegerType,
+    ModuleOp,
+    Signedness,
+    TensorType,
+)
+from xdsl.ir import Attribute, Operation, SSAValue
+from xdsl.utils.hints import isa
+
+from plmr.dialects import graph
+from plmr.errors import PlmrError
+
+Array = npt.NDArray[Any]
+
+
+# ---------------------------------------------------------------------------------------
+# Types
+# ---------------------------------------------------------------------------------------
+
+
+def numpy_dtype(elt: Attribute) -> np.dtype[Any]:
+    """The numpy dtype that holds values of an MLIR element type."""
+    if isinstance(elt, Float32Type):
+        return np.dtype(np.float32)
+    if isinstance(elt, Float64Type):
+        return np.dtype(np.float64)
+    if isinstance(elt, Float16Type):
+        return np.dtype(np.float16)
+    if isinstance(elt, BFloat16Type):
+        # numpy has no bfloat16; float32 holds every bfloat16 value exactly.
+        return np.dtype(np.float32)
+    if isinstance(elt, IndexType):
+        return np.dtype(np.int64)
+    if isa(elt, IntegerType[Any, Any]):
+        width: int = elt.bitwidth
+        unsigned = elt.signedness.data == Signedness.UNSIGNED
+        if width == 1:
+            return np.dtype(np.bool_)
+        for w in (8, 16, 32, 64):
+            if width <= w:
+                return np.dtype(f"{'u' if unsigned else ''}int{w}")
+    raise PlmrError(f"element type {elt} has no numpy equivalent")
+
+
+def tensor_dtype(t: Attribute) -> np.dtype[Any]:
+    if not isa(t, TensorType[Attribute]):
+        raise PlmrError(f"expected a tensor type, got {t}")
+    return numpy_dtype(t.element_type)
+
+
+def dense_to_numpy(attr: DenseIntOrFPElementsAttr) -> Array:
+    """The value of a dense elements attribute as a numpy array of its own shape."""
+    t = attr.get_type()
+    dtype = tensor_dtype(t)
+    shape = attr.get_shape()
+    elt = attr.get_element_type()
+    if isinstance(elt, IntegerType | IndexType) and elt != IntegerType(64):
+        values = np.array(attr.get_values(), dtype=dtype)
+    elif isinstance(elt, BFloat16Type):
+        values = np.array(attr.get_values(), dtype=np.float32)
+    else:
+        values = np.frombuffer(attr.data.data, dtype=dtype.newbyteorder("<"))
+        values = values.astype(dtype)
+    if values.size == 1 and math.prod(shape) != 1:
+        return np.full(shape, values.reshape(()), dtype=dtype)
+    return values.reshape(shape)
+
+
+# ---------------------------------------------------------------------------------------
+# Elementwise helpers
+# ---------------------------------------------------------------------------------------
+
+_ERF_P = 2.0 / math.sqrt(math.pi)
+
+# Chebyshev coefficients of erfc(z) = t·exp(-z² + P(t)), t = 2 / (2 + z) (Numerical Recipes,
+# 3rd ed., §6.2.2). Together with a Taylor series for |x| < 0.5 (where 1 - erfc cancels)
+# this matches `math.erf` to ~1e-15 relative (tested).
+_ERFC_COF = (
+    -1.3026537197817094,
+    6.4196979235649026e-1,
+    1.9476473204185836e-2,
+    -9.561514786808631e-3,
+    -9.46595344482036e-4,
+    3.66839497852761e-4,
+    4.2523324806907e-5,
+    -2.0278578112534e-5,
+    -1.624290004647e-6,
+    1.303655835580e-6,
+    1.5626441722e-8,
+    -8.5238095915e-8,
+    6.529054439e-9,
+    5.059343495e-9,
+    -9.91364156e-10,
+    -2.27365122e-10,
+    9.6467911e-11,
+    2.394038e-12,
+    -6.886027e-12,
+    8.94487e-13,
+    3.13092e-13,
+    -1.12708e-13,
+    3.81e-16,
+    7.106e-15,
+    -1.523e-15,
+    -9.4e-17,
+    1.21e-16,
+    -2.8e-17,
+)
+
+
+def _erfc_cheb(z: Array) -> Array:
+    """erfc(z) for z >= 0 in float64 (Chebyshev expansion, ~1e-16 relative)."""
+    t = 2.0 / (2.0 + z)
+    ty = 4.0 * t - 2.0
+    d = np.zeros_like(z)
+    dd = np.zeros_like(z)
+    for c in reversed(_ERFC_COF[1:]):
+        d, dd = ty * d - dd + c, d
+    return t * np.exp(-z * z + 0.5 * (_ERFC_COF[0] + ty * d) - dd)
+
+
+def erf(x: Array) -> Array:
+    """The Gauss error function, vectorised (float64 inside, accurate to ~1e-15)."""
+    x64 = np.asarray(x, dtype=np.float64)
+    ax = np.abs(x64)
+    # Taylor series for small |x|, where 1 - erfc(x) would cancel.
+    x2 = x64 * x64
+    term = x64.copy()
+    series = x64.copy()
+    for n in range(1, 30):
+        term = term * (-x2) / n
+        series = series + term / (2 * n + 1)
+    small = series * _ERF_P
+    large = np.sign(x64) * (1.0 - _erfc_cheb(ax))
+    out = np.where(ax < 0.5, small, large)
+    return out.astype(
+        np.asarray(x).dtype if np.asarray(x).dtype.kind == "f" else np.float64
+    )
+
+
+def sigmoid(x: Array) -> Array:
+    # Numerically stable for large |x| in both directions.
+    ex = np.exp(-np.abs(x))
+    return np.where(x >= 0, 1 / (1 + ex), ex / (1 + ex)).astype(x.dtype)
+
+
+def gelu(x: Array, tanh: bool = False) -> Array:
+    if tanh:
+        c = np.asarray(math.sqrt(2 / math.pi), dtype=x.dtype)
+        return (
+            0.5 * x * (1 + np.tanh(c * (x + np.asarray(0.044715, x.dtype) * x**3)))
+        ).astype(x.dtype)
+    return (0.5 * x * (1 + erf(x / np.asarray(math.sqrt(2.0), x.dtype)))).astype(x.dtype)
+
+
+def silu(x: Array) -> Array:
+    return (x * sigmoid(x)).astype(x.dtype)
+
+
+def relu(x: Array) -> Array:
+    return np.maximum(x, np.zeros((), dtype=x.dtype))
+
+
+# ---------------------------------------------------------------------------------------
+# Structured ops
+# ---------------------------------------------------------------------------------------
+
+
+def matmul(
+    a: Array, b: Array, transpose_a: bool = False, transpose_b: bool = False
+) -> Array:
+    if transpose_a:
+        a = np.swapaxes(a, -1, -2)
+    if transpose_b:
+        b = np.swapaxes(b, -1, -2)
+    return np.matmul(a, b)
+
+
+def reduce(kind: str, x: Array, axes: Sequence[int], keepdims: bool) -> Array:
+    ax = tuple(axes)
+    if kind == "sum":
+        return np.sum(x, axis=ax, keepdims=keepdims, dtype=x.dtype)
+    if kind == "max":
+        return np.max(x, axis=ax, keepdims=keepdims)
+    if kind == "min":
+        return np.min(x, axis=ax, keepdims=keepdims)
+    if kind == "mean":
+        return np.mean(x, axis=ax, keepdims=keepdims, dtype=x.dtype)
+    raise PlmrError(f"unknown reduce kind '{kind}'")
+
+
+def softmax(x: Array, axis: int = -1) -> Array:
+    m = np.max(x, axis=axis, keepdims=True)
+    e = np.exp(x - m)
+    return (e / np.sum(e, axis=axis, keepdims=True)).astype(x.dtype)
+
+
+def layernorm(
+    x: Array, scale: Array, bias: Array | None, axis: int = -1, epsilon: float = 1e-5
+) -> Array:
+    axes = tuple(range(axis % x.ndim, x.ndim))
+    mean = np.mean(x, axis=axes, keepdims=True)
+    d = x - mean
+    var = np.mean(d * d, axis=axes, keepdims=True)
+    y = d / np.sqrt(var + np.asarray(epsilon, x.dtype)) * scale
+    if bias is not None:
+        y = y + bias
+    return y.astype(x.dtype)
+
+
+def rmsnorm(x: Array, weight: Array, axis: int = -1, epsilon: float = 1e-5) -> Array:
+    axes = tuple(range(axis % x.ndim, x.ndim))
+    ms = np.mean(x * x, axis=axes, keepdims=True)
+    return (x / np.sqrt(ms + np.asarray(epsilon, x.dtype)) * weight).astype(x.dtype)
+
+
+def split(x: Array, axis: int, sizes: Sequence[int]) -> list[Array]:
+    bounds = np.cumsum(sizes)[:-1]
+    return [np.ascontiguousarray(p) for p in np.split(x, bounds, axis=axis)]
+
+
+def _windows(
+    x: Array,
+    kernel: Sequence[int],
+    strides: Sequence[int],
+    dilations: Sequence[int],
+    out_hw: Sequence[int],
+) -> Array:
+    """Windows of an NCHW array (already padded): shape (N, C, OH, OW, kH, kW)."""
+    n, c, _, _ = x.shape
+    sn, sc, sh, sw = x.strides
+    shape = (n, c, out_hw[0], out_hw[1], kernel[0], kernel[1])
+    st = (sn, sc, sh * strides[0], sw * strides[1], sh * dilations[0], sw * dilations[1])
+    return np.lib.stride_tricks.as_strided(x, shape=shape, strides=st, writeable=False)
+
+
+def conv2d(
+    x: Array,
+    w: Array,
+    bias: Array | None = None,
+    strides: Sequence[int] = (1, 1),
+    pads: Sequence[int] = (0, 0, 0, 0),
+    dilations: Sequence[int] = (1, 1),
+    groups: int = 1,
+) -> Array:
+    n, c, h, wd = x.shape
+    m, cg, kh, kw = w.shape
+    oh = (h + pads[0] + pads[2] - dilations[0] * (kh - 1) - 1) // strides[0] + 1
+    ow = (wd + pads[1] + pads[3] - dilations[1] * (kw - 1) - 1) // strides[1] + 1
+    xp = np.pad(x, ((0, 0), (0, 0), (pads[0], pads[2]), (pads[1], pads[3])))
+    win = _windows(np.ascontiguousarray(xp), (kh, kw), strides, dilations, (oh, ow))
+    mg = m // groups
+    outs: list[Array] = []
+    for g in range(groups):
+        wg = win[:, g * cg : (g + 1) * cg]  # N, cg, OH, OW, kH, kW
+        kg = w[g * mg : (g + 1) * mg]  # mg, cg, kH, kW
+        outs.append(np.einsum("ncxyij,mcij->nmxy", wg, kg, optimize=True))
+    y = np.concatenate(outs, axis=1).astype(x.dtype)
+    if bias is not None:
+        y = y + bias.reshape(1, m, 1, 1)
+    del n, c
+    return y.astype(x.dtype)
+
+
+def pool(
+    kind: str,
+    x: Array,
+    kernel: Sequence[int],
+    strides: Sequence[int] = (1, 1),
+    pads: Sequence[int] = (0, 0, 0, 0),
+    count_include_pad: bool = False,
+) -> Array:
+    _, _, h, w = x.shape
+    oh = (h + pads[0] + pads[2] - kernel[0]) // strides[0] + 1
+    ow = (w + pads[1] + pads[3] - kernel[1]) // strides[1] + 1
+    padding = ((0, 0), (0, 0), (pads[0], pads[2]), (pads[1], pads[3]))
+    if kind == "max":
+        fill = -np.inf if x.dtype.kind == "f" else np.iinfo(x.dtype).min
+        xp = np.pad(x, padding, constant_values=fill)
+        win = _windows(np.ascontiguousarray(xp), kernel, strides, (1, 1), (oh, ow))
+        return win.max(axis=(-2, -1)).astype(x.dtype)
+    xp = np.pad(x, padding)
+    win = _windows(np.ascontiguousarray(xp), kernel, strides, (1, 1), (oh, ow))
+    total = win.sum(axis=(-2, -1))
+    if count_include_pad:
+        return (total / (kernel[0] * kernel[1])).astype(x.dtype)
+    ones = np.pad(np.ones((1, 1, h, w), dtype=x.dtype), padding)
+    counts = _windows(ones, kernel, strides, (1, 1), (oh, ow)).sum(axis=(-2, -1))
+    return (total / counts).astype(x.dtype)
+
+
+def gather(data: Array, indices: Array, axis: int = 0) -> Array:
+    size = data.shape[axis]
+    if indices.size and (indices.min() < -size or indices.max() >= size):
+        raise PlmrError(
+            f"gather index out of range: indices span [{indices.min()}, {indices.max()}] "
+            f"but axis {axis} has size {size}"
+        )
+    return np.take(data, indices.astype(np.int64), axis=axis)
+
+
+# ---------------------------------------------------------------------------------------
+# Op dispatch
+# ---------------------------------------------------------------------------------------
+
+
+def _ints(attr: Any) -> tuple[int, ...]:
+    values: tuple[int, ...] = attr.get_values()
+    return values
+
+
+def _unary(fn: Callable[[Array], Array]) -> Callable[[Operation, list[Array]], list[Array]]:
+    def run(op: Operation, args: list[Array]) -> list[Array]:
+        (x,) = args
+        return [np.asarray(fn(x)).astype(x.dtype)]
+
+    return run
+
+
+def _binary(
+    fn: Callable[[Array, Array], Array],
+) -> Callable[[Operation, list[Array]], list[Array]]:
+    def run(op: Operation, args: list[Array]) -> list[Array]:
+        a, b = args
+        return [np.asarray(fn(a, b)).astype(np.result_type(a, b))]
+
+    return run
+
+
+def _run_matmul(op: Operation, args: list[Array]) -> list[Array]:
+    assert isinstance(op, graph.MatmulOp)
+    a, b = args
+    return [matmul(a, b, op.transpose_a is not None, op.transpose_b is not None)]
+
+
+def _run_scale(op: Operation, args: list[Array]) -> list[Array]:
+    assert isinstance(op, graph.ScaleOp)
+    (x,) = args
+    factor = op.factor.value.data
+    if x.dtype.kind in "iu":
+        if factor != int(factor):
+            raise PlmrError(f"cannot scale an integer tensor by {factor}")
+        return [x * x.dtype.type(int(factor))]
+    return [(x * np.asarray(factor, dtype=x.dtype)).astype(x.dtype)]
+
+
+def _run_gelu(op: Operation, args: list[Array]) -> list[Array]:
+    assert isinstance(op, graph.GeluOp)
+    return [gelu(args[0], op.tanh is not None)]
+
+
+def _run_transpose(op: Operation, args: list[Array]) -> list[Array]:
+    assert isinstance(op, graph.TransposeOp)
+    return [np.ascontiguousarray(np.transpose(args[0], _ints(op.perm)))]
+
+
+def _run_reshape(op: Operation, args: list[Array]) -> list[Array]:
+    return [args[0].reshape(graph.static_shape(op.results[0], "result"))]
+
+
+def _run_reduce(op: Operation, args: list[Array]) -> list[Array]:
+    assert isinstance(op, graph.ReduceOp)
+    return [
+        np.asarray(
+            reduce(op.kind.data, args[0], op.normalized_axes(), op.keepdims is not None)
+        )
+    ]
+
+
+def _run_softmax(op: Operation, args: list[Array]) -> list[Array]:
+    assert isinstance(op, graph.SoftmaxOp)
+    return [softmax(args[0], op.axis.value.data)]
+
+
+def _run_layernorm(op: Operation, args: list[Array]) -> list[Array]:
+    assert isinstance(op, graph.LayerNormOp)
+    bias = args[2] if len(args) > 2 else None
+    return [layernorm(args[0], args[1], bias, op.axis.value.data, op.epsilon.value.data)]
+
+
+def _run_rmsnorm(op: Operation, args: list[Array]) -> list[Array]:
+    assert isinstance(op, graph.RmsNormOp)
+    return [rmsnorm(args[0], args[1], op.axis.value.data, op.epsilon.value.data)]
+
+
+def _run_concat(op: Operation, args: list[Array]) -> list[Array]:
+    assert isinstance(op, graph.ConcatOp)
+    return [np.concatenate(args, axis=op.axis.value.data)]
+
+
+def _run_split(op: Operation, args: list[Array]) -> list[Array]:
+    assert isinstance(op, graph.SplitOp)
+    return split(args[0], op.axis.value.data, _ints(op.sizes))
+
+
+def _run_conv2d(op: Operation, args: list[Array]) -> list[Array]:
+    assert isinstance(op, graph.Conv2dOp)
+    bias = args[2] if len(args) > 2 else None
+    return [
+        conv2d(
+            args[0],
+            args[1],
+            bias,
+            _ints(op.strides),
+            _ints(op.pads),
+            _ints(op.dilations),
+            op.groups.value.data,
+        )
+    ]
+
+
+def _run_pool(op: Operation, args: list[Array]) -> list[Array]:
+    assert isinstance(op, graph.PoolOp)
+    return [
+        pool(
+            op.kind.data,
+            args[0],
+            _ints(op.kernel),
+            _ints(op.strides),
+            _ints(op.pads),
+            op.count_include_pad is not None,
+        )
+    ]
+
+
+def _run_constant(op: Operation, args: list[Array]) -> list[Array]:
+    assert isinstance(op, graph.ConstantOp)
+    return [dense_to_numpy(op.value)]
+
+
+def _run_gather(op: Operation, args: list[Array]) -> list[Array]:
+    assert isinstance(op, graph.GatherOp)
+    data, indices = args
+    return [gather(data, indices, op.axis.value.data % max(data.ndim, 1))]
+
+
+OpImpl = Callable[[Operation, list[Array]], list[Array]]
+
+GRAPH_IMPLS: dict[type[Operation], OpImpl] = {
+    graph.MatmulOp: _run_matmul,
+    graph.AddOp: _binary(np.add),
+    graph.SubOp: _binary(np.subtract),
+    graph.MulOp: _binary(np.multiply),
+    graph.DivOp: _binary(np.divide),
+    graph.ScaleOp: _run_scale,
+    graph.ReluOp: _unary(relu),
+    graph.GeluOp: _run_gelu,
+    graph.SiluOp: _unary(silu),
+    graph.SigmoidOp: _unary(sigmoid),
+    graph.TanhOp: _unary(np.tanh),
+    graph.ExpOp: _unary(np.exp),
+    graph.ErfOp: _unary(erf),
+    graph.SqrtOp: _unary(np.sqrt),
+    graph.NegOp: _unary(np.negative),
+    graph.TransposeOp: _run_transpose,
+    graph.ReshapeOp: _run_reshape,
+    graph.ReduceOp: _run_reduce,
+    graph.SoftmaxOp: _run_softmax,
+    graph.LayerNormOp: _run_layernorm,
+    graph.RmsNormOp: _run_rmsnorm,
+    graph.ConcatOp: _run_concat,
+    graph.SplitOp: _run_split,
+    graph.Conv2dOp: _run_conv2d,
+    graph.PoolOp: _run_pool,
+    graph.ConstantOp: _run_constant,
+    graph.GatherOp: _run_gather,
+}
+"""Reference implementation of every `graph` op: (op, operand arrays) -> result arrays."""
+
+
+# ---------------------------------------------------------------------------------------
+# Function evaluation
+# ---------------------------------------------------------------------------------------
+
+
+def _location(op: Operation) -> str:
+    parent = op.parent_op()
+    while parent is not None and not isinstance(parent, func.FuncOp):
+        parent = parent.parent_op()
+    where = f"in @{parent.sym_name.data}" if parent is not None else ""
+    names = ", ".join(f"%{r.name_hint}" for r in op.results if r.name_hint)
+    return f"'{op.name}'{f' ({names})' if names else ''} {where}".strip()
+
+
+class ReferenceEvaluator:
+    """
+    Runs `func.func` bodies of `graph` ops (and `func.call` between them) on numpy arrays.
+
+    Extra implementations (for other levels' ops) may be passed in `impls`.
+    """
+
+    def __init__(
+        self,
+        module: ModuleOp | None = None,
+        impls: dict[type[Operation], OpImpl] | None = None,
+    ):
+        self.module = module
+        self.impls: dict[type[Operation], OpImpl] = dict(GRAPH_IMPLS)
+        if impls is not None:
+            self.impls.update(impls)
+
+    def function(self, name: str) -> func.FuncOp:
+        if self.module is None:
+            raise PlmrError(f"no module to look up @{name} in")
+        for op in self.module.ops:
+            if isinstance(op, func.FuncOp) and op.sym_name.data == name:
+                return op
+        raise PlmrError(f"no function @{name} in the module")
+
+    def run(self, fn: func.FuncOp, args: Sequence[Array]) -> list[Array]:
+        inputs = fn.function_type.inputs.data
+        if len(args) != len(inputs):
+            raise PlmrError(
+                f"@{fn.sym_name.data} takes {len(inputs)} arguments, got {len(args)}"
+            )
+        if not fn.body.blocks:
+            raise PlmrError(f"@{fn.sym_name.data} is a declaration without a body")
+        env: dict[SSAValue, Array] = {}
+        for value, arg in zip(fn.body.block.args, args, strict=True):
+            env[value] = np.asarray(arg)
+        for op in fn.body.block.ops:
+            if isinstance(op, func.ReturnOp):
+                return [env[v] for v in op.arguments]
+            operands = [env[v] for v in op.operands]
+            results = self.run_op(op, operands)
+            for value, result in zip(op.results, results, strict=True):
+                env[value] = result
+        raise PlmrError(f"@{fn.sym_name.data} has no func.return")
+
+    def run_op(self, op: Operation, operands: list[Array]) -> list[Array]:
+        if isinstance(op, func.CallOp):
+            return self.run(self.function(op.callee.string_value()), operands)
+        impl = self.impls.get(type(op))
+        if impl is None:
+            raise PlmrError(
+                f"{_location(op)}: no reference semantics for '{op.name}' "
+                "(lower it or run the program at a level plmr can execute)"
+            )
+        try:
+            results = impl(op, operands)
+        except PlmrError as e:
+            raise PlmrError(f"{_location(op)}: {e}") from e
+        for result, value in zip(results, op.results, strict=True):
+            want = graph.static_shape(value, "result")
+            if result.shape != want:
+                raise PlmrError(
+                    f"{_location(op)}: produced shape {result.shape}, expected {want}"
+                )
+        return [
+            np.asarray(r).astype(tensor_dtype(v.type), copy=False)
+            for r, v in zip(results, op.results, strict=True)
+        ]
+
+
+def evaluate_function(module: ModuleOp, name: str, args: Sequence[Array]) -> list[Array]:
+    """Runs `@name` of `module` on `args` with the reference semantics."""
+    evaluator = ReferenceEvaluator(module)
+    return evaluator.run(evaluator.function(name), args)

@@ -1,0 +1,3 @@
+from plmr import __version__
+
+print(__version__)
