@@ -1,3 +1,212 @@
-from plmr import __version__
+"""
+`plmr`: the command-line front end (import models, run programs, the bundled demo).
 
-print(__version__)
+Every command reports bad input as one `error:` message (what, where, how to fix) and a
+non-zero exit status; it never shows a traceback for it, and never leaves a half-written
+output file behind.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from plmr import __version__
+from plmr.errors import PlmrError
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def write_atomically(path: Path, write: Callable[[Path], None]) -> None:
+    """Calls `write(tmp)` and renames `tmp` to `path` only if it succeeded."""
+    path = path.resolve()
+    if not path.parent.is_dir():
+        raise PlmrError(f"cannot write {path}: directory {path.parent} does not exist")
+    fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
+    tmp = Path(tmp_name)
+    try:
+        write(tmp)
+        tmp.replace(path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def write_text_atomically(path: Path, text: str) -> None:
+    def write(tmp: Path) -> None:
+        tmp.write_text(text)
+
+    write_atomically(path, write)
+
+
+class PlmrGroup(click.Group):
+    """A click group that turns `PlmrError`s into one-line errors with exit status 1."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except PlmrError as e:
+            click.echo(f"error: {e}", err=True)
+            ctx.exit(1)
+        except OSError as e:
+            name = e.filename if e.filename is not None else ""
+            click.echo(f"error: {name}: {e.strerror or e}", err=True)
+            ctx.exit(1)
+
+
+@click.group(cls=PlmrGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="plmr")
+def cli() -> None:
+    """plmr: a multi-level compiler for wafer-scale AI chips, built on xDSL."""
+
+
+# ---------------------------------------------------------------------------------------
+# plmr import
+# ---------------------------------------------------------------------------------------
+
+
+@cli.command("import")
+@click.argument("model", type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Write the MLIR here (default: standard output).",
+)
+@click.option(
+    "--func-name", default="main", show_default=True, help="Name of the function."
+)
+@click.option("--generic", is_flag=True, help="Print the generic MLIR form.")
+def import_cmd(model: Path, output: Path | None, func_name: str, generic: bool) -> None:
+    """Import an ONNX MODEL (opset 13-20, static shapes) into the `graph` dialect."""
+    from plmr.tools.onnx_import import import_onnx_file
+    from plmr.tools.printing import module_text
+
+    module = import_onnx_file(str(model), func_name=func_name)
+    text = module_text(module, generic=generic)
+    if output is None:
+        click.echo(text, nl=False)
+        return
+    write_text_atomically(output, text)
+    click.echo(f"wrote {output}", err=True)
+
+
+# ---------------------------------------------------------------------------------------
+# plmr run
+# ---------------------------------------------------------------------------------------
+
+
+@cli.command("run")
+@click.argument("program", type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "--entry", default=None, help="Function to run (default: @main or the only one)."
+)
+@click.option(
+    "--inputs",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="An .npz file with one array per argument (keyed by name, else arg0, arg1, ...).",
+)
+@click.option(
+    "--random",
+    "seed",
+    type=int,
+    default=None,
+    help="Run on random inputs from this seed (the default, with seed 0, without --inputs).",
+)
+@click.option(
+    "--output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Save the results to this .npz (keyed by result name, else out0, out1, ...).",
+)
+def run_cmd(
+    program: Path,
+    entry: str | None,
+    inputs: Path | None,
+    seed: int | None,
+    output: Path | None,
+) -> None:
+    """Run PROGRAM (an .mlir file) with plmr's reference semantics."""
+    import numpy as np
+
+    from plmr.tools.loading import load_module
+    from plmr.tools.running import (
+        load_inputs,
+        random_inputs,
+        result_names,
+        run_function,
+        select_function,
+        summarize,
+    )
+
+    if inputs is not None and seed is not None:
+        raise PlmrError("give either --inputs or --random, not both")
+    module = load_module(program)
+    fn = select_function(module, entry)
+    if inputs is not None:
+        args = load_inputs(fn, inputs)
+        origin = f"inputs from {inputs}"
+    else:
+        seed = 0 if seed is None else seed
+        args = random_inputs(fn, seed)
+        origin = f"random inputs (seed {seed})"
+    results = run_function(module, fn, args)
+    names = result_names(fn)
+    if output is not None:
+        arrays = dict(zip(names, results, strict=True))
+        write_atomically(output, lambda tmp: _save_npz(tmp, arrays))
+        click.echo(f"wrote {len(results)} result(s) of @{fn.sym_name.data} to {output}")
+        return
+    click.echo(f"@{fn.sym_name.data} on {origin}:")
+    for line in summarize(names, results):
+        click.echo(line)
+    del np
+
+
+def _save_npz(path: Path, arrays: dict[str, Any]) -> None:
+    import numpy as np
+
+    with path.open("wb") as f:
+        np.savez(f, **arrays)
+
+
+# ---------------------------------------------------------------------------------------
+# plmr demo
+# ---------------------------------------------------------------------------------------
+
+
+@cli.command("demo")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the inputs.")
+def demo_cmd(seed: int) -> None:
+    """Import the bundled ONNX models, run them, and check them against ONNX's evaluator."""
+    from plmr.tools.demo import run_demo
+
+    if not run_demo(seed, click.echo):
+        raise PlmrError("the demo found a mismatch (see the table above)")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        rv = cli.main(args=argv, prog_name="plmr", standalone_mode=False)
+    except click.exceptions.Exit as e:
+        return e.exit_code
+    except click.Abort:
+        click.echo("aborted", err=True)
+        return 1
+    except click.ClickException as e:
+        e.show()
+        return e.exit_code
+    return rv if isinstance(rv, int) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

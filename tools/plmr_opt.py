@@ -67,7 +67,11 @@ def error_message(e: BaseException) -> str | None:
     """The user-facing message of an error plmr tools report, or None for a bug."""
     if isinstance(e, ParseError):
         return str(e).strip()
-    if isinstance(e, DiagnosticException | PlmrError):
+    if isinstance(e, DiagnosticException):
+        # xDSL attaches the IR, annotated at the failing op, as a note.
+        notes: list[str] = getattr(e, "__notes__", [])
+        return "\n".join([str(e).strip(), *(n.rstrip() for n in notes)])
+    if isinstance(e, PlmrError):
         return str(e).strip()
     if isinstance(e, ArgSpecParseError):
         return f"bad pass pipeline: {str(e).strip()}"

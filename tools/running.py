@@ -1,0 +1,180 @@
+"""
+Running programs from the command line: choosing the entry function, reading and
+checking inputs, making random inputs, executing, and summarising results.
+"""
+
+from __future__ import annotations
+
+import zipfile
+import zlib
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from xdsl.dialects import func
+from xdsl.dialects.builtin import DictionaryAttr, ModuleOp, StringAttr, TensorType
+from xdsl.ir import Attribute, SSAValue
+from xdsl.utils.hints import isa
+
+from plmr.dialects import graph
+from plmr.errors import PlmrError
+from plmr.runtime.reference import Array, ReferenceEvaluator, tensor_dtype
+
+NAME_ATTR = "plmr.name"
+"""Argument/result attribute holding the tensor's name in the source model."""
+
+
+def _named(attrs: Sequence[DictionaryAttr] | None, index: int) -> str | None:
+    if attrs is None or index >= len(attrs):
+        return None
+    name = attrs[index].data.get(NAME_ATTR)
+    return name.data if isinstance(name, StringAttr) else None
+
+
+def arg_names(fn: func.FuncOp) -> list[str]:
+    """Input names: the recorded `plmr.name`s, else `arg0, arg1, ...`."""
+    attrs = None if fn.arg_attrs is None else list(fn.arg_attrs.data)
+    n = len(fn.function_type.inputs.data)
+    return [_named(attrs, i) or f"arg{i}" for i in range(n)]
+
+
+def result_names(fn: func.FuncOp) -> list[str]:
+    """Output names: the recorded `plmr.name`s, else `out0, out1, ...`."""
+    attrs = None if fn.res_attrs is None else list(fn.res_attrs.data)
+    n = len(fn.function_type.outputs.data)
+    return [_named(attrs, i) or f"out{i}" for i in range(n)]
+
+
+def functions(module: ModuleOp) -> list[func.FuncOp]:
+    return [op for op in module.ops if isinstance(op, func.FuncOp) and op.body.blocks]
+
+
+def select_function(module: ModuleOp, entry: str | None) -> func.FuncOp:
+    """`@entry`, else `@main`, else the module's only function."""
+    fns = functions(module)
+    names = ", ".join(f"@{f.sym_name.data}" for f in fns) or "none"
+    if entry is not None:
+        for f in fns:
+            if f.sym_name.data == entry:
+                return f
+        raise PlmrError(f"no function @{entry} in the program (functions: {names})")
+    for f in fns:
+        if f.sym_name.data == "main":
+            return f
+    if len(fns) == 1:
+        return fns[0]
+    if not fns:
+        raise PlmrError("the program has no function with a body to run")
+    raise PlmrError(f"the program has several functions ({names}); choose one with --entry")
+
+
+def _tensor(t: Attribute, what: str) -> TensorType[Attribute]:
+    if not isa(t, TensorType[Attribute]):
+        raise PlmrError(f"{what} has type {t}; plmr run supports tensor arguments only")
+    return t
+
+
+def load_inputs(fn: func.FuncOp, path: Path) -> list[Array]:
+    """Reads an .npz with one array per argument and checks names, shapes and dtypes."""
+    names = arg_names(fn)
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            arrays: dict[str, Array] = {k: np.asarray(data[k]) for k in data.files}
+    except FileNotFoundError as e:
+        raise PlmrError(f"no such file: {path}") from e
+    except (OSError, ValueError, zipfile.BadZipFile) as e:
+        raise PlmrError(f"cannot read {path} as an .npz archive: {e}") from e
+    expected = ", ".join(names) or "none"
+    missing = [n for n in names if n not in arrays]
+    if missing:
+        raise PlmrError(
+            f"{path}: missing input(s) {', '.join(missing)} for @{fn.sym_name.data} "
+            f"(expected keys: {expected})"
+        )
+    extra = sorted(set(arrays) - set(names))
+    if extra:
+        raise PlmrError(
+            f"{path}: unexpected key(s) {', '.join(extra)} (expected keys: {expected})"
+        )
+    args: list[Array] = []
+    for name, t in zip(names, fn.function_type.inputs.data, strict=True):
+        tt = _tensor(t, f"argument {name}")
+        arr = arrays[name]
+        if tuple(arr.shape) != tt.get_shape():
+            raise PlmrError(
+                f"{path}: input {name} has shape {tuple(arr.shape)}, but "
+                f"@{fn.sym_name.data} expects {tt}"
+            )
+        dtype = tensor_dtype(tt)
+        if not np.can_cast(arr.dtype, dtype, casting="same_kind"):
+            raise PlmrError(
+                f"{path}: input {name} has dtype {arr.dtype}, which cannot be converted to "
+                f"the element type {tt.element_type} of {tt}"
+            )
+        args.append(arr.astype(dtype))
+    return args
+
+
+def _index_bound(value: SSAValue) -> int | None:
+    """The size of the gathered axis if `value` is used as gather indices."""
+    bound: int | None = None
+    for use in value.uses:
+        op = use.operation
+        if isinstance(op, graph.GatherOp) and use.index == 1:
+            shape = graph.static_shape(op.data, "data")
+            size = shape[op.axis.value.data % len(shape)]
+            bound = size if bound is None else min(bound, size)
+    return bound
+
+
+def random_inputs(fn: func.FuncOp, seed: int) -> list[Array]:
+    """Standard-normal floats; integers in range for the ops that use them."""
+    rng = np.random.default_rng(seed)
+    names = arg_names(fn)
+    args: list[Array] = []
+    for name, t, value in zip(
+        names, fn.function_type.inputs.data, fn.body.block.args, strict=True
+    ):
+        tt = _tensor(t, f"argument {name}")
+        dtype = tensor_dtype(tt)
+        shape = tt.get_shape()
+        if dtype.kind == "f":
+            args.append(rng.standard_normal(shape).astype(dtype))
+        elif dtype.kind == "b":
+            args.append(rng.integers(0, 2, shape).astype(dtype))
+        else:
+            high = _index_bound(value) or 8
+            args.append(rng.integers(0, high, shape).astype(dtype))
+    return args
+
+
+def run_function(module: ModuleOp, fn: func.FuncOp, args: Sequence[Array]) -> list[Array]:
+    """Executes `fn` with the reference semantics."""
+    evaluator = ReferenceEvaluator(module)
+    with np.errstate(all="ignore"):
+        return evaluator.run(fn, args)
+
+
+def summarize(names: Sequence[str], results: Sequence[Array]) -> list[str]:
+    """One line per result: name, shape, dtype, first values, sum and a CRC-32."""
+    lines: list[str] = []
+    for name, r in zip(names, results, strict=True):
+        flat = r.reshape(-1)
+        head = ", ".join(_fmt(v) for v in flat[:4]) + (", ..." if flat.size > 4 else "")
+        stats = ""
+        if flat.size and r.dtype.kind in "fiub":
+            as_f = flat.astype(np.float64)
+            stats = f"  sum={as_f.sum():.6g} min={as_f.min():.6g} max={as_f.max():.6g}"
+        crc = zlib.crc32(np.ascontiguousarray(r).tobytes())
+        lines.append(
+            f"  {name}: {'x'.join(map(str, r.shape)) or 'scalar'} {r.dtype} "
+            f"[{head}]{stats} crc32={crc:08x}"
+        )
+    return lines
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, np.floating):
+        return f"{v.item():.6g}"
+    return str(v)
