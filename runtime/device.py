@@ -1,0 +1,175 @@
+"""
+Device models: the parameters of a wafer-scale machine that plmr compiles for and simulates.
+
+A device is a 2D mesh of processing elements (PEs). Each PE has a compute engine with SIMD
+units, a private SRAM, and a router with a handful of static routes ("colors"). Messages
+move one 32-bit wavelet per cycle per link; a hop through a router that forwards by a
+pre-configured route costs `hop_cycles` (α); a relay through a core's software costs
+`relay_cycles` (β). Presets follow the published WSE-2 / WSE-3 figures; every parameter
+can be overridden (`Device.with_overrides`, or `--device wse2:colors=16,sram_kib=24` on
+the command line).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+from plmr.errors import PlmrError
+
+
+@dataclass(frozen=True)
+class Device:
+    """A 2D-mesh device. Sizes are in PEs, bytes and cycles unless the name says otherwise."""
+
+    name: str
+    width: int
+    """PEs along x (columns)."""
+    height: int
+    """PEs along y (rows)."""
+    sram_bytes: int
+    """SRAM per PE."""
+    clock_hz: float
+    fmac_fp16: int
+    """fp16 fused multiply-accumulates per cycle per PE (SIMD width of `@fmach`)."""
+    simd_fp16: int
+    """Other fp16 elementwise ops (add, mul, mov) per cycle per PE."""
+    simd_fp32: int
+    """fp32 elementwise ops per cycle per PE."""
+    link_bytes_per_cycle: int = 4
+    """One 32-bit wavelet per cycle per link and direction."""
+    colors: int = 24
+    """Routable colors (static routes) per router."""
+    reserved_colors: int = 3
+    """Colors the host I/O framework keeps for itself."""
+    hop_cycles: float = 1.0
+    """α: latency of a pass-through router hop."""
+    ramp_cycles: float = 2.0
+    """T_R: latency between a PE's compute engine and its router, each way."""
+    relay_cycles: float = 30.0
+    """β: a software relay at an intermediate PE (when routes run out)."""
+    send_overhead_cycles: float = 10.0
+    """Software cost to start one message (task activation, DSD setup)."""
+    op_overhead_cycles: float = 5.0
+    """Fixed cost of one compute op (loop and DSD setup)."""
+    step_overhead_cycles: float = 20.0
+    """Synchronisation cost at the end of one step of a multi-step collective."""
+    elem_bytes: int = 2
+    """Bytes per element of the device's native datatype (fp16)."""
+
+    @property
+    def cores(self) -> int:
+        return self.width * self.height
+
+    @property
+    def usable_colors(self) -> int:
+        return self.colors - self.reserved_colors
+
+    @property
+    def seconds_per_cycle(self) -> float:
+        return 1.0 / self.clock_hz
+
+    def with_overrides(self, **overrides: Any) -> Device:
+        """A copy with some parameters changed; unknown names are an error."""
+        fields = {f.name: f for f in dataclasses.fields(self)}
+        unknown = sorted(set(overrides) - set(fields))
+        if unknown:
+            raise PlmrError(
+                f"unknown device parameter(s) {', '.join(unknown)}; known: "
+                f"{', '.join(fields)}"
+            )
+        typed: dict[str, Any] = {}
+        for key, value in overrides.items():
+            kind = type(getattr(self, key))
+            try:
+                typed[key] = kind(value)
+            except (TypeError, ValueError) as e:
+                raise PlmrError(
+                    f"device parameter {key} must be a {kind.__name__}, got {value!r}"
+                ) from e
+        device = dataclasses.replace(self, **typed)
+        device.check()
+        return device
+
+    def check(self) -> None:
+        """Raises a PlmrError if a parameter is out of range."""
+        for name in ("width", "height", "sram_bytes", "fmac_fp16", "simd_fp16", "simd_fp32"):
+            if getattr(self, name) <= 0:
+                raise PlmrError(f"device {self.name}: {name} must be positive")
+        if self.clock_hz <= 0 or self.link_bytes_per_cycle <= 0:
+            raise PlmrError(f"device {self.name}: clock and link bandwidth must be positive")
+        if not 0 <= self.reserved_colors < self.colors:
+            raise PlmrError(
+                f"device {self.name}: reserved_colors ({self.reserved_colors}) must be "
+                f"below colors ({self.colors})"
+            )
+
+
+WSE2 = Device(
+    name="wse2",
+    width=750,
+    height=994,
+    sram_bytes=48 * 1024,
+    clock_hz=1.1e9,
+    fmac_fp16=4,
+    simd_fp16=4,
+    simd_fp32=2,
+)
+"""Cerebras WSE-2 (CS-2): the 750×994 program rectangle, 48 KiB per PE, 1.1 GHz."""
+
+WSE3 = dataclasses.replace(
+    WSE2, name="wse3", width=755, height=1170, fmac_fp16=8, simd_fp16=8, simd_fp32=4
+)
+"""Cerebras WSE-3 (CS-3): twice the SIMD width of WSE-2."""
+
+TEST_SMALL = dataclasses.replace(WSE2, name="test-small", width=8, height=8)
+"""An 8×8 WSE-2-like mesh for tests."""
+
+TEST_TINY = dataclasses.replace(
+    WSE2, name="test-tiny", width=4, height=4, sram_bytes=4 * 1024, colors=8
+)
+"""A 4×4 mesh with 4 KiB per PE and 8 colors, for overflow tests."""
+
+PRESETS: dict[str, Device] = {d.name: d for d in (WSE2, WSE3, TEST_SMALL, TEST_TINY)}
+
+
+def _parse_value(text: str) -> Any:
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
+
+
+_UNITS = {"sram_kib": ("sram_bytes", 1024), "clock_ghz": ("clock_hz", 1e9)}
+
+
+def get_device(spec: str) -> Device:
+    """
+    A device from a spec: a preset name, optionally with overrides, e.g.
+    `wse2`, `wse3:colors=16`, `wse2:width=360,height=360,sram_kib=24`.
+    """
+    name, _, rest = spec.partition(":")
+    device = PRESETS.get(name.strip())
+    if device is None:
+        raise PlmrError(
+            f"unknown device '{name}'; presets: {', '.join(PRESETS)} "
+            "(override parameters with e.g. wse2:colors=16)"
+        )
+    if not rest.strip():
+        return device
+    overrides: dict[str, Any] = {}
+    for item in rest.split(","):
+        key, eq, value = item.partition("=")
+        if not eq:
+            raise PlmrError(f"bad device override '{item}' in '{spec}': expected key=value")
+        key = key.strip()
+        parsed = _parse_value(value.strip())
+        if key in _UNITS:
+            real, scale = _UNITS[key]
+            overrides[real] = parsed * scale
+        else:
+            overrides[key] = parsed
+    return device.with_overrides(**overrides)
