@@ -119,6 +119,8 @@ def check_same_element_type(values: Sequence[SSAValue], names: Sequence[str]) ->
 
 def normalize_axis(axis: int, rank: int, what: str = "axis") -> int:
     """Maps a possibly negative axis into [0, rank), or raises."""
+    if rank == 0:
+        raise VerifyException(f"{what} {axis} is out of range: a rank-0 tensor has no axes")
     if not -rank <= axis < rank:
         raise VerifyException(
             f"{what} {axis} is out of range for a tensor of rank {rank} "
@@ -596,7 +598,13 @@ class ScaleOp(GraphOp):
         )
 
     def infer_result_types(self) -> Sequence[Attribute]:
-        return [tensor_type(self.input, "input")]
+        t = tensor_type(self.input, "input")
+        factor = self.factor.value.data
+        if is_integer_type(t.element_type) and not float(factor).is_integer():
+            raise VerifyException(
+                f"'graph.scale' of an integer tensor needs an integral factor, got {factor}"
+            )
+        return [t]
 
 
 @irdl_op_definition

@@ -81,7 +81,8 @@ class Device:
             )
         typed: dict[str, Any] = {}
         for key, value in overrides.items():
-            kind = type(getattr(self, key))
+            current: object = getattr(self, key)
+            kind: type[Any] = type(current)
             try:
                 typed[key] = kind(value)
             except (TypeError, ValueError) as e:

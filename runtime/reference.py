@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -56,9 +56,10 @@ def numpy_dtype(elt: Attribute) -> np.dtype[Any]:
         return np.dtype(np.float32)
     if isinstance(elt, IndexType):
         return np.dtype(np.int64)
-    if isa(elt, IntegerType[Any, Any]):
-        width: int = elt.bitwidth
-        unsigned = elt.signedness.data == Signedness.UNSIGNED
+    if isinstance(elt, IntegerType):
+        int_type = cast(IntegerType[int, Signedness], elt)
+        width: int = int_type.bitwidth
+        unsigned = int_type.signedness.data == Signedness.UNSIGNED
         if width == 1:
             return np.dtype(np.bool_)
         for w in (8, 16, 32, 64):
@@ -200,13 +201,28 @@ def matmul(
     return np.matmul(a, b)
 
 
+def _extreme(dtype: np.dtype[Any], lowest: bool) -> Any:
+    """The lowest (or highest) value of a dtype: what `max` (`min`) of an empty set is."""
+    if dtype.kind == "f":
+        return -np.inf if lowest else np.inf
+    if dtype.kind == "b":
+        return not lowest
+    info = np.iinfo(dtype)
+    return info.min if lowest else info.max
+
+
 def reduce(kind: str, x: Array, axes: Sequence[int], keepdims: bool) -> Array:
     ax = tuple(axes)
     if kind == "sum":
         return np.sum(x, axis=ax, keepdims=keepdims, dtype=x.dtype)
+    # numpy refuses max/min over an empty axis; ONNX defines them as the dtype's extreme.
     if kind == "max":
+        if x.size == 0:
+            return np.max(x, axis=ax, keepdims=keepdims, initial=_extreme(x.dtype, True))
         return np.max(x, axis=ax, keepdims=keepdims)
     if kind == "min":
+        if x.size == 0:
+            return np.min(x, axis=ax, keepdims=keepdims, initial=_extreme(x.dtype, False))
         return np.min(x, axis=ax, keepdims=keepdims)
     if kind == "mean":
         return np.mean(x, axis=ax, keepdims=keepdims, dtype=x.dtype)
@@ -214,6 +230,8 @@ def reduce(kind: str, x: Array, axes: Sequence[int], keepdims: bool) -> Array:
 
 
 def softmax(x: Array, axis: int = -1) -> Array:
+    if x.size == 0:
+        return x.copy()  # numpy's max refuses an empty axis
     m = np.max(x, axis=axis, keepdims=True)
     e = np.exp(x - m)
     return (e / np.sum(e, axis=axis, keepdims=True)).astype(x.dtype)
@@ -375,7 +393,8 @@ def _run_gelu(op: Operation, args: list[Array]) -> list[Array]:
 
 def _run_transpose(op: Operation, args: list[Array]) -> list[Array]:
     assert isinstance(op, graph.TransposeOp)
-    return [np.ascontiguousarray(np.transpose(args[0], _ints(op.perm)))]
+    # `.copy(order="C")`, not `np.ascontiguousarray`, which turns a 0-d array into 1-d.
+    return [np.transpose(args[0], _ints(op.perm)).copy(order="C")]
 
 
 def _run_reshape(op: Operation, args: list[Array]) -> list[Array]:
