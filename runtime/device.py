@@ -95,11 +95,20 @@ class Device:
 
     def check(self) -> None:
         """Raises a PlmrError if a parameter is out of range."""
-        for name in ("width", "height", "sram_bytes", "fmac_fp16", "simd_fp16", "simd_fp32"):
+        for name in (
+            "width",
+            "height",
+            "sram_bytes",
+            "fmac_fp16",
+            "simd_fp16",
+            "simd_fp32",
+        ):
             if getattr(self, name) <= 0:
                 raise PlmrError(f"device {self.name}: {name} must be positive")
         if self.clock_hz <= 0 or self.link_bytes_per_cycle <= 0:
-            raise PlmrError(f"device {self.name}: clock and link bandwidth must be positive")
+            raise PlmrError(
+                f"device {self.name}: clock and link bandwidth must be positive"
+            )
         if not 0 <= self.reserved_colors < self.colors:
             raise PlmrError(
                 f"device {self.name}: reserved_colors ({self.reserved_colors}) must be "
