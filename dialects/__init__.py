@@ -13,4 +13,9 @@ def get_all_dialects() -> dict[str, Callable[[], Dialect]]:
 
         return Graph
 
-    return {"graph": get_graph}
+    def get_tile() -> Dialect:
+        from plmr.dialects.tile import Tile
+
+        return Tile
+
+    return {"graph": get_graph, "tile": get_tile}

@@ -29,7 +29,8 @@ from xdsl.dialects.builtin import (
     Signedness,
     TensorType,
 )
-from xdsl.ir import Attribute, Operation, SSAValue
+from xdsl.ir import Attribute, Block, Operation, SSAValue
+from xdsl.traits import IsTerminator
 from xdsl.utils.hints import isa
 
 from plmr.dialects import graph
@@ -525,22 +526,40 @@ def _location(op: Operation) -> str:
     return f"'{op.name}'{f' ({names})' if names else ''} {where}".strip()
 
 
+EvalImpl = Callable[["ReferenceEvaluator", Operation, list[Any]], list[Any]]
+"""An implementation that needs the evaluator (regions, vectorised leading dims)."""
+
+
 class ReferenceEvaluator:
     """
-    Runs `func.func` bodies of `graph` ops (and `func.call` between them) on numpy arrays.
+    Runs `func.func` bodies on numpy arrays: `graph` ops, `tile` ops (with their regions),
+    the `arith` / `math` ops that index computations and `tile.map` bodies use, and
+    `func.call` between functions.
 
-    Extra implementations (for other levels' ops) may be passed in `impls`.
+    `lead` is a shape prepended to every value: with `lead = (H, W)` one evaluation runs
+    the same program on H×W cores at once (the mesh runtime's SPMD mode); tensors then
+    have shape `lead + type shape` and indices shape `lead` (or are uniform scalars).
+    Subclasses observe every op through `observe` (costs, memory traffic, timing).
     """
 
     def __init__(
         self,
         module: ModuleOp | None = None,
         impls: dict[type[Operation], OpImpl] | None = None,
+        *,
+        lead: tuple[int, ...] = (),
     ):
+        from plmr.runtime.tile_ops import EVAL_IMPLS
+
         self.module = module
+        self.lead = lead
         self.impls: dict[type[Operation], OpImpl] = dict(GRAPH_IMPLS)
         if impls is not None:
             self.impls.update(impls)
+        self.eval_impls: dict[type[Operation], EvalImpl] = dict(EVAL_IMPLS)
+        self.env_stack: list[dict[SSAValue, Any]] = []
+        self.owned_buffers: set[int] = set()
+        """Ids of arrays this evaluator created and may update in place."""
 
     def function(self, name: str) -> func.FuncOp:
         if self.module is None:
@@ -558,41 +577,71 @@ class ReferenceEvaluator:
             )
         if not fn.body.blocks:
             raise PlmrError(f"@{fn.sym_name.data} is a declaration without a body")
-        env: dict[SSAValue, Array] = {}
-        for value, arg in zip(fn.body.block.args, args, strict=True):
-            env[value] = np.asarray(arg)
-        for op in fn.body.block.ops:
-            if isinstance(op, func.ReturnOp):
-                return [env[v] for v in op.arguments]
-            operands = [env[v] for v in op.operands]
-            results = self.run_op(op, operands)
-            for value, result in zip(op.results, results, strict=True):
-                env[value] = result
-        raise PlmrError(f"@{fn.sym_name.data} has no func.return")
+        return self.run_block(fn.body.block, [np.asarray(a) for a in args])
 
-    def run_op(self, op: Operation, operands: list[Array]) -> list[Array]:
+    def run_block(self, block: Block, args: Sequence[Any]) -> list[Any]:
+        """Runs a block; returns the operands of its terminator (return or yield)."""
+        env: dict[SSAValue, Any] = dict(zip(block.args, args, strict=True))
+        self.env_stack.append(env)
+        try:
+            for op in block.ops:
+                operands = [self.lookup(v) for v in op.operands]
+                if op.has_trait(IsTerminator):
+                    return operands
+                results = self.run_op(op, operands)
+                for value, result in zip(op.results, results, strict=True):
+                    env[value] = result
+        finally:
+            self.env_stack.pop()
+        raise PlmrError("a block ended without a terminator")
+
+    def lookup(self, value: SSAValue) -> Any:
+        for env in reversed(self.env_stack):
+            if value in env:
+                return env[value]
+        raise PlmrError(f"value %{value.name_hint or '?'} used before it was computed")
+
+    def observe(self, op: Operation, operands: list[Any], results: list[Any]) -> None:
+        """Called after every op; subclasses count costs here."""
+
+    def run_op(self, op: Operation, operands: list[Any]) -> list[Any]:
         if isinstance(op, func.CallOp):
             return self.run(self.function(op.callee.string_value()), operands)
+        eval_impl = self.eval_impls.get(type(op))
         impl = self.impls.get(type(op))
-        if impl is None:
+        if eval_impl is None and impl is None:
             raise PlmrError(
                 f"{_location(op)}: no reference semantics for '{op.name}' "
                 "(lower it or run the program at a level plmr can execute)"
             )
         try:
-            results = impl(op, operands)
+            if eval_impl is not None:
+                results = eval_impl(self, op, operands)
+            else:
+                assert impl is not None
+                if self.lead:
+                    raise PlmrError(f"'{op.name}' cannot run inside a per-core program")
+                results = impl(op, operands)
         except PlmrError as e:
             raise PlmrError(f"{_location(op)}: {e}") from e
+        out: list[Any] = []
         for result, value in zip(results, op.results, strict=True):
-            want = graph.static_shape(value, "result")
-            if result.shape != want:
-                raise PlmrError(
-                    f"{_location(op)}: produced shape {result.shape}, expected {want}"
-                )
-        return [
-            np.asarray(r).astype(tensor_dtype(v.type), copy=False)
-            for r, v in zip(results, op.results, strict=True)
-        ]
+            out.append(self._check_result(op, value, result))
+        self.observe(op, operands, out)
+        return out
+
+    def _check_result(self, op: Operation, value: SSAValue, result: Any) -> Any:
+        t = value.type
+        if not isinstance(t, TensorType):
+            try:
+                return np.asarray(result).astype(numpy_dtype(t), copy=False)
+            except PlmrError:
+                return result
+        want = self.lead + graph.static_shape(value, "result")
+        arr = np.asarray(result)
+        if arr.shape != want:
+            raise PlmrError(f"{_location(op)}: produced shape {arr.shape}, expected {want}")
+        return arr.astype(tensor_dtype(cast(Attribute, t)), copy=False)
 
 
 def evaluate_function(module: ModuleOp, name: str, args: Sequence[Array]) -> list[Array]:

@@ -1,0 +1,502 @@
+"""
+Reference semantics of the `tile` dialect and of the `arith` / `math` ops it uses.
+
+The implementations are vectorised over the evaluator's leading shape (`ev.lead`): on the
+host `lead = ()` and a value is just its block; inside a mesh program `lead = (H, W)` and
+every value holds the blocks of all H×W cores, so one numpy call runs an op on every core.
+Indices (loop counters, offsets) are either uniform scalars or arrays of shape `lead`.
+
+`TileStats` counts the bytes a tile program moves between global memory (the tensors
+the function receives) and SRAM: the memory traffic that fusion is meant to reduce.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, cast
+
+import numpy as np
+from xdsl.dialects import arith, func
+from xdsl.dialects import math as mathd
+from xdsl.dialects.builtin import (
+    DenseIntOrFPElementsAttr,
+    FloatAttr,
+    IntegerAttr,
+    ModuleOp,
+    TensorType,
+)
+from xdsl.ir import Attribute, Operation, SSAValue
+
+from plmr.dialects import tile
+from plmr.dialects.graph import normalize_axis, static_shape
+from plmr.errors import PlmrError
+from plmr.runtime.reference import (
+    Array,
+    dense_to_numpy,
+    erf,
+    gelu,
+    numpy_dtype,
+    sigmoid,
+    silu,
+    tensor_dtype,
+)
+
+if TYPE_CHECKING:
+    from plmr.runtime.reference import EvalImpl, ReferenceEvaluator
+
+Impl = Callable[["ReferenceEvaluator", Operation, list[Any]], list[Any]]
+
+
+def _lead(ev: ReferenceEvaluator) -> int:
+    return len(ev.lead)
+
+
+def _is_uniform(x: Any) -> bool:
+    return np.ndim(x) == 0
+
+
+def _expand(ev: ReferenceEvaluator, x: Array, rank: int) -> Array:
+    """Inserts size-1 dims after the lead so that a block has `rank` dims (broadcasting)."""
+    lead = _lead(ev)
+    x = np.asarray(x)
+    block_rank = x.ndim - lead
+    if block_rank >= rank:
+        return x
+    shape = x.shape[:lead] + (1,) * (rank - block_rank) + x.shape[lead:]
+    return x.reshape(shape)
+
+
+# ---------------------------------------------------------------------------------------
+# tile ops
+# ---------------------------------------------------------------------------------------
+
+
+def _fill(ev: ReferenceEvaluator, op: Operation, args: list[Any]) -> list[Any]:
+    assert isinstance(op, tile.FillOp)
+    shape = ev.lead + static_shape(op.result, "result")
+    return [np.full(shape, op.value.value.data, dtype=tensor_dtype(op.result.type))]
+
+
+def _window_index(
+    ev: ReferenceEvaluator,
+    offsets: Sequence[Any],
+    block: Sequence[int],
+    full: Sequence[int],
+) -> tuple[Any, ...]:
+    """Index tuple selecting, per core, the block at `offsets` of a `lead + full` array."""
+    lead = ev.lead
+    for d, (o, b, f) in enumerate(zip(offsets, block, full, strict=True)):
+        lo, hi = int(np.min(o)), int(np.max(o))
+        if lo < 0 or hi + b > f:
+            raise PlmrError(
+                f"block of size {b} at offset {lo if lo < 0 else hi} is outside dimension "
+                f"{d} (size {f})"
+            )
+    if all(_is_uniform(o) for o in offsets):
+        return (
+            *(slice(None) for _ in lead),
+            *(slice(int(o), int(o) + b) for o, b in zip(offsets, block, strict=True)),
+        )
+    n = len(lead) + len(block)
+    grids: list[Any] = []
+    for i, size in enumerate(lead):
+        shape = [1] * n
+        shape[i] = size
+        grids.append(np.arange(size).reshape(shape))
+    for d, (o, b) in enumerate(zip(offsets, block, strict=True)):
+        shape = [1] * n
+        shape[len(lead) + d] = b
+        base = np.asarray(o).reshape(np.shape(o) + (1,) * len(block))
+        grids.append(base + np.arange(b).reshape(shape))
+    return tuple(grids)
+
+
+def _load(ev: ReferenceEvaluator, op: Operation, args: list[Any]) -> list[Any]:
+    assert isinstance(op, tile.LoadOp)
+    src, *offsets = args
+    block = static_shape(op.result, "result")
+    index = _window_index(ev, offsets, block, static_shape(op.source, "source"))
+    return [np.array(src[index])]
+
+
+def _store(ev: ReferenceEvaluator, op: Operation, args: list[Any]) -> list[Any]:
+    assert isinstance(op, tile.StoreOp)
+    blk, dest, *offsets = args
+    block = static_shape(op.block, "block")
+    index = _window_index(ev, offsets, block, static_shape(op.dest, "dest"))
+    # Value semantics: update in place only when nothing else can see the old value.
+    if op.dest.has_one_use() and id(dest) in ev.owned_buffers:
+        out = dest
+    else:
+        out = np.array(dest, copy=True)
+        ev.owned_buffers.add(id(out))
+    out[index] = blk
+    return [out]
+
+
+def _dot(ev: ReferenceEvaluator, op: Operation, args: list[Any]) -> list[Any]:
+    assert isinstance(op, tile.DotOp)
+    a, b = np.asarray(args[0]), np.asarray(args[1])
+    if op.transpose_a is not None:
+        a = np.swapaxes(a, -1, -2)
+    if op.transpose_b is not None:
+        b = np.swapaxes(b, -1, -2)
+    out = np.matmul(a, b)
+    if op.acc is not None:
+        out = out + args[2]
+    return [out]
+
+
+def _reduce(ev: ReferenceEvaluator, op: Operation, args: list[Any]) -> list[Any]:
+    assert isinstance(op, tile.ReduceOp)
+    x = np.asarray(args[0])
+    rank = len(static_shape(op.input, "input"))
+    axis = _lead(ev) + normalize_axis(op.axis.value.data, rank)
+    kind = op.kind.data
+    if kind == tile.ReduceKind.SUM:
+        return [np.sum(x, axis=axis, keepdims=True, dtype=x.dtype)]
+    if kind == tile.ReduceKind.MAX:
+        return [np.max(x, axis=axis, keepdims=True)]
+    return [np.min(x, axis=axis, keepdims=True)]
+
+
+def _relu(x: Array) -> Array:
+    return np.maximum(x, np.zeros((), dtype=x.dtype))
+
+
+def _rsqrt(x: Array) -> Array:
+    return (1 / np.sqrt(x)).astype(x.dtype)
+
+
+def _recip(x: Array) -> Array:
+    return (1 / x).astype(x.dtype)
+
+
+def _gelu_tanh(x: Array) -> Array:
+    return gelu(x, tanh=True)
+
+
+UNARY: dict[str, Callable[[Array], Array]] = {
+    "exp": np.exp,
+    "log": np.log,
+    "neg": np.negative,
+    "abs": np.abs,
+    "relu": _relu,
+    "sigmoid": sigmoid,
+    "tanh": np.tanh,
+    "erf": erf,
+    "sqrt": np.sqrt,
+    "rsqrt": _rsqrt,
+    "recip": _recip,
+    "gelu": gelu,
+    "gelu_tanh": _gelu_tanh,
+    "silu": silu,
+}
+
+BINARY: dict[str, Callable[[Array, Array], Array]] = {
+    "add": np.add,
+    "sub": np.subtract,
+    "mul": np.multiply,
+    "div": np.divide,
+    "max": np.maximum,
+    "min": np.minimum,
+}
+
+
+def _map(ev: ReferenceEvaluator, op: Operation, args: list[Any]) -> list[Any]:
+    assert isinstance(op, tile.MapOp)
+    rank = len(static_shape(op.result, "result"))
+    inputs = [_expand(ev, np.asarray(a), rank) for a in args]
+    kind = op.kind_name
+    if kind is not None:
+        if kind in UNARY:
+            return [UNARY[kind](inputs[0])]
+        return [BINARY[kind](inputs[0], inputs[1])]
+    (out,) = ev.run_block(op.body.block, inputs)
+    return [np.broadcast_to(out, ev.lead + static_shape(op.result, "result"))]
+
+
+def _broadcast(ev: ReferenceEvaluator, op: Operation, args: list[Any]) -> list[Any]:
+    assert isinstance(op, tile.BroadcastOp)
+    shape = static_shape(op.result, "result")
+    x = _expand(ev, np.asarray(args[0]), len(shape))
+    return [np.array(np.broadcast_to(x, ev.lead + shape))]
+
+
+def _cast(ev: ReferenceEvaluator, op: Operation, args: list[Any]) -> list[Any]:
+    assert isinstance(op, tile.CastOp)
+    return [np.asarray(args[0]).astype(tensor_dtype(op.result.type))]
+
+
+def _transpose(ev: ReferenceEvaluator, op: Operation, args: list[Any]) -> list[Any]:
+    assert isinstance(op, tile.TransposeOp)
+    lead = _lead(ev)
+    perm = [*range(lead), *(lead + p for p in op.perm.get_values())]
+    return [np.transpose(args[0], perm).copy()]
+
+
+def _reshape(ev: ReferenceEvaluator, op: Operation, args: list[Any]) -> list[Any]:
+    assert isinstance(op, tile.ReshapeOp)
+    return [np.reshape(args[0], ev.lead + static_shape(op.result, "result"))]
+
+
+def _for(ev: ReferenceEvaluator, op: Operation, args: list[Any]) -> list[Any]:
+    assert isinstance(op, tile.ForOp)
+    values = list(args)
+    for i in range(op.lb.value.data, op.ub.value.data, op.step.value.data):
+        values = ev.run_block(op.body.block, [np.int64(i), *values])
+    return values
+
+
+# ---------------------------------------------------------------------------------------
+# arith / math
+# ---------------------------------------------------------------------------------------
+
+
+def _constant(ev: ReferenceEvaluator, op: Operation, args: list[Any]) -> list[Any]:
+    assert isinstance(op, arith.ConstantOp)
+    value: Attribute = op.value
+    if isinstance(value, IntegerAttr):
+        return [np.asarray(value.value.data, dtype=numpy_dtype(op.result.type))]
+    if isinstance(value, FloatAttr):
+        return [np.asarray(value.value.data, dtype=numpy_dtype(op.result.type))]
+    if isinstance(value, DenseIntOrFPElementsAttr):
+        arr = dense_to_numpy(value)  # pyright: ignore[reportUnknownArgumentType]
+        return [np.broadcast_to(arr, ev.lead + arr.shape).copy()]
+    raise PlmrError(f"unsupported constant {value}")
+
+
+def _binary_scalar(fn: Callable[[Any, Any], Any]) -> Impl:
+    def run(ev: ReferenceEvaluator, op: Operation, args: list[Any]) -> list[Any]:
+        return [fn(args[0], args[1])]
+
+    return run
+
+
+def _unary_scalar(fn: Callable[[Any], Any]) -> Impl:
+    def run(ev: ReferenceEvaluator, op: Operation, args: list[Any]) -> list[Any]:
+        return [fn(args[0])]
+
+    return run
+
+
+def _divsi(a: Any, b: Any) -> Any:
+    """Signed division rounding toward zero (MLIR's `arith.divsi`)."""
+    q: Any = np.abs(a) // np.abs(b)
+    sign: Any = np.sign(a) * np.sign(b)
+    return sign * q
+
+
+def _remsi(a: Any, b: Any) -> Any:
+    return a - _divsi(a, b) * b
+
+
+def _ceildivsi(a: Any, b: Any) -> Any:
+    return -(-a // b)
+
+
+_CMP: dict[int, Callable[[Any, Any], Any]] = {
+    0: np.equal,
+    1: np.not_equal,
+    2: np.less,
+    3: np.less_equal,
+    4: np.greater,
+    5: np.greater_equal,
+    6: np.less,
+    7: np.less_equal,
+    8: np.greater,
+    9: np.greater_equal,
+}
+
+_CMPF: dict[int, Callable[[Any, Any], Any]] = {
+    1: np.equal,
+    2: np.greater,
+    3: np.greater_equal,
+    4: np.less,
+    5: np.less_equal,
+    6: np.not_equal,
+    8: np.equal,
+    9: np.greater,
+    10: np.greater_equal,
+    11: np.less,
+    12: np.less_equal,
+    13: np.not_equal,
+}
+
+
+def _cmpi(ev: ReferenceEvaluator, op: Operation, args: list[Any]) -> list[Any]:
+    assert isinstance(op, arith.CmpiOp)
+    return [_CMP[op.predicate.value.data](args[0], args[1])]
+
+
+def _cmpf(ev: ReferenceEvaluator, op: Operation, args: list[Any]) -> list[Any]:
+    assert isinstance(op, arith.CmpfOp)
+    pred = op.predicate.value.data
+    if pred not in _CMPF:
+        raise PlmrError(f"unsupported arith.cmpf predicate {pred}")
+    return [_CMPF[pred](args[0], args[1])]
+
+
+def _select(ev: ReferenceEvaluator, op: Operation, args: list[Any]) -> list[Any]:
+    return [np.where(args[0], args[1], args[2])]
+
+
+def _convert(ev: ReferenceEvaluator, op: Operation, args: list[Any]) -> list[Any]:
+    return [np.asarray(args[0]).astype(numpy_dtype(op.results[0].type))]
+
+
+def _rsqrt_scalar(x: Any) -> Any:
+    return 1 / np.sqrt(x)
+
+
+def _fma(ev: ReferenceEvaluator, op: Operation, args: list[Any]) -> list[Any]:
+    return [args[0] * args[1] + args[2]]
+
+
+EVAL_IMPLS: dict[type[Operation], EvalImpl] = {
+    tile.FillOp: _fill,
+    tile.LoadOp: _load,
+    tile.StoreOp: _store,
+    tile.DotOp: _dot,
+    tile.ReduceOp: _reduce,
+    tile.MapOp: _map,
+    tile.BroadcastOp: _broadcast,
+    tile.CastOp: _cast,
+    tile.TransposeOp: _transpose,
+    tile.ReshapeOp: _reshape,
+    tile.ForOp: _for,
+    arith.ConstantOp: _constant,
+    arith.AddiOp: _binary_scalar(np.add),
+    arith.SubiOp: _binary_scalar(np.subtract),
+    arith.MuliOp: _binary_scalar(np.multiply),
+    arith.DivSIOp: _binary_scalar(_divsi),
+    arith.DivUIOp: _binary_scalar(np.floor_divide),
+    arith.RemSIOp: _binary_scalar(_remsi),
+    arith.RemUIOp: _binary_scalar(np.remainder),
+    arith.FloorDivSIOp: _binary_scalar(np.floor_divide),
+    arith.CeilDivSIOp: _binary_scalar(_ceildivsi),
+    arith.MaxSIOp: _binary_scalar(np.maximum),
+    arith.MinSIOp: _binary_scalar(np.minimum),
+    arith.AddfOp: _binary_scalar(np.add),
+    arith.SubfOp: _binary_scalar(np.subtract),
+    arith.MulfOp: _binary_scalar(np.multiply),
+    arith.DivfOp: _binary_scalar(np.divide),
+    arith.MaximumfOp: _binary_scalar(np.maximum),
+    arith.MinimumfOp: _binary_scalar(np.minimum),
+    arith.MaxnumfOp: _binary_scalar(np.fmax),
+    arith.MinnumfOp: _binary_scalar(np.fmin),
+    arith.NegfOp: _unary_scalar(np.negative),
+    arith.CmpiOp: _cmpi,
+    arith.CmpfOp: _cmpf,
+    arith.SelectOp: _select,
+    arith.IndexCastOp: _convert,
+    arith.SIToFPOp: _convert,
+    arith.FPToSIOp: _convert,
+    arith.ExtFOp: _convert,
+    arith.TruncFOp: _convert,
+    mathd.ExpOp: _unary_scalar(np.exp),
+    mathd.LogOp: _unary_scalar(np.log),
+    mathd.SqrtOp: _unary_scalar(np.sqrt),
+    mathd.RsqrtOp: _unary_scalar(_rsqrt_scalar),
+    mathd.TanhOp: _unary_scalar(np.tanh),
+    mathd.ErfOp: _unary_scalar(erf),
+    mathd.AbsFOp: _unary_scalar(np.abs),
+    mathd.PowFOp: _binary_scalar(np.power),
+    mathd.FmaOp: _fma,
+}
+"""Implementations that run on the evaluator (vectorised over its leading shape)."""
+
+
+# ---------------------------------------------------------------------------------------
+# Memory traffic
+# ---------------------------------------------------------------------------------------
+
+
+@dataclass
+class TileStats:
+    """What a tile program did: global-memory traffic, SRAM work and op counts."""
+
+    bytes_loaded: int = 0
+    """Bytes copied from global tensors into SRAM by `tile.load`."""
+    bytes_stored: int = 0
+    """Bytes written from SRAM into global tensors by `tile.store`."""
+    flops: int = 0
+    op_counts: dict[str, int] = field(default_factory=dict[str, int])
+
+    @property
+    def bytes_moved(self) -> int:
+        return self.bytes_loaded + self.bytes_stored
+
+
+def global_values(fn: func.FuncOp) -> set[SSAValue]:
+    """The SSA values of `fn` that denote tensors in global memory (not SRAM blocks)."""
+    result: set[SSAValue] = set(fn.body.block.args)
+    changed = True
+    while changed:
+        changed = False
+        for op in fn.walk():
+            new: list[SSAValue] = []
+            if isinstance(op, tile.StoreOp) and op.dest in result:
+                new.append(op.result)
+            if isinstance(op, tile.ForOp):
+                block_args = op.body.block.args[1:]
+                last = op.body.block.last_op
+                yielded = list(last.operands) if last is not None else []
+                for i, init in enumerate(op.iter_args):
+                    through = i < len(yielded) and yielded[i] in result
+                    if init in result or through:
+                        new += [op.res[i], block_args[i]]
+            for v in new:
+                if v not in result:
+                    result.add(v)
+                    changed = True
+    return result
+
+
+def _collect_stats(
+    stats: TileStats, globals_: set[SSAValue], op: Operation, results: list[Any]
+) -> None:
+    stats.op_counts[op.name] = stats.op_counts.get(op.name, 0) + 1
+    if isinstance(op, tile.LoadOp) and op.source in globals_:
+        stats.bytes_loaded += int(np.asarray(results[0]).nbytes)
+    elif isinstance(op, tile.StoreOp) and op.dest in globals_:
+        stats.bytes_stored += tile.nbytes(op.block.type)
+    if isinstance(op, tile.TileOp) and not isinstance(op, tile.ForOp):
+        stats.flops += op.cost().flops
+
+
+def run_tile_function(
+    module: ModuleOp, name: str, args: Sequence[Array]
+) -> tuple[list[Array], TileStats]:
+    """Runs a tile-level function; returns its results and the traffic it caused."""
+    from plmr.runtime.reference import ReferenceEvaluator
+
+    stats = TileStats()
+
+    class _Counting(ReferenceEvaluator):
+        def observe(self, op: Operation, operands: list[Any], results: list[Any]) -> None:
+            _collect_stats(stats, globals_, op, results)
+
+    ev = _Counting(module)
+    fn = ev.function(name)
+    globals_ = global_values(fn)
+    return ev.run(fn, args), stats
+
+
+def tensor_bytes(t: Attribute) -> int:
+    """Bytes of a static-shape tensor type in host (numpy) representation."""
+    if not isinstance(t, TensorType):
+        raise PlmrError(f"expected a tensor type, got {t}")
+    attr = cast(Attribute, t)
+    return math.prod(static_shape(attr, "tensor")) * tensor_dtype(attr).itemsize
+
+
+__all__ = [
+    "EVAL_IMPLS",
+    "TileStats",
+    "global_values",
+    "run_tile_function",
+    "tensor_bytes",
+]
