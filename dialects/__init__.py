@@ -18,4 +18,9 @@ def get_all_dialects() -> dict[str, Callable[[], Dialect]]:
 
         return Tile
 
-    return {"graph": get_graph, "tile": get_tile}
+    def get_mesh() -> Dialect:
+        from plmr.dialects.mesh import Mesh
+
+        return Mesh
+
+    return {"graph": get_graph, "tile": get_tile, "mesh": get_mesh}
