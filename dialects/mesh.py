@@ -871,7 +871,7 @@ class ReduceOp(_ReductionOp):
     ):
         x = SSAValue.get(input)
         super().__init__(
-            operands=[x, root],
+            operands=[root, x],
             result_types=[x.type],
             properties={
                 "kind": CombineKindAttr(CombineKind(kind)),

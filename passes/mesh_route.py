@@ -1,0 +1,249 @@
+"""
+`mesh-route`: assigns colors to every collective of a mesh program and emits the route
+rules (`mesh.route`) that carry its transfers, router by router.
+
+Each collective is planned as stages of point-to-point transfers along its axis
+(`plmr.runtime.collectives`); every transfer becomes router entries (source ramp → out
+port, pass-through routers, destination port → ramp, multicasts merged). Colors are
+assigned greedily: a transfer reuses the first color whose existing entries do not
+conflict with its own at any router. Collectives with the same pattern share colors.
+The result is checked against the device's color budget; with `relay = true`, transfers
+that do not fit are marked to be relayed in software (each extra hop costs β).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import ArrayAttr, IntegerAttr, ModuleOp, i64
+from xdsl.ir import Operation
+from xdsl.passes import ModulePass
+from xdsl.rewriter import InsertPoint, Rewriter
+
+from plmr.dialects import mesh
+from plmr.errors import PlmrError
+from plmr.runtime.collectives import (
+    Plan,
+    Transfer,
+    allreduce_plan,
+    along_y,
+    broadcast_plan,
+    reduce_plan,
+    shift_plan,
+    transfer_path,
+)
+from plmr.runtime.device import Device, get_device
+from plmr.runtime.routing import RouteTable, Rule, compress_positions
+
+COLLECTIVES = (mesh.ShiftOp, mesh.BroadcastOp, mesh.AllreduceOp, mesh.ReduceOp)
+
+
+def plan_of(op: Operation, grid: tuple[int, int], root: int | None = None) -> Plan:
+    """The plan of a collective op on a `[rows, cols]` grid (`root` for rooted ops)."""
+    if isinstance(op, mesh.ShiftOp):
+        n = mesh.axis_size(op.axis.data, grid)
+        return shift_plan(op.ring.data, n, op.distance.value.data)
+    if isinstance(op, mesh.BroadcastOp):
+        n = mesh.axis_size(op.axis.data, grid)
+        return broadcast_plan(n, 0 if root is None else root)
+    if isinstance(op, mesh.AllreduceOp):
+        n = mesh.axis_size(op.axis.data, grid)
+        groups = None if op.groups is None else op.groups.value.data
+        return allreduce_plan(n, op.algorithm.data, op.k.value.data, groups)
+    if isinstance(op, mesh.ReduceOp):
+        n = mesh.axis_size(op.axis.data, grid)
+        groups = None if op.groups is None else op.groups.value.data
+        algorithm = op.algorithm.data
+        if algorithm == "ring":
+            algorithm = "pipeline"
+        return reduce_plan(
+            n, algorithm, op.k.value.data, groups, 0 if root is None else root
+        )
+    raise PlmrError(f"'{op.name}' is not a collective")
+
+
+def axis_of(op: Operation) -> str:
+    axis = getattr(op, "axis", None)
+    if not isinstance(axis, mesh.AxisAttr):
+        raise PlmrError(f"'{op.name}' has no axis")
+    return axis.data
+
+
+@dataclass
+class Routing:
+    """Colors of every collective, the rules that carry them, and the color budget used."""
+
+    table: RouteTable
+    colors: dict[Operation, list[int]] = field(default_factory=dict[Operation, list[int]])
+    relayed: set[Operation] = field(default_factory=set[Operation])
+    max_colors: int = 0
+
+
+def _entries(
+    t: Transfer, axis: str, grid: tuple[int, int]
+) -> list[tuple[int, mesh.Port, tuple[mesh.Port, ...]]]:
+    out: list[tuple[int, mesh.Port, tuple[mesh.Port, ...]]] = []
+    for pos, (rx, tx) in transfer_path(t).items():
+        if axis == "y":
+            rx, tx = along_y(rx), tuple(along_y(p) for p in tx)
+        out.append((pos, rx, tx))
+    del grid
+    return out
+
+
+def _rule(
+    color: int,
+    axis: str,
+    grid: tuple[int, int],
+    span: tuple[int, int, int],
+    rx: mesh.Port,
+    tx: tuple[mesh.Port, ...],
+) -> Rule:
+    full_rows, full_cols = (0, grid[0], 1), (0, grid[1], 1)
+    if axis == "x":
+        return Rule(color, full_rows, span, rx, tx)
+    return Rule(color, span, full_cols, rx, tx)
+
+
+def _fits(
+    table: RouteTable,
+    color: int,
+    axis: str,
+    grid: tuple[int, int],
+    entries: Sequence[tuple[int, mesh.Port, tuple[mesh.Port, ...]]],
+) -> bool:
+    existing = table.tx.get(color)
+    if existing is None:
+        return True
+    from plmr.runtime.routing import PORT_INDEX
+
+    for pos, rx, tx in entries:
+        bits = 0
+        for p in tx:
+            bits |= 1 << PORT_INDEX[p]
+        cur = (
+            existing[PORT_INDEX[rx], :, pos]
+            if axis == "x"
+            else existing[PORT_INDEX[rx], pos, :]
+        )
+        if ((cur != 0) & (cur != bits)).any():
+            return False
+    return True
+
+
+def route_collectives(
+    ops: Sequence[Operation],
+    grid: tuple[int, int],
+    device: Device,
+    relay: bool = False,
+    table: RouteTable | None = None,
+) -> Routing:
+    """Assigns colors and route rules to the given collective ops of one program."""
+    table = RouteTable(grid[0], grid[1]) if table is None else table
+    routing = Routing(table)
+    budget = device.usable_colors
+    patterns: dict[tuple[str, str], list[int]] = {}
+    for op in ops:
+        plan = plan_of(op, grid)
+        axis = axis_of(op)
+        key = (axis, repr([s.transfers for s in plan.stages]))
+        if key in patterns:
+            routing.colors[op] = patterns[key]
+            continue
+        used: list[int] = []
+        pending: dict[tuple[int, mesh.Port, tuple[mesh.Port, ...]], set[int]] = {}
+        for stage in plan.stages:
+            for t in stage.transfers:
+                entries = _entries(t, axis, grid)
+                color = 0
+                while not _fits(table, color, axis, grid, entries):
+                    color += 1
+                if color >= budget:
+                    if not relay:
+                        raise PlmrError(
+                            f"'{op.name}' along {axis} needs more than the {budget} usable "
+                            f"colors of {device.name} at some router (colors 0..{budget - 1} "
+                            "are taken); use fewer concurrent collectives, a smaller K, or "
+                            "relay mode (mesh-route{relay=true} / --relay)"
+                        )
+                    routing.relayed.add(op)
+                    continue
+                for pos, rx, tx in entries:
+                    table.mark(_rule(color, axis, grid, (pos, pos + 1, 1), rx, tx))
+                    pending.setdefault((color, rx, tx), set()).add(pos)
+                if color not in used:
+                    used.append(color)
+        for (color, rx, tx), positions in sorted(
+            pending.items(), key=lambda kv: (kv[0][0], min(kv[1]))
+        ):
+            for span in compress_positions(sorted(positions)):
+                table.add(_rule(color, axis, grid, span, rx, tx))
+        patterns[key] = used
+        routing.colors[op] = used
+    counts = table.colors_per_router()
+    routing.max_colors = int(counts.max()) if counts.size else 0
+    return routing
+
+
+def collectives_of(program: mesh.ProgramOp) -> list[Operation]:
+    return [op for op in program.walk() if isinstance(op, COLLECTIVES)]
+
+
+def route_program(program: mesh.ProgramOp, relay: bool = False) -> Routing:
+    """Routes a program: its explicit `mesh.route` rules plus its collectives."""
+    device = get_device(program.device.spec.data)
+    grid = program.grid_shape
+    table = RouteTable(grid[0], grid[1])
+    for op in program.body.block.ops:
+        if isinstance(op, mesh.RouteOp):
+            r, c = op.rows.get_values(), op.cols.get_values()
+            table.add(
+                Rule(
+                    op.color.value.data,
+                    (r[0], r[1], r[2]),
+                    (c[0], c[1], c[2]),
+                    op.rx.data,
+                    op.tx_ports,
+                )
+            )
+    return route_collectives(collectives_of(program), grid, device, relay, table)
+
+
+@dataclass(frozen=True)
+class MeshRoutePass(ModulePass):
+    """
+    Assigns colors to the collectives of every `mesh.program` and emits its route rules.
+
+    Each collective gets a `colors` attribute; the program gets one `mesh.route` per
+    rule, e.g. for a 4-PE interleaved shift along x:
+
+    ```mlir
+    %r = mesh.shift %b axis x ring interleaved {colors = [0, 1, 2]} : tensor<4x4xf32>
+    mesh.route color 0 rows [0, 4, 1] cols [0, 1, 1] from ramp to ["east"]
+    ```
+    """
+
+    name = "mesh-route"
+
+    relay: bool = False
+    """Let collectives that exceed the color budget relay through software (cost β/hop)."""
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        for program in [p for p in op.walk() if isinstance(p, mesh.ProgramOp)]:
+            self._route(program)
+
+    def _route(self, program: mesh.ProgramOp) -> None:
+        for old in [o for o in program.body.block.ops if isinstance(o, mesh.RouteOp)]:
+            Rewriter.erase_op(old)
+        routing = route_program(program, self.relay)
+        for coll, colors in routing.colors.items():
+            coll.attributes["colors"] = ArrayAttr([IntegerAttr(c, i64) for c in colors])
+            if coll in routing.relayed:
+                coll.attributes["relayed"] = IntegerAttr(1, i64)
+        anchor = program.body.block.last_op
+        assert anchor is not None
+        for rule in routing.table.rules:
+            route = mesh.RouteOp(rule.color, rule.rows, rule.cols, rule.rx, rule.tx)
+            Rewriter.insert_op(route, InsertPoint.before(anchor))

@@ -1,0 +1,290 @@
+"""
+Collectives as stages of point-to-point transfers along one mesh axis.
+
+Every collective runs the same pattern on every line of the grid (every row for axis x,
+every column for axis y), so a plan describes one line of `n` PEs: a list of stages, each
+a list of transfers `src -> dsts` (several destinations: a multicast). The same plan
+gives the route rules (`mesh-route`), the timing (the runtime), and, in tests, the data
+movement, so the three cannot disagree.
+
+Algorithms:
+- shift on a `linear`, `torus` or `interleaved` ring (WaferLLM's INTERLEAVE: every
+  logical neighbour ≤ 2 hops);
+- broadcast: one multicast from the root;
+- reduce / allreduce with `ktree` (K phases of chain reductions inside groups, the
+  group roots reducing in the next phase, then a multicast), `pipeline` (one chain to the
+  last PE, then a multicast back), or `ring` (reduce-scatter then allgather on the
+  interleaved ring, each step moving 1/n of the block).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from plmr.dialects.mesh import Port
+from plmr.errors import PlmrError
+
+
+@dataclass(frozen=True)
+class Transfer:
+    """Position `src` sends its current value to `dsts` (one route, possibly multicast)."""
+
+    src: int
+    dsts: tuple[int, ...]
+    combine: bool = False
+    """Receivers combine the value into theirs (reduce) instead of replacing it."""
+
+    def hops(self, dst: int) -> int:
+        return abs(dst - self.src)
+
+
+@dataclass(frozen=True)
+class Stage:
+    """Transfers that happen together; receivers wait for their message."""
+
+    transfers: tuple[Transfer, ...]
+    fraction: float = 1.0
+    """Share of the block each message carries (1/n for ring steps)."""
+    streamed: bool = False
+    """Part of a chain that forwards data as it arrives: pays latency, not bandwidth."""
+
+
+@dataclass
+class Plan:
+    """The stages of one collective on a line of `n` PEs."""
+
+    n: int
+    stages: list[Stage] = field(default_factory=list[Stage])
+    description: str = ""
+
+    def max_hops(self) -> int:
+        return max(
+            (t.hops(d) for s in self.stages for t in s.transfers for d in t.dsts), default=0
+        )
+
+
+# ---------------------------------------------------------------------------------------
+# Rings
+# ---------------------------------------------------------------------------------------
+
+
+def interleave(i: int, n: int) -> tuple[int, int]:
+    """
+    WaferLLM's INTERLEAVE for position `i` of `n >= 3`: (send-to, receive-from). Even
+    positions carry the ring east 0→2→4→…, odd positions carry it back west …→3→1, and
+    1→0 closes it; every link is 1 or 2 hops.
+    """
+    if n < 3:
+        raise PlmrError(f"an interleaved ring needs at least 3 PEs, got {n}")
+    last_even = n - 1 if (n - 1) % 2 == 0 else n - 2
+    last_odd = n - 1 if (n - 1) % 2 == 1 else n - 2
+    if i % 2 == 0:
+        send = i + 2 if i + 2 <= last_even else last_odd
+        recv = i - 2 if i >= 2 else 1
+    else:
+        send = i - 2 if i >= 3 else 0
+        recv = i + 2 if i + 2 <= last_odd else last_even
+    return send, recv
+
+
+def ring_successors(ring: str, n: int) -> list[int | None]:
+    """succ[p]: where position p's block goes in one shift step (None: it falls off)."""
+    if n == 1:
+        return [0] if ring != "linear" else [None]
+    if ring == "linear":
+        return [p + 1 if p + 1 < n else None for p in range(n)]
+    if ring == "torus" or n == 2:
+        return [(p + 1) % n for p in range(n)]
+    if ring == "interleaved":
+        return [interleave(p, n)[0] for p in range(n)]
+    raise PlmrError(f"unknown ring '{ring}' (linear, torus or interleaved)")
+
+
+def ring_order(ring: str, n: int) -> list[int]:
+    """The positions in logical ring order starting at 0 (for rings that close)."""
+    succ = ring_successors(ring, n)
+    order = [0]
+    while len(order) < n:
+        nxt = succ[order[-1]]
+        if nxt is None or nxt == 0:
+            break
+        order.append(nxt)
+    return order
+
+
+def shift_plan(ring: str, n: int, distance: int) -> Plan:
+    """`|distance|` shift steps; a negative distance runs the ring backwards."""
+    succ = ring_successors(ring, n)
+    if distance < 0:
+        pred: list[int | None] = [None] * n
+        for p, s in enumerate(succ):
+            if s is not None:
+                pred[s] = p
+        succ = pred
+    stage = Stage(
+        tuple(Transfer(p, (s,)) for p, s in enumerate(succ) if s is not None and s != p)
+    )
+    plan = Plan(n, description=f"shift {ring} ring, distance {distance}")
+    if stage.transfers:
+        plan.stages = [stage] * abs(distance)
+    return plan
+
+
+# ---------------------------------------------------------------------------------------
+# Broadcast and reductions
+# ---------------------------------------------------------------------------------------
+
+
+def broadcast_plan(n: int, root: int) -> Plan:
+    if not 0 <= root < n:
+        raise PlmrError(f"broadcast root {root} is outside the {n} PEs of the axis")
+    dsts = tuple(p for p in range(n) if p != root)
+    plan = Plan(n, description=f"broadcast from {root}")
+    if dsts:
+        plan.stages = [Stage((Transfer(root, dsts),), streamed=True)]
+    return plan
+
+
+def _chain_to(members: Sequence[int], root: int) -> list[list[Transfer]]:
+    """Stages of chain reductions of `members` (sorted positions) towards `root`."""
+    left = [m for m in members if m < root]
+    right = [m for m in members if m > root][::-1]
+    stages: list[list[Transfer]] = []
+    for chain in (left, right):
+        path = [*chain, root]
+        for i in range(len(path) - 1):
+            while len(stages) <= i:
+                stages.append([])
+            stages[i].append(Transfer(path[i], (path[i + 1],), combine=True))
+    return stages
+
+
+def _merge(into: list[list[Transfer]], more: list[list[Transfer]]) -> None:
+    for i, transfers in enumerate(more):
+        while len(into) <= i:
+            into.append([])
+        into[i].extend(transfers)
+
+
+def ktree_levels(n: int, k: int, groups: int | None) -> list[list[list[int]]]:
+    """The groups of each of the K phases: level 0 groups positions, level i group roots."""
+    members = list(range(n))
+    levels: list[list[list[int]]] = []
+    for level in range(k):
+        if len(members) <= 1:
+            break
+        remaining = k - level
+        if level == 0 and groups is not None:
+            size = math.ceil(len(members) / groups)
+        elif remaining == 1:
+            size = len(members)
+        else:
+            size = max(2, math.ceil(len(members) ** (1 / remaining)))
+        chunks = [members[i : i + size] for i in range(0, len(members), size)]
+        levels.append(chunks)
+        members = [c[len(c) // 2] for c in chunks]
+    return levels
+
+
+def reduce_plan(
+    n: int, algorithm: str, k: int = 2, groups: int | None = None, root: int | None = None
+) -> Plan:
+    """The reduction phase of an (all)reduce; the result ends at the returned plan's root."""
+    plan = Plan(n, description=f"{algorithm} reduce")
+    if n == 1:
+        return plan
+    if algorithm == "pipeline":
+        target = n - 1 if root is None else root
+        for transfers in _chain_to(list(range(n)), target):
+            plan.stages.append(Stage(tuple(transfers), streamed=True))
+        return plan
+    if algorithm == "ktree":
+        levels = ktree_levels(n, k, groups)
+        top = levels[-1][0] if levels else [0]
+        top_root = top[len(top) // 2]
+        for chunks in levels:
+            phase: list[list[Transfer]] = []
+            for chunk in chunks:
+                _merge(phase, _chain_to(chunk, chunk[len(chunk) // 2]))
+            plan.stages += [Stage(tuple(t), streamed=True) for t in phase]
+        if root is not None and root != top_root:
+            plan.stages.append(Stage((Transfer(top_root, (root,)),)))
+        return plan
+    raise PlmrError(f"unknown reduction algorithm '{algorithm}' (ktree, pipeline, ring)")
+
+
+def reduce_root(n: int, algorithm: str, k: int = 2, groups: int | None = None) -> int:
+    """Where an allreduce's reduction phase leaves the result before the multicast."""
+    if n == 1:
+        return 0
+    if algorithm == "pipeline":
+        return n - 1
+    levels = ktree_levels(n, k, groups)
+    top = levels[-1][0]
+    return top[len(top) // 2]
+
+
+def allreduce_plan(n: int, algorithm: str, k: int = 2, groups: int | None = None) -> Plan:
+    if algorithm == "ring":
+        return ring_allreduce_plan(n)
+    plan = reduce_plan(n, algorithm, k, groups)
+    root = reduce_root(n, algorithm, k, groups)
+    plan.stages += broadcast_plan(n, root).stages
+    plan.description = f"{algorithm} allreduce (k={k}, groups={groups})"
+    return plan
+
+
+def ring_allreduce_plan(n: int) -> Plan:
+    """Reduce-scatter then allgather: 2(n-1) steps, each moving 1/n of the block."""
+    plan = Plan(n, description="ring allreduce")
+    if n == 1:
+        return plan
+    ring = "interleaved" if n >= 3 else "torus"
+    succ = ring_successors(ring, n)
+    step_combine = Stage(
+        tuple(Transfer(p, (s,), combine=True) for p, s in enumerate(succ) if s is not None),
+        fraction=1 / n,
+    )
+    step_copy = Stage(
+        tuple(Transfer(p, (s,)) for p, s in enumerate(succ) if s is not None),
+        fraction=1 / n,
+    )
+    plan.stages = [step_combine] * (n - 1) + [step_copy] * (n - 1)
+    return plan
+
+
+# ---------------------------------------------------------------------------------------
+# Routes
+# ---------------------------------------------------------------------------------------
+
+
+def transfer_path(t: Transfer) -> dict[int, tuple[Port, tuple[Port, ...]]]:
+    """Router entries (position -> rx, tx ports) of one transfer along an x line."""
+    entries: dict[int, tuple[Port, set[Port]]] = {}
+
+    def add(pos: int, rx: Port, tx: Port) -> None:
+        if pos in entries:
+            entries[pos][1].add(tx)
+        else:
+            entries[pos] = (rx, {tx})
+
+    for dst in t.dsts:
+        if dst == t.src:
+            add(t.src, Port.RAMP, Port.RAMP)
+            continue
+        step = 1 if dst > t.src else -1
+        fwd = Port.EAST if step == 1 else Port.WEST
+        back = Port.WEST if step == 1 else Port.EAST
+        add(t.src, Port.RAMP, fwd)
+        for pos in range(t.src + step, dst, step):
+            add(pos, back, fwd)
+        add(dst, back, Port.RAMP)
+    order = (Port.RAMP, Port.NORTH, Port.SOUTH, Port.EAST, Port.WEST)
+    return {p: (rx, tuple(q for q in order if q in tx)) for p, (rx, tx) in entries.items()}
+
+
+def along_y(port: Port) -> Port:
+    """Maps a port of an x line to the same role on a y line (east -> south)."""
+    return {Port.EAST: Port.SOUTH, Port.WEST: Port.NORTH}.get(port, port)

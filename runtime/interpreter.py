@@ -1,0 +1,708 @@
+"""
+The mesh runtime: executes a `mesh.program` on a modelled wafer.
+
+SPMD and vectorised: inside `mesh.spmd`, every value is one numpy array whose leading
+axes are the grid `(rows, cols)`, so each op runs once for all PEs (the tile ops'
+reference semantics with `lead = (rows, cols)`). Two modes share the interpreter:
+`functional` carries data and computes exact numbers; `timing` carries shapes only
+(zero-stride placeholder arrays), so full-wafer grids fit in memory.
+
+Time: every PE has a clock. A compute op advances it by its per-op overhead plus
+`ceil(flops / SIMD width)` (or its SRAM traffic, if larger). A collective runs its plan
+(`plmr.runtime.collectives`) stage by stage: a message leaves when its sender reaches
+the op, pays the send overhead, the ramp twice, one `hop_cycles` per router, and one
+cycle per 32-bit wavelet (times the load of the busiest link on its path, for
+contention; once per chain for streamed chains); a receiver waits for its message and
+then combines it. Point-to-point `mesh.send` / `mesh.recv` follow the route rules; a
+receive that no message can satisfy is a deadlock, reported with the waiting PEs.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+from xdsl.dialects import arith
+from xdsl.dialects.builtin import ModuleOp, TensorType
+from xdsl.ir import Operation, SSAValue
+
+from plmr.dialects import mesh, tile
+from plmr.dialects.graph import static_shape
+from plmr.errors import PlmrError
+from plmr.runtime.collectives import Plan
+from plmr.runtime.device import Device, get_device
+from plmr.runtime.reference import Array, ReferenceEvaluator, tensor_dtype
+from plmr.runtime.report import OpTime, Report
+from plmr.runtime.routing import RouteTable
+from plmr.runtime.sram import SramReport, spmd_sram
+
+FloatArray = npt.NDArray[np.float64]
+
+MODES = ("functional", "timing")
+
+
+# ---------------------------------------------------------------------------------------
+# Placement
+# ---------------------------------------------------------------------------------------
+
+
+def scatter_array(
+    x: Array, layout: mesh.LayoutAttr, grid: tuple[int, int], pad: float = 0.0
+) -> Array:
+    """Host tensor -> per-PE blocks of shape `(rows, cols, *block)`."""
+    shape = x.shape
+    block = mesh.block_shape(shape, layout, grid)
+    pads = [
+        (0, 0) if a == "-" else (0, b * mesh.axis_size(a, grid) - s)
+        for s, b, a in zip(shape, block, layout.axes, strict=True)
+    ]
+    if any(p[1] for p in pads):
+        x = np.pad(x, pads, constant_values=pad)
+    split: list[int] = []
+    axis_pos: dict[str, int] = {}
+    for s, b, a in zip(x.shape, block, layout.axes, strict=True):
+        if a == "-":
+            split.append(s)
+            continue
+        n = mesh.axis_size(a, grid)
+        if layout.mode.data == "interleaved":
+            split += [b, n]
+            axis_pos[a] = len(split) - 1
+        else:
+            split += [n, b]
+            axis_pos[a] = len(split) - 2
+    y = x.reshape(split)
+    block_axes = [i for i in range(len(split)) if i not in axis_pos.values()]
+    lead: list[int] = []
+    for a in ("y", "x"):
+        if a in axis_pos:
+            lead.append(axis_pos[a])
+    y = np.transpose(y, [*lead, *block_axes])
+    for i, a in enumerate(("y", "x")):
+        if a not in axis_pos:
+            y = np.expand_dims(y, i)
+    return np.ascontiguousarray(np.broadcast_to(y, (grid[0], grid[1], *block)))
+
+
+def gather_array(
+    blocks: Array, layout: mesh.LayoutAttr, shape: Sequence[int], grid: tuple[int, int]
+) -> Array:
+    """Per-PE blocks -> host tensor (replicas from the first PE of replicated axes)."""
+    block = list(blocks.shape[2:])
+    arr = blocks
+    if layout.dim_of("x") is None:
+        arr = arr[:, :1]
+    if layout.dim_of("y") is None:
+        arr = arr[:1]
+    # arr: (ny, nx, *block) with ny/nx = 1 when replicated.
+    out = arr
+    rank = len(block)
+    # Move each mesh axis next to the tensor dim it splits, then merge.
+    order: list[int] = []
+    merged: list[int] = []
+    for d in range(rank):
+        a = layout.axes[d]
+        if a == "-":
+            order.append(2 + d)
+            merged.append(block[d])
+            continue
+        lead_axis = 0 if a == "y" else 1
+        n = out.shape[lead_axis]
+        if layout.mode.data == "interleaved":
+            order += [2 + d, lead_axis]
+        else:
+            order += [lead_axis, 2 + d]
+        merged.append(n * block[d])
+    rest = [i for i in (0, 1) if i not in order]
+    out = np.transpose(out, [*order, *rest]).reshape(merged)
+    return np.ascontiguousarray(out[tuple(slice(0, s) for s in shape)])
+
+
+# ---------------------------------------------------------------------------------------
+# Collective execution
+# ---------------------------------------------------------------------------------------
+
+
+@dataclass
+class StageArrays:
+    """One stage of a plan as index arrays over the positions of a line."""
+
+    src: npt.NDArray[np.int64]
+    dst: npt.NDArray[np.int64]
+    hops: npt.NDArray[np.int64]
+    load: npt.NDArray[np.int64]
+    """Messages on the busiest link of each transfer's path (contention)."""
+    combine: bool
+    fraction: float
+    streamed: bool
+
+
+def stage_arrays(plan: Plan) -> list[StageArrays]:
+    out: list[StageArrays] = []
+    n = plan.n
+    for stage in plan.stages:
+        srcs: list[int] = []
+        dsts: list[int] = []
+        # Directed link loads along the line: east links i -> i+1, west links i+1 -> i.
+        east = np.zeros(max(n, 1), dtype=np.int64)
+        west = np.zeros(max(n, 1), dtype=np.int64)
+        for t in stage.transfers:
+            far_e = max([d for d in t.dsts if d > t.src], default=t.src)
+            far_w = min([d for d in t.dsts if d < t.src], default=t.src)
+            east[t.src : far_e] += 1
+            west[far_w : t.src] += 1
+            for d in t.dsts:
+                srcs.append(t.src)
+                dsts.append(d)
+        load: list[int] = []
+        for s, d in zip(srcs, dsts, strict=True):
+            seg = east[s:d] if d > s else west[d:s]
+            load.append(int(seg.max()) if seg.size else 1)
+        src = np.asarray(srcs, dtype=np.int64)
+        dst = np.asarray(dsts, dtype=np.int64)
+        combine = any(t.combine for t in stage.transfers)
+        out.append(
+            StageArrays(
+                src,
+                dst,
+                np.abs(dst - src),
+                np.asarray(load, dtype=np.int64),
+                combine,
+                stage.fraction,
+                stage.streamed,
+            )
+        )
+    return out
+
+
+# ---------------------------------------------------------------------------------------
+# The SPMD evaluator
+# ---------------------------------------------------------------------------------------
+
+
+@dataclass
+class Clocks:
+    """Per-PE time and its split, in cycles."""
+
+    now: FloatArray
+    compute: FloatArray
+    comm: FloatArray
+
+    @staticmethod
+    def zeros(grid: tuple[int, int]) -> Clocks:
+        return Clocks(np.zeros(grid), np.zeros(grid), np.zeros(grid))
+
+
+@dataclass
+class Traffic:
+    bytes: float = 0.0
+    hop_bytes: float = 0.0
+    messages: int = 0
+
+
+@dataclass
+class _Pending:
+    """Messages that arrived at PEs on one color and wait to be received."""
+
+    has: npt.NDArray[np.bool_]
+    data: Array | None
+    arrival: FloatArray
+
+
+class SpmdEvaluator(ReferenceEvaluator):
+    """Runs `mesh.spmd` bodies for all PEs at once and advances their clocks."""
+
+    def __init__(self, runtime: MeshRuntime, program: mesh.ProgramOp):
+        super().__init__(None, lead=runtime.grid)
+        self.runtime = runtime
+        self.program = program
+        self.eval_impls.update(
+            {
+                mesh.ShiftOp: _run_collective,
+                mesh.BroadcastOp: _run_collective,
+                mesh.AllreduceOp: _run_collective,
+                mesh.ReduceOp: _run_collective,
+                mesh.SendOp: _run_send,
+                mesh.RecvOp: _run_recv,
+            }
+        )
+
+    def run_op(self, op: Operation, operands: list[Any]) -> list[Any]:
+        rt = self.runtime
+        if rt.mode == "timing" and _is_compute(op):
+            results = [rt.placeholder(r) for r in op.results]
+            self.observe(op, operands, results)
+            return results
+        return super().run_op(op, operands)
+
+    def observe(self, op: Operation, operands: list[Any], results: list[Any]) -> None:
+        if isinstance(op, tile.ForOp) or isinstance(op, mesh.CommOp):
+            return
+        rt = self.runtime
+        cycles = rt.compute_cycles(op)
+        if cycles:
+            rt.clocks.now += cycles
+            rt.clocks.compute += cycles
+            rt.account(op, cycles)
+
+
+def _is_compute(op: Operation) -> bool:
+    if isinstance(op, tile.ForOp | mesh.CommOp):
+        return False
+    return isinstance(op, tile.TileOp)
+
+
+def _uniform_index(value: Any, what: str) -> int:
+    arr = np.asarray(value)
+    if arr.ndim == 0:
+        return int(arr)
+    first = arr.reshape(-1)[0]
+    if not np.all(arr == first):
+        raise PlmrError(f"{what} must be the same on every PE")
+    return int(first)
+
+
+def _run_collective(ev: ReferenceEvaluator, op: Operation, args: list[Any]) -> list[Any]:
+    assert isinstance(ev, SpmdEvaluator)
+    rt = ev.runtime
+    values = dict(zip(op.operands, args, strict=True))
+    x = values[getattr(op, "input")]
+    root: int | None = None
+    if isinstance(op, mesh.BroadcastOp | mesh.ReduceOp):
+        root = _uniform_index(values[op.root], f"the root of '{op.name}'")
+        n = mesh.axis_size(op.axis.data, rt.grid)
+        if not 0 <= root < n:
+            raise PlmrError(f"root {root} is outside the {n} PEs along {op.axis.data}")
+    result = rt.collective_data(op, x, root) if rt.mode == "functional" else None
+    rt.collective_time(op, root)
+    if result is None:
+        return [rt.placeholder(op.results[0])]
+    return [result]
+
+
+def _run_send(ev: ReferenceEvaluator, op: Operation, args: list[Any]) -> list[Any]:
+    assert isinstance(ev, SpmdEvaluator)
+    assert isinstance(op, mesh.SendOp)
+    ev.runtime.send(op, args[0], args[1] if len(args) > 1 else None)
+    return []
+
+
+def _run_recv(ev: ReferenceEvaluator, op: Operation, args: list[Any]) -> list[Any]:
+    assert isinstance(ev, SpmdEvaluator)
+    assert isinstance(op, mesh.RecvOp)
+    return [ev.runtime.recv(op, args[0] if args else None)]
+
+
+# ---------------------------------------------------------------------------------------
+# The runtime
+# ---------------------------------------------------------------------------------------
+
+
+@dataclass
+class MeshRuntime:
+    """Executes mesh programs on a device model."""
+
+    device: Device
+    mode: str = "functional"
+    relay: bool = False
+    grid: tuple[int, int] = (0, 0)
+    clocks: Clocks = field(default_factory=lambda: Clocks.zeros((1, 1)))
+    traffic: Traffic = field(default_factory=Traffic)
+    op_times: dict[str, OpTime] = field(default_factory=dict[str, OpTime])
+    table: RouteTable | None = None
+    relayed: set[Operation] = field(default_factory=set[Operation])
+    sram: SramReport = field(default_factory=SramReport)
+    _plans: dict[tuple[int, int | None], list[StageArrays]] = field(
+        default_factory=dict[tuple[int, int | None], list[StageArrays]]
+    )
+    _pending: dict[int, list[_Pending]] = field(default_factory=dict[int, list[_Pending]])
+
+    def __post_init__(self) -> None:
+        if self.mode not in MODES:
+            raise PlmrError(f"unknown mode '{self.mode}' (functional or timing)")
+
+    # -- entry point ---------------------------------------------------------------------
+
+    def run(
+        self, module: ModuleOp, name: str | None, inputs: Sequence[Array]
+    ) -> tuple[list[Array], Report]:
+        program = find_program(module, name)
+        return self.run_program(program, inputs)
+
+    def run_program(
+        self, program: mesh.ProgramOp, inputs: Sequence[Array]
+    ) -> tuple[list[Array], Report]:
+        from plmr.passes.mesh_route import route_program
+
+        started = time.perf_counter()
+        self.grid = program.grid_shape
+        rows, cols = self.grid
+        if rows > self.device.height or cols > self.device.width:
+            raise PlmrError(
+                f"@{program.sym_name.data} needs a {rows}x{cols} grid, but {self.device.name} "
+                f"has {self.device.height}x{self.device.width} PEs"
+            )
+        self.clocks = Clocks.zeros(self.grid)
+        self.traffic = Traffic()
+        self.op_times = {}
+        self._plans = {}
+        self._pending = {}
+        routing = route_program(program, self.relay)
+        self.table = routing.table
+        self.relayed = routing.relayed
+        max_routes = int(routing.table.colors_per_router().max()) if rows * cols else 0
+        if max_routes > self.device.usable_colors and not self.relay:
+            counts = routing.table.colors_per_router()
+            y, x = np.unravel_index(int(np.argmax(counts)), counts.shape)
+            raise PlmrError(
+                f"router ({y}, {x}) of @{program.sym_name.data} needs {max_routes} colors, "
+                f"but {self.device.name} routes at most {self.device.usable_colors} "
+                "(use relay mode or fewer routes)"
+            )
+        self.sram = SramReport()
+        for spmd in [op for op in program.walk() if isinstance(op, mesh.SpmdOp)]:
+            report = spmd_sram(spmd, self.device)
+            if report.peak_bytes > self.sram.peak_bytes:
+                self.sram = report
+        if self.sram.peak_bytes > self.device.sram_bytes:
+            live = ", ".join(f"{n} ({b} B)" for n, b in self.sram.live[:8])
+            raise PlmrError(
+                f"SRAM overflow in @{program.sym_name.data}: every PE (e.g. PE (0, 0)) needs "
+                f"{self.sram.peak_bytes} B at `{self.sram.at}`, but {self.device.name} has "
+                f"{self.device.sram_bytes} B per PE; live: {live}. Use a larger grid or "
+                "smaller blocks"
+            )
+        outputs = self._execute(program, inputs)
+        leftover = [c for c, q in self._pending.items() if q]
+        if leftover:
+            raise PlmrError(
+                f"messages on color {leftover[0]} were sent but never received (a "
+                "mesh.recv is missing)"
+            )
+        report = Report.build(
+            program.sym_name.data,
+            self.device,
+            self.grid,
+            self.mode,
+            self.clocks.now,
+            self.clocks.compute,
+            self.clocks.comm,
+            self.traffic.bytes,
+            self.traffic.hop_bytes,
+            self.sram,
+            max_routes,
+            self.op_times,
+            time.perf_counter() - started,
+        )
+        return outputs, report
+
+    def _execute(self, program: mesh.ProgramOp, inputs: Sequence[Array]) -> list[Array]:
+        block = program.body.block
+        if len(inputs) != len(block.args):
+            raise PlmrError(
+                f"@{program.sym_name.data} takes {len(block.args)} inputs, got {len(inputs)}"
+            )
+        env: dict[SSAValue, Any] = {}
+        for arg, value in zip(block.args, inputs, strict=True):
+            want = static_shape(arg, "input")
+            if tuple(np.shape(value)) != want:
+                raise PlmrError(
+                    f"input %{arg.name_hint or '?'} has shape {np.shape(value)}, expected {want}"
+                )
+            env[arg] = np.asarray(value)
+        for op in block.ops:
+            if isinstance(op, mesh.ReturnOp):
+                return [env[v] for v in op.values]
+            if isinstance(op, mesh.RouteOp):
+                continue
+            if isinstance(op, mesh.ScatterOp):
+                env[op.result] = self._scatter(op, env[op.input])
+            elif isinstance(op, mesh.GatherOp):
+                env[op.result] = self._gather(op, env[op.input])
+            elif isinstance(op, mesh.SpmdOp):
+                ev = SpmdEvaluator(self, program)
+                yy, xx = np.indices(self.grid, dtype=np.int64)
+                results = ev.run_block(
+                    op.body.block, [yy, xx, *(env[v] for v in op.inputs)]
+                )
+                for value, result in zip(op.outputs, results, strict=True):
+                    env[value] = result
+            else:
+                raise PlmrError(
+                    f"'{op.name}' cannot appear directly in a mesh.program (put it inside "
+                    "a mesh.spmd body)"
+                )
+        raise PlmrError(f"@{program.sym_name.data} has no mesh.return")
+
+    # -- data placement --------------------------------------------------------------
+
+    def placeholder(self, value: SSAValue) -> Array:
+        """A zero-stride array with the value's per-PE shape (timing mode)."""
+        t = value.type
+        if not isinstance(t, TensorType):
+            return np.zeros(self.grid, dtype=np.int64)
+        shape = self.grid + static_shape(value, "value")
+        return np.broadcast_to(np.zeros((), dtype=tensor_dtype(t)), shape)
+
+    def _scatter(self, op: mesh.ScatterOp, x: Array) -> Array:
+        d = op.result.type
+        assert isinstance(d, mesh.DistType)
+        if self.mode == "timing":
+            block = d.block_shape(self.grid)
+            return np.broadcast_to(np.zeros((), dtype=x.dtype), self.grid + block)
+        pad = 0.0 if op.pad is None else op.pad.value.data
+        return scatter_array(x, d.layout, self.grid, pad)
+
+    def _gather(self, op: mesh.GatherOp, blocks: Array) -> Array:
+        d = op.input.type
+        assert isinstance(d, mesh.DistType)
+        shape = d.tensor.get_shape()
+        if self.mode == "timing":
+            return np.zeros(shape, dtype=blocks.dtype)
+        return gather_array(blocks, d.layout, shape, self.grid)
+
+    # -- compute -------------------------------------------------------------------------
+
+    def compute_cycles(self, op: Operation) -> float:
+        dev = self.device
+        if isinstance(op, tile.TileOp):
+            cost = op.cost()
+            ratio = self._byte_ratio(op)
+            simd = dev.fmac_fp16 if cost.fmacs else dev.simd_fp16
+            arithmetic = math.ceil(cost.flops / simd)
+            memory = max(cost.bytes_read * ratio / 16, cost.bytes_written * ratio / 8)
+            if cost.flops == 0 and cost.bytes_read == 0 and cost.bytes_written == 0:
+                return 0.0
+            return dev.op_overhead_cycles + max(arithmetic, math.ceil(memory))
+        if isinstance(op, arith.ConstantOp):
+            return 0.0
+        if op.name.startswith(("arith.", "math.")):
+            return 1.0
+        return 0.0
+
+    def _byte_ratio(self, op: Operation) -> float:
+        for v in (*op.results, *op.operands):
+            if isinstance(v.type, TensorType):
+                itemsize = tensor_dtype(v.type).itemsize
+                return self.device.elem_bytes / itemsize
+        return 1.0
+
+    def account(self, op: Operation, cycles: float | FloatArray) -> None:
+        entry = self.op_times.setdefault(op.name, OpTime(op.name))
+        entry.count += 1
+        entry.cycles += float(np.max(cycles))
+
+    # -- collectives ---------------------------------------------------------------------
+
+    def _line_view(self, a: Array, axis: str) -> Array:
+        """(rows, cols, ...) -> (lines, positions, ...) for the axis."""
+        return a if axis == "x" else np.swapaxes(a, 0, 1)
+
+    def collective_data(self, op: Operation, x: Array, root: int | None) -> Array:
+        axis = getattr(op, "axis").data
+        lines = self._line_view(np.asarray(x), axis)
+        n = lines.shape[1]
+        if isinstance(op, mesh.ShiftOp):
+            from plmr.runtime.collectives import shift_plan
+
+            plan = shift_plan(op.ring.data, n, op.distance.value.data)
+            out = lines
+            for stage in plan.stages:
+                src = np.full(n, -1, dtype=np.int64)
+                for t in stage.transfers:
+                    for d in t.dsts:
+                        src[d] = t.src
+                nxt = np.zeros_like(out)
+                has = src >= 0
+                nxt[:, has] = out[:, src[has]]
+                out = nxt
+            result = out
+        elif isinstance(op, mesh.BroadcastOp):
+            assert root is not None
+            result = np.broadcast_to(lines[:, root : root + 1], lines.shape).copy()
+        else:
+            kind = getattr(op, "kind").data
+            fn = {"sum": np.sum, "max": np.max, "min": np.min}[kind]
+            total = fn(lines, axis=1, keepdims=True).astype(lines.dtype)
+            if isinstance(op, mesh.AllreduceOp):
+                result = np.broadcast_to(total, lines.shape).copy()
+            else:
+                assert root is not None
+                result = np.zeros_like(lines)
+                result[:, root : root + 1] = total
+        return self._line_view(result, axis)
+
+    def _stages(self, op: Operation, root: int | None) -> list[StageArrays]:
+        from plmr.passes.mesh_route import plan_of
+
+        key = (id(op), root)
+        cached = self._plans.get(key)
+        if cached is None:
+            cached = stage_arrays(plan_of(op, self.grid, root))
+            self._plans[key] = cached
+        return cached
+
+    def collective_time(self, op: Operation, root: int | None) -> None:
+        dev = self.device
+        axis = getattr(op, "axis").data
+        value = op.results[0]
+        elems = math.prod(static_shape(value, "value"))
+        block_bytes = elems * dev.elem_bytes
+        hop = dev.hop_cycles + (dev.relay_cycles if op in self.relayed else 0.0)
+        now = self._line_view(self.clocks.now, axis).copy()
+        start = now.copy()
+        lines = now.shape[0]
+        streamed_any = False
+        for st in self._stages(op, root):
+            if st.src.size == 0:
+                continue
+            msg_bytes = block_bytes * st.fraction
+            wavelets = math.ceil(msg_bytes / dev.link_bytes_per_cycle)
+            latency = dev.send_overhead_cycles + 2 * dev.ramp_cycles + st.hops * hop
+            bandwidth = 0 if st.streamed else wavelets * st.load
+            arrival = now[:, st.src] + latency + bandwidth
+            nxt = now.copy()
+            np.maximum.at(nxt, (slice(None), st.dst), arrival)
+            if st.combine:
+                count = np.bincount(st.dst, minlength=now.shape[1]).astype(np.float64)
+                per = dev.op_overhead_cycles + math.ceil(
+                    elems * st.fraction / dev.simd_fp16
+                )
+                nxt += count * per
+            senders = np.unique(st.src)
+            nxt[:, senders] = np.maximum(
+                nxt[:, senders], now[:, senders] + dev.send_overhead_cycles
+            )
+            now = nxt
+            streamed_any = streamed_any or st.streamed
+            n_msgs = st.src.size * lines
+            self.traffic.bytes += msg_bytes * n_msgs
+            self.traffic.hop_bytes += msg_bytes * float(st.hops.sum()) * lines
+            self.traffic.messages += n_msgs
+        if streamed_any:
+            now += math.ceil(block_bytes / dev.link_bytes_per_cycle)
+        now = self._line_view(now, axis)
+        start = self._line_view(start, axis)
+        spent = now - start
+        self.clocks.now = np.ascontiguousarray(now)
+        self.clocks.comm += spent
+        self.account(op, spent)
+
+    # -- point to point ------------------------------------------------------------------
+
+    def send(self, op: mesh.SendOp, value: Array, mask: Array | None) -> None:
+        assert self.table is not None
+        dev = self.device
+        color = op.color.value.data
+        sources = np.ones(self.grid, dtype=bool) if mask is None else np.asarray(mask, bool)
+        sources = np.broadcast_to(sources, self.grid)
+        delivery = self.table.trace(color, sources)
+        block_bytes = math.prod(static_shape(op.input, "input")) * dev.elem_bytes
+        wavelets = math.ceil(block_bytes / dev.link_bytes_per_cycle)
+        load = delivery.link_load.max() if delivery.link_load.size else 1
+        arrival_src = self.clocks.now[delivery.src_y, delivery.src_x]
+        arrival = (
+            arrival_src
+            + dev.send_overhead_cycles
+            + 2 * dev.ramp_cycles
+            + delivery.hops * dev.hop_cycles
+            + wavelets * max(int(load), 1)
+        )
+        has = np.zeros(self.grid, dtype=bool)
+        times = np.zeros(self.grid)
+        if (
+            np.any(has[delivery.dst_y, delivery.dst_x])
+            or len(set(zip(delivery.dst_y.tolist(), delivery.dst_x.tolist(), strict=True)))
+            != delivery.dst_y.size
+        ):
+            raise PlmrError(
+                f"color {color}: several messages reach the same PE at once; give each "
+                "sender its own color"
+            )
+        has[delivery.dst_y, delivery.dst_x] = True
+        times[delivery.dst_y, delivery.dst_x] = arrival
+        data: Array | None = None
+        if self.mode == "functional":
+            v = np.asarray(value)
+            data = np.zeros_like(v)
+            data[delivery.dst_y, delivery.dst_x] = v[delivery.src_y, delivery.src_x]
+        self._pending.setdefault(color, []).append(_Pending(has, data, times))
+        sent = np.zeros(self.grid)
+        sent[sources] = dev.send_overhead_cycles
+        self.clocks.now += sent
+        self.clocks.comm += sent
+        self.traffic.bytes += block_bytes * delivery.dst_y.size
+        self.traffic.hop_bytes += block_bytes * float(delivery.hops.sum())
+        self.traffic.messages += int(delivery.dst_y.size)
+        self.account(op, sent)
+
+    def recv(self, op: mesh.RecvOp, mask: Array | None) -> Array:
+        color = op.color.value.data
+        want = np.ones(self.grid, dtype=bool) if mask is None else np.asarray(mask, bool)
+        want = np.broadcast_to(want, self.grid)
+        queue = self._pending.get(color, [])
+        if not queue:
+            ys, xs = np.nonzero(want)
+            cores = ", ".join(f"({y}, {x})" for y, x in zip(ys[:6], xs[:6], strict=True))
+            raise PlmrError(
+                f"deadlock: PEs {cores}{' ...' if ys.size > 6 else ''} wait on color "
+                f"{color} at `{str(op).strip()}`, but no message on that color is in "
+                "flight (a send is missing, comes later, or is routed elsewhere)"
+            )
+        wave = queue.pop(0)
+        missing = want & ~wave.has
+        if missing.any():
+            ys, xs = np.nonzero(missing)
+            cores = ", ".join(f"({y}, {x})" for y, x in zip(ys[:6], xs[:6], strict=True))
+            raise PlmrError(
+                f"deadlock: PEs {cores}{' ...' if ys.size > 6 else ''} wait on color "
+                f"{color}, but the routes deliver nothing to them"
+            )
+        before = self.clocks.now.copy()
+        arrived = np.where(want, np.maximum(self.clocks.now, wave.arrival), self.clocks.now)
+        self.clocks.now = arrived
+        self.clocks.comm += arrived - before
+        self.account(op, arrived - before)
+        if self.mode == "timing" or wave.data is None:
+            return self.placeholder(op.result)
+        return np.where(
+            want.reshape(self.grid + (1,) * (wave.data.ndim - 2)), wave.data, 0
+        ).astype(wave.data.dtype)
+
+
+def find_program(module: ModuleOp, name: str | None) -> mesh.ProgramOp:
+    programs = [op for op in module.ops if isinstance(op, mesh.ProgramOp)]
+    names = ", ".join(f"@{p.sym_name.data}" for p in programs) or "none"
+    if name is not None:
+        for p in programs:
+            if p.sym_name.data == name:
+                return p
+        raise PlmrError(f"no mesh.program @{name} (programs: {names})")
+    if len(programs) == 1:
+        return programs[0]
+    if not programs:
+        raise PlmrError("the module has no mesh.program")
+    raise PlmrError(f"several mesh.programs ({names}); choose one with --entry")
+
+
+def run_mesh(
+    module: ModuleOp,
+    inputs: Sequence[Array],
+    *,
+    device: Device | str | None = None,
+    mode: str = "functional",
+    name: str | None = None,
+    relay: bool = False,
+) -> tuple[list[Array], Report]:
+    """Runs a mesh program (on its own device unless `device` is given)."""
+    program = find_program(module, name)
+    if device is None:
+        device = program.device.spec.data
+    dev = get_device(device) if isinstance(device, str) else device
+    runtime = MeshRuntime(dev, mode, relay)
+    return runtime.run_program(program, inputs)

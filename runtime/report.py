@@ -1,0 +1,148 @@
+"""
+The runtime's report: time, its split, traffic, SRAM and routes of one program run.
+
+`Report.to_json()` is what `--report FILE.json` writes and `plmr bench --json` prints;
+`Report.summary()` is the human-readable table.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from plmr.runtime.device import Device
+from plmr.runtime.sram import SramReport
+
+FloatArray = npt.NDArray[np.float64]
+
+
+@dataclass
+class OpTime:
+    """Time attributed to one kind of op on the slowest PE (summed over executions)."""
+
+    name: str
+    count: int = 0
+    cycles: float = 0.0
+
+
+@dataclass
+class Report:
+    """What one run of a mesh program cost on the modelled device."""
+
+    program: str
+    device: str
+    grid: tuple[int, int]
+    mode: str
+    cycles: float
+    """End-to-end: the last PE's finishing time."""
+    seconds: float
+    compute_cycles: float
+    """Compute time of the critical (last-finishing) PE."""
+    comm_cycles: float
+    """Communication time (sending, waiting, combining) of the critical PE."""
+    idle_cycles: float
+    mean_compute_cycles: float
+    mean_comm_cycles: float
+    bytes_moved: float
+    hop_bytes: float
+    max_sram_bytes: int
+    sram_capacity: int
+    sram_peak_at: str
+    max_routes: int
+    route_capacity: int
+    critical_pe: tuple[int, int]
+    ops: list[OpTime] = field(default_factory=list[OpTime])
+    simulation_seconds: float = 0.0
+    finish: FloatArray | None = None
+    """Per-PE finishing times (not serialised)."""
+    compute: FloatArray | None = None
+
+    @staticmethod
+    def build(
+        program: str,
+        device: Device,
+        grid: tuple[int, int],
+        mode: str,
+        now: FloatArray,
+        compute: FloatArray,
+        comm: FloatArray,
+        bytes_moved: float,
+        hop_bytes: float,
+        sram: SramReport,
+        max_routes: int,
+        ops: dict[str, OpTime],
+        simulation_seconds: float,
+    ) -> Report:
+        idx = np.unravel_index(int(np.argmax(now)), now.shape)
+        y, x = int(idx[0]), int(idx[1])
+        total = float(now[y, x])
+        return Report(
+            program=program,
+            device=device.name,
+            grid=grid,
+            mode=mode,
+            cycles=total,
+            seconds=total / device.clock_hz,
+            compute_cycles=float(compute[y, x]),
+            comm_cycles=float(comm[y, x]),
+            idle_cycles=max(0.0, total - float(compute[y, x]) - float(comm[y, x])),
+            mean_compute_cycles=float(compute.mean()),
+            mean_comm_cycles=float(comm.mean()),
+            bytes_moved=bytes_moved,
+            hop_bytes=hop_bytes,
+            max_sram_bytes=sram.peak_bytes,
+            sram_capacity=device.sram_bytes,
+            sram_peak_at=sram.at,
+            max_routes=max_routes,
+            route_capacity=device.usable_colors,
+            critical_pe=(y, x),
+            ops=sorted(ops.values(), key=lambda o: -o.cycles),
+            simulation_seconds=simulation_seconds,
+            finish=now,
+            compute=compute,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data.pop("finish")
+        data.pop("compute")
+        data["grid"] = list(self.grid)
+        data["critical_pe"] = list(self.critical_pe)
+        data["compute_efficiency"] = self.compute_efficiency
+        return data
+
+    def dumps(self) -> str:
+        return json.dumps(self.to_json(), indent=2)
+
+    @property
+    def compute_efficiency(self) -> float:
+        """Share of the end-to-end time the critical PE spends computing."""
+        return self.compute_cycles / self.cycles if self.cycles else 0.0
+
+    def summary(self) -> list[str]:
+        def pct(v: float) -> str:
+            return f"{100 * v / self.cycles:5.1f}%" if self.cycles else "  -  "
+
+        lines = [
+            f"program @{self.program} on {self.device} {self.grid[0]}x{self.grid[1]} "
+            f"({self.mode} mode)",
+            f"  time        {self.cycles:,.0f} cycles = {self.seconds * 1e6:,.3f} us",
+            f"  compute     {self.compute_cycles:,.0f} cycles {pct(self.compute_cycles)}"
+            f"  (critical PE {self.critical_pe})",
+            f"  comm        {self.comm_cycles:,.0f} cycles {pct(self.comm_cycles)}",
+            f"  idle        {self.idle_cycles:,.0f} cycles {pct(self.idle_cycles)}",
+            f"  traffic     {self.bytes_moved:,.0f} B moved, {self.hop_bytes:,.0f} B·hops",
+            f"  SRAM peak   {self.max_sram_bytes:,} of {self.sram_capacity:,} B per PE"
+            + (f"  at `{self.sram_peak_at}`" if self.sram_peak_at else ""),
+            f"  routes      {self.max_routes} of {self.route_capacity} colors per router",
+        ]
+        if self.ops:
+            lines.append("  time by op (critical PE):")
+            for op in self.ops[:8]:
+                lines.append(f"    {op.name:<18} x{op.count:<6} {op.cycles:>12,.0f} cycles")
+        lines.append(f"  simulated in {self.simulation_seconds:.2f} s")
+        return lines

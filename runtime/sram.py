@@ -1,0 +1,124 @@
+"""
+Per-PE SRAM accounting: the peak of the blocks a `mesh.spmd` body keeps live at once.
+
+Every PE runs the same body on blocks of the same shapes, so the live set is the same on
+every PE and is computed once, statically: a value is live from the op that defines it
+to its last use (a value used inside a loop stays live for the whole loop), and a
+collective also holds a receive buffer of its block while it runs. Sizes use the
+device's element width (fp16 by default), not the functional precision of the IR.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from xdsl.dialects.builtin import TensorType
+from xdsl.ir import Block, Operation, SSAValue
+
+from plmr.dialects import mesh
+from plmr.dialects.graph import static_shape
+from plmr.runtime.device import Device
+
+
+def device_bytes(value: SSAValue, device: Device) -> int:
+    if not isinstance(value.type, TensorType):
+        return 0
+    return math.prod(static_shape(value, "value")) * device.elem_bytes
+
+
+@dataclass
+class SramReport:
+    """The peak live set of one PE."""
+
+    peak_bytes: int = 0
+    at: str = ""
+    """The op at which the peak occurs."""
+    live: list[tuple[str, int]] = field(default_factory=list[tuple[str, int]])
+    """(value, bytes) of the live set at the peak, largest first."""
+
+
+def _name(value: SSAValue) -> str:
+    return f"%{value.name_hint}" if value.name_hint else "%<unnamed>"
+
+
+def _linearize(block: Block, order: dict[Operation, int], counter: list[int]) -> None:
+    for op in block.ops:
+        order[op] = counter[0]
+        counter[0] += 1
+        for region in op.regions:
+            for inner in region.blocks:
+                _linearize(inner, order, counter)
+        order[op] = counter[0]  # an op with regions "ends" after its body
+        counter[0] += 1
+
+
+def _ancestor_in(op: Operation, block: Block) -> Operation | None:
+    while op.parent_block() is not block:
+        parent = op.parent_op()
+        if parent is None:
+            return None
+        op = parent
+    return op
+
+
+def spmd_sram(spmd: mesh.SpmdOp, device: Device) -> SramReport:
+    """The peak SRAM one PE needs for the body of `spmd`."""
+    body = spmd.body.block
+    end: dict[Operation, int] = {}
+    _linearize(body, end, [0])
+    start: dict[Operation, int] = {}
+    counter = [0]
+
+    def number(block: Block) -> None:
+        for op in block.ops:
+            start[op] = counter[0]
+            counter[0] += 1
+            for region in op.regions:
+                for inner in region.blocks:
+                    number(inner)
+            counter[0] += 1
+
+    number(body)
+    intervals: list[tuple[int, int, SSAValue, int]] = []
+
+    def add(value: SSAValue, born: int, block: Block) -> None:
+        size = device_bytes(value, device)
+        if size == 0:
+            return
+        last = born
+        for use in value.uses:
+            anc = _ancestor_in(use.operation, block)
+            if anc is not None:
+                last = max(last, end[anc])
+        intervals.append((born, last, value, size))
+
+    def collect(block: Block, born: int) -> None:
+        for arg in block.args:
+            add(arg, born, block)
+        for op in block.ops:
+            for res in op.results:
+                add(res, start[op], block)
+            for region in op.regions:
+                for inner in region.blocks:
+                    collect(inner, start[op])
+
+    collect(body, 0)
+    events: list[tuple[int, Operation]] = sorted(
+        ((start[op], op) for op in start), key=lambda e: e[0]
+    )
+    report = SramReport()
+    for point, op in events:
+        live = [(v, s) for (b, e, v, s) in intervals if b <= point <= e]
+        extra = 0
+        if isinstance(op, mesh.CommOp) and op.results:
+            extra = device_bytes(op.results[0], device)
+        total = sum(s for _, s in live) + extra
+        if total > report.peak_bytes:
+            report.peak_bytes = total
+            text = str(op).splitlines()[0].strip() if not op.regions else op.name
+            report.at = text
+            report.live = sorted(((_name(v), s) for v, s in live), key=lambda t: -t[1])
+            if extra:
+                report.live.append((f"receive buffer of {op.name}", extra))
+    return report
