@@ -23,13 +23,13 @@ import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import numpy.typing as npt
 from xdsl.dialects import arith
 from xdsl.dialects.builtin import ModuleOp, TensorType
-from xdsl.ir import Operation, SSAValue
+from xdsl.ir import Attribute, Operation, SSAValue
 
 from plmr.dialects import mesh, tile
 from plmr.dialects.graph import static_shape
@@ -187,15 +187,16 @@ def stage_arrays(plan: Plan) -> list[StageArrays]:
 
 @dataclass
 class Clocks:
-    """Per-PE time and its split, in cycles."""
+    """Per-PE time, in cycles: when the compute engine is free, and what it did."""
 
-    now: FloatArray
+    ce_free: FloatArray
     compute: FloatArray
-    comm: FloatArray
+    comm_busy: FloatArray
+    finish: FloatArray
 
     @staticmethod
     def zeros(grid: tuple[int, int]) -> Clocks:
-        return Clocks(np.zeros(grid), np.zeros(grid), np.zeros(grid))
+        return Clocks(np.zeros(grid), np.zeros(grid), np.zeros(grid), np.zeros(grid))
 
 
 @dataclass
@@ -214,15 +215,25 @@ class _Pending:
     arrival: FloatArray
 
 
+Ready = FloatArray | float
+
+
 class SpmdEvaluator(ReferenceEvaluator):
-    """Runs `mesh.spmd` bodies for all PEs at once and advances their clocks."""
+    """
+    Runs `mesh.spmd` bodies for all PEs at once. Time is dataflow: every value has a
+    per-PE ready time; an op starts when its operands are ready and the PE's compute
+    engine is free, so communication overlaps with independent computation (e.g. the
+    shifts of MeshGEMM's next step with this step's block product).
+    """
 
     def __init__(self, runtime: MeshRuntime, program: mesh.ProgramOp):
         super().__init__(None, lead=runtime.grid)
         self.runtime = runtime
         self.program = program
+        self.ready: dict[SSAValue, Ready] = {}
         self.eval_impls.update(
             {
+                tile.ForOp: _run_for,
                 mesh.ShiftOp: _run_collective,
                 mesh.BroadcastOp: _run_collective,
                 mesh.AllreduceOp: _run_collective,
@@ -232,23 +243,33 @@ class SpmdEvaluator(ReferenceEvaluator):
             }
         )
 
+    def ready_of(self, values: Sequence[SSAValue]) -> Ready:
+        out: Ready = 0.0
+        for v in values:
+            r = self.ready.get(v)
+            if r is not None:
+                out = np.maximum(out, r)
+        return out
+
     def run_op(self, op: Operation, operands: list[Any]) -> list[Any]:
         rt = self.runtime
+        in_map_body = isinstance(op.parent_op(), tile.MapOp)
         if rt.mode == "timing" and _is_compute(op):
             results = [rt.placeholder(r) for r in op.results]
-            self.observe(op, operands, results)
+        else:
+            results = super().run_op(op, operands)
+        if in_map_body or isinstance(op, tile.ForOp | mesh.CommOp):
             return results
-        return super().run_op(op, operands)
-
-    def observe(self, op: Operation, operands: list[Any], results: list[Any]) -> None:
-        if isinstance(op, tile.ForOp) or isinstance(op, mesh.CommOp):
-            return
-        rt = self.runtime
         cycles = rt.compute_cycles(op)
+        start = np.maximum(self.ready_of(list(op.operands)), rt.clocks.ce_free)
+        end = start + cycles
         if cycles:
-            rt.clocks.now += cycles
+            rt.clocks.ce_free = np.broadcast_to(end, rt.grid).copy()
             rt.clocks.compute += cycles
             rt.account(op, cycles)
+        for r in op.results:
+            self.ready[r] = end
+        return results
 
 
 def _is_compute(op: Operation) -> bool:
@@ -267,11 +288,31 @@ def _uniform_index(value: Any, what: str) -> int:
     return int(first)
 
 
+def _run_for(ev: ReferenceEvaluator, op: Operation, args: list[Any]) -> list[Any]:
+    assert isinstance(ev, SpmdEvaluator)
+    assert isinstance(op, tile.ForOp)
+    block = op.body.block
+    carried_ready = [ev.ready.get(v, 0.0) for v in op.iter_args]
+    values = list(args)
+    yield_op = block.last_op
+    assert yield_op is not None
+    for i in range(op.lb.value.data, op.ub.value.data, op.step.value.data):
+        ev.ready[block.args[0]] = 0.0
+        for arg, r in zip(block.args[1:], carried_ready, strict=True):
+            ev.ready[arg] = r
+        values = ev.run_block(block, [np.int64(i), *values])
+        carried_ready = [ev.ready.get(v, 0.0) for v in yield_op.operands]
+    for res, r in zip(op.res, carried_ready, strict=True):
+        ev.ready[res] = r
+    return values
+
+
 def _run_collective(ev: ReferenceEvaluator, op: Operation, args: list[Any]) -> list[Any]:
     assert isinstance(ev, SpmdEvaluator)
     rt = ev.runtime
     values = dict(zip(op.operands, args, strict=True))
-    x = values[getattr(op, "input")]
+    source: SSAValue = getattr(op, "input")
+    x = values[source]
     root: int | None = None
     if isinstance(op, mesh.BroadcastOp | mesh.ReduceOp):
         root = _uniform_index(values[op.root], f"the root of '{op.name}'")
@@ -279,7 +320,7 @@ def _run_collective(ev: ReferenceEvaluator, op: Operation, args: list[Any]) -> l
         if not 0 <= root < n:
             raise PlmrError(f"root {root} is outside the {n} PEs along {op.axis.data}")
     result = rt.collective_data(op, x, root) if rt.mode == "functional" else None
-    rt.collective_time(op, root)
+    ev.ready[op.results[0]] = rt.collective_time(op, root, ev.ready_of([source]))
     if result is None:
         return [rt.placeholder(op.results[0])]
     return [result]
@@ -288,14 +329,18 @@ def _run_collective(ev: ReferenceEvaluator, op: Operation, args: list[Any]) -> l
 def _run_send(ev: ReferenceEvaluator, op: Operation, args: list[Any]) -> list[Any]:
     assert isinstance(ev, SpmdEvaluator)
     assert isinstance(op, mesh.SendOp)
-    ev.runtime.send(op, args[0], args[1] if len(args) > 1 else None)
+    ev.runtime.send(
+        op, args[0], args[1] if len(args) > 1 else None, ev.ready_of([op.input])
+    )
     return []
 
 
 def _run_recv(ev: ReferenceEvaluator, op: Operation, args: list[Any]) -> list[Any]:
     assert isinstance(ev, SpmdEvaluator)
     assert isinstance(op, mesh.RecvOp)
-    return [ev.runtime.recv(op, args[0] if args else None)]
+    data, ready = ev.runtime.recv(op, args[0] if args else None)
+    ev.ready[op.result] = ready
+    return [data]
 
 
 # ---------------------------------------------------------------------------------------
@@ -355,9 +400,9 @@ class MeshRuntime:
         routing = route_program(program, self.relay)
         self.table = routing.table
         self.relayed = routing.relayed
-        max_routes = int(routing.table.colors_per_router().max()) if rows * cols else 0
+        counts = routing.table.colors_per_router()
+        max_routes = int(counts.max()) if counts.size else 0
         if max_routes > self.device.usable_colors and not self.relay:
-            counts = routing.table.colors_per_router()
             y, x = np.unravel_index(int(np.argmax(counts)), counts.shape)
             raise PlmrError(
                 f"router ({y}, {x}) of @{program.sym_name.data} needs {max_routes} colors, "
@@ -384,14 +429,15 @@ class MeshRuntime:
                 f"messages on color {leftover[0]} were sent but never received (a "
                 "mesh.recv is missing)"
             )
+        finish = np.maximum(self.clocks.finish, self.clocks.ce_free)
         report = Report.build(
             program.sym_name.data,
             self.device,
             self.grid,
             self.mode,
-            self.clocks.now,
+            finish,
             self.clocks.compute,
-            self.clocks.comm,
+            self.clocks.comm_busy,
             self.traffic.bytes,
             self.traffic.hop_bytes,
             self.sram,
@@ -408,6 +454,7 @@ class MeshRuntime:
                 f"@{program.sym_name.data} takes {len(block.args)} inputs, got {len(inputs)}"
             )
         env: dict[SSAValue, Any] = {}
+        ready: dict[SSAValue, Ready] = {}
         for arg, value in zip(block.args, inputs, strict=True):
             want = static_shape(arg, "input")
             if tuple(np.shape(value)) != want:
@@ -426,12 +473,22 @@ class MeshRuntime:
                 env[op.result] = self._gather(op, env[op.input])
             elif isinstance(op, mesh.SpmdOp):
                 ev = SpmdEvaluator(self, program)
+                args = list(op.body.block.args)
+                for arg, value in zip(args[2:], op.inputs, strict=True):
+                    ev.ready[arg] = ready.get(value, 0.0)
                 yy, xx = np.indices(self.grid, dtype=np.int64)
                 results = ev.run_block(
                     op.body.block, [yy, xx, *(env[v] for v in op.inputs)]
                 )
-                for value, result in zip(op.outputs, results, strict=True):
+                yield_op = op.body.block.last_op
+                assert yield_op is not None
+                for value, result, yielded in zip(
+                    op.outputs, results, yield_op.operands, strict=True
+                ):
                     env[value] = result
+                    r = ev.ready.get(yielded, 0.0)
+                    ready[value] = r
+                    self.clocks.finish = np.maximum(self.clocks.finish, r)
             else:
                 raise PlmrError(
                     f"'{op.name}' cannot appear directly in a mesh.program (put it inside "
@@ -447,7 +504,7 @@ class MeshRuntime:
         if not isinstance(t, TensorType):
             return np.zeros(self.grid, dtype=np.int64)
         shape = self.grid + static_shape(value, "value")
-        return np.broadcast_to(np.zeros((), dtype=tensor_dtype(t)), shape)
+        return np.broadcast_to(np.zeros((), dtype=tensor_dtype(cast(Attribute, t))), shape)
 
     def _scatter(self, op: mesh.ScatterOp, x: Array) -> Array:
         d = op.result.type
@@ -472,12 +529,12 @@ class MeshRuntime:
         dev = self.device
         if isinstance(op, tile.TileOp):
             cost = op.cost()
+            if cost.flops == 0 and cost.bytes_read == 0 and cost.bytes_written == 0:
+                return 0.0
             ratio = self._byte_ratio(op)
             simd = dev.fmac_fp16 if cost.fmacs else dev.simd_fp16
             arithmetic = math.ceil(cost.flops / simd)
             memory = max(cost.bytes_read * ratio / 16, cost.bytes_written * ratio / 8)
-            if cost.flops == 0 and cost.bytes_read == 0 and cost.bytes_written == 0:
-                return 0.0
             return dev.op_overhead_cycles + max(arithmetic, math.ceil(memory))
         if isinstance(op, arith.ConstantOp):
             return 0.0
@@ -487,8 +544,9 @@ class MeshRuntime:
 
     def _byte_ratio(self, op: Operation) -> float:
         for v in (*op.results, *op.operands):
-            if isinstance(v.type, TensorType):
-                itemsize = tensor_dtype(v.type).itemsize
+            t = v.type
+            if isinstance(t, TensorType):
+                itemsize = tensor_dtype(cast(Attribute, t)).itemsize
                 return self.device.elem_bytes / itemsize
         return 1.0
 
@@ -547,37 +605,39 @@ class MeshRuntime:
             self._plans[key] = cached
         return cached
 
-    def collective_time(self, op: Operation, root: int | None) -> None:
+    def collective_time(self, op: Operation, root: int | None, ready: Ready) -> FloatArray:
+        """Runs the plan's stages from when the input is ready; returns the result's ready."""
         dev = self.device
         axis = getattr(op, "axis").data
         value = op.results[0]
         elems = math.prod(static_shape(value, "value"))
         block_bytes = elems * dev.elem_bytes
         hop = dev.hop_cycles + (dev.relay_cycles if op in self.relayed else 0.0)
-        now = self._line_view(self.clocks.now, axis).copy()
-        start = now.copy()
+        issue = np.maximum(ready, self.clocks.ce_free)
+        sent = issue + dev.send_overhead_cycles
+        now = self._line_view(sent, axis).copy()
         lines = now.shape[0]
         streamed_any = False
-        for st in self._stages(op, root):
+        reduces = False
+        for index, st in enumerate(self._stages(op, root)):
             if st.src.size == 0:
                 continue
             msg_bytes = block_bytes * st.fraction
             wavelets = math.ceil(msg_bytes / dev.link_bytes_per_cycle)
-            latency = dev.send_overhead_cycles + 2 * dev.ramp_cycles + st.hops * hop
+            latency = 2 * dev.ramp_cycles + st.hops * hop
+            if index:
+                latency = latency + dev.step_overhead_cycles
             bandwidth = 0 if st.streamed else wavelets * st.load
             arrival = now[:, st.src] + latency + bandwidth
             nxt = now.copy()
-            np.maximum.at(nxt, (slice(None), st.dst), arrival)
+            np.maximum.at(nxt, (slice(None), st.dst), arrival)  # pyright: ignore[reportArgumentType]
             if st.combine:
+                reduces = True
                 count = np.bincount(st.dst, minlength=now.shape[1]).astype(np.float64)
                 per = dev.op_overhead_cycles + math.ceil(
                     elems * st.fraction / dev.simd_fp16
                 )
-                nxt += count * per
-            senders = np.unique(st.src)
-            nxt[:, senders] = np.maximum(
-                nxt[:, senders], now[:, senders] + dev.send_overhead_cycles
-            )
+                nxt = nxt + count * per
             now = nxt
             streamed_any = streamed_any or st.streamed
             n_msgs = st.src.size * lines
@@ -585,17 +645,18 @@ class MeshRuntime:
             self.traffic.hop_bytes += msg_bytes * float(st.hops.sum()) * lines
             self.traffic.messages += n_msgs
         if streamed_any:
-            now += math.ceil(block_bytes / dev.link_bytes_per_cycle)
-        now = self._line_view(now, axis)
-        start = self._line_view(start, axis)
-        spent = now - start
-        self.clocks.now = np.ascontiguousarray(now)
-        self.clocks.comm += spent
-        self.account(op, spent)
+            now = now + math.ceil(block_bytes / dev.link_bytes_per_cycle)
+        done = np.ascontiguousarray(self._line_view(now, axis))
+        # The compute engine issues the send; reductions also keep it busy combining.
+        self.clocks.ce_free = done.copy() if reduces else np.asarray(sent, dtype=np.float64)
+        self.clocks.comm_busy += done - issue
+        self.clocks.finish = np.maximum(self.clocks.finish, done)
+        self.account(op, done - issue)
+        return done
 
     # -- point to point ------------------------------------------------------------------
 
-    def send(self, op: mesh.SendOp, value: Array, mask: Array | None) -> None:
+    def send(self, op: mesh.SendOp, value: Array, mask: Array | None, ready: Ready) -> None:
         assert self.table is not None
         dev = self.device
         color = op.color.value.data
@@ -604,26 +665,23 @@ class MeshRuntime:
         delivery = self.table.trace(color, sources)
         block_bytes = math.prod(static_shape(op.input, "input")) * dev.elem_bytes
         wavelets = math.ceil(block_bytes / dev.link_bytes_per_cycle)
-        load = delivery.link_load.max() if delivery.link_load.size else 1
-        arrival_src = self.clocks.now[delivery.src_y, delivery.src_x]
+        load = int(delivery.link_load.max()) if delivery.link_load.size else 1
+        issue = np.maximum(ready, self.clocks.ce_free)
+        sent = np.where(sources, issue + dev.send_overhead_cycles, self.clocks.ce_free)
         arrival = (
-            arrival_src
-            + dev.send_overhead_cycles
+            sent[delivery.src_y, delivery.src_x]
             + 2 * dev.ramp_cycles
             + delivery.hops * dev.hop_cycles
-            + wavelets * max(int(load), 1)
+            + wavelets * max(load, 1)
         )
-        has = np.zeros(self.grid, dtype=bool)
-        times = np.zeros(self.grid)
-        if (
-            np.any(has[delivery.dst_y, delivery.dst_x])
-            or len(set(zip(delivery.dst_y.tolist(), delivery.dst_x.tolist(), strict=True)))
-            != delivery.dst_y.size
-        ):
+        targets = set(zip(delivery.dst_y.tolist(), delivery.dst_x.tolist(), strict=True))
+        if len(targets) != delivery.dst_y.size:
             raise PlmrError(
                 f"color {color}: several messages reach the same PE at once; give each "
                 "sender its own color"
             )
+        has = np.zeros(self.grid, dtype=bool)
+        times = np.zeros(self.grid)
         has[delivery.dst_y, delivery.dst_x] = True
         times[delivery.dst_y, delivery.dst_x] = arrival
         data: Array | None = None
@@ -632,16 +690,15 @@ class MeshRuntime:
             data = np.zeros_like(v)
             data[delivery.dst_y, delivery.dst_x] = v[delivery.src_y, delivery.src_x]
         self._pending.setdefault(color, []).append(_Pending(has, data, times))
-        sent = np.zeros(self.grid)
-        sent[sources] = dev.send_overhead_cycles
-        self.clocks.now += sent
-        self.clocks.comm += sent
+        spent = sent - self.clocks.ce_free
+        self.clocks.ce_free = np.asarray(sent, dtype=np.float64)
+        self.clocks.comm_busy += spent
         self.traffic.bytes += block_bytes * delivery.dst_y.size
         self.traffic.hop_bytes += block_bytes * float(delivery.hops.sum())
         self.traffic.messages += int(delivery.dst_y.size)
-        self.account(op, sent)
+        self.account(op, spent)
 
-    def recv(self, op: mesh.RecvOp, mask: Array | None) -> Array:
+    def recv(self, op: mesh.RecvOp, mask: Array | None) -> tuple[Array, FloatArray]:
         color = op.color.value.data
         want = np.ones(self.grid, dtype=bool) if mask is None else np.asarray(mask, bool)
         want = np.broadcast_to(want, self.grid)
@@ -663,16 +720,13 @@ class MeshRuntime:
                 f"deadlock: PEs {cores}{' ...' if ys.size > 6 else ''} wait on color "
                 f"{color}, but the routes deliver nothing to them"
             )
-        before = self.clocks.now.copy()
-        arrived = np.where(want, np.maximum(self.clocks.now, wave.arrival), self.clocks.now)
-        self.clocks.now = arrived
-        self.clocks.comm += arrived - before
-        self.account(op, arrived - before)
+        ready = np.where(want, wave.arrival, 0.0)
+        self.clocks.finish = np.maximum(self.clocks.finish, ready)
+        self.account(op, 0.0)
         if self.mode == "timing" or wave.data is None:
-            return self.placeholder(op.result)
-        return np.where(
-            want.reshape(self.grid + (1,) * (wave.data.ndim - 2)), wave.data, 0
-        ).astype(wave.data.dtype)
+            return self.placeholder(op.result), ready
+        data = np.where(want.reshape(self.grid + (1,) * (wave.data.ndim - 2)), wave.data, 0)
+        return data.astype(wave.data.dtype), ready
 
 
 def find_program(module: ModuleOp, name: str | None) -> mesh.ProgramOp:

@@ -577,7 +577,10 @@ class ReferenceEvaluator:
             )
         if not fn.body.blocks:
             raise PlmrError(f"@{fn.sym_name.data} is a declaration without a body")
-        return self.run_block(fn.body.block, [np.asarray(a) for a in args])
+        arrays = [np.asarray(a) for a in args]
+        # The caller still holds its arrays: `tile.store` must never update them in place.
+        self.owned_buffers.difference_update(id(a) for a in arrays)
+        return self.run_block(fn.body.block, arrays)
 
     def run_block(self, block: Block, args: Sequence[Any]) -> list[Any]:
         """Runs a block; returns the operands of its terminator (return or yield)."""

@@ -43,8 +43,11 @@ class Report:
     compute_cycles: float
     """Compute time of the critical (last-finishing) PE."""
     comm_cycles: float
-    """Communication time (sending, waiting, combining) of the critical PE."""
+    """Exposed communication time of the critical PE: what compute did not hide."""
     idle_cycles: float
+    """Time the critical PE neither computes nor communicates (waits on others)."""
+    comm_busy_cycles: float
+    """Sum of the durations of its communication ops (they may overlap compute)."""
     mean_compute_cycles: float
     mean_comm_cycles: float
     bytes_moved: float
@@ -80,6 +83,8 @@ class Report:
         idx = np.unravel_index(int(np.argmax(now)), now.shape)
         y, x = int(idx[0]), int(idx[1])
         total = float(now[y, x])
+        busy = float(compute[y, x])
+        idle = max(0.0, total - busy - float(comm[y, x]))
         return Report(
             program=program,
             device=device.name,
@@ -87,9 +92,10 @@ class Report:
             mode=mode,
             cycles=total,
             seconds=total / device.clock_hz,
-            compute_cycles=float(compute[y, x]),
-            comm_cycles=float(comm[y, x]),
-            idle_cycles=max(0.0, total - float(compute[y, x]) - float(comm[y, x])),
+            compute_cycles=busy,
+            comm_cycles=max(0.0, total - busy - idle),
+            idle_cycles=idle,
+            comm_busy_cycles=float(comm[y, x]),
             mean_compute_cycles=float(compute.mean()),
             mean_comm_cycles=float(comm.mean()),
             bytes_moved=bytes_moved,

@@ -13,6 +13,7 @@ the function receives) and SRAM: the memory traffic that fusion is meant to redu
 from __future__ import annotations
 
 import math
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
@@ -27,7 +28,7 @@ from xdsl.dialects.builtin import (
     ModuleOp,
     TensorType,
 )
-from xdsl.ir import Attribute, Operation, SSAValue
+from xdsl.ir import Attribute, BlockArgument, Operation, OpResult, SSAValue
 
 from plmr.dialects import tile
 from plmr.dialects.graph import normalize_axis, static_shape
@@ -127,13 +128,27 @@ def _store(ev: ReferenceEvaluator, op: Operation, args: list[Any]) -> list[Any]:
     block = static_shape(op.block, "block")
     index = _window_index(ev, offsets, block, static_shape(op.dest, "dest"))
     # Value semantics: update in place only when nothing else can see the old value.
-    if op.dest.has_one_use() and id(dest) in ev.owned_buffers:
+    if _dead_after(op.dest, op) and id(dest) in ev.owned_buffers:
         out = dest
     else:
         out = np.array(dest, copy=True)
         ev.owned_buffers.add(id(out))
+        # Forget the id when the array dies, so that a new array reusing it is not owned.
+        weakref.finalize(out, ev.owned_buffers.discard, id(out))
     out[index] = blk
     return [out]
+
+
+def _dead_after(value: SSAValue, use: Operation) -> bool:
+    """
+    Whether `value` is dead once `use` has run: it has no other use and is defined in the
+    block of `use` (a value of an enclosing block is read again by each loop iteration).
+    """
+    if not value.has_one_use():
+        return False
+    if isinstance(value, BlockArgument):
+        return value.block is use.parent_block()
+    return isinstance(value, OpResult) and value.op.parent_block() is use.parent_block()
 
 
 def _dot(ev: ReferenceEvaluator, op: Operation, args: list[Any]) -> list[Any]:
@@ -245,8 +260,17 @@ def _reshape(ev: ReferenceEvaluator, op: Operation, args: list[Any]) -> list[Any
 def _for(ev: ReferenceEvaluator, op: Operation, args: list[Any]) -> list[Any]:
     assert isinstance(op, tile.ForOp)
     values = list(args)
+    # A carried array that some other value still names must not be updated in place.
+    for init, value in zip(op.iter_args, values, strict=True):
+        if not _dead_after(init, op):
+            ev.owned_buffers.discard(id(value))
+    terminator = op.body.block.last_op
+    assert terminator is not None
     for i in range(op.lb.value.data, op.ub.value.data, op.step.value.data):
         values = ev.run_block(op.body.block, [np.int64(i), *values])
+        for yielded, value in zip(terminator.operands, values, strict=True):
+            if not _dead_after(yielded, terminator):
+                ev.owned_buffers.discard(id(value))
     return values
 
 
@@ -297,6 +321,26 @@ def _ceildivsi(a: Any, b: Any) -> Any:
     return -(-a // b)
 
 
+def _unsigned(fn: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
+    """`fn` on the unsigned reading of signless (two's complement) integers."""
+
+    def as_unsigned(x: Any) -> Any:
+        x = np.asarray(x)
+        return x.astype(f"u{x.dtype.itemsize}") if x.dtype.kind == "i" else x
+
+    return lambda a, b: fn(as_unsigned(a), as_unsigned(b))
+
+
+def _ordered(fn: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
+    """`fn`, and false when an operand is NaN."""
+    return lambda a, b: fn(a, b) & ~(np.isnan(a) | np.isnan(b))
+
+
+def _unordered(fn: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
+    """`fn`, or true when an operand is NaN."""
+    return lambda a, b: fn(a, b) | np.isnan(a) | np.isnan(b)
+
+
 _CMP: dict[int, Callable[[Any, Any], Any]] = {
     0: np.equal,
     1: np.not_equal,
@@ -304,10 +348,10 @@ _CMP: dict[int, Callable[[Any, Any], Any]] = {
     3: np.less_equal,
     4: np.greater,
     5: np.greater_equal,
-    6: np.less,
-    7: np.less_equal,
-    8: np.greater,
-    9: np.greater_equal,
+    6: _unsigned(np.less),
+    7: _unsigned(np.less_equal),
+    8: _unsigned(np.greater),
+    9: _unsigned(np.greater_equal),
 }
 
 _CMPF: dict[int, Callable[[Any, Any], Any]] = {
@@ -316,12 +360,12 @@ _CMPF: dict[int, Callable[[Any, Any], Any]] = {
     3: np.greater_equal,
     4: np.less,
     5: np.less_equal,
-    6: np.not_equal,
-    8: np.equal,
-    9: np.greater,
-    10: np.greater_equal,
-    11: np.less,
-    12: np.less_equal,
+    6: _ordered(np.not_equal),
+    8: _unordered(np.equal),
+    9: _unordered(np.greater),
+    10: _unordered(np.greater_equal),
+    11: _unordered(np.less),
+    12: _unordered(np.less_equal),
     13: np.not_equal,
 }
 
@@ -372,9 +416,9 @@ EVAL_IMPLS: dict[type[Operation], EvalImpl] = {
     arith.SubiOp: _binary_scalar(np.subtract),
     arith.MuliOp: _binary_scalar(np.multiply),
     arith.DivSIOp: _binary_scalar(_divsi),
-    arith.DivUIOp: _binary_scalar(np.floor_divide),
+    arith.DivUIOp: _binary_scalar(_unsigned(np.floor_divide)),
     arith.RemSIOp: _binary_scalar(_remsi),
-    arith.RemUIOp: _binary_scalar(np.remainder),
+    arith.RemUIOp: _binary_scalar(_unsigned(np.remainder)),
     arith.FloorDivSIOp: _binary_scalar(np.floor_divide),
     arith.CeilDivSIOp: _binary_scalar(_ceildivsi),
     arith.MaxSIOp: _binary_scalar(np.maximum),
@@ -460,7 +504,7 @@ def _collect_stats(
 ) -> None:
     stats.op_counts[op.name] = stats.op_counts.get(op.name, 0) + 1
     if isinstance(op, tile.LoadOp) and op.source in globals_:
-        stats.bytes_loaded += int(np.asarray(results[0]).nbytes)
+        stats.bytes_loaded += tile.nbytes(op.result.type)
     elif isinstance(op, tile.StoreOp) and op.dest in globals_:
         stats.bytes_stored += tile.nbytes(op.block.type)
     if isinstance(op, tile.TileOp) and not isinstance(op, tile.ForOp):
