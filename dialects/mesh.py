@@ -195,6 +195,7 @@ class DeviceAttr(ParametrizedAttribute):
 
 
 LAYOUT_MODES = ("blocked", "interleaved")
+SKEW_RINGS = ("torus", "interleaved")
 
 
 @irdl_attr_definition
@@ -205,16 +206,31 @@ class LayoutAttr(ParametrizedAttribute):
     `blocked` gives each PE a contiguous block (the last may be padded); `interleaved`
     deals elements out round-robin.
 
-    `#mesh.layout<[y, x]>`, `#mesh.layout<[-, y]>`, `#mesh.layout<[y], interleaved>`
+    `skew x <ring>` (Cannon's alignment, done at placement): the block index of the dim
+    split over x is rotated by the PE's position on the y ring — PE (i, j) holds block
+    `ord[(L(j) + L(i)) mod n]`, where `L` is a PE's position on the logical ring
+    (`torus` or `interleaved`) and `ord` its inverse; `skew y` likewise for the dim split
+    over y.
+
+    `#mesh.layout<[y, x]>`, `#mesh.layout<[-, y]>`, `#mesh.layout<[y, x], skew x interleaved>`
     """
 
     name = "mesh.layout"
 
     dims: ArrayAttr[StringAttr]
     mode: StringAttr
+    skew: StringAttr
+    ring: StringAttr
 
-    def __init__(self, dims: Sequence[str], mode: str = "blocked"):
-        super().__init__(ArrayAttr([StringAttr(d) for d in dims]), StringAttr(mode))
+    def __init__(
+        self, dims: Sequence[str], mode: str = "blocked", skew: str = "", ring: str = ""
+    ):
+        super().__init__(
+            ArrayAttr([StringAttr(d) for d in dims]),
+            StringAttr(mode),
+            StringAttr(skew),
+            StringAttr(ring if skew else ""),
+        )
 
     @property
     def axes(self) -> tuple[str, ...]:
@@ -239,6 +255,20 @@ class LayoutAttr(ParametrizedAttribute):
             raise VerifyException(
                 f"layout mode must be blocked or interleaved, got '{self.mode.data}'"
             )
+        if not self.skew.data:
+            return
+        if self.skew.data not in ("x", "y"):
+            raise VerifyException(f"skew must be x or y, got '{self.skew.data}'")
+        if self.skew.data not in seen:
+            raise VerifyException(
+                f"skew {self.skew.data} needs a dim split over {self.skew.data}"
+            )
+        if self.mode.data != "blocked":
+            raise VerifyException("skewed layouts must be blocked")
+        if self.ring.data not in SKEW_RINGS:
+            raise VerifyException(
+                f"skew ring must be torus or interleaved, got '{self.ring.data}'"
+            )
 
     @classmethod
     def parse_parameters(cls, parser: AttrParser) -> Sequence[Attribute]:
@@ -247,18 +277,30 @@ class LayoutAttr(ParametrizedAttribute):
                 return "-"
             return parser.parse_identifier()
 
+        mode, skew, ring = "blocked", "", ""
         with parser.in_angle_brackets():
             dims = parser.parse_comma_separated_list(parser.Delimiter.SQUARE, entry)
-            mode = "blocked"
-            if parser.parse_optional_punctuation(",") is not None:
-                mode = parser.parse_identifier()
-        return (ArrayAttr([StringAttr(d) for d in dims]), StringAttr(mode))
+            while parser.parse_optional_punctuation(",") is not None:
+                word = parser.parse_identifier()
+                if word == "skew":
+                    skew = parser.parse_identifier()
+                    ring = parser.parse_identifier()
+                else:
+                    mode = word
+        return (
+            ArrayAttr([StringAttr(d) for d in dims]),
+            StringAttr(mode),
+            StringAttr(skew),
+            StringAttr(ring),
+        )
 
     def print_parameters(self, printer: Printer) -> None:
         with printer.in_angle_brackets():
             printer.print_string("[" + ", ".join(self.axes) + "]")
             if self.mode.data != "blocked":
                 printer.print_string(f", {self.mode.data}")
+            if self.skew.data:
+                printer.print_string(f", skew {self.skew.data} {self.ring.data}")
 
 
 @irdl_attr_definition
@@ -675,7 +717,8 @@ _COMM_TRAITS = lazy_traits_def(lambda: (HasAncestor(SpmdOp),))
 class ShiftOp(CommOp):
     """
     Cyclic shift along a mesh axis: every PE sends its block to its successor on the ring
-    and receives its predecessor's, `distance` times over. `linear` has no wrap-around
+    and receives its predecessor's, `distance` times over (a negative distance runs the
+    ring backwards). `linear` has no wrap-around
     (the first PE receives zeros); `torus` wraps from the last PE to the first across the
     whole line; `interleaved` folds the ring onto the line so every step is ≤ 2 hops.
 
@@ -722,8 +765,8 @@ class ShiftOp(CommOp):
     def verify_(self) -> None:
         n = axis_size(self.axis.data, self.grid())
         d = self.distance.value.data
-        if d < 1:
-            raise VerifyException(f"shift distance must be >= 1, got {d}")
+        if d == 0:
+            raise VerifyException("shift distance must not be 0 (negative runs the ring backwards)")
         if self.ring.data == Ring.INTERLEAVED and n < 3 and n != 1:
             raise VerifyException(
                 f"an interleaved ring needs at least 3 PEs along {self.axis.data}, got {n} "

@@ -86,7 +86,29 @@ def scatter_array(
     for i, a in enumerate(("y", "x")):
         if a not in axis_pos:
             y = np.expand_dims(y, i)
-    return np.ascontiguousarray(np.broadcast_to(y, (grid[0], grid[1], *block)))
+    out = np.ascontiguousarray(np.broadcast_to(y, (grid[0], grid[1], *block)))
+    if layout.skew.data:
+        rows, cols = skew_index(layout, grid)
+        out = np.ascontiguousarray(out[rows, cols])
+    return out
+
+
+def skew_index(
+    layout: mesh.LayoutAttr, grid: tuple[int, int]
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """For a skewed layout: the standard-placement PE whose block each PE holds."""
+    from plmr.runtime.collectives import ring_order
+
+    ny, nx = grid
+    ring = layout.ring.data
+    ord_y = np.asarray(ring_order(ring, ny) if ny >= 3 or ring == "torus" else range(ny))
+    ord_x = np.asarray(ring_order(ring, nx) if nx >= 3 or ring == "torus" else range(nx))
+    pos_y = np.argsort(ord_y)
+    pos_x = np.argsort(ord_x)
+    yy, xx = np.indices(grid, dtype=np.int64)
+    if layout.skew.data == "x":
+        return yy, ord_x[(pos_x[xx] + pos_y[yy]) % nx]
+    return ord_y[(pos_y[yy] + pos_x[xx]) % ny], xx
 
 
 def gather_array(
@@ -95,6 +117,11 @@ def gather_array(
     """Per-PE blocks -> host tensor (replicas from the first PE of replicated axes)."""
     block = list(blocks.shape[2:])
     arr = blocks
+    if layout.skew.data:
+        rows, cols = skew_index(layout, grid)
+        unskewed = np.empty_like(arr)
+        unskewed[rows, cols] = arr
+        arr = unskewed
     if layout.dim_of("x") is None:
         arr = arr[:, :1]
     if layout.dim_of("y") is None:

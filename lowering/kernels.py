@@ -1,0 +1,293 @@
+"""
+Kernel library: builders that emit mesh programs for distributed GEMM and GEMV.
+
+GEMM (C = A·B, A: M×K, B: K×N):
+- `meshgemm`: Cannon's algorithm on WaferLLM's interleaved rings — A and B are placed
+  pre-aligned (skewed) and every step shifts A along x and B along y by one logical ring
+  position, each shift ≤ 2 hops; P steps on a P×P grid.
+- `cannon`: the same on a torus embedded in the mesh (the wrap-around crosses the line).
+- `summa`: for each K panel, its owner column broadcasts A along rows and its owner row
+  broadcasts B along columns (any P×Q grid).
+- `gemm_t`: WaferLLM's dist-GEMM-T, C = A·Bᵀ without transposing on the mesh: B shifts
+  along y, each step's partial products are reduced along x into the step's root column.
+
+GEMV (y = x·W, x: 1×M replicated along x, W: M×N): a local block product, then an
+allreduce along y with `ktree` (WaferLLM's MeshGEMV), `pipeline` or `ring`.
+
+Blocks use f32 for functional checks; the runtime times them at the device's element
+width (fp16).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from xdsl.builder import ImplicitBuilder
+from xdsl.dialects import arith
+from xdsl.dialects.builtin import IndexType, IntegerAttr, ModuleOp, TensorType, f32
+from xdsl.ir import Attribute, Block, Region, SSAValue
+
+from plmr.dialects import mesh, tile
+from plmr.errors import PlmrError
+
+GEMM_ALGORITHMS = ("meshgemm", "cannon", "summa", "gemm_t")
+GEMV_ALGORITHMS = ("ktree", "pipeline", "ring")
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """A built kernel: its module, the program name and the host input shapes."""
+
+    module: ModuleOp
+    name: str
+    inputs: tuple[tuple[int, ...], ...]
+    description: str
+
+
+def _tensor(shape: tuple[int, ...], elt: Attribute = f32) -> TensorType[Attribute]:
+    return TensorType(elt, shape)
+
+
+def _dist(shape: tuple[int, ...], layout: mesh.LayoutAttr) -> mesh.DistType:
+    return mesh.DistType(_tensor(shape), layout)
+
+
+def _block(d: mesh.DistType, grid: tuple[int, int]) -> TensorType[Attribute]:
+    return _tensor(d.block_shape(grid))
+
+
+def _index(value: int) -> SSAValue:
+    return arith.ConstantOp(IntegerAttr(value, IndexType())).result
+
+
+def _check_grid(grid: tuple[int, int]) -> None:
+    if grid[0] <= 0 or grid[1] <= 0:
+        raise PlmrError(f"grid must be positive, got {grid[0]}x{grid[1]}")
+
+
+def _program(
+    name: str,
+    inputs: list[tuple[int, ...]],
+    output: tuple[int, ...],
+    device: str,
+    grid: tuple[int, int],
+) -> mesh.ProgramOp:
+    return mesh.ProgramOp(name, [_tensor(s) for s in inputs], [_tensor(output)], device, grid)
+
+
+# ---------------------------------------------------------------------------------------
+# GEMM
+# ---------------------------------------------------------------------------------------
+
+
+def cannon_gemm(
+    m: int, k: int, n: int, grid: tuple[int, int], device: str, ring: str
+) -> Kernel:
+    """Cannon's algorithm on a P×P grid; `ring` is `interleaved` (MeshGEMM) or `torus`."""
+    _check_grid(grid)
+    p, q = grid
+    if p != q:
+        raise PlmrError(
+            f"MeshGEMM and Cannon need a square grid, got {p}x{q} (use summa for P×Q grids)"
+        )
+    if p == 2 and ring == "interleaved":
+        ring = "torus"
+    a_d = _dist((m, k), mesh.LayoutAttr(["y", "x"], skew="x", ring=ring))
+    b_d = _dist((k, n), mesh.LayoutAttr(["y", "x"], skew="y", ring=ring))
+    c_d = _dist((m, n), mesh.LayoutAttr(["y", "x"]))
+    name = "meshgemm" if ring == "interleaved" else "cannon"
+    program = _program(name, [(m, k), (k, n)], (m, n), device, grid)
+    a_blk, b_blk, c_blk = _block(a_d, grid), _block(b_d, grid), _block(c_d, grid)
+    body = Block(arg_types=[IndexType(), IndexType(), a_blk, b_blk])
+    with ImplicitBuilder(body) as (_, _, a0, b0):
+        zero = tile.FillOp(0.0, c_blk).result
+        step = Block(arg_types=[IndexType(), c_blk, a_blk, b_blk])
+        with ImplicitBuilder(step) as (_, c, a, b):
+            c2 = tile.DotOp(a, b, c).result
+            a2 = mesh.ShiftOp(a, "x", ring).result
+            b2 = mesh.ShiftOp(b, "y", ring).result
+            tile.YieldOp(c2, a2, b2)
+        loop = tile.ForOp(0, p - 1, 1, "reduction", [zero, a0, b0], Region(step))
+        last = tile.DotOp(loop.res[1], loop.res[2], loop.res[0]).result
+        mesh.YieldOp(last)
+    with ImplicitBuilder(program.body) as (a_host, b_host):
+        da = mesh.ScatterOp(a_host, a_d.layout).result
+        db = mesh.ScatterOp(b_host, b_d.layout).result
+        dc = mesh.SpmdOp([da, db], [c_d], Region(body)).outputs[0]
+        mesh.ReturnOp(mesh.GatherOp(dc).result)
+    return Kernel(
+        ModuleOp([program]),
+        name,
+        ((m, k), (k, n)),
+        f"{name}: C[{m}x{n}] = A[{m}x{k}]·B[{k}x{n}] on {p}x{q} ({ring} ring)",
+    )
+
+
+def summa_gemm(m: int, k: int, n: int, grid: tuple[int, int], device: str) -> Kernel:
+    """SUMMA: for each K panel, broadcast A along rows and B along columns."""
+    _check_grid(grid)
+    p, q = grid
+    panels = math.lcm(p, q)
+    a_d = _dist((m, k), mesh.LayoutAttr(["y", "x"]))
+    b_d = _dist((k, n), mesh.LayoutAttr(["y", "x"]))
+    c_d = _dist((m, n), mesh.LayoutAttr(["y", "x"]))
+    a_blk, b_blk, c_blk = _block(a_d, grid), _block(b_d, grid), _block(c_d, grid)
+    ka, kb = a_blk.get_shape()[1], b_blk.get_shape()[0]
+    if ka * q != kb * p or ka % (panels // q) or kb % (panels // p):
+        raise PlmrError(
+            f"summa needs K = {k} divisible into {panels} equal panels on a {p}x{q} grid "
+            f"(K a multiple of {panels})"
+        )
+    width = ka // (panels // q)
+    program = _program("summa", [(m, k), (k, n)], (m, n), device, grid)
+    body = Block(arg_types=[IndexType(), IndexType(), a_blk, b_blk])
+    with ImplicitBuilder(body) as (_, _, a, b):
+        zero = tile.FillOp(0.0, c_blk).result
+        step = Block(arg_types=[IndexType(), c_blk])
+        with ImplicitBuilder(step) as (t, c):
+            per_x, per_y = _index(panels // q), _index(panels // p)
+            col = arith.DivUIOp(t, per_x).result
+            row = arith.DivUIOp(t, per_y).result
+            off_a = arith.MuliOp(arith.RemUIOp(t, per_x).result, _index(width)).result
+            off_b = arith.MuliOp(arith.RemUIOp(t, per_y).result, _index(width)).result
+            zero_i = _index(0)
+            a_panel = tile.LoadOp(a, [zero_i, off_a], (a_blk.get_shape()[0], width)).result
+            b_panel = tile.LoadOp(b, [off_b, zero_i], (width, b_blk.get_shape()[1])).result
+            a_b = mesh.BroadcastOp(a_panel, "x", col).result
+            b_b = mesh.BroadcastOp(b_panel, "y", row).result
+            tile.YieldOp(tile.DotOp(a_b, b_b, c).result)
+        loop = tile.ForOp(0, panels, 1, "reduction", [zero], Region(step))
+        mesh.YieldOp(loop.res[0])
+    with ImplicitBuilder(program.body) as (a_host, b_host):
+        da = mesh.ScatterOp(a_host, a_d.layout).result
+        db = mesh.ScatterOp(b_host, b_d.layout).result
+        dc = mesh.SpmdOp([da, db], [c_d], Region(body)).outputs[0]
+        mesh.ReturnOp(mesh.GatherOp(dc).result)
+    return Kernel(
+        ModuleOp([program]),
+        "summa",
+        ((m, k), (k, n)),
+        f"summa: C[{m}x{n}] = A[{m}x{k}]·B[{k}x{n}] on {p}x{q} ({panels} panels)",
+    )
+
+
+def _ring_position(step: SSAValue, ring: str, n: int) -> SSAValue:
+    """The physical position of logical ring index `step` (arith on a uniform index)."""
+    if ring == "torus" or n < 3:
+        return step
+    # ord(s) = 2s for s < ceil(n/2), else 2(n-1-s)+1.
+    half = _index((n + 1) // 2)
+    two = _index(2)
+    fwd = arith.MuliOp(step, two).result
+    back = arith.AddiOp(
+        arith.MuliOp(arith.SubiOp(_index(n - 1), step).result, two).result, _index(1)
+    ).result
+    cond = arith.CmpiOp(step, half, "ult").result
+    return arith.SelectOp(cond, fwd, back).result
+
+
+def gemm_t(
+    m: int, k: int, n: int, grid: tuple[int, int], device: str, ring: str = "interleaved"
+) -> Kernel:
+    """dist-GEMM-T: C = A·Bᵀ (B: N×K) with B shifted along y; no transpose on the mesh."""
+    _check_grid(grid)
+    p, q = grid
+    if p != q:
+        raise PlmrError(f"gemm_t needs a square grid, got {p}x{q}")
+    if p < 3:
+        ring = "torus"
+    a_d = _dist((m, k), mesh.LayoutAttr(["y", "x"]))
+    b_d = _dist((n, k), mesh.LayoutAttr(["y", "x"]))
+    c_d = _dist((m, n), mesh.LayoutAttr(["y", "x"], skew="x", ring=ring))
+    a_blk, b_blk, c_blk = _block(a_d, grid), _block(b_d, grid), _block(c_d, grid)
+    program = _program("gemm_t", [(m, k), (n, k)], (m, n), device, grid)
+    body = Block(arg_types=[IndexType(), IndexType(), a_blk, b_blk])
+    with ImplicitBuilder(body) as (_, _, a, b0):
+        zero = tile.FillOp(0.0, c_blk).result
+        step = Block(arg_types=[IndexType(), c_blk, b_blk])
+        with ImplicitBuilder(step) as (s, c, b):
+            part = tile.DotOp(a, b, transpose_b=True).result
+            root = _ring_position(s, ring, q)
+            total = mesh.ReduceOp("sum", part, "x", root).result
+            c2 = tile.MapOp([c, total], "add").result
+            b2 = mesh.ShiftOp(b, "y", ring, -1).result
+            tile.YieldOp(c2, b2)
+        loop = tile.ForOp(0, p, 1, "reduction", [zero, b0], Region(step))
+        mesh.YieldOp(loop.res[0])
+    with ImplicitBuilder(program.body) as (a_host, b_host):
+        da = mesh.ScatterOp(a_host, a_d.layout).result
+        db = mesh.ScatterOp(b_host, b_d.layout).result
+        dc = mesh.SpmdOp([da, db], [c_d], Region(body)).outputs[0]
+        mesh.ReturnOp(mesh.GatherOp(dc).result)
+    return Kernel(
+        ModuleOp([program]),
+        "gemm_t",
+        ((m, k), (n, k)),
+        f"gemm_t: C[{m}x{n}] = A[{m}x{k}]·B[{n}x{k}]ᵀ on {p}x{q} ({ring} ring)",
+    )
+
+
+def gemm(
+    algorithm: str, m: int, k: int, n: int, grid: tuple[int, int], device: str
+) -> Kernel:
+    """A GEMM kernel by algorithm name (meshgemm, cannon, summa, gemm_t)."""
+    if algorithm == "meshgemm":
+        return cannon_gemm(m, k, n, grid, device, "interleaved")
+    if algorithm == "cannon":
+        return cannon_gemm(m, k, n, grid, device, "torus")
+    if algorithm == "summa":
+        return summa_gemm(m, k, n, grid, device)
+    if algorithm == "gemm_t":
+        return gemm_t(m, k, n, grid, device)
+    raise PlmrError(f"unknown GEMM algorithm '{algorithm}' ({', '.join(GEMM_ALGORITHMS)})")
+
+
+# ---------------------------------------------------------------------------------------
+# GEMV
+# ---------------------------------------------------------------------------------------
+
+
+def gemv(
+    algorithm: str,
+    m: int,
+    n: int,
+    grid: tuple[int, int],
+    device: str,
+    k: int = 2,
+    groups: int | None = None,
+) -> Kernel:
+    """y[1×N] = x[1×M]·W[M×N]: local products, then an allreduce along y."""
+    _check_grid(grid)
+    if algorithm not in GEMV_ALGORITHMS:
+        raise PlmrError(f"unknown GEMV algorithm '{algorithm}' ({', '.join(GEMV_ALGORITHMS)})")
+    if groups is not None and algorithm != "ktree":
+        raise PlmrError("--groups applies to the ktree algorithm only")
+    if groups is not None and not 1 <= groups <= grid[0]:
+        raise PlmrError(f"groups must be between 1 and the {grid[0]} PEs along y, got {groups}")
+    x_d = _dist((1, m), mesh.LayoutAttr(["-", "y"]))
+    w_d = _dist((m, n), mesh.LayoutAttr(["y", "x"]))
+    y_d = _dist((1, n), mesh.LayoutAttr(["-", "x"]))
+    x_blk, w_blk, y_blk = _block(x_d, grid), _block(w_d, grid), _block(y_d, grid)
+    program = _program(f"gemv_{algorithm}", [(1, m), (m, n)], (1, n), device, grid)
+    body = Block(arg_types=[IndexType(), IndexType(), x_blk, w_blk])
+    with ImplicitBuilder(body) as (_, _, x, w):
+        part = tile.DotOp(x, w).result
+        total = mesh.AllreduceOp("sum", part, "y", algorithm, k, groups).result
+        mesh.YieldOp(total)
+    del y_blk
+    with ImplicitBuilder(program.body) as (x_host, w_host):
+        dx = mesh.ScatterOp(x_host, x_d.layout).result
+        dw = mesh.ScatterOp(w_host, w_d.layout).result
+        dy = mesh.SpmdOp([dx, dw], [y_d], Region(body)).outputs[0]
+        mesh.ReturnOp(mesh.GatherOp(dy).result)
+    label = f"k={k}, groups={groups}" if algorithm == "ktree" else algorithm
+    return Kernel(
+        ModuleOp([program]),
+        program.sym_name.data,
+        ((1, m), (m, n)),
+        f"gemv {algorithm}: y[1x{n}] = x[1x{m}]·W[{m}x{n}] on {grid[0]}x{grid[1]} ({label})",
+    )
+
+
+
