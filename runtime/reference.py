@@ -532,9 +532,9 @@ EvalImpl = Callable[["ReferenceEvaluator", Operation, list[Any]], list[Any]]
 
 class ReferenceEvaluator:
     """
-    Runs `func.func` bodies on numpy arrays: `graph` ops, `tile` ops (with their regions),
-    the `arith` / `math` ops that index computations and `tile.map` bodies use, and
-    `func.call` between functions.
+    Runs `func.func` bodies on numpy arrays: `graph` ops, `loop` nests, `tile` ops (with
+    their regions), the `arith` / `math` ops that index computations and `tile.map`
+    bodies use, and `func.call` between functions.
 
     `lead` is a shape prepended to every value: with `lead = (H, W)` one evaluation runs
     the same program on H×W cores at once (the mesh runtime's SPMD mode); tensors then
@@ -549,6 +549,7 @@ class ReferenceEvaluator:
         *,
         lead: tuple[int, ...] = (),
     ):
+        from plmr.runtime.loop_ops import LOOP_IMPLS
         from plmr.runtime.tile_ops import EVAL_IMPLS
 
         self.module = module
@@ -556,7 +557,7 @@ class ReferenceEvaluator:
         self.impls: dict[type[Operation], OpImpl] = dict(GRAPH_IMPLS)
         if impls is not None:
             self.impls.update(impls)
-        self.eval_impls: dict[type[Operation], EvalImpl] = dict(EVAL_IMPLS)
+        self.eval_impls: dict[type[Operation], EvalImpl] = {**EVAL_IMPLS, **LOOP_IMPLS}
         self.env_stack: list[dict[SSAValue, Any]] = []
         self.owned_buffers: set[int] = set()
         """Ids of arrays this evaluator created and may update in place."""

@@ -39,7 +39,13 @@ class SramReport:
 
 
 def _name(value: SSAValue) -> str:
-    return f"%{value.name_hint}" if value.name_hint else "%<unnamed>"
+    if value.name_hint:
+        return f"%{value.name_hint}"
+    owner = value.owner
+    if isinstance(owner, Operation):
+        return f"a result of {owner.name}"
+    parent = owner.parent_op()
+    return f"a block argument of {parent.name if parent else 'the body'}"
 
 
 def _linearize(block: Block, order: dict[Operation, int], counter: list[int]) -> None:
@@ -88,7 +94,12 @@ def spmd_sram(spmd: mesh.SpmdOp, device: Device) -> SramReport:
             return
         last = born
         for use in value.uses:
-            anc = _ancestor_in(use.operation, block)
+            user = use.operation
+            if user.regions and user.parent_block() is block:
+                # Consumed on entry (e.g. a loop's initial value).
+                last = max(last, start[user])
+                continue
+            anc = _ancestor_in(user, block)
             if anc is not None:
                 last = max(last, end[anc])
         intervals.append((born, last, value, size))
@@ -98,10 +109,10 @@ def spmd_sram(spmd: mesh.SpmdOp, device: Device) -> SramReport:
             add(arg, born, block)
         for op in block.ops:
             for res in op.results:
-                add(res, start[op], block)
+                add(res, end[op] if op.regions else start[op], block)
             for region in op.regions:
                 for inner in region.blocks:
-                    collect(inner, start[op])
+                    collect(inner, start[op] + 1)
 
     collect(body, 0)
     events: list[tuple[int, Operation]] = sorted(

@@ -308,9 +308,9 @@ def _unary_scalar(fn: Callable[[Any], Any]) -> Impl:
 
 def _divsi(a: Any, b: Any) -> Any:
     """Signed division rounding toward zero (MLIR's `arith.divsi`)."""
-    q: Any = np.abs(a) // np.abs(b)
-    sign: Any = np.sign(a) * np.sign(b)
-    return sign * q
+    # Floor division, then one up where it rounded a negative quotient down (no `abs`,
+    # which overflows for the most negative value).
+    return a // b + ((a % b != 0) & ((a < 0) != (b < 0)))
 
 
 def _remsi(a: Any, b: Any) -> Any:
@@ -318,7 +318,7 @@ def _remsi(a: Any, b: Any) -> Any:
 
 
 def _ceildivsi(a: Any, b: Any) -> Any:
-    return -(-a // b)
+    return a // b + (a % b != 0)
 
 
 def _unsigned(fn: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:

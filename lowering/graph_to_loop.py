@@ -1,0 +1,740 @@
+"""
+`convert-graph-to-loop`: lowers every `graph` op to `loop` nests.
+
+Each op becomes one or more `loop.nest`s whose bodies read the operands element by
+element (`loop.read`), compute with `arith` / `math`, and yield: an elementwise op is one
+parallel nest, a matmul a nest with one reduction dimension, a softmax four nests (max,
+exp, sum, divide), a layernorm three (mean, variance, normalise), a conv2d a 7-deep nest
+(n, m, oh, ow parallel; c, kh, kw reduction) plus a bias nest. Broadcasting reads index
+0 of size-1 dimensions; padding (convolution, pooling) and concatenation read with a
+`padding` value outside the tensor. `graph.constant` becomes `arith.constant`.
+
+Reductions over floats start from the lowest (or highest) *finite* value, so a running
+maximum never meets `-inf - (-inf)`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import cast
+
+import numpy as np
+from xdsl.builder import Builder, ImplicitBuilder
+from xdsl.context import Context
+from xdsl.dialects import arith
+from xdsl.dialects import math as mathd
+from xdsl.dialects.builtin import (
+    AnyFloat,
+    FloatAttr,
+    IndexType,
+    IntegerAttr,
+    IntegerType,
+    ModuleOp,
+    TensorType,
+)
+from xdsl.ir import Attribute, BlockArgument, Operation, SSAValue
+from xdsl.passes import ModulePass
+from xdsl.rewriter import InsertPoint
+
+from plmr.dialects import graph
+from plmr.dialects.loop import IteratorKind, ReadOp, build_nest
+from plmr.errors import PlmrError
+
+P = IteratorKind.PARALLEL
+R = IteratorKind.REDUCTION
+
+Shape = tuple[int, ...]
+
+
+# ---------------------------------------------------------------------------------------
+# Scalar helpers (used inside nest bodies under an implicit builder)
+# ---------------------------------------------------------------------------------------
+
+
+def index(v: int) -> SSAValue:
+    """An `index` constant."""
+    return arith.ConstantOp(IntegerAttr(v, IndexType())).result
+
+
+def const(v: float, elt: Attribute) -> SSAValue:
+    """A scalar constant of element type `elt`."""
+    if isinstance(elt, AnyFloat):
+        return arith.ConstantOp(FloatAttr(float(v), elt)).result
+    if isinstance(elt, IntegerType):
+        return arith.ConstantOp(IntegerAttr(int(v), elt)).result
+    raise PlmrError(f"no constants of type {elt}")
+
+
+def is_float(v: SSAValue) -> bool:
+    return isinstance(v.type, AnyFloat)
+
+
+def add(a: SSAValue, b: SSAValue) -> SSAValue:
+    return (arith.AddfOp(a, b) if is_float(a) else arith.AddiOp(a, b)).result
+
+
+def sub(a: SSAValue, b: SSAValue) -> SSAValue:
+    return (arith.SubfOp(a, b) if is_float(a) else arith.SubiOp(a, b)).result
+
+
+def mul(a: SSAValue, b: SSAValue) -> SSAValue:
+    return (arith.MulfOp(a, b) if is_float(a) else arith.MuliOp(a, b)).result
+
+
+def div(a: SSAValue, b: SSAValue) -> SSAValue:
+    return (arith.DivfOp(a, b) if is_float(a) else arith.DivSIOp(a, b)).result
+
+
+def maximum(a: SSAValue, b: SSAValue) -> SSAValue:
+    return (arith.MaximumfOp(a, b) if is_float(a) else arith.MaxSIOp(a, b)).result
+
+
+def minimum(a: SSAValue, b: SSAValue) -> SSAValue:
+    return (arith.MinimumfOp(a, b) if is_float(a) else arith.MinSIOp(a, b)).result
+
+
+def neg(a: SSAValue) -> SSAValue:
+    if is_float(a):
+        return arith.NegfOp(a).result
+    return arith.SubiOp(const(0, a.type), a).result
+
+
+def exp(a: SSAValue) -> SSAValue:
+    return mathd.ExpOp(a).result
+
+
+def lowest(elt: Attribute) -> float:
+    """The lowest finite value of an element type (the start of a running max)."""
+    if isinstance(elt, AnyFloat):
+        return float(np.finfo(_np_float(elt)).min)
+    if isinstance(elt, IntegerType):
+        return -(2 ** (cast(IntegerType, elt).width.data - 1))
+    raise PlmrError(f"no lowest value for {elt}")
+
+
+def highest(elt: Attribute) -> float:
+    if isinstance(elt, AnyFloat):
+        return float(np.finfo(_np_float(elt)).max)
+    if isinstance(elt, IntegerType):
+        return 2 ** (cast(IntegerType, elt).width.data - 1) - 1
+    raise PlmrError(f"no highest value for {elt}")
+
+
+def _np_float(elt: AnyFloat) -> type[np.floating]:
+    return {16: np.float16, 32: np.float32, 64: np.float64}.get(elt.bitwidth, np.float32)
+
+
+def _shape(v: SSAValue) -> Shape:
+    return graph.static_shape(v, "value")
+
+
+def _elt(v: SSAValue) -> Attribute:
+    return graph.element_type(v)
+
+
+def broadcast_read(src: SSAValue, out_idx: Sequence[SSAValue]) -> SSAValue:
+    """Reads `src` at the output index `out_idx` under numpy broadcasting."""
+    shape = _shape(src)
+    off = len(out_idx) - len(shape)
+    idx = [index(0) if d == 1 else out_idx[off + a] for a, d in enumerate(shape)]
+    return ReadOp(src, idx).result
+
+
+# ---------------------------------------------------------------------------------------
+# Nest helpers
+# ---------------------------------------------------------------------------------------
+
+
+def map_nest(
+    shape: Shape, fn: Callable[[Sequence[SSAValue]], SSAValue], elt: Attribute
+) -> SSAValue:
+    """
+    A parallel nest over `shape` whose body yields `fn(indices)`. A rank-0 result is a
+    nest with one reduction dimension of extent 1 whose body ignores the accumulator.
+    """
+    if not shape:
+        init = const(0, elt)
+        nest = build_nest([1], [R], [init], lambda d, a: [fn(())], scalar_results=False)
+        return nest.res[0]
+    nest = build_nest(shape, [P] * len(shape), [], lambda d, a: [fn(d)])
+    return nest.res[0]
+
+
+def reduce_nest(
+    par_shape: Shape,
+    red_shape: Shape,
+    init: float,
+    elt: Attribute,
+    term: Callable[[Sequence[SSAValue], Sequence[SSAValue]], SSAValue],
+    combine: Callable[[SSAValue, SSAValue], SSAValue],
+) -> SSAValue:
+    """
+    A nest with parallel dims `par_shape` then reduction dims `red_shape`, computing
+    `acc = combine(acc, term(par indices, red indices))` from `init`.
+    """
+    start = const(init, elt)
+    npar = len(par_shape)
+
+    def body(d: Sequence[BlockArgument], a: Sequence[BlockArgument]) -> list[SSAValue]:
+        return [combine(a[0], term(d[:npar], d[npar:]))]
+
+    nest = build_nest(
+        [*par_shape, *red_shape],
+        [P] * npar + [R] * len(red_shape),
+        [start],
+        body,
+        scalar_results=False,
+    )
+    return nest.res[0]
+
+
+# ---------------------------------------------------------------------------------------
+# Lowerings, one per graph op
+# ---------------------------------------------------------------------------------------
+
+Lowering = Callable[[Operation], list[SSAValue]]
+
+
+def _binary(fn: Callable[[SSAValue, SSAValue], SSAValue]) -> Lowering:
+    def lower(op: Operation) -> list[SSAValue]:
+        lhs, rhs = op.operands
+        out = op.results[0]
+
+        def body(idx: Sequence[SSAValue]) -> SSAValue:
+            return fn(broadcast_read(lhs, idx), broadcast_read(rhs, idx))
+
+        return [map_nest(_shape(out), body, _elt(out))]
+
+    return lower
+
+
+def _unary(fn: Callable[[SSAValue], SSAValue]) -> Lowering:
+    def lower(op: Operation) -> list[SSAValue]:
+        x = op.operands[0]
+        return [map_nest(_shape(x), lambda idx: fn(ReadOp(x, idx).result), _elt(x))]
+
+    return lower
+
+
+def _relu(x: SSAValue) -> SSAValue:
+    return maximum(x, const(0, x.type))
+
+
+def _sigmoid(x: SSAValue) -> SSAValue:
+    one = const(1, x.type)
+    return div(one, add(one, exp(neg(x))))
+
+
+def _silu(x: SSAValue) -> SSAValue:
+    one = const(1, x.type)
+    return div(x, add(one, exp(neg(x))))
+
+
+def _gelu_erf(x: SSAValue) -> SSAValue:
+    half, one = const(0.5, x.type), const(1, x.type)
+    e = mathd.ErfOp(mul(x, const(1 / math.sqrt(2.0), x.type))).result
+    return mul(mul(half, x), add(one, e))
+
+
+def _gelu_tanh(x: SSAValue) -> SSAValue:
+    half, one = const(0.5, x.type), const(1, x.type)
+    cube = mul(mul(x, x), x)
+    inner = add(x, mul(const(0.044715, x.type), cube))
+    t = mathd.TanhOp(mul(const(math.sqrt(2 / math.pi), x.type), inner)).result
+    return mul(mul(half, x), add(one, t))
+
+
+def _lower_gelu(op: Operation) -> list[SSAValue]:
+    assert isinstance(op, graph.GeluOp)
+    return _unary(_gelu_tanh if op.tanh is not None else _gelu_erf)(op)
+
+
+def _lower_scale(op: Operation) -> list[SSAValue]:
+    assert isinstance(op, graph.ScaleOp)
+    factor = op.factor.value.data
+    return _unary(lambda x: mul(x, const(factor, x.type)))(op)
+
+
+def _lower_matmul(op: Operation) -> list[SSAValue]:
+    assert isinstance(op, graph.MatmulOp)
+    a, b = op.lhs, op.rhs
+    sa, sb = _shape(a), _shape(b)
+    out = _shape(op.result)
+    ta, tb = op.transpose_a is not None, op.transpose_b is not None
+    k = sa[-2] if ta else sa[-1]
+    nbatch = len(out) - 2
+    elt = _elt(op.result)
+
+    def term(p: Sequence[SSAValue], r: Sequence[SSAValue]) -> SSAValue:
+        batch, m, n, kk = p[:nbatch], p[nbatch], p[nbatch + 1], r[0]
+        ia = [*_batch_index(sa[:-2], batch), *((kk, m) if ta else (m, kk))]
+        ib = [*_batch_index(sb[:-2], batch), *((n, kk) if tb else (kk, n))]
+        return mul(ReadOp(a, ia).result, ReadOp(b, ib).result)
+
+    return [reduce_nest(out, (k,), 0, elt, term, add)]
+
+
+def _batch_index(shape: Shape, batch: Sequence[SSAValue]) -> list[SSAValue]:
+    off = len(batch) - len(shape)
+    return [index(0) if d == 1 else batch[off + i] for i, d in enumerate(shape)]
+
+
+def _lower_transpose(op: Operation) -> list[SSAValue]:
+    assert isinstance(op, graph.TransposeOp)
+    x = op.input
+    perm = op.perm.get_values()
+
+    def body(idx: Sequence[SSAValue]) -> SSAValue:
+        src: list[SSAValue] = [idx[0]] * len(perm)
+        for i, p in enumerate(perm):
+            src[p] = idx[i]
+        return ReadOp(x, src).result
+
+    return [map_nest(_shape(op.result), body, _elt(x))]
+
+
+def reshape_groups(src: Shape, dst: Shape) -> list[tuple[list[int], list[int]]]:
+    """
+    Pairs runs of source and destination dimensions with equal element counts, e.g.
+    `1x8x16 -> 1x8x2x8` is `[0]-[0], [1]-[1], [2]-[2, 3]`.
+    """
+    groups: list[tuple[list[int], list[int]]] = []
+    i = j = 0
+    while i < len(src) or j < len(dst):
+        gs: list[int] = []
+        gd: list[int] = []
+        ps = pd = 1
+        if i < len(src):
+            gs.append(i)
+            ps *= src[i]
+            i += 1
+        if j < len(dst):
+            gd.append(j)
+            pd *= dst[j]
+            j += 1
+        while ps != pd:
+            if ps < pd and i < len(src):
+                gs.append(i)
+                ps *= src[i]
+                i += 1
+            elif j < len(dst):
+                gd.append(j)
+                pd *= dst[j]
+                j += 1
+            else:
+                gs.append(i)
+                ps *= src[i]
+                i += 1
+        # Trailing size-1 dimensions join the group they follow.
+        while i < len(src) and src[i] == 1 and (j >= len(dst) or dst[j] != 1):
+            gs.append(i)
+            i += 1
+        while j < len(dst) and dst[j] == 1 and (i >= len(src) or src[i] != 1):
+            gd.append(j)
+            j += 1
+        groups.append((gs, gd))
+    return groups
+
+
+def _lower_reshape(op: Operation) -> list[SSAValue]:
+    assert isinstance(op, graph.ReshapeOp)
+    x = op.input
+    src, dst = _shape(x), _shape(op.result)
+
+    def body(idx: Sequence[SSAValue]) -> SSAValue:
+        src_idx: list[SSAValue] = []
+        for gs, gd in reshape_groups(src, dst):
+            # Linear position inside the group (affine in the destination indices).
+            lin: SSAValue | None = None
+            for d in gd:
+                term = idx[d]
+                lin = term if lin is None else add(mul(lin, index(dst[d])), term)
+            if lin is None:
+                lin = index(0)
+            if len(gs) == 1:
+                src_idx.append(lin)
+                continue
+            # Split it over the source dimensions of the group.
+            stride = math.prod(src[s] for s in gs)
+            for s in gs:
+                stride //= src[s]
+                q = arith.DivUIOp(lin, index(stride)).result if stride > 1 else lin
+                src_idx.append(
+                    arith.RemUIOp(q, index(src[s])).result if s != gs[0] else q
+                )
+        return ReadOp(x, src_idx).result
+
+    return [map_nest(dst, body, _elt(x))]
+
+
+def _combine_fn(kind: str) -> Callable[[SSAValue, SSAValue], SSAValue]:
+    return {"sum": add, "mean": add, "max": maximum, "min": minimum}[kind]
+
+
+def _init_of(kind: str, elt: Attribute) -> float:
+    return {"max": lowest, "min": highest}.get(kind, lambda e: 0.0)(elt)
+
+
+def reduce_axes(
+    x: SSAValue, axes: Sequence[int], keepdims: bool, kind: str
+) -> SSAValue:
+    """`kind` of `x` over `axes`, as one reduction nest (keepdims: extent-1 dims)."""
+    shape = _shape(x)
+    elt = _elt(x)
+    par: list[int] = []
+    par_src: list[int | None] = []
+    for a, d in enumerate(shape):
+        if a not in axes:
+            par.append(d)
+            par_src.append(a)
+        elif keepdims:
+            par.append(1)
+            par_src.append(None)
+    red = [shape[a] for a in axes]
+
+    def term(p: Sequence[SSAValue], r: Sequence[SSAValue]) -> SSAValue:
+        idx: list[SSAValue] = [p[0]] * len(shape) if p else [r[0]] * len(shape)
+        for pi, a in zip(p, par_src, strict=True):
+            if a is not None:
+                idx[a] = pi
+        for ri, a in zip(r, axes, strict=True):
+            idx[a] = ri
+        return ReadOp(x, idx).result
+
+    return reduce_nest(tuple(par), tuple(red), _init_of(kind, elt), elt, term, _combine_fn(kind))
+
+
+def _scaled_read(v: SSAValue, idx: Sequence[SSAValue], count: int) -> SSAValue:
+    """`v[idx] / count` (a mean from a sum)."""
+    x = ReadOp(v, idx).result
+    return div(x, const(count, x.type))
+
+
+def _lower_reduce(op: Operation) -> list[SSAValue]:
+    assert isinstance(op, graph.ReduceOp)
+    kind = op.kind.data.value
+    axes = op.normalized_axes()
+    keep = op.keepdims is not None
+    if kind == "mean" and not isinstance(_elt(op.input), AnyFloat):
+        raise PlmrError("convert-graph-to-loop: mean of an integer tensor is not supported")
+    total = reduce_axes(op.input, sorted(axes), keep, kind)
+    if kind != "mean":
+        return [total]
+    count = math.prod(_shape(op.input)[a] for a in axes)
+    out = _shape(op.result)
+    return [map_nest(out, lambda idx: _scaled_read(total, idx, count), _elt(op.result))]
+
+
+def _drop(idx: Sequence[SSAValue], axes: Sequence[int]) -> list[SSAValue]:
+    return [v for a, v in enumerate(idx) if a not in axes]
+
+
+def _lower_softmax(op: Operation) -> list[SSAValue]:
+    assert isinstance(op, graph.SoftmaxOp)
+    x = op.input
+    shape = _shape(x)
+    axis = graph.normalize_axis(op.axis.value.data, len(shape))
+    elt = _elt(x)
+    m = reduce_axes(x, [axis], False, "max")
+
+    def shifted(idx: Sequence[SSAValue]) -> SSAValue:
+        return exp(sub(ReadOp(x, idx).result, ReadOp(m, _drop(idx, [axis])).result))
+
+    e = map_nest(shape, shifted, elt)
+    s = reduce_axes(e, [axis], False, "sum")
+
+    def normalise(idx: Sequence[SSAValue]) -> SSAValue:
+        return div(ReadOp(e, idx).result, ReadOp(s, _drop(idx, [axis])).result)
+
+    return [map_nest(shape, normalise, elt)]
+
+
+def _norm_param(p: SSAValue, idx: Sequence[SSAValue]) -> SSAValue:
+    return broadcast_read(p, idx)
+
+
+def _lower_layernorm(op: Operation) -> list[SSAValue]:
+    assert isinstance(op, graph.LayerNormOp)
+    x = op.input
+    shape = _shape(x)
+    ax = graph.normalize_axis(op.axis.value.data, len(shape))
+    axes = list(range(ax, len(shape)))
+    count = math.prod(shape[ax:])
+    elt = _elt(x)
+    eps = op.epsilon.value.data
+    total = reduce_axes(x, axes, False, "sum")
+
+    def centred(idx: Sequence[SSAValue]) -> SSAValue:
+        mean = _scaled_read(total, _drop(idx, axes), count)
+        return sub(ReadOp(x, idx).result, mean)
+
+    def square(p: Sequence[SSAValue], r: Sequence[SSAValue]) -> SSAValue:
+        d = centred([*p, *r])
+        return mul(d, d)
+
+    var = reduce_nest(tuple(shape[:ax]), tuple(shape[ax:]), 0, elt, square, add)
+    bias = op.bias
+
+    def normalise(idx: Sequence[SSAValue]) -> SSAValue:
+        v = _scaled_read(var, _drop(idx, axes), count)
+        rstd = mathd.SqrtOp(add(v, const(eps, elt))).result
+        y = mul(div(centred(idx), rstd), _norm_param(op.scale, idx[ax:]))
+        if bias is not None:
+            y = add(y, _norm_param(bias, idx[ax:]))
+        return y
+
+    return [map_nest(shape, normalise, elt)]
+
+
+def _lower_rmsnorm(op: Operation) -> list[SSAValue]:
+    assert isinstance(op, graph.RmsNormOp)
+    x = op.input
+    shape = _shape(x)
+    ax = graph.normalize_axis(op.axis.value.data, len(shape))
+    axes = list(range(ax, len(shape)))
+    count = math.prod(shape[ax:])
+    elt = _elt(x)
+    eps = op.epsilon.value.data
+
+    def square(p: Sequence[SSAValue], r: Sequence[SSAValue]) -> SSAValue:
+        v = ReadOp(x, [*p, *r]).result
+        return mul(v, v)
+
+    ms = reduce_nest(tuple(shape[:ax]), tuple(shape[ax:]), 0, elt, square, add)
+
+    def normalise(idx: Sequence[SSAValue]) -> SSAValue:
+        v = _scaled_read(ms, _drop(idx, axes), count)
+        rms = mathd.SqrtOp(add(v, const(eps, elt))).result
+        return mul(div(ReadOp(x, idx).result, rms), _norm_param(op.weight, idx[ax:]))
+
+    return [map_nest(shape, normalise, elt)]
+
+
+def _lower_concat(op: Operation) -> list[SSAValue]:
+    assert isinstance(op, graph.ConcatOp)
+    inputs = list(op.inputs)
+    out = _shape(op.result)
+    ax = graph.normalize_axis(op.axis.value.data, len(out))
+    offsets = [0]
+    for v in inputs:
+        offsets.append(offsets[-1] + _shape(v)[ax])
+    elt = _elt(op.result)
+    pad = 0.0
+
+    def read_piece(k: int, idx: Sequence[SSAValue]) -> SSAValue:
+        src = list(idx)
+        src[ax] = arith.SubiOp(idx[ax], index(offsets[k])).result if offsets[k] else idx[ax]
+        return ReadOp(inputs[k], src, padding=pad).result
+
+    def body(idx: Sequence[SSAValue]) -> SSAValue:
+        value = read_piece(len(inputs) - 1, idx)
+        for k in range(len(inputs) - 2, -1, -1):
+            inside = arith.CmpiOp(idx[ax], index(offsets[k + 1]), "slt").result
+            value = arith.SelectOp(inside, read_piece(k, idx), value).result
+        return value
+
+    return [map_nest(out, body, elt)]
+
+
+def _lower_split(op: Operation) -> list[SSAValue]:
+    assert isinstance(op, graph.SplitOp)
+    x = op.input
+    ax = graph.normalize_axis(op.axis.value.data, len(_shape(x)))
+    results: list[SSAValue] = []
+    offset = 0
+    for out in op.outputs:
+        off = offset
+
+        def body(idx: Sequence[SSAValue], off: int = off) -> SSAValue:
+            src = list(idx)
+            if off:
+                src[ax] = arith.AddiOp(idx[ax], index(off)).result
+            return ReadOp(x, src).result
+
+        results.append(map_nest(_shape(out), body, _elt(out)))
+        offset += _shape(out)[ax]
+    return results
+
+
+def _window_index(
+    o: SSAValue, k: SSAValue, stride: int, dilation: int, pad: int
+) -> SSAValue:
+    """`o * stride + k * dilation - pad` on indices."""
+    pos = arith.MuliOp(o, index(stride)).result if stride != 1 else o
+    kk = arith.MuliOp(k, index(dilation)).result if dilation != 1 else k
+    pos = arith.AddiOp(pos, kk).result
+    if pad:
+        pos = arith.SubiOp(pos, index(pad)).result
+    return pos
+
+
+def _lower_conv2d(op: Operation) -> list[SSAValue]:
+    assert isinstance(op, graph.Conv2dOp)
+    x, w = op.input, op.weight
+    out = _shape(op.result)
+    _, cg, kh, kw = _shape(w)
+    groups = op.groups.value.data
+    mg = out[1] // groups
+    sh, sw = op.strides.get_values()
+    pt, pl, _, _ = op.pads.get_values()
+    dh, dw = op.dilations.get_values()
+    elt = _elt(op.result)
+
+    def term(p: Sequence[SSAValue], r: Sequence[SSAValue]) -> SSAValue:
+        n, m, oh, ow = p
+        c, i, j = r
+        if groups > 1:
+            group = arith.DivUIOp(m, index(mg)).result
+            c = arith.AddiOp(arith.MuliOp(group, index(cg)).result, c).result
+        h = _window_index(oh, i, sh, dh, pt)
+        ww = _window_index(ow, j, sw, dw, pl)
+        xv = ReadOp(x, [n, c, h, ww], padding=0.0).result
+        return mul(xv, ReadOp(w, [m, r[0], i, j]).result)
+
+    y = reduce_nest(out, (cg, kh, kw), 0, elt, term, add)
+    bias = op.bias
+    if bias is None:
+        return [y]
+
+    def add_bias(idx: Sequence[SSAValue]) -> SSAValue:
+        return add(ReadOp(y, idx).result, ReadOp(bias, [idx[1]]).result)
+
+    return [map_nest(out, add_bias, elt)]
+
+
+def _lower_pool(op: Operation) -> list[SSAValue]:
+    assert isinstance(op, graph.PoolOp)
+    x = op.input
+    out = _shape(op.result)
+    _, _, height, width = _shape(x)
+    kh, kw = op.kernel.get_values()
+    sh, sw = op.strides.get_values()
+    pt, pl, _, _ = op.pads.get_values()
+    elt = _elt(op.result)
+    is_max = op.kind.data.value == "max"
+    pad = lowest(elt) if is_max else 0.0
+
+    def term(p: Sequence[SSAValue], r: Sequence[SSAValue]) -> SSAValue:
+        n, c, oh, ow = p
+        h = _window_index(oh, r[0], sh, 1, pt)
+        w = _window_index(ow, r[1], sw, 1, pl)
+        return ReadOp(x, [n, c, h, w], padding=pad).result
+
+    if is_max:
+        return [reduce_nest(out, (kh, kw), lowest(elt), elt, term, maximum)]
+    total = reduce_nest(out, (kh, kw), 0, elt, term, add)
+    include_pad = op.count_include_pad is not None
+
+    def average(idx: Sequence[SSAValue]) -> SSAValue:
+        s = ReadOp(total, idx).result
+        if include_pad:
+            return div(s, const(kh * kw, elt))
+        count = arith.MuliOp(
+            _window_count(idx[2], sh, pt, kh, height), _window_count(idx[3], sw, pl, kw, width)
+        ).result
+        as_int = arith.IndexCastOp(count, IntegerType(64)).result
+        return div(s, arith.SIToFPOp(as_int, elt).result)
+
+    return [map_nest(out, average, elt)]
+
+
+def _window_count(o: SSAValue, stride: int, pad: int, kernel: int, size: int) -> SSAValue:
+    """How many positions of a pooling window lie inside the input (not padding)."""
+    start = _window_index(o, index(0), stride, 1, pad)
+    end = arith.AddiOp(start, index(kernel)).result
+    lo = arith.MaxSIOp(start, index(0)).result
+    hi = arith.MinSIOp(end, index(size)).result
+    return arith.SubiOp(hi, lo).result
+
+
+def _lower_constant(op: Operation) -> list[SSAValue]:
+    assert isinstance(op, graph.ConstantOp)
+    return [arith.ConstantOp(op.value).result]
+
+
+def _lower_gather(op: Operation) -> list[SSAValue]:
+    assert isinstance(op, graph.GatherOp)
+    data, indices = op.data, op.indices
+    dshape = _shape(data)
+    ax = graph.normalize_axis(op.axis.value.data, len(dshape))
+    irank = len(_shape(indices))
+    size = dshape[ax]
+
+    def body(idx: Sequence[SSAValue]) -> SSAValue:
+        raw = ReadOp(indices, list(idx[ax : ax + irank])).result
+        i = arith.IndexCastOp(raw, IndexType()).result
+        negative = arith.CmpiOp(i, index(0), "slt").result
+        i = arith.SelectOp(negative, arith.AddiOp(i, index(size)).result, i).result
+        src = [*idx[:ax], i, *idx[ax + irank :]]
+        return ReadOp(data, src).result
+
+    return [map_nest(_shape(op.result), body, _elt(op.result))]
+
+
+LOWERINGS: dict[type[Operation], Lowering] = {
+    graph.MatmulOp: _lower_matmul,
+    graph.AddOp: _binary(add),
+    graph.SubOp: _binary(sub),
+    graph.MulOp: _binary(mul),
+    graph.DivOp: _binary(div),
+    graph.ScaleOp: _lower_scale,
+    graph.ReluOp: _unary(_relu),
+    graph.GeluOp: _lower_gelu,
+    graph.SiluOp: _unary(_silu),
+    graph.SigmoidOp: _unary(_sigmoid),
+    graph.TanhOp: _unary(lambda x: mathd.TanhOp(x).result),
+    graph.ExpOp: _unary(exp),
+    graph.ErfOp: _unary(lambda x: mathd.ErfOp(x).result),
+    graph.SqrtOp: _unary(lambda x: mathd.SqrtOp(x).result),
+    graph.NegOp: _unary(neg),
+    graph.TransposeOp: _lower_transpose,
+    graph.ReshapeOp: _lower_reshape,
+    graph.ReduceOp: _lower_reduce,
+    graph.SoftmaxOp: _lower_softmax,
+    graph.LayerNormOp: _lower_layernorm,
+    graph.RmsNormOp: _lower_rmsnorm,
+    graph.ConcatOp: _lower_concat,
+    graph.SplitOp: _lower_split,
+    graph.Conv2dOp: _lower_conv2d,
+    graph.PoolOp: _lower_pool,
+    graph.ConstantOp: _lower_constant,
+    graph.GatherOp: _lower_gather,
+}
+"""How each `graph` op becomes loop nests: (op) -> replacement values (built in place)."""
+
+
+def lower_graph_op(op: Operation) -> None:
+    """Replaces one graph op by its loop nests (built right before it)."""
+    lowering = LOWERINGS.get(type(op))
+    if lowering is None:
+        raise PlmrError(f"convert-graph-to-loop: no lowering for '{op.name}'")
+    with ImplicitBuilder(Builder(InsertPoint.before(op))):
+        values = lowering(op)
+    for old, new in zip(op.results, values, strict=True):
+        if old.type != new.type:
+            raise PlmrError(
+                f"convert-graph-to-loop: '{op.name}' lowered to {new.type}, "
+                f"expected {old.type}"
+            )
+        if old.name_hint:
+            new.name_hint = old.name_hint
+        old.replace_all_uses_with(new)
+    op.detach()
+    op.erase()
+
+
+@dataclass(frozen=True)
+class ConvertGraphToLoopPass(ModulePass):
+    """
+    Lowers every `graph` op to `loop` nests (reads, `arith` / `math`, yields);
+    constants become `arith.constant`.
+    """
+
+    name = "convert-graph-to-loop"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        graph_ops = [o for o in op.walk() if o.dialect_name() == "graph"]
+        for g in graph_ops:
+            lower_graph_op(g)
