@@ -7,4 +7,42 @@ from xdsl.passes import ModulePass
 
 def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
     """Returns every plmr pass (rewrites and lowerings) by name, imported lazily."""
-    return {}
+
+    def convert_graph_to_loop() -> type[ModulePass]:
+        from plmr.lowering.graph_to_loop import ConvertGraphToLoopPass
+
+        return ConvertGraphToLoopPass
+
+    def neptune_fuse() -> type[ModulePass]:
+        from plmr.passes.neptune.fuse import NeptuneFusePass
+
+        return NeptuneFusePass
+
+    def convert_loop_to_tile() -> type[ModulePass]:
+        from plmr.lowering.loop_to_tile import ConvertLoopToTilePass
+
+        return ConvertLoopToTilePass
+
+    def convert_loop_to_scf() -> type[ModulePass]:
+        from plmr.lowering.loop_to_scf import ConvertLoopToScfPass
+
+        return ConvertLoopToScfPass
+
+    def mesh_route() -> type[ModulePass]:
+        from plmr.passes.mesh_route import MeshRoutePass
+
+        return MeshRoutePass
+
+    def mesh_verify_plmr() -> type[ModulePass]:
+        from plmr.passes.mesh_verify import MeshVerifyPlmrPass
+
+        return MeshVerifyPlmrPass
+
+    return {
+        "mesh-route": mesh_route,
+        "mesh-verify-plmr": mesh_verify_plmr,
+        "convert-graph-to-loop": convert_graph_to_loop,
+        "neptune-fuse": neptune_fuse,
+        "convert-loop-to-tile": convert_loop_to_tile,
+        "convert-loop-to-scf": convert_loop_to_scf,
+    }

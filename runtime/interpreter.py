@@ -40,6 +40,7 @@ from plmr.runtime.reference import Array, ReferenceEvaluator, tensor_dtype
 from plmr.runtime.report import OpTime, Report
 from plmr.runtime.routing import RouteTable
 from plmr.runtime.sram import SramReport, spmd_sram
+from plmr.runtime.trace import TraceRecorder
 
 FloatArray = npt.NDArray[np.floating[Any]]
 
@@ -321,6 +322,8 @@ class SpmdEvaluator(ReferenceEvaluator):
                 self.ready[r] = ready
             return results
         end = np.maximum(self.ready_of(list(op.operands)), rt.clocks.ce_free)
+        if rt.recorder is not None:
+            rt.recorder.record(op.name, end, end + cycles, rt.grid)
         end += cycles
         rt.clocks.ce_free = end
         rt.clocks.compute += cycles
@@ -424,6 +427,8 @@ class MeshRuntime:
         default_factory=dict[tuple[int, int | None], list[StageArrays]]
     )
     _pending: dict[int, list[_Pending]] = field(default_factory=dict[int, list[_Pending]])
+    recorder: TraceRecorder | None = None
+    """Collects a timeline of selected PEs (for --trace)."""
     track_busy: bool = True
     """Keep the per-PE sum of communication durations (one more pass per collective)."""
     _cycles: dict[Operation, float] = field(default_factory=dict[Operation, float])
@@ -744,6 +749,8 @@ class MeshRuntime:
         done = np.asarray(now, dtype=CLOCK)
         # The compute engine issues the send; reductions also keep it busy combining.
         self.clocks.ce_free = done.copy() if reduces else np.broadcast_to(sent, self.grid)
+        if self.recorder is not None:
+            self.recorder.record(op.name, issue, done, self.grid)
         if self.track_busy:
             self.clocks.comm_busy += done - issue
         self.account(op, float(done.max()) - float(np.min(issue)))
@@ -847,11 +854,12 @@ def run_mesh(
     mode: str = "functional",
     name: str | None = None,
     relay: bool = False,
+    recorder: TraceRecorder | None = None,
 ) -> tuple[list[Array], Report]:
     """Runs a mesh program (on its own device unless `device` is given)."""
     program = find_program(module, name)
     if device is None:
         device = program.device.spec.data
     dev = get_device(device) if isinstance(device, str) else device
-    runtime = MeshRuntime(dev, mode, relay)
+    runtime = MeshRuntime(dev, mode, relay, recorder=recorder)
     return runtime.run_program(program, inputs)

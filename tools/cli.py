@@ -107,7 +107,9 @@ def import_cmd(model: Path, output: Path | None, func_name: str, generic: bool) 
 @cli.command("run")
 @click.argument("program", type=click.Path(dir_okay=False, path_type=Path))
 @click.option(
-    "--entry", default=None, help="Function to run (default: @main or the only one)."
+    "--entry",
+    default=None,
+    help="Function or mesh.program to run (default: @main or the only one).",
 )
 @click.option(
     "--inputs",
@@ -128,30 +130,77 @@ def import_cmd(model: Path, output: Path | None, func_name: str, generic: bool) 
     default=None,
     help="Save the results to this .npz (keyed by result name, else out0, out1, ...).",
 )
+@click.option(
+    "--device",
+    default=None,
+    help="mesh programs: override the program's device (e.g. wse3).",
+)
+@click.option(
+    "--mode",
+    type=click.Choice(["functional", "timing"]),
+    default="functional",
+    show_default=True,
+    help="mesh programs: functional (data) or timing (shapes only).",
+)
+@click.option(
+    "--relay",
+    is_flag=True,
+    help="mesh programs: relay through software when colors run out.",
+)
+@click.option(
+    "--report",
+    "report_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="mesh programs: write the report as JSON.",
+)
+@click.option(
+    "--trace",
+    "trace_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="mesh programs: write a Chrome trace.",
+)
+@click.option("--trace-pes", default=None, help="mesh programs: PEs to trace as 'y,x;y,x'.")
+@click.option(
+    "--heatmap",
+    "heatmap_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="mesh programs: write a per-PE heatmap PNG.",
+)
 def run_cmd(
     program: Path,
     entry: str | None,
     inputs: Path | None,
     seed: int | None,
     output: Path | None,
+    device: str | None,
+    mode: str,
+    relay: bool,
+    report_path: Path | None,
+    trace_path: Path | None,
+    trace_pes: str | None,
+    heatmap_path: Path | None,
 ) -> None:
-    """Run PROGRAM (an .mlir file) with plmr's reference semantics."""
-    import numpy as np
-
+    """
+    Run PROGRAM (an .mlir file at any level) with plmr's reference semantics; a
+    mesh.program runs on the modelled wafer and prints its report."""
     from plmr.tools.loading import load_module
     from plmr.tools.running import (
+        MeshEntry,
         load_inputs,
         random_inputs,
         result_names,
-        run_function,
-        select_function,
+        run_entry,
+        select_entry,
         summarize,
     )
 
     if inputs is not None and seed is not None:
         raise PlmrError("give either --inputs or --random, not both")
     module = load_module(program)
-    fn = select_function(module, entry)
+    fn = select_entry(module, entry)
     if inputs is not None:
         args = load_inputs(fn, inputs)
         origin = f"inputs from {inputs}"
@@ -159,17 +208,47 @@ def run_cmd(
         seed = 0 if seed is None else seed
         args = random_inputs(fn, seed)
         origin = f"random inputs (seed {seed})"
-    results = run_function(module, fn, args)
+    if not isinstance(fn, MeshEntry) and (
+        device or relay or report_path or trace_path or heatmap_path or mode != "functional"
+    ):
+        raise PlmrError(
+            "--device, --mode, --relay, --report, --trace and --heatmap apply to "
+            "mesh.program entries only"
+        )
+    results, report = run_entry(
+        module,
+        fn,
+        args,
+        device=device,
+        mode=mode,
+        relay=relay,
+        trace_path=trace_path,
+        trace_pes=trace_pes,
+        heatmap_path=heatmap_path,
+    )
     names = result_names(fn)
+    if report is not None and report_path is not None:
+        write_text_atomically(report_path, report.dumps())
     if output is not None:
         arrays = dict(zip(names, results, strict=True))
         write_atomically(output, lambda tmp: _save_npz(tmp, arrays))
         click.echo(f"wrote {len(results)} result(s) of @{fn.sym_name.data} to {output}")
-        return
-    click.echo(f"@{fn.sym_name.data} on {origin}:")
-    for line in summarize(names, results):
-        click.echo(line)
-    del np
+    else:
+        click.echo(f"@{fn.sym_name.data} on {origin}:")
+        if mode == "timing":
+            click.echo("  (timing mode: results are placeholders)")
+        for line in summarize(names, results):
+            click.echo(line)
+    if report is not None:
+        for line in report.summary():
+            click.echo(line)
+        for label, path in (
+            ("report", report_path),
+            ("trace", trace_path),
+            ("heatmap", heatmap_path),
+        ):
+            if path is not None:
+                click.echo(f"  {label:<11} written to {path}")
 
 
 def _save_npz(path: Path, arrays: dict[str, Any]) -> None:
@@ -192,6 +271,15 @@ def demo_cmd(seed: int) -> None:
 
     if not run_demo(seed, click.echo):
         raise PlmrError("the demo found a mismatch (see the table above)")
+
+
+def _register_subcommands() -> None:
+    from plmr.tools.bench import bench
+
+    cli.add_command(bench)
+
+
+_register_subcommands()
 
 
 def main(argv: Sequence[str] | None = None) -> int:

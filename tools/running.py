@@ -17,9 +17,10 @@ from xdsl.dialects.builtin import DictionaryAttr, ModuleOp, StringAttr, TensorTy
 from xdsl.ir import Attribute, SSAValue
 from xdsl.utils.hints import isa
 
-from plmr.dialects import graph
+from plmr.dialects import graph, mesh
 from plmr.errors import PlmrError
 from plmr.runtime.reference import Array, ReferenceEvaluator, tensor_dtype
+from plmr.runtime.report import Report
 
 NAME_ATTR = "plmr.name"
 """Argument/result attribute holding the tensor's name in the source model."""
@@ -32,22 +33,60 @@ def _named(attrs: Sequence[DictionaryAttr] | None, index: int) -> str | None:
     return name.data if isinstance(name, StringAttr) else None
 
 
-def arg_names(fn: func.FuncOp) -> list[str]:
+MeshEntry = mesh.ProgramOp
+"""A mesh program as a `plmr run` entry (runs on the modelled wafer)."""
+
+Entry = func.FuncOp | mesh.ProgramOp
+"""What `plmr run` can execute: a function (reference semantics) or a mesh program."""
+
+
+def arg_names(fn: Entry) -> list[str]:
     """Input names: the recorded `plmr.name`s, else `arg0, arg1, ...`."""
-    attrs = None if fn.arg_attrs is None else list(fn.arg_attrs.data)
+    arg_attrs = fn.arg_attrs if isinstance(fn, func.FuncOp) else None
+    attrs = None if arg_attrs is None else list(arg_attrs.data)
     n = len(fn.function_type.inputs.data)
     return [_named(attrs, i) or f"arg{i}" for i in range(n)]
 
 
-def result_names(fn: func.FuncOp) -> list[str]:
+def result_names(fn: Entry) -> list[str]:
     """Output names: the recorded `plmr.name`s, else `out0, out1, ...`."""
-    attrs = None if fn.res_attrs is None else list(fn.res_attrs.data)
+    res_attrs = fn.res_attrs if isinstance(fn, func.FuncOp) else None
+    attrs = None if res_attrs is None else list(res_attrs.data)
     n = len(fn.function_type.outputs.data)
     return [_named(attrs, i) or f"out{i}" for i in range(n)]
 
 
 def functions(module: ModuleOp) -> list[func.FuncOp]:
     return [op for op in module.ops if isinstance(op, func.FuncOp) and op.body.blocks]
+
+
+def entries(module: ModuleOp) -> list[Entry]:
+    out: list[Entry] = []
+    for op in module.ops:
+        if isinstance(op, mesh.ProgramOp) or (
+            isinstance(op, func.FuncOp) and op.body.blocks
+        ):
+            out.append(op)
+    return out
+
+
+def select_entry(module: ModuleOp, entry: str | None) -> Entry:
+    """`@entry`, else `@main`, else the module's only function or mesh program."""
+    fns = entries(module)
+    names = ", ".join(f"@{f.sym_name.data}" for f in fns) or "none"
+    if entry is not None:
+        for f in fns:
+            if f.sym_name.data == entry:
+                return f
+        raise PlmrError(f"no function or mesh.program @{entry} in the program ({names})")
+    for f in fns:
+        if f.sym_name.data == "main":
+            return f
+    if len(fns) == 1:
+        return fns[0]
+    if not fns:
+        raise PlmrError("the program has no function or mesh.program to run")
+    raise PlmrError(f"the program has several entries ({names}); choose one with --entry")
 
 
 def select_function(module: ModuleOp, entry: str | None) -> func.FuncOp:
@@ -75,7 +114,7 @@ def _tensor(t: Attribute, what: str) -> TensorType[Attribute]:
     return t
 
 
-def load_inputs(fn: func.FuncOp, path: Path) -> list[Array]:
+def load_inputs(fn: Entry, path: Path) -> list[Array]:
     """Reads an .npz with one array per argument and checks names, shapes and dtypes."""
     names = arg_names(fn)
     try:
@@ -128,7 +167,7 @@ def _index_bound(value: SSAValue) -> int | None:
     return bound
 
 
-def random_inputs(fn: func.FuncOp, seed: int) -> list[Array]:
+def random_inputs(fn: Entry, seed: int) -> list[Array]:
     """Standard-normal floats; integers in range for the ops that use them."""
     rng = np.random.default_rng(seed)
     names = arg_names(fn)
@@ -154,6 +193,43 @@ def run_function(module: ModuleOp, fn: func.FuncOp, args: Sequence[Array]) -> li
     evaluator = ReferenceEvaluator(module)
     with np.errstate(all="ignore"):
         return evaluator.run(fn, args)
+
+
+def run_entry(
+    module: ModuleOp,
+    fn: Entry,
+    args: Sequence[Array],
+    *,
+    device: str | None = None,
+    mode: str = "functional",
+    relay: bool = False,
+    trace_path: Path | None = None,
+    trace_pes: str | None = None,
+    heatmap_path: Path | None = None,
+) -> tuple[list[Array], Report | None]:
+    """Runs a function (reference semantics) or a mesh program (the mesh runtime)."""
+    if isinstance(fn, func.FuncOp):
+        return run_function(module, fn, args), None
+    from plmr.runtime.device import get_device
+    from plmr.runtime.interpreter import MeshRuntime
+    from plmr.runtime.trace import TraceRecorder, default_pes, parse_pes, write_heatmap
+
+    dev = get_device(device if device is not None else fn.device.spec.data)
+    recorder = None
+    if trace_path is not None:
+        grid = fn.grid_shape
+        pes = parse_pes(trace_pes, grid) if trace_pes else default_pes(grid)
+        recorder = TraceRecorder(pes, dev.clock_hz)
+    runtime = MeshRuntime(dev, mode, relay, recorder=recorder)
+    with np.errstate(all="ignore"):
+        results, report = runtime.run_program(fn, args)
+    if recorder is not None and trace_path is not None:
+        recorder.write(trace_path)
+    if heatmap_path is not None and report.finish is not None:
+        write_heatmap(
+            report.finish, heatmap_path, f"@{fn.sym_name.data}", "finishing time (cycles)"
+        )
+    return results, report
 
 
 def summarize(names: Sequence[str], results: Sequence[Array]) -> list[str]:

@@ -1,0 +1,249 @@
+"""
+`plmr bench`: build a kernel, run it on the modelled device, print the report.
+
+Every subcommand takes `--device`, `--grid PxQ`, `--mode timing|functional` and
+`--json` (stdout is then exactly one JSON object). Functional mode checks the result
+against numpy and fails with a non-zero exit status on a mismatch.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from plmr.errors import PlmrError
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+CHECK_RTOL = 1e-3
+
+
+def parse_grid(text: str) -> tuple[int, int]:
+    """`"4x8"` -> (4, 8): rows × columns."""
+    parts = text.lower().split("x")
+    if len(parts) != 2:
+        raise PlmrError(f"bad grid '{text}': expected ROWSxCOLS, e.g. 4x4 or 360x360")
+    try:
+        rows, cols = int(parts[0]), int(parts[1])
+    except ValueError as e:
+        raise PlmrError(f"bad grid '{text}': expected ROWSxCOLS, e.g. 4x4") from e
+    if rows <= 0 or cols <= 0:
+        raise PlmrError(f"bad grid '{text}': both sizes must be positive")
+    return rows, cols
+
+
+def run_options(fn: F) -> F:
+    """The options shared by every `plmr bench` subcommand (and `plmr run` on meshes)."""
+    options = [
+        click.option(
+            "--device",
+            default="wse2",
+            show_default=True,
+            help="Device preset, e.g. wse2, wse3, wse2:colors=16.",
+        ),
+        click.option("--grid", default="4x4", show_default=True, help="PEs as ROWSxCOLS."),
+        click.option(
+            "--mode",
+            type=click.Choice(["timing", "functional"]),
+            default="timing",
+            show_default=True,
+            help="timing: shapes only (any size); functional: real data, checked.",
+        ),
+        click.option("--json", "as_json", is_flag=True, help="Print one JSON object."),
+        click.option(
+            "--relay", is_flag=True, help="Relay through software when colors run out."
+        ),
+        click.option(
+            "--seed", type=int, default=0, show_default=True, help="Seed of the inputs."
+        ),
+        click.option(
+            "--report",
+            "report_path",
+            type=click.Path(dir_okay=False, path_type=Path),
+            default=None,
+            help="Write the report as JSON.",
+        ),
+        click.option(
+            "--trace",
+            "trace_path",
+            type=click.Path(dir_okay=False, path_type=Path),
+            default=None,
+            help="Write a Chrome trace (JSON).",
+        ),
+        click.option(
+            "--trace-pes",
+            default=None,
+            help="PEs to trace as 'y,x;y,x' (default: first PE of each row).",
+        ),
+        click.option(
+            "--heatmap",
+            "heatmap_path",
+            type=click.Path(dir_okay=False, path_type=Path),
+            default=None,
+            help="Write a per-PE heatmap PNG (needs matplotlib).",
+        ),
+    ]
+    for option in reversed(options):
+        fn = option(fn)
+    return fn
+
+
+def execute(
+    kernel: Any,
+    *,
+    device: str,
+    mode: str,
+    as_json: bool,
+    relay: bool,
+    seed: int,
+    report_path: Path | None,
+    trace_path: Path | None,
+    trace_pes: str | None,
+    heatmap_path: Path | None,
+    reference: Callable[[list[Any]], Any] | None,
+    extra: dict[str, Any],
+    echo: Callable[[str], None],
+) -> None:
+    """Runs a built kernel and reports; raises PlmrError on a functional mismatch."""
+    import numpy as np
+
+    from plmr.runtime.device import get_device
+    from plmr.runtime.interpreter import find_program, run_mesh
+    from plmr.runtime.trace import TraceRecorder, default_pes, parse_pes, write_heatmap
+
+    dev = get_device(device)
+    program = find_program(kernel.module, None)
+    grid = program.grid_shape
+    rng = np.random.default_rng(seed)
+    if mode == "functional":
+        inputs = [rng.standard_normal(s).astype(np.float32) for s in kernel.inputs]
+    else:
+        inputs = [np.zeros(s, dtype=np.float32) for s in kernel.inputs]
+    recorder = None
+    if trace_path is not None:
+        pes = parse_pes(trace_pes, grid) if trace_pes else default_pes(grid)
+        recorder = TraceRecorder(pes, dev.clock_hz)
+    outputs, report = run_mesh(
+        kernel.module, inputs, device=dev, mode=mode, relay=relay, recorder=recorder
+    )
+    result: dict[str, Any] = {**extra, **report.to_json()}
+    if mode == "functional" and reference is not None:
+        want = np.asarray(reference(inputs), dtype=np.float64)
+        got = np.asarray(outputs[0], dtype=np.float64)
+        scale = max(float(np.abs(want).max()), 1e-30)
+        err = float(np.abs(got - want).max()) / scale
+        result["check"] = {
+            "max_rel_error": err,
+            "rtol": CHECK_RTOL,
+            "passed": err <= CHECK_RTOL,
+        }
+        if err > CHECK_RTOL:
+            raise PlmrError(
+                f"{kernel.description}: result differs from numpy (max relative error "
+                f"{err:.3g} > {CHECK_RTOL})"
+            )
+    if report_path is not None:
+        report_path.write_text(json.dumps(result, indent=2))
+    if recorder is not None and trace_path is not None:
+        recorder.write(trace_path)
+    if heatmap_path is not None and report.finish is not None:
+        write_heatmap(
+            report.finish, heatmap_path, f"{kernel.description}", "finishing time (cycles)"
+        )
+    if as_json:
+        echo(json.dumps(result))
+        return
+    echo(kernel.description)
+    for line in report.summary():
+        echo(line)
+    if "check" in result:
+        echo(
+            f"  check       equal to numpy (max relative error {result['check']['max_rel_error']:.2e})"
+        )
+    for label, path in (
+        ("report", report_path),
+        ("trace", trace_path),
+        ("heatmap", heatmap_path),
+    ):
+        if path is not None:
+            echo(f"  {label:<11} written to {path}")
+
+
+@click.group("bench")
+def bench() -> None:
+    """Run a kernel on the modelled wafer and report cycles, traffic, SRAM and routes."""
+
+
+@bench.command("gemm")
+@click.option(
+    "--algo",
+    type=click.Choice(["meshgemm", "cannon", "summa", "gemm_t"]),
+    default="meshgemm",
+    show_default=True,
+)
+@click.option("--m", "m", type=int, default=64, show_default=True)
+@click.option("--k", "k", type=int, default=64, show_default=True)
+@click.option("--n", "n", type=int, default=64, show_default=True)
+@run_options
+def gemm_cmd(algo: str, m: int, k: int, n: int, grid: str, **opts: Any) -> None:
+    """Distributed GEMM C = A·B (gemm_t: C = A·Bᵀ)."""
+    from plmr.lowering.kernels import gemm
+
+    shape = parse_grid(grid)
+    kernel = gemm(algo, m, k, n, shape, opts["device"])
+
+    def reference(inputs: list[Any]) -> Any:
+        a, b = inputs
+        return a.astype("float64") @ (b.T if algo == "gemm_t" else b).astype("float64")
+
+    extra = {"kernel": "gemm", "algorithm": algo, "m": m, "k": k, "n": n}
+    execute(kernel, reference=reference, extra=extra, echo=click.echo, **opts)
+
+
+@bench.command("gemv")
+@click.option(
+    "--algo",
+    type=click.Choice(["ktree", "pipeline", "ring"]),
+    default="ktree",
+    show_default=True,
+)
+@click.option(
+    "--m", "m", type=int, default=64, show_default=True, help="Vector length (rows of W)."
+)
+@click.option(
+    "--n",
+    "n",
+    type=int,
+    default=64,
+    show_default=True,
+    help="Output length (columns of W).",
+)
+@click.option(
+    "--groups",
+    type=int,
+    default=None,
+    help="ktree: groups of the first phase (default ≈ √P).",
+)
+@click.option(
+    "--k", "k", type=int, default=2, show_default=True, help="ktree: number of phases K."
+)
+@run_options
+def gemv_cmd(
+    algo: str, m: int, n: int, groups: int | None, k: int, grid: str, **opts: Any
+) -> None:
+    """Distributed GEMV y = x·W with an allreduce along y."""
+    from plmr.lowering.kernels import gemv
+
+    shape = parse_grid(grid)
+    kernel = gemv(algo, m, n, shape, opts["device"], k=k, groups=groups)
+
+    def reference(inputs: list[Any]) -> Any:
+        x, w = inputs
+        return x.astype("float64") @ w.astype("float64")
+
+    extra = {"kernel": "gemv", "algorithm": algo, "m": m, "n": n, "k": k, "groups": groups}
+    execute(kernel, reference=reference, extra=extra, echo=click.echo, **opts)
