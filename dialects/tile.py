@@ -18,6 +18,7 @@ turns into cycles with the device's SIMD widths.
 from __future__ import annotations
 
 import math
+import struct
 from abc import ABC
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -231,8 +232,6 @@ class FillOp(TileOp):
 
     traits = traits_def(Pure())
 
-    assembly_format = "$value attr-dict `:` type($result)"
-
     def __init__(self, value: float, result_type: Attribute):
         super().__init__(
             result_types=[result_type],
@@ -241,6 +240,29 @@ class FillOp(TileOp):
 
     def verify_(self) -> None:
         tensor_type(self.result, "result")
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        self.value.print_without_type(printer)
+        printer.print_op_attributes(self.attributes)
+        printer.print_string(" : ")
+        printer.print_attribute(self.result.type)
+
+    @classmethod
+    def parse(cls, parser: Parser) -> FillOp:
+        start = parser.pos
+        is_hex = parser.lexer.input.content[start : start + 2] in ("0x", "0X")
+        value = parser.parse_number()
+        if is_hex:
+            # Infinities and NaN print as the bit pattern of the f64.
+            if not 0 <= value < 1 << 64:
+                parser.raise_error("expected the bit pattern of an f64", start, parser.pos)
+            value = struct.unpack("<d", int(value).to_bytes(8, "little"))[0]
+        attrs = parser.parse_optional_attr_dict()
+        parser.parse_punctuation(":")
+        op = cls(float(value), parser.parse_type())
+        op.attributes |= attrs
+        return op
 
     def cost(self) -> OpCost:
         return OpCost(bytes_written=nbytes(self.result.type))

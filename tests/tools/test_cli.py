@@ -110,7 +110,7 @@ def test_run_entry_and_calls(tmp_path: Path, capsys):
     path.write_text(TWO_FUNCS)
     code, _, err = run(["run", str(path)], capsys)
     assert code == 1
-    assert "several functions (@f, @g); choose one with --entry" in err
+    assert "several entries (@f, @g); choose one with --entry" in err
     np.savez(tmp_path / "in.npz", arg0=np.arange(4, dtype=np.float32))
     out = tmp_path / "out.npz"
     code, _, err = run(
