@@ -104,9 +104,10 @@ def cannon_gemm(
         zero = tile.FillOp(0.0, c_blk).result
         step = Block(arg_types=[IndexType(), c_blk, a_blk, b_blk])
         with ImplicitBuilder(step) as (_, c, a, b):
-            c2 = tile.DotOp(a, b, c).result
+            # Start the shifts first: they run while the PE multiplies (double buffering).
             a2 = mesh.ShiftOp(a, "x", ring).result
             b2 = mesh.ShiftOp(b, "y", ring).result
+            c2 = tile.DotOp(a, b, c).result
             tile.YieldOp(c2, a2, b2)
         loop = tile.ForOp(0, p - 1, 1, "reduction", [zero, a0, b0], Region(step))
         last = tile.DotOp(loop.res[1], loop.res[2], loop.res[0]).result
@@ -207,11 +208,11 @@ def gemm_t(
         zero = tile.FillOp(0.0, c_blk).result
         step = Block(arg_types=[IndexType(), c_blk, b_blk])
         with ImplicitBuilder(step) as (s, c, b):
+            b2 = mesh.ShiftOp(b, "y", ring, -1).result
             part = tile.DotOp(a, b, transpose_b=True).result
             root = _ring_position(s, ring, q)
             total = mesh.ReduceOp("sum", part, "x", root).result
             c2 = tile.MapOp([c, total], "add").result
-            b2 = mesh.ShiftOp(b, "y", ring, -1).result
             tile.YieldOp(c2, b2)
         loop = tile.ForOp(0, p, 1, "reduction", [zero, b0], Region(step))
         mesh.YieldOp(loop.res[0])

@@ -170,7 +170,7 @@ def _merge(into: list[list[Transfer]], more: list[list[Transfer]]) -> None:
 
 def ktree_levels(n: int, k: int, groups: int | None) -> list[list[list[int]]]:
     """The groups of each of the K phases: level 0 groups positions, level i group roots."""
-    members = list(range(n))
+    members: list[int] = list(range(n))
     levels: list[list[list[int]]] = []
     for level in range(k):
         if len(members) <= 1:
@@ -182,7 +182,9 @@ def ktree_levels(n: int, k: int, groups: int | None) -> list[list[list[int]]]:
             size = len(members)
         else:
             size = max(2, math.ceil(len(members) ** (1 / remaining)))
-        chunks = [members[i : i + size] for i in range(0, len(members), size)]
+        chunks: list[list[int]] = [
+            members[i : i + size] for i in range(0, len(members), size)
+        ]
         levels.append(chunks)
         members = [c[len(c) // 2] for c in chunks]
     return levels

@@ -50,11 +50,18 @@ class Device:
     relay_cycles: float = 30.0
     """β: a software relay at an intermediate PE (when routes run out)."""
     send_overhead_cycles: float = 10.0
-    """Software cost to start one message (task activation, DSD setup)."""
+    """Software cost to start one message (task activation, DSD setup) on the sender."""
+    recv_overhead_cycles: float = 10.0
+    """Software cost on the receiver when a message completes (data-task activation)."""
     op_overhead_cycles: float = 5.0
     """Fixed cost of one compute op (loop and DSD setup)."""
+    row_overhead_cycles: float = 0.0
+    """Per row of a block product (one `@map` over the row's scalars)."""
+    dsd_overhead_cycles: float = 0.0
+    """Per vector instruction (DSD op) of a block product: one per scalar of the left
+    operand, each an FMAC over a row of the right operand."""
     step_overhead_cycles: float = 20.0
-    """Synchronisation cost at the end of one step of a multi-step collective."""
+    """Software cost of each stage after the first of a multi-stage collective."""
     elem_bytes: int = 2
     """Bytes per element of the device's native datatype (fp16)."""
 

@@ -601,6 +601,8 @@ class MeshRuntime:
 
     def _compute_cycles(self, op: Operation) -> float:
         dev = self.device
+        if isinstance(op, tile.DotOp):
+            return self._dot_cycles(op)
         if isinstance(op, tile.TileOp):
             cost = op.cost()
             if cost.flops == 0 and cost.bytes_read == 0 and cost.bytes_written == 0:
@@ -615,6 +617,26 @@ class MeshRuntime:
         if op.name.startswith(("arith.", "math.")):
             return 1.0
         return 0.0
+
+    def _dot_cycles(self, op: tile.DotOp) -> float:
+        """
+        A block product as the PE runs it: for each row of the left block, one vector
+        instruction per scalar of that row, each a multiply-accumulate of a row of the
+        right block (N elements at the FMAC SIMD width) into the output row.
+        """
+        dev = self.device
+        out = static_shape(op.result, "result")
+        lhs = static_shape(op.lhs, "lhs")
+        batch = math.prod(out[:-2])
+        m, n = out[-2], out[-1]
+        k = lhs[-2] if op.transpose_a is not None else lhs[-1]
+        rows = batch * m
+        instructions = rows * k
+        return (
+            dev.op_overhead_cycles
+            + rows * dev.row_overhead_cycles
+            + instructions * (dev.dsd_overhead_cycles + math.ceil(n / dev.fmac_fp16))
+        )
 
     def _byte_ratio(self, op: Operation) -> float:
         for v in (*op.results, *op.operands):
@@ -699,9 +721,6 @@ class MeshRuntime:
         def along(v: npt.NDArray[Any]) -> npt.NDArray[Any]:
             return v if pos_axis == 1 else v[:, None]
 
-        def at(idx: npt.NDArray[np.int64]) -> tuple[Any, ...]:
-            return (slice(None), idx) if pos_axis == 1 else (idx, slice(None))
-
         streamed_any = False
         reduces = False
         for index, st in enumerate(self._stages(op, root)):
@@ -746,6 +765,7 @@ class MeshRuntime:
             self.traffic.messages += n_msgs
         if streamed_any:
             now = now + math.ceil(block_bytes / dev.link_bytes_per_cycle)
+        now = now + dev.recv_overhead_cycles
         done = np.asarray(now, dtype=CLOCK)
         # The compute engine issues the send; reductions also keep it busy combining.
         self.clocks.ce_free = done.copy() if reduces else np.broadcast_to(sent, self.grid)

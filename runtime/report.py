@@ -17,7 +17,7 @@ import numpy.typing as npt
 from plmr.runtime.device import Device
 from plmr.runtime.sram import SramReport
 
-FloatArray = npt.NDArray[np.float64]
+FloatArray = npt.NDArray[np.floating[Any]]
 
 
 @dataclass

@@ -9,6 +9,7 @@ a per-PE figure (finishing time, or compute share) over the grid.
 
 from __future__ import annotations
 
+import importlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -61,7 +62,7 @@ class TraceRecorder:
             }
             for tid, (y, x) in enumerate(self.pes)
         ]
-        doc = {"traceEvents": meta + self.events, "displayTimeUnit": "ns"}
+        doc: dict[str, Any] = {"traceEvents": meta + self.events, "displayTimeUnit": "ns"}
         if self.dropped:
             doc["otherData"] = {"dropped_events": self.dropped}
         path.write_text(json.dumps(doc))
@@ -92,20 +93,19 @@ def parse_pes(text: str, grid: tuple[int, int]) -> list[tuple[int, int]]:
 def write_heatmap(values: npt.NDArray[Any], path: Path, title: str, label: str) -> None:
     """A per-PE heatmap PNG (matplotlib, an optional extra)."""
     try:
-        import matplotlib
-
+        matplotlib: Any = importlib.import_module("matplotlib")
         matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+        plt: Any = importlib.import_module("matplotlib.pyplot")
     except ImportError as e:
         raise PlmrError(
             "--heatmap needs matplotlib: pip install 'plmr[plot]' (or pip install matplotlib)"
         ) from e
-    fig, ax = plt.subplots(figsize=(6, 5))  # pyright: ignore[reportUnknownMemberType]
-    image = ax.imshow(values, cmap="viridis", interpolation="nearest")  # pyright: ignore[reportUnknownMemberType]
-    ax.set_title(title)  # pyright: ignore[reportUnknownMemberType]
-    ax.set_xlabel("x (column)")  # pyright: ignore[reportUnknownMemberType]
-    ax.set_ylabel("y (row)")  # pyright: ignore[reportUnknownMemberType]
-    fig.colorbar(image, ax=ax, label=label)  # pyright: ignore[reportUnknownMemberType]
+    fig, ax = plt.subplots(figsize=(6, 5))
+    image = ax.imshow(values, cmap="viridis", interpolation="nearest")
+    ax.set_title(title)
+    ax.set_xlabel("x (column)")
+    ax.set_ylabel("y (row)")
+    fig.colorbar(image, ax=ax, label=label)
     fig.tight_layout()
-    fig.savefig(str(path), dpi=100)  # pyright: ignore[reportUnknownMemberType]
+    fig.savefig(str(path), dpi=100)
     plt.close(fig)

@@ -11,11 +11,14 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
 from plmr.errors import PlmrError
+
+if TYPE_CHECKING:
+    from plmr.lowering.kernels import Kernel
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -93,7 +96,7 @@ def run_options(fn: F) -> F:
 
 
 def execute(
-    kernel: Any,
+    kernel: Kernel,
     *,
     device: str,
     mode: str,

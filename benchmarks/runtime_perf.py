@@ -1,0 +1,70 @@
+"""
+Simulation speed of the mesh runtime (how long plmr takes to simulate, not the device).
+
+    python benchmarks/runtime_perf.py          # the full table (about a minute)
+    python benchmarks/runtime_perf.py --quick  # small grids only
+
+Rows: MeshGEMM M=K=N=8192 in timing mode on growing grids up to 720×720, K-tree GEMV
+on the full 994×750 WSE-2 wafer, and a functional 1024³ MeshGEMM on 32×32 checked
+against numpy. The last column divides the simulation time by the number of PEs × steps,
+to show how time grows with the grid.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Sequence
+
+import numpy as np
+
+from plmr.lowering.kernels import gemm, gemv
+from plmr.runtime.interpreter import run_mesh
+
+
+def timed_gemm(p: int, size: int, mode: str) -> tuple[float, float, float]:
+    kernel = gemm("meshgemm", size, size, size, (p, p), "wse2")
+    rng = np.random.default_rng(0)
+    if mode == "functional":
+        inputs = [rng.standard_normal(s).astype(np.float32) for s in kernel.inputs]
+    else:
+        inputs = [np.zeros(s, dtype=np.float32) for s in kernel.inputs]
+    start = time.perf_counter()
+    (c,), report = run_mesh(kernel.module, inputs, mode=mode)
+    elapsed = time.perf_counter() - start
+    err = 0.0
+    if mode == "functional":
+        want = inputs[0].astype(np.float64) @ inputs[1].astype(np.float64)
+        err = float(np.abs(c - want).max() / np.abs(want).max())
+    return elapsed, report.cycles, err
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--quick", action="store_true")
+    args = parser.parse_args(argv)
+    grids = [90, 180, 360] if args.quick else [90, 180, 360, 540, 720]
+    print("| run | grid | simulated cycles | simulation time | µs per PE·step |")
+    print("|-----|------|-----------------:|----------------:|---------------:|")
+    for p in grids:
+        size = 8192 if p >= 180 else 4096
+        elapsed, cycles, _ = timed_gemm(p, size, "timing")
+        per = elapsed / (p * p * p) * 1e6
+        print(f"| MeshGEMM {size}³ timing | {p}×{p} | {cycles:,.0f} | {elapsed:.2f} s | {per:.4f} |")
+    start = time.perf_counter()
+    kernel = gemv("ktree", 16384, 16384, (994, 750), "wse2")
+    inputs = [np.zeros(s, dtype=np.float32) for s in kernel.inputs]
+    _, report = run_mesh(kernel.module, inputs, mode="timing")
+    elapsed = time.perf_counter() - start
+    print(f"| GEMV 16K K-tree timing | 994×750 (full wafer) | {report.cycles:,.0f} | {elapsed:.2f} s | - |")
+    elapsed, cycles, err = timed_gemm(32, 1024, "functional")
+    print(
+        f"| MeshGEMM 1024³ functional | 32×32 | {cycles:,.0f} | {elapsed:.2f} s "
+        f"(max rel. error vs numpy {err:.1e}) | - |"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
