@@ -433,6 +433,9 @@ class MeshRuntime:
     """Keep the per-PE sum of communication durations (one more pass per collective)."""
     _cycles: dict[Operation, float] = field(default_factory=dict[Operation, float])
     _elems: dict[Operation, int] = field(default_factory=dict[Operation, int])
+    _last_issue: dict[Operation, FloatArray] = field(
+        default_factory=dict[Operation, FloatArray]
+    )
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -464,6 +467,7 @@ class MeshRuntime:
         self.op_times = {}
         self._plans = {}
         self._pending = {}
+        self._last_issue = {}
         routing = route_program(program, self.relay)
         self.table = routing.table
         self.relayed = routing.relayed
@@ -712,6 +716,8 @@ class MeshRuntime:
         block_bytes = elems * dev.elem_bytes
         hop = dev.hop_cycles + (dev.relay_cycles if op in self.relayed else 0.0)
         issue = np.maximum(ready, self.clocks.ce_free)
+        stages = self._stages(op, root)
+        issue = self._flow_control(op, stages, issue, axis, hop)
         sent = issue + dev.send_overhead_cycles
         now = np.broadcast_to(sent, self.grid)
         # Positions along the axis are columns (x) or rows (y); no transposes.
@@ -723,7 +729,7 @@ class MeshRuntime:
 
         streamed_any = False
         reduces = False
-        for index, st in enumerate(self._stages(op, root)):
+        for index, st in enumerate(stages):
             if st.src.size == 0:
                 continue
             msg_bytes = block_bytes * st.fraction
@@ -775,6 +781,41 @@ class MeshRuntime:
             self.clocks.comm_busy += done - issue
         self.account(op, float(done.max()) - float(np.min(issue)))
         return done
+
+    def _flow_control(
+        self,
+        op: Operation,
+        stages: list[StageArrays],
+        issue: FloatArray,
+        axis: str,
+        hop: float,
+    ) -> FloatArray:
+        """
+        Double buffering: a PE may run at most one message ahead of each receiver of its
+        first stage. When the same collective runs again (e.g. the next step of a loop), a
+        sender waits until its receivers issued their previous instance and the credit
+        travelled back to it.
+        """
+        issue = np.asarray(np.broadcast_to(issue, self.grid), dtype=CLOCK)
+        previous = self._last_issue.get(op)
+        self._last_issue[op] = issue
+        first = next((st for st in stages if st.src.size), None)
+        if previous is None or first is None:
+            return issue
+        pos_axis = 1 if axis == "x" else 0
+        credit = np.take(previous, first.dst, axis=pos_axis)
+        delay = (first.hops * hop + 2 * self.device.ramp_cycles).astype(CLOCK)
+        credit += delay if pos_axis == 1 else delay[:, None]
+        need = np.full(self.grid, -np.inf, dtype=CLOCK)
+        if len(set(first.src.tolist())) == first.src.size:
+            index = (slice(None), first.src) if pos_axis == 1 else (first.src,)
+            need[index] = credit
+        else:
+            moved = np.moveaxis(need, pos_axis, 0)
+            np.maximum.at(moved, first.src, np.moveaxis(credit, pos_axis, 0))  # pyright: ignore[reportArgumentType]
+        issue = np.maximum(issue, need)
+        self._last_issue[op] = issue
+        return issue
 
     # -- point to point ------------------------------------------------------------------
 
