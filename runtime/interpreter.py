@@ -180,6 +180,10 @@ class StageArrays:
     hops_of: npt.NDArray[np.float64] | None = None
     """Hops to each position (-inf where nothing arrives)."""
     load_of: npt.NDArray[np.float64] | None = None
+    dst_of: npt.NDArray[np.int64] | None = None
+    """For stages where every position sends at most once: its receiver (itself if none)."""
+    back_hops_of: npt.NDArray[np.float64] | None = None
+    """Hops back from each sender's receiver (-inf where the position sends nothing)."""
 
 
 def stage_arrays(plan: Plan) -> list[StageArrays]:
@@ -228,6 +232,12 @@ def stage_arrays(plan: Plan) -> list[StageArrays]:
             hops_of[dst] = st.hops
             load_of[dst] = st.load
             st.src_of, st.hops_of, st.load_of = src_of, hops_of, load_of
+        if len(set(srcs)) == len(srcs):
+            dst_of = np.arange(n, dtype=np.int64)
+            back = np.full(n, -np.inf)
+            dst_of[src] = dst
+            back[src] = st.hops
+            st.dst_of, st.back_hops_of = dst_of, back
     return out
 
 
@@ -803,6 +813,15 @@ class MeshRuntime:
         if previous is None or first is None:
             return issue
         pos_axis = 1 if axis == "x" else 0
+        if first.dst_of is not None and first.back_hops_of is not None:
+            delay_of = (first.back_hops_of * hop + 2 * self.device.ramp_cycles).astype(
+                CLOCK
+            )
+            credit = np.take(previous, first.dst_of, axis=pos_axis)
+            credit += delay_of if pos_axis == 1 else delay_of[:, None]
+            issue = np.maximum(issue, credit)
+            self._last_issue[op] = issue
+            return issue
         credit = np.take(previous, first.dst, axis=pos_axis)
         delay = (first.hops * hop + 2 * self.device.ramp_cycles).astype(CLOCK)
         credit += delay if pos_axis == 1 else delay[:, None]

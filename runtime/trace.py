@@ -102,7 +102,7 @@ def write_heatmap(values: npt.NDArray[Any], path: Path, title: str, label: str) 
         ) from e
     fig, ax = plt.subplots(figsize=(6, 5))
     image = ax.imshow(values, cmap="viridis", interpolation="nearest")
-    ax.set_title(title)
+    ax.set_title(title, fontsize=9)
     ax.set_xlabel("x (column)")
     ax.set_ylabel("y (row)")
     fig.colorbar(image, ax=ax, label=label)
