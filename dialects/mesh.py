@@ -766,7 +766,9 @@ class ShiftOp(CommOp):
         n = axis_size(self.axis.data, self.grid())
         d = self.distance.value.data
         if d == 0:
-            raise VerifyException("shift distance must not be 0 (negative runs the ring backwards)")
+            raise VerifyException(
+                "shift distance must not be 0 (negative runs the ring backwards)"
+            )
         if self.ring.data == Ring.INTERLEAVED and n < 3 and n != 1:
             raise VerifyException(
                 f"an interleaved ring needs at least 3 PEs along {self.axis.data}, got {n} "
@@ -836,6 +838,10 @@ class _ReductionOp(CommOp):
                 )
             if self.algorithm.data != Algorithm.KTREE:
                 raise VerifyException("groups only apply to the ktree algorithm")
+            if self.k.value.data < 2 and g != 1:
+                raise VerifyException(
+                    f"groups = {g} needs k >= 2 (with k = 1 there is a single group)"
+                )
 
 
 @irdl_op_definition

@@ -61,9 +61,12 @@ def _index(value: int) -> SSAValue:
     return arith.ConstantOp(IntegerAttr(value, IndexType())).result
 
 
-def _check_grid(grid: tuple[int, int]) -> None:
+def _check_grid(grid: tuple[int, int], **sizes: int) -> None:
     if grid[0] <= 0 or grid[1] <= 0:
         raise PlmrError(f"grid must be positive, got {grid[0]}x{grid[1]}")
+    for name, value in sizes.items():
+        if value <= 0:
+            raise PlmrError(f"{name} must be a positive size, got {value}")
 
 
 def _program(
@@ -73,7 +76,9 @@ def _program(
     device: str,
     grid: tuple[int, int],
 ) -> mesh.ProgramOp:
-    return mesh.ProgramOp(name, [_tensor(s) for s in inputs], [_tensor(output)], device, grid)
+    return mesh.ProgramOp(
+        name, [_tensor(s) for s in inputs], [_tensor(output)], device, grid
+    )
 
 
 # ---------------------------------------------------------------------------------------
@@ -85,7 +90,7 @@ def cannon_gemm(
     m: int, k: int, n: int, grid: tuple[int, int], device: str, ring: str
 ) -> Kernel:
     """Cannon's algorithm on a P×P grid; `ring` is `interleaved` (MeshGEMM) or `torus`."""
-    _check_grid(grid)
+    _check_grid(grid, m=m, k=k, n=n)
     p, q = grid
     if p != q:
         raise PlmrError(
@@ -127,7 +132,7 @@ def cannon_gemm(
 
 def summa_gemm(m: int, k: int, n: int, grid: tuple[int, int], device: str) -> Kernel:
     """SUMMA: for each K panel, broadcast A along rows and B along columns."""
-    _check_grid(grid)
+    _check_grid(grid, m=m, k=k, n=n)
     p, q = grid
     panels = math.lcm(p, q)
     a_d = _dist((m, k), mesh.LayoutAttr(["y", "x"]))
@@ -192,7 +197,7 @@ def gemm_t(
     m: int, k: int, n: int, grid: tuple[int, int], device: str, ring: str = "interleaved"
 ) -> Kernel:
     """dist-GEMM-T: C = A·Bᵀ (B: N×K) with B shifted along y; no transpose on the mesh."""
-    _check_grid(grid)
+    _check_grid(grid, m=m, k=k, n=n)
     p, q = grid
     if p != q:
         raise PlmrError(f"gemm_t needs a square grid, got {p}x{q}")
@@ -259,13 +264,21 @@ def gemv(
     groups: int | None = None,
 ) -> Kernel:
     """y[1×N] = x[1×M]·W[M×N]: local products, then an allreduce along y."""
-    _check_grid(grid)
+    _check_grid(grid, m=m, n=n)
+    if k < 1:
+        raise PlmrError(f"k (the K-tree's number of phases) must be >= 1, got {k}")
+    if k < 2 and groups not in (None, 1):
+        raise PlmrError(f"--groups {groups} needs --k >= 2 (with k = 1 there is one group)")
     if algorithm not in GEMV_ALGORITHMS:
-        raise PlmrError(f"unknown GEMV algorithm '{algorithm}' ({', '.join(GEMV_ALGORITHMS)})")
+        raise PlmrError(
+            f"unknown GEMV algorithm '{algorithm}' ({', '.join(GEMV_ALGORITHMS)})"
+        )
     if groups is not None and algorithm != "ktree":
         raise PlmrError("--groups applies to the ktree algorithm only")
     if groups is not None and not 1 <= groups <= grid[0]:
-        raise PlmrError(f"groups must be between 1 and the {grid[0]} PEs along y, got {groups}")
+        raise PlmrError(
+            f"groups must be between 1 and the {grid[0]} PEs along y, got {groups}"
+        )
     x_d = _dist((1, m), mesh.LayoutAttr(["-", "y"]))
     w_d = _dist((m, n), mesh.LayoutAttr(["y", "x"]))
     y_d = _dist((1, n), mesh.LayoutAttr(["-", "x"]))
@@ -289,6 +302,3 @@ def gemv(
         ((1, m), (m, n)),
         f"gemv {algorithm}: y[1x{n}] = x[1x{m}]·W[{m}x{n}] on {grid[0]}x{grid[1]} ({label})",
     )
-
-
-

@@ -16,8 +16,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
 from xdsl.context import Context
-from xdsl.dialects.builtin import ArrayAttr, IntegerAttr, ModuleOp, i64
+from xdsl.dialects.builtin import ArrayAttr, IntegerAttr, ModuleOp, UnitAttr, i64
 from xdsl.ir import Operation
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
@@ -114,6 +115,7 @@ def _fits(
     grid: tuple[int, int],
     entries: Sequence[tuple[int, mesh.Port, tuple[mesh.Port, ...]]],
 ) -> bool:
+    """Whether every router on the path is free for `color`, or already configured alike."""
     existing = table.tx.get(color)
     if existing is None:
         return True
@@ -123,12 +125,12 @@ def _fits(
         bits = 0
         for p in tx:
             bits |= 1 << PORT_INDEX[p]
-        cur = (
-            existing[PORT_INDEX[rx], :, pos]
-            if axis == "x"
-            else existing[PORT_INDEX[rx], pos, :]
-        )
-        if ((cur != 0) & (cur != bits)).any():
+        config = existing[:, :, pos] if axis == "x" else existing[:, pos, :]
+        i = PORT_INDEX[rx]
+        same = config[i] == bits
+        others_free = (np.delete(config, i, axis=0) == 0).all(axis=0)
+        empty = (config == 0).all(axis=0)
+        if not (empty | (same & others_free)).all():
             return False
     return True
 
@@ -191,14 +193,24 @@ def collectives_of(program: mesh.ProgramOp) -> list[Operation]:
     return [op for op in program.walk() if isinstance(op, COLLECTIVES)]
 
 
-def route_program(program: mesh.ProgramOp, relay: bool = False) -> Routing:
-    """Routes a program: its explicit `mesh.route` rules plus its collectives."""
-    device = get_device(program.device.spec.data)
+def _triple(values: Sequence[int]) -> tuple[int, int, int]:
+    return (values[0], values[1], values[2])
+
+
+GENERATED = "generated"
+"""Attribute marking the `mesh.route` rules that `mesh-route` emitted for collectives."""
+
+
+def route_program(
+    program: mesh.ProgramOp, relay: bool = False, device: Device | None = None
+) -> Routing:
+    """Routes a program: its hand-written `mesh.route` rules plus its collectives."""
+    device = get_device(program.device.spec.data) if device is None else device
     grid = program.grid_shape
     table = RouteTable(grid[0], grid[1])
     for op in program.body.block.ops:
-        if isinstance(op, mesh.RouteOp):
-            r, c = op.rows.get_values(), op.cols.get_values()
+        if isinstance(op, mesh.RouteOp) and GENERATED not in op.attributes:
+            r, c = _triple(op.rows.get_values()), _triple(op.cols.get_values())
             table.add(
                 Rule(
                     op.color.value.data,
@@ -235,15 +247,32 @@ class MeshRoutePass(ModulePass):
             self._route(program)
 
     def _route(self, program: mesh.ProgramOp) -> None:
-        for old in [o for o in program.body.block.ops if isinstance(o, mesh.RouteOp)]:
+        generated = [
+            o
+            for o in program.body.block.ops
+            if isinstance(o, mesh.RouteOp) and GENERATED in o.attributes
+        ]
+        for old in generated:
             Rewriter.erase_op(old)
         routing = route_program(program, self.relay)
+        explicit = {
+            Rule(
+                o.color.value.data,
+                _triple(o.rows.get_values()),
+                _triple(o.cols.get_values()),
+                o.rx.data,
+                o.tx_ports,
+            )
+            for o in program.body.block.ops
+            if isinstance(o, mesh.RouteOp)
+        }
         for coll, colors in routing.colors.items():
             coll.attributes["colors"] = ArrayAttr([IntegerAttr(c, i64) for c in colors])
             if coll in routing.relayed:
                 coll.attributes["relayed"] = IntegerAttr(1, i64)
         anchor = program.body.block.last_op
         assert anchor is not None
-        for rule in routing.table.rules:
+        for rule in [r for r in routing.table.rules if r not in explicit]:
             route = mesh.RouteOp(rule.color, rule.rows, rule.cols, rule.rx, rule.tx)
+            route.attributes[GENERATED] = UnitAttr()
             Rewriter.insert_op(route, InsertPoint.before(anchor))

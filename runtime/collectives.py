@@ -170,6 +170,12 @@ def _merge(into: list[list[Transfer]], more: list[list[Transfer]]) -> None:
 
 def ktree_levels(n: int, k: int, groups: int | None) -> list[list[list[int]]]:
     """The groups of each of the K phases: level 0 groups positions, level i group roots."""
+    if k < 1:
+        raise PlmrError(f"a K-tree needs K >= 1 phases, got {k}")
+    if groups is not None and k < 2 and groups != 1:
+        raise PlmrError(
+            f"groups = {groups} needs K >= 2 (with K = 1 there is a single group)"
+        )
     members: list[int] = list(range(n))
     levels: list[list[list[int]]] = []
     for level in range(k):

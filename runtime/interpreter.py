@@ -478,7 +478,7 @@ class MeshRuntime:
         self._plans = {}
         self._pending = {}
         self._last_issue = {}
-        routing = route_program(program, self.relay)
+        routing = route_program(program, self.relay, self.device)
         self.table = routing.table
         self.relayed = routing.relayed
         counts = routing.table.colors_per_router()

@@ -2,8 +2,8 @@
 Static routing: per-router route tables and the tracing of messages through them.
 
 A router has five ports (the PE's ramp and the four neighbours). For each color it holds
-rules "arriving from port p, forward to ports {q, ...}": several output ports multicast,
-`ramp` delivers to the PE. A router can hold rules for at most `device.colors` colors
+one configuration "arriving from port p, forward to ports {q, ...}": several output ports
+multicast, `ramp` delivers to the PE. A router can hold rules for at most `device.colors` colors
 (`reserved_colors` of which the host I/O framework keeps), which is the R in PLMR.
 
 `RouteTable.trace` follows every message injected on a color from a set of PEs through
@@ -105,14 +105,18 @@ class RouteTable:
             bits |= 1 << PORT_INDEX[p]
         rx = PORT_INDEX[rule.rx]
         region = table[rx, r0:r1:rs, c0:c1:cs]
-        clash = (region != 0) & (region != bits)
+        others = [i for i in range(5) if i != rx]
+        # A router holds one configuration per color: one input port, its output ports.
+        clash = ((region != 0) & (region != bits)) | (
+            table[others, r0:r1:rs, c0:c1:cs] != 0
+        ).any(axis=0)
         if clash.any():
             ys, xs = np.nonzero(clash)
             y, x = r0 + int(ys[0]) * rs, c0 + int(xs[0]) * cs
             raise PlmrError(
-                f"route conflict at router ({y}, {x}): color {rule.color} from "
-                f"{rule.rx.value} already goes elsewhere; `{rule.render()}` needs another "
-                "color"
+                f"route conflict at router ({y}, {x}): color {rule.color} is already "
+                f"configured differently there (a router holds one route per color); "
+                f"`{rule.render()}` needs another color"
             )
         region[...] = bits
         self._cache.clear()
