@@ -838,6 +838,48 @@ class TransposeOp(TileOp):
 
 
 @irdl_op_definition
+class SelectOp(TileOp):
+    """
+    Chooses a whole block by a scalar condition: `cond ? on_true : on_false`. Inside a
+    `mesh.spmd` body the condition may differ between PEs (e.g. derived from their
+    coordinates), so each PE keeps one of the two blocks.
+
+    ```mlir
+    %c = tile.select %is_owner, %new, %old : tensor<16x16xf32>
+    ```
+    """
+
+    name = "tile.select"
+
+    T: ClassVar = VarConstraint("T", base(TensorType))
+
+    cond = operand_def(IntegerType(1))
+    on_true = operand_def(T)
+    on_false = operand_def(T)
+    result = result_def(T)
+
+    traits = traits_def(Pure())
+
+    assembly_format = "$cond `,` $on_true `,` $on_false attr-dict `:` type($result)"
+
+    def __init__(
+        self,
+        cond: SSAValue | Operation,
+        on_true: SSAValue | Operation,
+        on_false: SSAValue | Operation,
+    ):
+        a = SSAValue.get(on_true)
+        super().__init__(operands=[cond, a, on_false], result_types=[a.type])
+
+    def cost(self) -> OpCost:
+        return OpCost(
+            flops=nelems(self.result),
+            bytes_read=nbytes(self.on_true.type),
+            bytes_written=nbytes(self.result.type),
+        )
+
+
+@irdl_op_definition
 class ReshapeOp(TileOp):
     """
     Reinterprets a block under a new shape with the same element count (no data moves).
@@ -1030,6 +1072,7 @@ Tile = Dialect(
         BroadcastOp,
         CastOp,
         TransposeOp,
+        SelectOp,
         ReshapeOp,
         ForOp,
     ],

@@ -9,7 +9,8 @@ GEMM (C = A·B, A: M×K, B: K×N):
 - `summa`: for each K panel, its owner column broadcasts A along rows and its owner row
   broadcasts B along columns (any P×Q grid).
 - `gemm_t`: WaferLLM's dist-GEMM-T, C = A·Bᵀ without transposing on the mesh: B shifts
-  along y, each step's partial products are reduced along x into the step's root column.
+  along y, each step's partial products are summed along x (a K-tree allreduce, whose
+  routes stay fixed while the owning column changes every step) and kept by the owner.
 
 GEMV (y = x·W, x: 1×M replicated along x, W: M×N): a local block product, then an
 allreduce along y with `ktree` (WaferLLM's MeshGEMV), `pipeline` or `ring`.
@@ -209,15 +210,17 @@ def gemm_t(
     a_blk, b_blk, c_blk = _block(a_d, grid), _block(b_d, grid), _block(c_d, grid)
     program = _program("gemm_t", [(m, k), (n, k)], (m, n), device, grid)
     body = Block(arg_types=[IndexType(), IndexType(), a_blk, b_blk])
-    with ImplicitBuilder(body) as (_, _, a, b0):
+    with ImplicitBuilder(body) as (_, x_coord, a, b0):
         zero = tile.FillOp(0.0, c_blk).result
         step = Block(arg_types=[IndexType(), c_blk, b_blk])
         with ImplicitBuilder(step) as (s, c, b):
             b2 = mesh.ShiftOp(b, "y", ring, -1).result
             part = tile.DotOp(a, b, transpose_b=True).result
-            root = _ring_position(s, ring, q)
-            total = mesh.ReduceOp("sum", part, "x", root).result
-            c2 = tile.MapOp([c, total], "add").result
+            # The row's sum is needed at a different column every step; an allreduce
+            # keeps the routes fixed, and the owner of this step's block keeps it.
+            total = mesh.AllreduceOp("sum", part, "x").result
+            owner = arith.CmpiOp(x_coord, _ring_position(s, ring, q), "eq").result
+            c2 = tile.SelectOp(owner, total, c).result
             tile.YieldOp(c2, b2)
         loop = tile.ForOp(0, p, 1, "reduction", [zero, b0], Region(step))
         mesh.YieldOp(loop.res[0])

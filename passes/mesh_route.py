@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from xdsl.context import Context
+from xdsl.dialects import arith
 from xdsl.dialects.builtin import ArrayAttr, IntegerAttr, ModuleOp, UnitAttr, i64
 from xdsl.ir import Operation
 from xdsl.passes import ModulePass
@@ -145,48 +146,77 @@ def route_collectives(
     """Assigns colors and route rules to the given collective ops of one program."""
     table = RouteTable(grid[0], grid[1]) if table is None else table
     routing = Routing(table)
-    budget = device.usable_colors
     patterns: dict[tuple[str, str], list[int]] = {}
     for op in ops:
-        plan = plan_of(op, grid)
         axis = axis_of(op)
-        key = (axis, repr([s.transfers for s in plan.stages]))
-        if key in patterns:
-            routing.colors[op] = patterns[key]
-            continue
         used: list[int] = []
-        pending: dict[tuple[int, mesh.Port, tuple[mesh.Port, ...]], set[int]] = {}
-        for stage in plan.stages:
-            for t in stage.transfers:
-                entries = _entries(t, axis, grid)
-                color = 0
-                while not _fits(table, color, axis, grid, entries):
-                    color += 1
-                if color >= budget:
-                    if not relay:
-                        raise PlmrError(
-                            f"'{op.name}' along {axis} needs more than the {budget} usable "
-                            f"colors of {device.name} at some router (colors 0..{budget - 1} "
-                            "are taken); use fewer concurrent collectives, a smaller K, or "
-                            "relay mode (mesh-route{relay=true} / --relay)"
-                        )
-                    routing.relayed.add(op)
-                    continue
-                for pos, rx, tx in entries:
-                    table.mark(_rule(color, axis, grid, (pos, pos + 1, 1), rx, tx))
-                    pending.setdefault((color, rx, tx), set()).add(pos)
-                if color not in used:
-                    used.append(color)
-        for (color, rx, tx), positions in sorted(
-            pending.items(), key=lambda kv: (kv[0][0], min(kv[1]))
-        ):
-            for span in compress_positions(sorted(positions)):
-                table.add(_rule(color, axis, grid, span, rx, tx))
-        patterns[key] = used
+        for root in roots_of(op, grid):
+            plan = plan_of(op, grid, root)
+            key = (axis, repr([s.transfers for s in plan.stages]))
+            if key not in patterns:
+                patterns[key] = _route_plan(
+                    op, plan, axis, grid, device, relay, table, routing
+                )
+            used += [c for c in patterns[key] if c not in used]
+            if op in routing.relayed:
+                break
         routing.colors[op] = used
     counts = table.colors_per_router()
     routing.max_colors = int(counts.max()) if counts.size else 0
     return routing
+
+
+def roots_of(op: Operation, grid: tuple[int, int]) -> list[int | None]:
+    """The roots a rooted collective may use: its constant root, else every position."""
+    if not isinstance(op, mesh.BroadcastOp | mesh.ReduceOp):
+        return [None]
+    owner = op.root.owner
+    if isinstance(owner, arith.ConstantOp) and isinstance(owner.value, IntegerAttr):
+        return [owner.value.value.data]
+    return list(range(mesh.axis_size(op.axis.data, grid)))
+
+
+def _route_plan(
+    op: Operation,
+    plan: Plan,
+    axis: str,
+    grid: tuple[int, int],
+    device: Device,
+    relay: bool,
+    table: RouteTable,
+    routing: Routing,
+) -> list[int]:
+    """Colors for every transfer of one plan (greedy), and the rules that carry them."""
+    budget = device.usable_colors
+    used: list[int] = []
+    pending: dict[tuple[int, mesh.Port, tuple[mesh.Port, ...]], set[int]] = {}
+    for stage in plan.stages:
+        for t in stage.transfers:
+            entries = _entries(t, axis, grid)
+            color = 0
+            while color < budget and not _fits(table, color, axis, grid, entries):
+                color += 1
+            if color >= budget:
+                if not relay:
+                    raise PlmrError(
+                        f"'{op.name}' along {axis} needs more than the {budget} usable "
+                        f"colors of {device.name} at some router (colors 0..{budget - 1} "
+                        "are taken); use fewer concurrent collectives, a smaller K, or "
+                        "relay mode (mesh-route{relay=true} / --relay)"
+                    )
+                routing.relayed.add(op)
+                continue
+            for pos, rx, tx in entries:
+                table.mark(_rule(color, axis, grid, (pos, pos + 1, 1), rx, tx))
+                pending.setdefault((color, rx, tx), set()).add(pos)
+            if color not in used:
+                used.append(color)
+    for (color, rx, tx), positions in sorted(
+        pending.items(), key=lambda kv: (kv[0][0], min(kv[1]))
+    ):
+        for span in compress_positions(sorted(positions)):
+            table.add(_rule(color, axis, grid, span, rx, tx))
+    return used
 
 
 def collectives_of(program: mesh.ProgramOp) -> list[Operation]:

@@ -526,6 +526,7 @@ class MeshRuntime:
             self.op_times,
             time.perf_counter() - started,
         )
+        report.relayed_collectives = len(self.relayed)
         return outputs, report
 
     def _execute(self, program: mesh.ProgramOp, inputs: Sequence[Array]) -> list[Array]:

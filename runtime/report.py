@@ -60,6 +60,8 @@ class Report:
     critical_pe: tuple[int, int]
     ops: list[OpTime] = field(default_factory=list[OpTime])
     simulation_seconds: float = 0.0
+    relayed_collectives: int = 0
+    """Collectives that ran out of colors and relay through software (β per hop)."""
     finish: FloatArray | None = None
     """Per-PE finishing times (not serialised)."""
     compute: FloatArray | None = None
@@ -144,7 +146,12 @@ class Report:
             f"  traffic     {self.bytes_moved:,.0f} B moved, {self.hop_bytes:,.0f} B·hops",
             f"  SRAM peak   {self.max_sram_bytes:,} of {self.sram_capacity:,} B per PE"
             + (f"  at `{self.sram_peak_at}`" if self.sram_peak_at else ""),
-            f"  routes      {self.max_routes} of {self.route_capacity} colors per router",
+            f"  routes      {self.max_routes} of {self.route_capacity} colors per router"
+            + (
+                f" ({self.relayed_collectives} collective(s) relayed in software)"
+                if self.relayed_collectives
+                else ""
+            ),
         ]
         if self.ops:
             lines.append("  time by op (critical PE):")

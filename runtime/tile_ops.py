@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
-from xdsl.dialects import arith, func
+from xdsl.dialects import arith, func, tensor
 from xdsl.dialects import math as mathd
 from xdsl.dialects.builtin import (
     DenseIntOrFPElementsAttr,
@@ -257,6 +257,21 @@ def _reshape(ev: ReferenceEvaluator, op: Operation, args: list[Any]) -> list[Any
     return [np.reshape(args[0], ev.lead + static_shape(op.result, "result"))]
 
 
+def _empty(ev: ReferenceEvaluator, op: Operation, args: list[Any]) -> list[Any]:
+    """A fresh tensor in global memory (zeros: its contents are unspecified)."""
+    assert isinstance(op, tensor.EmptyOp)
+    t = op.tensor.type
+    return [np.zeros(static_shape(t, "tensor"), dtype=tensor_dtype(t))]
+
+
+def _select_block(ev: ReferenceEvaluator, op: Operation, args: list[Any]) -> list[Any]:
+    assert isinstance(op, tile.SelectOp)
+    cond, a, b = (np.asarray(v) for v in args)
+    rank = len(static_shape(op.result, "result"))
+    cond = cond.reshape(cond.shape + (1,) * rank)
+    return [np.where(cond, a, b)]
+
+
 def _for(ev: ReferenceEvaluator, op: Operation, args: list[Any]) -> list[Any]:
     assert isinstance(op, tile.ForOp)
     values = list(args)
@@ -410,7 +425,9 @@ EVAL_IMPLS: dict[type[Operation], EvalImpl] = {
     tile.CastOp: _cast,
     tile.TransposeOp: _transpose,
     tile.ReshapeOp: _reshape,
+    tile.SelectOp: _select_block,
     tile.ForOp: _for,
+    tensor.EmptyOp: _empty,
     arith.ConstantOp: _constant,
     arith.AddiOp: _binary_scalar(np.add),
     arith.SubiOp: _binary_scalar(np.subtract),
@@ -475,8 +492,17 @@ class TileStats:
 
 
 def global_values(fn: func.FuncOp) -> set[SSAValue]:
-    """The SSA values of `fn` that denote tensors in global memory (not SRAM blocks)."""
+    """
+    The SSA values of `fn` that denote tensors in global memory (not SRAM blocks): its
+    arguments, the tensors it allocates (`tensor.empty`) or holds as constants at its top
+    level, and what stores and loops make of them.
+    """
     result: set[SSAValue] = set(fn.body.block.args)
+    for op in fn.body.block.ops:
+        if isinstance(op, tensor.EmptyOp) or (
+            isinstance(op, arith.ConstantOp) and isinstance(op.result.type, TensorType)
+        ):
+            result.update(op.results)
     changed = True
     while changed:
         changed = False
