@@ -26,6 +26,7 @@ from xdsl.dialects.builtin import (
     Float64Type,
     FloatAttr,
     IndexType,
+    IntegerType,
     ModuleOp,
     TensorType,
     UnitAttr,
@@ -123,13 +124,14 @@ ALL_OPS = {
     "tile.cast",
     "tile.transpose",
     "tile.reshape",
+    "tile.select",
     "tile.for",
 }
 
 
 def test_dialect_lists_every_op():
     names = [op.name for op in Tile.operations]
-    assert len(names) == len(set(names)) == 12
+    assert len(names) == len(set(names)) == 13
     assert set(names) == ALL_OPS
     assert Tile.name == "tile"
 
@@ -218,6 +220,12 @@ def _free_value_types(lines: Sequence[str], free: set[str]) -> dict[str, str]:
         body, signature = line.rsplit(" : ", 1)
         body = re.sub(r"\[[^\]]*\]", "", body.split("=", 1)[-1])
         operands = re.findall(r"%\w+", body)
+        if "tile.select" in body:
+            # `tile.select %cond, %a, %b : T`: the condition is an i1.
+            types.setdefault(operands[0], "i1")
+            for v in operands[1:]:
+                types.setdefault(v, signature.strip())
+            continue
         if signature.startswith("("):
             operand_types = _split_top_level(signature[1 : signature.index(") ->")])
         else:
@@ -258,6 +266,8 @@ def docstring_example(op: type[Operation]) -> str:
 def _sample(t: Attribute, rng: np.random.Generator) -> Any:
     if isinstance(t, IndexType):
         return np.int64(0)
+    if t == IntegerType(1):
+        return np.bool_(True)
     shape = tile.static_shape(t, "value")
     dtype = tensor_dtype(t)
     return (np.abs(rng.standard_normal(shape)) + 0.5).astype(dtype)

@@ -1544,3 +1544,25 @@ def test_every_arith_and_math_op_with_semantics_is_tested():
     ) - {tile.YieldOp}
     assert arith.ConstantOp in EVAL_IMPLS
     assert mathd.FmaOp in EVAL_IMPLS
+
+
+def test_select_picks_a_whole_block_per_pe():
+    from xdsl.dialects.builtin import IntegerType, TensorType, f32
+    from xdsl.utils.test_value import create_ssa_value
+
+    from plmr.dialects.tile import SelectOp
+
+    t = TensorType(f32, [2, 3])
+    op = SelectOp(
+        create_ssa_value(IntegerType(1)), create_ssa_value(t), create_ssa_value(t)
+    )
+    op.verify()
+    ev = ReferenceEvaluator(None, lead=(2, 2))
+    cond = np.array([[True, False], [False, True]])
+    a = np.ones((2, 2, 2, 3), np.float32)
+    b = np.zeros((2, 2, 2, 3), np.float32)
+    (out,) = ev.run_op(op, [cond, a, b])
+    np.testing.assert_array_equal(out[0, 0], a[0, 0])
+    np.testing.assert_array_equal(out[0, 1], b[0, 1])
+    np.testing.assert_array_equal(out[1, 1], a[1, 1])
+    assert op.cost().flops == 6
