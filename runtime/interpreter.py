@@ -251,7 +251,8 @@ class Clocks:
     """Per-PE time, in cycles: when the compute engine is free, and what it did."""
 
     ce_free: FloatArray
-    compute: FloatArray
+    compute: float
+    """Every PE runs the same ops on blocks of the same shapes: one number for all."""
     comm_busy: FloatArray
     finish: FloatArray
 
@@ -260,7 +261,7 @@ class Clocks:
         def zero() -> FloatArray:
             return np.zeros(grid, dtype=CLOCK)
 
-        return Clocks(zero(), zero(), zero(), zero())
+        return Clocks(zero(), 0.0, zero(), zero())
 
 
 @dataclass
@@ -439,8 +440,9 @@ class MeshRuntime:
     _pending: dict[int, list[_Pending]] = field(default_factory=dict[int, list[_Pending]])
     recorder: TraceRecorder | None = None
     """Collects a timeline of selected PEs (for --trace)."""
-    track_busy: bool = True
-    """Keep the per-PE sum of communication durations (one more pass per collective)."""
+    track_busy: bool | None = None
+    """Keep the per-PE sum of communication durations (two more passes per collective);
+    by default only on grids up to 256×256 PEs, where it is cheap."""
     _cycles: dict[Operation, float] = field(default_factory=dict[Operation, float])
     _elems: dict[Operation, int] = field(default_factory=dict[Operation, int])
     _last_issue: dict[Operation, FloatArray] = field(
@@ -473,6 +475,8 @@ class MeshRuntime:
                 f"has {self.device.height}x{self.device.width} PEs"
             )
         self.clocks = Clocks.zeros(self.grid)
+        if self.track_busy is None:
+            self.track_busy = rows * cols <= 256 * 256
         self.traffic = Traffic()
         self.op_times = {}
         self._plans = {}
@@ -517,8 +521,8 @@ class MeshRuntime:
             self.grid,
             self.mode,
             finish,
-            self.clocks.compute,
-            self.clocks.comm_busy,
+            np.full(self.grid, self.clocks.compute, dtype=CLOCK),
+            self.clocks.comm_busy if self.track_busy else None,
             self.traffic.bytes,
             self.traffic.hop_bytes,
             self.sram,
@@ -790,7 +794,8 @@ class MeshRuntime:
             self.recorder.record(op.name, issue, done, self.grid)
         if self.track_busy:
             self.clocks.comm_busy += done - issue
-        self.account(op, float(done.max()) - float(np.min(issue)))
+        # Time by op is sampled at PE (0, 0) (a full reduction per op would double the cost).
+        self.account(op, float(done[0, 0]) - float(np.broadcast_to(issue, self.grid)[0, 0]))
         return done
 
     def _flow_control(

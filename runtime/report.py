@@ -49,7 +49,8 @@ class Report:
     comm_busy_cycles: float
     """Sum of the durations of its communication ops (they may overlap compute)."""
     mean_compute_cycles: float
-    mean_comm_cycles: float
+    mean_comm_cycles: float | None
+    """None on large grids, where per-PE communication durations are not kept."""
     bytes_moved: float
     hop_bytes: float
     max_sram_bytes: int
@@ -74,7 +75,7 @@ class Report:
         mode: str,
         now: FloatArray,
         compute: FloatArray,
-        comm: FloatArray,
+        comm: FloatArray | None,
         bytes_moved: float,
         hop_bytes: float,
         sram: SramReport,
@@ -86,7 +87,9 @@ class Report:
         y, x = int(idx[0]), int(idx[1])
         total = float(now[y, x])
         busy = float(compute[y, x])
-        idle = max(0.0, total - busy - float(comm[y, x]))
+        # Without per-PE communication durations, all non-compute time counts as comm.
+        comm_busy = float(comm[y, x]) if comm is not None else total - busy
+        idle = max(0.0, total - busy - comm_busy)
         return Report(
             program=program,
             device=device.name,
@@ -97,9 +100,9 @@ class Report:
             compute_cycles=busy,
             comm_cycles=max(0.0, total - busy - idle),
             idle_cycles=idle,
-            comm_busy_cycles=float(comm[y, x]),
+            comm_busy_cycles=comm_busy,
             mean_compute_cycles=float(compute.mean()),
-            mean_comm_cycles=float(comm.mean()),
+            mean_comm_cycles=float(comm.mean()) if comm is not None else None,
             bytes_moved=bytes_moved,
             hop_bytes=hop_bytes,
             max_sram_bytes=sram.peak_bytes,
