@@ -147,6 +147,7 @@ def route_collectives(
     table = RouteTable(grid[0], grid[1]) if table is None else table
     routing = Routing(table)
     patterns: dict[tuple[str, str], list[int]] = {}
+    relayed_patterns: set[tuple[str, str]] = set()
     for op in ops:
         axis = axis_of(op)
         used: list[int] = []
@@ -157,6 +158,11 @@ def route_collectives(
                 patterns[key] = _route_plan(
                     op, plan, axis, grid, device, relay, table, routing
                 )
+                if op in routing.relayed:
+                    relayed_patterns.add(key)
+            elif key in relayed_patterns:
+                # The same transfers as a collective that did not fit: relayed too.
+                routing.relayed.add(op)
             used += [c for c in patterns[key] if c not in used]
             if op in routing.relayed:
                 break

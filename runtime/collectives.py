@@ -127,7 +127,8 @@ def shift_plan(ring: str, n: int, distance: int) -> Plan:
         tuple(Transfer(p, (s,)) for p, s in enumerate(succ) if s is not None and s != p)
     )
     plan = Plan(n, description=f"shift {ring} ring, distance {distance}")
-    if stage.transfers:
+    if stage.transfers or ring == "linear":
+        # A linear shift on one PE still replaces the block (with zeros).
         plan.stages = [stage] * abs(distance)
     return plan
 

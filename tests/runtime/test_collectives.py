@@ -241,12 +241,6 @@ def test_shift_on_one_pe_is_the_identity(ring: str):
     assert plan.stages == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="shift_plan drops stages without transfers, so a linear shift on a 1-PE axis "
-    "keeps the block instead of replacing it by zeros (its only PE is the first and the "
-    "last of the line)",
-)
 def test_linear_shift_on_one_pe_gives_zeros():
     data = one_hot(1)
     np.testing.assert_array_equal(
@@ -288,7 +282,7 @@ KTREE_CASES = [
     for g in [None, *sorted({1, 2, 3, max(1, n // 2), n})]
     if (g is None or g <= n) and not (k == 1 and g is not None and g > 1)
 ]
-"""(n, K, groups); K = 1 with several groups is broken (see the xfail below)."""
+"""(n, K, groups); K = 1 with several groups is rejected (see below)."""
 
 
 def no_send_and_combine_in_one_stage(plan: Plan) -> None:
@@ -420,17 +414,29 @@ def test_ktree_phases_by_hand(
     assert len(allreduce_plan(n, "ktree", k, groups).stages) == stages + 1
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="ktree_levels applies `groups` to the first phase even when K = 1, so the only "
-    "phase leaves several group roots that no later phase combines: the allreduce "
-    "multicasts a partial sum (the plan, its routes and its timing are wrong; functional "
-    "mode is right because it sums with numpy)",
-)
 @pytest.mark.parametrize("n, groups", [(2, 2), (8, 2), (9, 3)])
-def test_ktree_with_one_phase_and_several_groups(n: int, groups: int):
-    plan = allreduce_plan(n, "ktree", 1, groups)
+def test_ktree_with_one_phase_and_several_groups_is_rejected(n: int, groups: int):
+    """One phase cannot combine several group roots: no plan rather than a partial sum."""
+    message = rf"^groups = {groups} needs K >= 2 \(with K = 1 there is a single group\)$"
+    with pytest.raises(PlmrError, match=message):
+        ktree_levels(n, 1, groups)
+    with pytest.raises(PlmrError, match=message):
+        allreduce_plan(n, "ktree", 1, groups)
+    with pytest.raises(PlmrError, match=message):
+        reduce_plan(n, "ktree", 1, groups, root=0)
+    with pytest.raises(PlmrError, match=message):
+        reduce_root(n, "ktree", 1, groups)
+    # One group is the plain single phase.
+    plan = allreduce_plan(n, "ktree", 1, 1)
     np.testing.assert_array_equal(simulate(plan, one_hot(n)), np.ones((n, n)))
+
+
+@pytest.mark.parametrize("k", [0, -1])
+def test_ktree_needs_a_phase(k: int):
+    with pytest.raises(PlmrError, match=rf"^a K-tree needs K >= 1 phases, got {k}$"):
+        ktree_levels(8, k, None)
+    with pytest.raises(PlmrError, match=rf"^a K-tree needs K >= 1 phases, got {k}$"):
+        allreduce_plan(8, "ktree", k)
 
 
 def test_ktree_beats_pipeline_in_stages_at_scale():

@@ -30,7 +30,7 @@ from plmr.passes.mesh_route import (
 )
 from plmr.runtime.collectives import Transfer
 from plmr.runtime.device import get_device
-from plmr.runtime.routing import RouteTable, Rule, compress_positions
+from plmr.runtime.routing import PORT_INDEX, RouteTable, Rule, compress_positions
 from plmr.tools.loading import parse_module
 
 # ---------------------------------------------------------------------------------------
@@ -225,17 +225,29 @@ def test_routes_of_kernels_carry_their_plans(name: str):
 
 def test_the_trace_check_can_fail():
     """A rule redirected by hand no longer carries the plan, and the check notices."""
+    grid = (2, 4)
     module = parse_module(
-        program_with(["%r = mesh.shift %b axis x ring torus : tensor<1x1xf32>"], (2, 4))
+        program_with(["%r = mesh.shift %b axis x ring torus : tensor<1x1xf32>"], grid)
     )
     program = the_program(module)
     routing = route_program(program)
-    table = routing.table
-    # PE 3 now delivers the wrap-around to its own ramp instead of sending it west.
-    table.tx[0][0, :, 3] = 1
-    stage = plan_of(next(iter(routing.colors)), (2, 4)).stages[0]
-    got = traced(table, 0, line_mask("x", (2, 4), {t.src for t in stage.transfers}))
-    assert got != expected_deliveries(list(stage.transfers), "x", (2, 4))
+    op = next(iter(routing.colors))
+    # One configuration per color and router: 0->1 and 2->3 share color 0, 1->2 takes
+    # color 1, and the westward wrap-around 3->0 crosses both, so it needs color 2.
+    assert routing.colors[op] == [0, 1, 2]
+    wrap = Transfer(3, (0,))
+    color = color_of(routing.table, routing.colors[op], wrap, "x", grid)
+    assert color == 2
+    want = expected_deliveries([wrap], "x", grid)
+    # PE 3 now delivers the wrap-around to its own ramp instead of sending it west
+    # (written into a copy of the bit masks: the table would refuse such a rule).
+    broken = RouteTable(*grid, tx={c: t.copy() for c, t in routing.table.tx.items()})
+    broken.tx[color][0, :, 3] = 1
+    sources = line_mask("x", grid, {3})
+    assert traced(routing.table, color, sources) == want
+    got = traced(broken, color, sources)
+    assert got == {(y, 3, y, 3, 0) for y in range(2)}
+    assert got != want
 
 
 # ---------------------------------------------------------------------------------------
@@ -247,15 +259,29 @@ def test_route_conflict_names_the_router_and_the_rule():
     table = RouteTable(4, 4)
     table.add(Rule(2, (0, 4, 1), (0, 4, 1), Port.WEST, (Port.EAST,)))
     table.add(Rule(2, (0, 4, 1), (0, 4, 1), Port.WEST, (Port.EAST,)))  # same: fine
-    table.add(Rule(2, (0, 4, 1), (0, 4, 1), Port.NORTH, (Port.RAMP,)))  # other port
+    table.add(Rule(2, (1, 3, 1), (1, 2, 1), Port.WEST, (Port.EAST,)))  # a part: fine
+    table.add(Rule(3, (0, 4, 1), (0, 4, 1), Port.NORTH, (Port.RAMP,)))  # other color
+    # Same color, same input port, other outputs.
     with pytest.raises(PlmrError) as info:
         table.add(Rule(2, (1, 3, 1), (2, 4, 1), Port.WEST, (Port.RAMP, Port.EAST)))
     assert str(info.value) == (
-        "route conflict at router (1, 2): color 2 from west already goes elsewhere; "
-        "`color 2 rows [1, 3, 1] cols [2, 4, 1] from west to [ramp, east]` needs another "
-        "color"
+        "route conflict at router (1, 2): color 2 is already configured differently "
+        "there (a router holds one route per color); `color 2 rows [1, 3, 1] cols "
+        "[2, 4, 1] from west to [ramp, east]` needs another color"
     )
-    assert len(table.rules) == 2
+    # Same color, another input port: a router holds one input port per color.
+    with pytest.raises(PlmrError) as info:
+        table.add(Rule(2, (2, 4, 1), (3, 4, 1), Port.NORTH, (Port.RAMP,)))
+    assert str(info.value) == (
+        "route conflict at router (2, 3): color 2 is already configured differently "
+        "there (a router holds one route per color); `color 2 rows [2, 4, 1] cols "
+        "[3, 4, 1] from north to [ramp]` needs another color"
+    )
+    assert len(table.rules) == 3
+    # The refused rules left no entries behind.
+    assert table.colors_per_router().tolist() == [[2] * 4] * 4
+    assert (table.tx[2][PORT_INDEX[Port.WEST]] == 1 << PORT_INDEX[Port.EAST]).all()
+    assert not np.delete(table.tx[2], PORT_INDEX[Port.WEST], axis=0).any()
 
 
 def test_rule_outside_the_grid():
@@ -269,36 +295,51 @@ def test_rule_outside_the_grid():
 
 
 def test_message_leaving_the_grid():
-    table = RouteTable(2, 4)
-    table.add(Rule(1, (0, 2, 1), (0, 4, 1), Port.RAMP, (Port.EAST,)))
-    table.add(Rule(1, (0, 2, 1), (1, 4, 1), Port.WEST, (Port.RAMP,)))
-    sources = np.zeros((2, 4), dtype=bool)
-    sources[1, 3] = True
+    # Even columns send east, odd columns receive from the west; column 4 has no
+    # eastern neighbour.
+    table = RouteTable(2, 5)
+    table.add(Rule(1, (0, 2, 1), (0, 5, 2), Port.RAMP, (Port.EAST,)))
+    table.add(Rule(1, (0, 2, 1), (1, 5, 2), Port.WEST, (Port.RAMP,)))
+    sources = np.zeros((2, 5), dtype=bool)
+    sources[1, 4] = True
     with pytest.raises(PlmrError) as info:
         table.trace(1, sources)
     assert str(info.value) == (
-        "route for color 1 leaves the grid at router (1, 3) towards east"
+        "route for color 1 leaves the grid at router (1, 4) towards east"
     )
     # The PEs that do have an eastern neighbour are fine.
     sources[:] = False
-    sources[:, :3] = True
+    sources[:, [0, 2]] = True
     assert traced(table, 1, sources) == {
-        (y, x, y, x + 1, 1) for y in range(2) for x in range(3)
+        (y, x, y, x + 1, 1) for y in range(2) for x in (0, 2)
     }
 
 
 def test_message_with_no_route():
+    # Row 0 sends south; only columns 0 and 1 of row 1 take the message.
     table = RouteTable(3, 3)
-    table.add(Rule(4, (0, 3, 1), (0, 3, 1), Port.RAMP, (Port.SOUTH,)))
-    table.add(Rule(4, (1, 2, 1), (0, 3, 1), Port.NORTH, (Port.RAMP,)))
+    table.add(Rule(4, (0, 1, 1), (0, 3, 1), Port.RAMP, (Port.SOUTH,)))
+    table.add(Rule(4, (1, 2, 1), (0, 2, 1), Port.NORTH, (Port.RAMP,)))
     sources = np.zeros((3, 3), dtype=bool)
-    sources[1, 2] = True
+    sources[0, 2] = True
     with pytest.raises(PlmrError) as info:
         table.trace(4, sources)
     assert str(info.value) == (
-        "no route for color 4 at router (2, 2) from north (message from PE (1, 2)); add "
+        "no route for color 4 at router (1, 2) from north (message from PE (0, 2)); add "
         "a mesh.route rule or run mesh-route"
     )
+    # A PE whose router is configured for another input port cannot send on the color.
+    sources[:] = False
+    sources[1, 0] = True
+    with pytest.raises(PlmrError) as info:
+        table.trace(4, sources)
+    assert str(info.value) == (
+        "no route for color 4 at router (1, 0) from ramp (message from PE (1, 0)); add "
+        "a mesh.route rule or run mesh-route"
+    )
+    sources[:] = False
+    sources[0, :2] = True
+    assert traced(table, 4, sources) == {(0, x, 1, x, 1) for x in range(2)}
 
 
 def test_message_on_a_color_nobody_routes():
@@ -315,12 +356,27 @@ def test_message_on_a_color_nobody_routes():
 
 
 def test_routing_loop():
+    # 0 -> 1 -> 2 and back 2 -> 1 -> 0 -> 1 ...: routers 0 and 1 would each need two
+    # configurations of color 0, which the table refuses.
+    loop = [
+        Rule(0, (0, 1, 1), (0, 1, 1), Port.RAMP, (Port.EAST,)),
+        Rule(0, (0, 1, 1), (1, 2, 1), Port.WEST, (Port.EAST,)),
+        Rule(0, (0, 1, 1), (2, 3, 1), Port.WEST, (Port.WEST,)),
+        Rule(0, (0, 1, 1), (1, 2, 1), Port.EAST, (Port.WEST,)),
+        Rule(0, (0, 1, 1), (0, 1, 1), Port.EAST, (Port.EAST,)),
+    ]
     table = RouteTable(1, 3)
-    table.add(Rule(0, (0, 1, 1), (0, 1, 1), Port.RAMP, (Port.EAST,)))
-    table.add(Rule(0, (0, 1, 1), (1, 2, 1), Port.WEST, (Port.EAST,)))
-    table.add(Rule(0, (0, 1, 1), (2, 3, 1), Port.WEST, (Port.WEST,)))
-    table.add(Rule(0, (0, 1, 1), (1, 2, 1), Port.EAST, (Port.WEST,)))
-    table.add(Rule(0, (0, 1, 1), (0, 1, 1), Port.EAST, (Port.EAST,)))
+    table.extend(loop[:3])
+    with pytest.raises(PlmrError, match=r"^route conflict at router \(0, 1\): color 0 "):
+        table.add(loop[3])
+    # The tracer still guards against a loop in bit masks written directly.
+    masks = np.zeros((5, 1, 3), dtype=np.uint8)
+    for rule in loop:
+        bits = 0
+        for p in rule.tx:
+            bits |= 1 << PORT_INDEX[p]
+        masks[PORT_INDEX[rule.rx], 0, rule.cols[0]] = bits
+    table = RouteTable(1, 3, tx={0: masks})
     sources = np.zeros((1, 3), dtype=bool)
     sources[0, 0] = True
     with pytest.raises(PlmrError) as info:
@@ -345,47 +401,98 @@ def test_trace_multicast_and_link_load():
     assert int(d.link_load.sum()) == 3
 
 
-def test_route_program_rejects_clashing_explicit_rules():
-    text = """
-mesh.program @p() -> () device "test-small" grid [2, 2] {
+@pytest.mark.parametrize(
+    "second, router",
+    [
+        # Same color and input port, another output.
+        ('color 0 rows [1, 2, 1] cols [0, 2, 1] from ramp to ["north"]', (1, 0)),
+        # Same color, another input port at a router already configured for it.
+        ('color 0 rows [0, 1, 1] cols [0, 2, 1] from west to ["ramp"]', (0, 0)),
+    ],
+)
+def test_route_program_rejects_clashing_explicit_rules(
+    second: str, router: tuple[int, int]
+):
+    text = f"""
+mesh.program @p() -> () device "test-small" grid [2, 2] {{
   mesh.route color 0 rows [0, 2, 1] cols [0, 1, 1] from ramp to ["east"]
-  mesh.route color 0 rows [1, 2, 1] cols [0, 2, 1] from ramp to ["north"]
+  mesh.route {second}
   mesh.return
-}
+}}
 """
     program = the_program(parse_module(text))
     with pytest.raises(PlmrError) as info:
         route_program(program)
+    rendered = second.replace('"', "")
     assert str(info.value) == (
-        "route conflict at router (1, 0): color 0 from ramp already goes elsewhere; "
-        "`color 0 rows [1, 2, 1] cols [0, 2, 1] from ramp to [north]` needs another color"
+        f"route conflict at router {router}: color 0 is already configured differently "
+        f"there (a router holds one route per color); `{rendered}` needs another color"
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="mesh-route erases every mesh.route of a program before routing it, so the "
-    "hand-written rules of mesh.send / mesh.recv are lost (route_program then reads no "
-    "explicit rules) and the program no longer runs",
-)
+def test_relay_marks_every_collective_that_does_not_fit():
+    shift = "%r{i} = mesh.shift %b axis x ring torus : tensor<1x1xf32>"
+    text = program_with(
+        [shift.format(i=0), shift.format(i=1)], (1, 8), "wse2:colors=5,reserved_colors=3"
+    )
+    program = the_program(parse_module(text))
+    routing = route_program(program, relay=True)
+    # The torus needs 3 colors on a line (see mesh-route.mlir); 2 are usable, so the
+    # wrap-around of each of the two (identical) shifts is relayed.
+    assert routing.max_colors == 2
+    assert set(routing.relayed) == set(collectives_of(program))
+
+
+HAND_WRITTEN = [
+    'mesh.route color 5 rows [0, 1, 1] cols [0, 1, 1] from ramp to ["east"]',
+    'mesh.route color 5 rows [0, 1, 1] cols [1, 2, 1] from west to ["ramp"]',
+]
+
+
+def route_ops(module: ModuleOp) -> list[mesh.RouteOp]:
+    ops = the_program(module).body.block.ops
+    return [op for op in ops if isinstance(op, mesh.RouteOp)]
+
+
+def rule_of(op: mesh.RouteOp) -> Rule:
+    r, c = op.rows.get_values(), op.cols.get_values()
+    return Rule(
+        op.color.value.data, (r[0], r[1], r[2]), (c[0], c[1], c[2]), op.rx.data, op.tx_ports
+    )
+
+
 def test_mesh_route_keeps_hand_written_rules():
     from xdsl.context import Context
 
-    from plmr.passes.mesh_route import MeshRoutePass
+    from plmr.passes.mesh_route import GENERATED, MeshRoutePass
 
-    text = """
-mesh.program @p() -> () device "test-small" grid [1, 2] {
-  mesh.route color 5 rows [0, 1, 1] cols [0, 1, 1] from ramp to ["east"]
-  mesh.route color 5 rows [0, 1, 1] cols [1, 2, 1] from west to ["ramp"]
-  mesh.return
-}
-"""
+    shift = "%r = mesh.shift %b axis x ring torus : tensor<1x1xf32>"
+    text = program_with([shift], (1, 3)).replace(
+        "  mesh.return", "".join(f"  {r}\n" for r in HAND_WRITTEN) + "  mesh.return"
+    )
     module = parse_module(text)
     MeshRoutePass().apply(Context(), module)
-    routes = [
-        op for op in the_program(module).body.block.ops if isinstance(op, mesh.RouteOp)
+    first = route_ops(module)
+    hand = [rule_of(op) for op in first if GENERATED not in op.attributes]
+    assert [r.render() for r in hand] == [
+        "color 5 rows [0, 1, 1] cols [0, 1, 1] from ramp to [east]",
+        "color 5 rows [0, 1, 1] cols [1, 2, 1] from west to [ramp]",
     ]
-    assert len(routes) == 2
+    generated = [rule_of(op) for op in first if GENERATED in op.attributes]
+    # A 3-PE torus shift: 0->1 on color 0, 1->2 on color 1, and the westward
+    # wrap-around 2->0 on color 2 (its routers hold colors 0 and 1 differently): 7 entries.
+    assert len(generated) == 7
+    assert {r.color for r in generated} == {0, 1, 2}
+    # A re-run replaces only the generated rules, with the same ones.
+    MeshRoutePass().apply(Context(), module)
+    again = route_ops(module)
+    assert [rule_of(op) for op in again if GENERATED not in op.attributes] == hand
+    assert [rule_of(op) for op in again if GENERATED in op.attributes] == generated
+    # The hand-written rules still route color 5.
+    table = route_program(the_program(module)).table
+    sources = np.zeros((1, 3), dtype=bool)
+    sources[0, 0] = True
+    assert traced(table, 5, sources) == {(0, 0, 0, 1, 1)}
 
 
 # ---------------------------------------------------------------------------------------
@@ -436,13 +543,25 @@ BIG_KERNELS = {
     "meshgemm": lambda: gemm("meshgemm", 256, 256, 256, (32, 32), "wse2"),
     "cannon": lambda: gemm("cannon", 256, 256, 256, (32, 32), "wse2"),
     "gemm_t": lambda: gemm("gemm_t", 256, 256, 256, (32, 32), "wse2"),
-    "summa": lambda: gemm("summa", 256, 256, 256, (32, 32), "wse2"),
     "gemv-ktree": lambda: gemv("ktree", 256, 256, (32, 32), "wse2"),
     "gemv-ktree-k3": lambda: gemv("ktree", 256, 256, (32, 32), "wse2", k=3),
     "gemv-ktree-g8": lambda: gemv("ktree", 256, 256, (32, 32), "wse2", groups=8),
     "gemv-pipeline": lambda: gemv("pipeline", 256, 256, (32, 32), "wse2"),
     "gemv-ring": lambda: gemv("ring", 256, 256, (32, 32), "wse2"),
 }
+
+
+def test_summa_needs_a_route_per_root():
+    # Each step broadcasts from another root; a router holds one route per color, so
+    # SUMMA needs about 2 colors per root position (WaferLLM: "N routing paths per core").
+    small = the_program(gemm("summa", 64, 64, 64, (8, 8), "wse2").module)
+    assert route_program(small).max_colors == 16
+    big = the_program(gemm("summa", 256, 256, 256, (32, 32), "wse2").module)
+    with pytest.raises(PlmrError, match="needs more than the 21 usable colors of wse2"):
+        route_program(big)
+    relayed = route_program(big, relay=True)
+    assert len(relayed.relayed) == 2
+    assert relayed.max_colors <= get_device("wse2").usable_colors
 
 
 @pytest.mark.parametrize("name", BIG_KERNELS)

@@ -194,6 +194,10 @@ def test_bench_writes_report_and_trace(tmp_path: Path, capsys):
 # ---------------------------------------------------------------------------------------
 
 
+SIZES_256 = ["--m", "256", "--k", "256", "--n", "256"]
+"""64x64 blocks on the 4x4 grid: far more than test-tiny's 4 KiB of SRAM."""
+
+
 @pytest.mark.parametrize(
     "args, message",
     [
@@ -242,7 +246,21 @@ def test_bench_writes_report_and_trace(tmp_path: Path, capsys):
             "PE (9, 9) is outside the 4x4 grid",
         ),
         (
-            ["gemm", "--device", "test-tiny", "--m", "256", "--k", "256", "--n", "256"],
+            # MeshGEMM holds 6 colors at a router (3 per interleaved shift, one route per
+            # color); test-tiny has 8 - 3 reserved = 5 usable.
+            ["gemm", "--device", "test-tiny"],
+            "'mesh.shift' along y needs more than the 5 usable colors of test-tiny at some "
+            "router (colors 0..4 are taken); use fewer concurrent collectives, a smaller K, "
+            "or relay mode (mesh-route{relay=true} / --relay)",
+        ),
+        (
+            # 9 - 3 = 6 usable colors fit MeshGEMM, so the SRAM check is next.
+            ["gemm", "--device", "test-tiny:colors=9", *SIZES_256],
+            "SRAM overflow in @meshgemm: every PE (e.g. PE (0, 0)) needs ",
+        ),
+        (
+            # Relaying lifts the color budget, not the SRAM one.
+            ["gemm", "--device", "test-tiny", "--relay", *SIZES_256],
             "SRAM overflow in @meshgemm: every PE (e.g. PE (0, 0)) needs ",
         ),
     ],
@@ -282,25 +300,34 @@ def test_bench_usage_errors(args: list[str], message: str, capsys):
     assert "Traceback" not in err
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the kernel builders do not check M/K/N (nor K for GEMV): a negative size "
-    "fails in the mesh.dist verifier and --k 0 in reduce_root (IndexError), both as "
-    "tracebacks instead of one error message",
-)
 @pytest.mark.parametrize(
-    "args",
+    "args, message",
     [
-        ["gemm", "--m", "-3"],
-        ["gemv", "--n", "-1"],
-        ["gemv", "--k", "0"],
+        (["gemm", "--m", "-3"], "m must be a positive size, got -3"),
+        (["gemm", "--k", "0"], "k must be a positive size, got 0"),
+        (["gemv", "--n", "-1"], "n must be a positive size, got -1"),
+        (
+            ["gemv", "--k", "0"],
+            "k (the K-tree's number of phases) must be >= 1, got 0",
+        ),
+        (
+            ["gemv", "--k", "1", "--groups", "2"],
+            "--groups 2 needs --k >= 2 (with k = 1 there is one group)",
+        ),
     ],
-    ids=["gemm-m-negative", "gemv-n-negative", "gemv-k-zero"],
+    ids=[
+        "gemm-m-negative",
+        "gemm-k-zero",
+        "gemv-n-negative",
+        "gemv-k-zero",
+        "gemv-k1-groups",
+    ],
 )
-def test_bench_bad_sizes_are_one_clean_error(args: list[str], capsys):
-    code, _, err = run(["bench", *args, "--json"], capsys)
+def test_bench_bad_sizes_are_one_clean_error(args: list[str], message: str, capsys):
+    code, out, err = run(["bench", *args, "--json"], capsys)
     assert code == 1
-    assert err.startswith("error: ")
+    assert out == ""
+    assert err == f"error: {message}\n"
 
 
 def test_bench_errors_without_traceback_in_a_real_process():
@@ -347,7 +374,9 @@ def test_run_mesh_program_prints_the_report(mesh_program: Path, capsys):
     assert lines[2] == "program @meshgemm on wse2 3x3 (functional mode)"
     for label in ("time", "compute", "comm", "idle", "traffic", "SRAM peak", "routes"):
         assert any(line.startswith(f"  {label} ") for line in lines), label
-    assert "  routes      2 of 21 colors per router" in lines
+    # Each interleaved shift of a 3-PE line takes 3 colors (one route per color); the
+    # x and y shifts meet at the middle router: 6.
+    assert "  routes      6 of 21 colors per router" in lines
 
 
 def test_run_mesh_program_result_is_the_product(mesh_program: Path, tmp_path: Path, capsys):

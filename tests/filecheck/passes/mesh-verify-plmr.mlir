@@ -11,9 +11,11 @@
 // error plmr-opt exits with.
 
 // @torus: a 1x4 block (8 B), the shifted block and the shift's receive buffer: 24 B;
-// one color; the wrap-around 4 -> 0 is 4 hops.
+// the wrap-around 4 -> 0 is 4 hops. A router holds one route per color: the even steps
+// take color 0, the odd steps color 1, and the wrap-around, crossing routers 1-3 where
+// both are taken, color 2: 3 colors (see mesh-route.mlir).
 // CHECK-LABEL: mesh.program @torus
-// CHECK:       } {plmr.check = {max_routes = 1 : i64, max_sram_bytes = 24 : i64, longest_path_hops = 4 : i64}}
+// CHECK:       } {plmr.check = {max_routes = 3 : i64, max_sram_bytes = 24 : i64, longest_path_hops = 4 : i64}}
 mesh.program @torus(%a: tensor<5x4xf32>) -> tensor<5x4xf32> device "test-small" grid [2, 5] {
   %d = mesh.scatter %a : tensor<5x4xf32> -> !mesh.dist<tensor<5x4xf32>, #mesh.layout<[x, -]>>
   %e = mesh.spmd(%d) : (!mesh.dist<tensor<5x4xf32>, #mesh.layout<[x, -]>>) -> !mesh.dist<tensor<5x4xf32>, #mesh.layout<[x, -]>> {
@@ -25,9 +27,11 @@ mesh.program @torus(%a: tensor<5x4xf32>) -> tensor<5x4xf32> device "test-small" 
   mesh.return %r : tensor<5x4xf32>
 }
 
-// @interleaved: the same ring folded (≤ 2 hops), both directions of the ring: 2 colors.
+// @interleaved: the same ring folded (≤ 2 hops), both directions of the ring. The
+// forward ring takes colors 0-2, the reverse one (the transfers of mesh-route.mlir's
+// distance -2) colors 3-6, and routers 1-3 hold all but one of them: 6 colors.
 // CHECK-LABEL: mesh.program @interleaved
-// CHECK:       } {plmr.check = {max_routes = 2 : i64, max_sram_bytes = 24 : i64, longest_path_hops = 2 : i64}}
+// CHECK:       } {plmr.check = {max_routes = 6 : i64, max_sram_bytes = 24 : i64, longest_path_hops = 2 : i64}}
 mesh.program @interleaved(%a: tensor<5x4xf32>) -> tensor<5x4xf32> device "test-small" grid [2, 5] {
   %d = mesh.scatter %a : tensor<5x4xf32> -> !mesh.dist<tensor<5x4xf32>, #mesh.layout<[x, -]>>
   %e = mesh.spmd(%d) : (!mesh.dist<tensor<5x4xf32>, #mesh.layout<[x, -]>>) -> !mesh.dist<tensor<5x4xf32>, #mesh.layout<[x, -]>> {
@@ -42,9 +46,12 @@ mesh.program @interleaved(%a: tensor<5x4xf32>) -> tensor<5x4xf32> device "test-s
 
 // @gemv: x block 1x2 (4 B) and W block 2x3 (12 B) are live with the product 1x3 (6 B) at
 // the tile.dot: 22 B (the allreduce holds 6 + 6 + a 6 B buffer). A pipeline allreduce on
-// 4 rows: the chain 0 -> 1 -> 2 -> 3 and the multicast back from 3 (3 hops) fit 1 color.
+// 4 rows: the chain 0 -> 1 -> 2 -> 3 (0 -> 1 and 2 -> 3 on color 0; 1 -> 2 starts where
+// color 0 delivers: color 1) and the multicast back from 3 (3 hops; row 3 receives
+// 2 -> 3 on color 0 and row 2 receives 1 -> 2 on color 1: color 2). Rows 1 and 2 hold 3
+// colors.
 // CHECK-LABEL: mesh.program @gemv
-// CHECK:       } {plmr.check = {max_routes = 1 : i64, max_sram_bytes = 22 : i64, longest_path_hops = 3 : i64}}
+// CHECK:       } {plmr.check = {max_routes = 3 : i64, max_sram_bytes = 22 : i64, longest_path_hops = 3 : i64}}
 mesh.program @gemv(%v: tensor<1x8xf32>, %w: tensor<8x6xf32>) -> tensor<1x6xf32> device "wse2" grid [4, 2] {
   %dv = mesh.scatter %v : tensor<1x8xf32> -> !mesh.dist<tensor<1x8xf32>, #mesh.layout<[-, y]>>
   %dw = mesh.scatter %w : tensor<8x6xf32> -> !mesh.dist<tensor<8x6xf32>, #mesh.layout<[y, x]>>
@@ -58,10 +65,10 @@ mesh.program @gemv(%v: tensor<1x8xf32>, %w: tensor<8x6xf32>) -> tensor<1x6xf32> 
   mesh.return %r : tensor<1x6xf32>
 }
 
-// @ktree: K = 2 with 2 groups on 8 rows: 2 colors (see mesh-route.mlir); the multicast
-// from row 6 to row 0 is the longest path.
+// @ktree: K = 2 with 2 groups on 8 rows: colors 0-3 (see mesh-route.mlir), all four at
+// rows 2, 5 and 6; the multicast from row 6 to row 0 is the longest path.
 // CHECK-LABEL: mesh.program @ktree
-// CHECK:       } {plmr.check = {max_routes = 2 : i64, max_sram_bytes = 24 : i64, longest_path_hops = 6 : i64}}
+// CHECK:       } {plmr.check = {max_routes = 4 : i64, max_sram_bytes = 24 : i64, longest_path_hops = 6 : i64}}
 mesh.program @ktree(%a: tensor<8x4xf32>) -> tensor<1x4xf32> device "test-small" grid [8, 1] {
   %d = mesh.scatter %a : tensor<8x4xf32> -> !mesh.dist<tensor<8x4xf32>, #mesh.layout<[y, -]>>
   %e = mesh.spmd(%d) : (!mesh.dist<tensor<8x4xf32>, #mesh.layout<[y, -]>>) -> !mesh.dist<tensor<1x4xf32>, #mesh.layout<[-, -]>> {
@@ -95,10 +102,11 @@ mesh.program @over(%a: tensor<4x4096xf32>) -> tensor<4x4096xf32> device "test-ti
 
 // -----
 
-// Just under the capacity is fine: 1x682 blocks (1364 B) three times: 4092 B.
+// Just under the capacity is fine: 1x682 blocks (1364 B) three times: 4092 B. The torus
+// shift on 4 PEs takes 3 colors (as @torus), within test-tiny's 5 usable.
 // CHECK:      {{^}}//{{ -----$}}
 // CHECK-NEXT: builtin.module {
-// CHECK:      } {plmr.check = {max_routes = 1 : i64, max_sram_bytes = 4092 : i64, longest_path_hops = 3 : i64}}
+// CHECK:      } {plmr.check = {max_routes = 3 : i64, max_sram_bytes = 4092 : i64, longest_path_hops = 3 : i64}}
 mesh.program @fits(%a: tensor<4x2728xf32>) -> tensor<4x2728xf32> device "test-tiny" grid [4, 4] {
   %d = mesh.scatter %a : tensor<4x2728xf32> -> !mesh.dist<tensor<4x2728xf32>, #mesh.layout<[y, x]>>
   %e = mesh.spmd(%d) : (!mesh.dist<tensor<4x2728xf32>, #mesh.layout<[y, x]>>) -> !mesh.dist<tensor<4x2728xf32>, #mesh.layout<[y, x]>> {
@@ -121,10 +129,12 @@ mesh.program @wide() -> () device "test-tiny" grid [4, 5] {
 
 // -----
 
-// Collectives that need more colors than the device routes (2 usable here): the forward
-// and backward interleaved rings take colors 0 and 1, and the torus shift's step 1 -> 2
-// clashes with color 0 at router 1 and with color 1 at router 2. With relay, the transfers that do not fit are relayed in software
-// and the routes stay within the budget.
+// Collectives that need more colors than the device routes (2 usable here): already the
+// forward interleaved ring on 4 PEs (0 -> 2, 1 -> 0, 2 -> 3, 3 -> 1) needs 3: 0 -> 2 takes
+// color 0, 1 -> 0 and 2 -> 3 color 1, and 3 -> 1 crosses router 2, which receives 0 -> 2
+// on color 0 and sends 2 -> 3 on color 1. With relay, the transfers that do not fit are
+// relayed in software and the routes stay within the budget; the torus wrap-around
+// 3 -> 0 is the longest path.
 mesh.program @colors(%a: tensor<4x4xf32>) -> tensor<4x4xf32> device "test-tiny:colors=4,reserved_colors=2" grid [1, 4] {
   %d = mesh.scatter %a : tensor<4x4xf32> -> !mesh.dist<tensor<4x4xf32>, #mesh.layout<[-, x]>>
   %e = mesh.spmd(%d) : (!mesh.dist<tensor<4x4xf32>, #mesh.layout<[-, x]>>) -> !mesh.dist<tensor<4x4xf32>, #mesh.layout<[-, x]>> {
