@@ -13,6 +13,11 @@ def get_all_dialects() -> dict[str, Callable[[], Dialect]]:
 
         return Graph
 
+    def get_loop() -> Dialect:
+        from plmr.dialects.loop import Loop
+
+        return Loop
+
     def get_tile() -> Dialect:
         from plmr.dialects.tile import Tile
 
@@ -23,4 +28,4 @@ def get_all_dialects() -> dict[str, Callable[[], Dialect]]:
 
         return Mesh
 
-    return {"graph": get_graph, "tile": get_tile, "mesh": get_mesh}
+    return {"graph": get_graph, "loop": get_loop, "tile": get_tile, "mesh": get_mesh}

@@ -32,7 +32,6 @@ from xdsl.dialects.builtin import (
     IntegerAttr,
     IntegerType,
     ModuleOp,
-    TensorType,
 )
 from xdsl.ir import Attribute, BlockArgument, Operation, SSAValue
 from xdsl.passes import ModulePass
@@ -63,7 +62,8 @@ def const(v: float, elt: Attribute) -> SSAValue:
     if isinstance(elt, AnyFloat):
         return arith.ConstantOp(FloatAttr(float(v), elt)).result
     if isinstance(elt, IntegerType):
-        return arith.ConstantOp(IntegerAttr(int(v), elt)).result
+        width = cast(IntegerType, elt).width.data
+        return arith.ConstantOp(IntegerAttr(int(v), width)).result
     raise PlmrError(f"no constants of type {elt}")
 
 
@@ -361,9 +361,7 @@ def _lower_reshape(op: Operation) -> list[SSAValue]:
             for s in gs:
                 stride //= src[s]
                 q = arith.DivUIOp(lin, index(stride)).result if stride > 1 else lin
-                src_idx.append(
-                    arith.RemUIOp(q, index(src[s])).result if s != gs[0] else q
-                )
+                src_idx.append(arith.RemUIOp(q, index(src[s])).result if s != gs[0] else q)
         return ReadOp(x, src_idx).result
 
     return [map_nest(dst, body, _elt(x))]
@@ -374,12 +372,14 @@ def _combine_fn(kind: str) -> Callable[[SSAValue, SSAValue], SSAValue]:
 
 
 def _init_of(kind: str, elt: Attribute) -> float:
-    return {"max": lowest, "min": highest}.get(kind, lambda e: 0.0)(elt)
+    if kind == "max":
+        return lowest(elt)
+    if kind == "min":
+        return highest(elt)
+    return 0.0
 
 
-def reduce_axes(
-    x: SSAValue, axes: Sequence[int], keepdims: bool, kind: str
-) -> SSAValue:
+def reduce_axes(x: SSAValue, axes: Sequence[int], keepdims: bool, kind: str) -> SSAValue:
     """`kind` of `x` over `axes`, as one reduction nest (keepdims: extent-1 dims)."""
     shape = _shape(x)
     elt = _elt(x)
@@ -403,7 +403,9 @@ def reduce_axes(
             idx[a] = ri
         return ReadOp(x, idx).result
 
-    return reduce_nest(tuple(par), tuple(red), _init_of(kind, elt), elt, term, _combine_fn(kind))
+    return reduce_nest(
+        tuple(par), tuple(red), _init_of(kind, elt), elt, term, _combine_fn(kind)
+    )
 
 
 def _scaled_read(v: SSAValue, idx: Sequence[SSAValue], count: int) -> SSAValue:
@@ -422,9 +424,17 @@ def _lower_reduce(op: Operation) -> list[SSAValue]:
     total = reduce_axes(op.input, sorted(axes), keep, kind)
     if kind != "mean":
         return [total]
+    named(total, op, "sum")
     count = math.prod(_shape(op.input)[a] for a in axes)
     out = _shape(op.result)
     return [map_nest(out, lambda idx: _scaled_read(total, idx, count), _elt(op.result))]
+
+
+def named(v: SSAValue, op: Operation, suffix: str) -> SSAValue:
+    """Names an intermediate result after the op it helps lower (e.g. `%p_max`)."""
+    base = op.results[0].name_hint or op.name.split(".")[-1]
+    v.name_hint = f"{base}_{suffix}"
+    return v
 
 
 def _drop(idx: Sequence[SSAValue], axes: Sequence[int]) -> list[SSAValue]:
@@ -437,13 +447,13 @@ def _lower_softmax(op: Operation) -> list[SSAValue]:
     shape = _shape(x)
     axis = graph.normalize_axis(op.axis.value.data, len(shape))
     elt = _elt(x)
-    m = reduce_axes(x, [axis], False, "max")
+    m = named(reduce_axes(x, [axis], False, "max"), op, "max")
 
     def shifted(idx: Sequence[SSAValue]) -> SSAValue:
         return exp(sub(ReadOp(x, idx).result, ReadOp(m, _drop(idx, [axis])).result))
 
-    e = map_nest(shape, shifted, elt)
-    s = reduce_axes(e, [axis], False, "sum")
+    e = named(map_nest(shape, shifted, elt), op, "exp")
+    s = named(reduce_axes(e, [axis], False, "sum"), op, "sum")
 
     def normalise(idx: Sequence[SSAValue]) -> SSAValue:
         return div(ReadOp(e, idx).result, ReadOp(s, _drop(idx, [axis])).result)
@@ -464,7 +474,7 @@ def _lower_layernorm(op: Operation) -> list[SSAValue]:
     count = math.prod(shape[ax:])
     elt = _elt(x)
     eps = op.epsilon.value.data
-    total = reduce_axes(x, axes, False, "sum")
+    total = named(reduce_axes(x, axes, False, "sum"), op, "sum")
 
     def centred(idx: Sequence[SSAValue]) -> SSAValue:
         mean = _scaled_read(total, _drop(idx, axes), count)
@@ -474,7 +484,9 @@ def _lower_layernorm(op: Operation) -> list[SSAValue]:
         d = centred([*p, *r])
         return mul(d, d)
 
-    var = reduce_nest(tuple(shape[:ax]), tuple(shape[ax:]), 0, elt, square, add)
+    var = named(
+        reduce_nest(tuple(shape[:ax]), tuple(shape[ax:]), 0, elt, square, add), op, "var"
+    )
     bias = op.bias
 
     def normalise(idx: Sequence[SSAValue]) -> SSAValue:
@@ -502,7 +514,9 @@ def _lower_rmsnorm(op: Operation) -> list[SSAValue]:
         v = ReadOp(x, [*p, *r]).result
         return mul(v, v)
 
-    ms = reduce_nest(tuple(shape[:ax]), tuple(shape[ax:]), 0, elt, square, add)
+    ms = named(
+        reduce_nest(tuple(shape[:ax]), tuple(shape[ax:]), 0, elt, square, add), op, "ms"
+    )
 
     def normalise(idx: Sequence[SSAValue]) -> SSAValue:
         v = _scaled_read(ms, _drop(idx, axes), count)
@@ -597,6 +611,7 @@ def _lower_conv2d(op: Operation) -> list[SSAValue]:
     bias = op.bias
     if bias is None:
         return [y]
+    named(y, op, "nobias")
 
     def add_bias(idx: Sequence[SSAValue]) -> SSAValue:
         return add(ReadOp(y, idx).result, ReadOp(bias, [idx[1]]).result)
@@ -624,7 +639,7 @@ def _lower_pool(op: Operation) -> list[SSAValue]:
 
     if is_max:
         return [reduce_nest(out, (kh, kw), lowest(elt), elt, term, maximum)]
-    total = reduce_nest(out, (kh, kw), 0, elt, term, add)
+    total = named(reduce_nest(out, (kh, kw), 0, elt, term, add), op, "sum")
     include_pad = op.count_include_pad is not None
 
     def average(idx: Sequence[SSAValue]) -> SSAValue:
@@ -632,10 +647,11 @@ def _lower_pool(op: Operation) -> list[SSAValue]:
         if include_pad:
             return div(s, const(kh * kw, elt))
         count = arith.MuliOp(
-            _window_count(idx[2], sh, pt, kh, height), _window_count(idx[3], sw, pl, kw, width)
+            _window_count(idx[2], sh, pt, kh, height),
+            _window_count(idx[3], sw, pl, kw, width),
         ).result
         as_int = arith.IndexCastOp(count, IntegerType(64)).result
-        return div(s, arith.SIToFPOp(as_int, elt).result)
+        return div(s, arith.SIToFPOp(as_int, cast(AnyFloat, elt)).result)
 
     return [map_nest(out, average, elt)]
 

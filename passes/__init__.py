@@ -38,7 +38,19 @@ def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
 
         return MeshVerifyPlmrPass
 
+    def taso_substitute() -> type[ModulePass]:
+        from plmr.passes.taso.substitute import TasoSubstitutePass
+
+        return TasoSubstitutePass
+
+    def transpose_elim() -> type[ModulePass]:
+        from plmr.passes.transpose_elim import TransposeElimPass
+
+        return TransposeElimPass
+
     return {
+        "taso-substitute": taso_substitute,
+        "transpose-elim": transpose_elim,
         "mesh-route": mesh_route,
         "mesh-verify-plmr": mesh_verify_plmr,
         "convert-graph-to-loop": convert_graph_to_loop,

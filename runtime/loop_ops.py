@@ -27,12 +27,13 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from xdsl.dialects import arith
+from xdsl.dialects import arith, tensor
 from xdsl.ir import Attribute, Operation, SSAValue
 
 from plmr.dialects import loop
+from plmr.dialects.graph import static_shape
 from plmr.errors import PlmrError
-from plmr.runtime.reference import Array, numpy_dtype
+from plmr.runtime.reference import Array, numpy_dtype, tensor_dtype
 
 if TYPE_CHECKING:
     from plmr.runtime.reference import EvalImpl, ReferenceEvaluator
@@ -230,7 +231,9 @@ class NestRunner:
         outputs = None
         if combiners is not None:
             accs = set(nest.accumulators)
-            outputs = [c.operands[1] if c.operands[0] in accs else c.operands[0] for c in combiners]
+            outputs = [
+                c.operands[1] if c.operands[0] in accs else c.operands[0] for c in combiners
+            ]
         values = self._body(nest, ranges, {}, skip, outputs)
         out: list[Array] = []
         lengths = tuple(b - a for a, b in ranges)
@@ -249,7 +252,10 @@ class NestRunner:
         """Runs the reduction points in order, each vectorised over the parallel points."""
         k = len(self.grid)
         n = k + nest.rank
-        par_ranges = [r if kind == loop.IteratorKind.PARALLEL else (0, 1) for r, kind in zip(ranges, nest.kinds, strict=True)]
+        par_ranges = [
+            r if kind == loop.IteratorKind.PARALLEL else (0, 1)
+            for r, kind in zip(ranges, nest.kinds, strict=True)
+        ]
         t = self._split(nest, par_ranges, prefer_reduction=False)
         if t is not None:
             lo, hi = ranges[t]
@@ -263,13 +269,17 @@ class NestRunner:
                 np.concatenate([a, b], axis=axis)
                 for a, b in zip(halves[0], halves[1], strict=True)
             ]
-        accs = [_expand(v, a.type, n) for v, a in zip(inits, nest.accumulators, strict=True)]
+        accs = [
+            _expand(v, a.type, n) for v, a in zip(inits, nest.accumulators, strict=True)
+        ]
         red = nest.reduction_dims
         for point in itertools.product(*(range(*ranges[i]) for i in red)):
             box = list(par_ranges)
             for i, j in zip(red, point, strict=True):
                 box[i] = (j, j + 1)
-            accs = self._body(nest, box, dict(zip(nest.accumulators, accs, strict=True)), set())
+            accs = self._body(
+                nest, box, dict(zip(nest.accumulators, accs, strict=True)), set()
+            )
         lengths = tuple(
             (b - a) if kind == loop.IteratorKind.PARALLEL else 1
             for (a, b), kind in zip(ranges, nest.kinds, strict=True)
@@ -305,7 +315,9 @@ class NestRunner:
         try:
             for op in nest.body.block.ops:
                 if isinstance(op, loop.YieldOp):
-                    return [self.value(v) for v in (op.values if outputs is None else outputs)]
+                    return [
+                        self.value(v) for v in (op.values if outputs is None else outputs)
+                    ]
                 if op in skip:
                     continue
                 results = self._op(op)
@@ -320,7 +332,7 @@ class NestRunner:
 
     def _op(self, op: Operation) -> list[Any]:
         if isinstance(op, loop.ReadOp):
-            return [self._read(op)]
+            return [self.read(op)]
         if isinstance(op, loop.NestOp):
             return self.run(op, [self.value(v) for v in op.inits])
         impl = self.ev.eval_impls.get(type(op))
@@ -337,7 +349,8 @@ class NestRunner:
             out.append(np.asarray(r).astype(dtype, copy=False))
         return out
 
-    def _read(self, op: loop.ReadOp) -> Array:
+    def read(self, op: loop.ReadOp) -> Array:
+        """The elements a `loop.read` reads, at the current depth."""
         src = np.asarray(self.lookup(op.source))
         shape = loop.value_shape(op.source.type)
         n = len(self.grid)
@@ -359,13 +372,12 @@ class NestRunner:
                     )
         grid_idx: list[Any] = []
         for a in range(d):
-            size = src.shape[a]
+            size = int(src.shape[a])
             if size == 1:
                 grid_idx.append(0)
             else:
-                grid_idx.append(
-                    np.arange(size).reshape((1,) * a + (size,) + (1,) * (n - a - 1))
-                )
+                axis = np.arange(size, dtype=np.int64)
+                grid_idx.append(axis.reshape((1,) * a + (size,) + (1,) * (n - a - 1)))
         value = src[tuple(grid_idx + idx)]
         if op.padding is not None:
             pad = np.asarray(op.padding.value.data).astype(src.dtype)
@@ -384,14 +396,25 @@ def _nest(ev: ReferenceEvaluator, op: Operation, args: list[Any]) -> list[Any]:
 def _read(ev: ReferenceEvaluator, op: Operation, args: list[Any]) -> list[Any]:
     assert isinstance(op, loop.ReadOp)
     with np.errstate(all="ignore"):
-        return [NestRunner(ev)._read(op)]  # pyright: ignore[reportPrivateUsage]
+        return [NestRunner(ev).read(op)]
+
+
+def _empty(ev: ReferenceEvaluator, op: Operation, args: list[Any]) -> list[Any]:
+    """A fresh tensor in global memory (zeros: its contents are unspecified)."""
+    assert isinstance(op, tensor.EmptyOp)
+    t = op.tensor.type
+    return [np.zeros(ev.lead + static_shape(t, "tensor"), dtype=tensor_dtype(t))]
 
 
 LOOP_IMPLS: dict[type[Operation], EvalImpl] = {
     loop.NestOp: _nest,
     loop.ReadOp: _read,
+    tensor.EmptyOp: _empty,
 }
-"""Implementations of the `loop` ops for the `ReferenceEvaluator`."""
+"""
+Implementations of the `loop` ops for the `ReferenceEvaluator`, and of `tensor.empty`
+(the global tensors that `convert-loop-to-tile` stores the results of nests into).
+"""
 
 
 __all__ = ["BOX_ELEMENTS", "COMBINERS", "LOOP_IMPLS", "NestRunner", "combiner_of"]

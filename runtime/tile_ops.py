@@ -257,13 +257,6 @@ def _reshape(ev: ReferenceEvaluator, op: Operation, args: list[Any]) -> list[Any
     return [np.reshape(args[0], ev.lead + static_shape(op.result, "result"))]
 
 
-def _empty(ev: ReferenceEvaluator, op: Operation, args: list[Any]) -> list[Any]:
-    """A fresh tensor in global memory (zeros: its contents are unspecified)."""
-    assert isinstance(op, tensor.EmptyOp)
-    t = op.tensor.type
-    return [np.zeros(static_shape(t, "tensor"), dtype=tensor_dtype(t))]
-
-
 def _select_block(ev: ReferenceEvaluator, op: Operation, args: list[Any]) -> list[Any]:
     assert isinstance(op, tile.SelectOp)
     cond, a, b = (np.asarray(v) for v in args)
@@ -427,7 +420,6 @@ EVAL_IMPLS: dict[type[Operation], EvalImpl] = {
     tile.ReshapeOp: _reshape,
     tile.SelectOp: _select_block,
     tile.ForOp: _for,
-    tensor.EmptyOp: _empty,
     arith.ConstantOp: _constant,
     arith.AddiOp: _binary_scalar(np.add),
     arith.SubiOp: _binary_scalar(np.subtract),

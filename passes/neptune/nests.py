@@ -1,0 +1,344 @@
+"""
+IR utilities on `loop.nest`s: inlining producers into their readers, hoisting
+loop-invariant ops out of nested nests, merging common subexpressions, removing dead
+ops, and dependence queries on nest bodies.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from xdsl.builder import (
+    Builder,
+    ImplicitBuilder,
+    _current_builder,  # pyright: ignore[reportPrivateUsage]
+)
+from xdsl.dialects import arith, func
+from xdsl.dialects.builtin import IndexType, IntegerAttr, ModuleOp
+from xdsl.ir import Block, BlockArgument, IRNode, Operation, OpResult, SSAValue
+from xdsl.rewriter import InsertPoint
+from xdsl.traits import Commutative, IsTerminator, Pure
+
+from plmr.dialects.loop import IteratorKind, NestOp, ReadOp, YieldOp
+
+# ---------------------------------------------------------------------------------------
+# Queries
+# ---------------------------------------------------------------------------------------
+
+
+def function_blocks(module: ModuleOp) -> list[Block]:
+    """The body blocks of the module's functions."""
+    return [
+        op.body.block for op in module.ops if isinstance(op, func.FuncOp) and op.body.blocks
+    ]
+
+
+def top_nests(block: Block) -> list[NestOp]:
+    return [op for op in block.ops if isinstance(op, NestOp)]
+
+
+def external_values(op: Operation) -> set[SSAValue]:
+    """The values `op` (with its regions) uses that are defined outside it."""
+    inside: set[SSAValue] = set()
+    used: list[SSAValue] = []
+    for inner in op.walk():
+        inside.update(inner.results)
+        for region in inner.regions:
+            for block in region.blocks:
+                inside.update(block.args)
+        used.extend(inner.operands)
+    return {v for v in used if v not in inside}
+
+
+def depends_on(block: Block, roots: Iterable[SSAValue]) -> set[SSAValue]:
+    """The values of `block` (and the roots) that depend on any of `roots`."""
+    tainted: set[SSAValue] = set(roots)
+    for op in block.ops:
+        if external_values(op) & tainted:
+            tainted.update(op.results)
+    return tainted
+
+
+def read_uses(value: SSAValue) -> list[ReadOp]:
+    """The `loop.read`s of `value`."""
+    return [
+        u.operation for u in value.uses if isinstance(u.operation, ReadOp) and u.index == 0
+    ]
+
+
+def only_read(value: SSAValue) -> bool:
+    """Whether every use of `value` is a `loop.read` of it."""
+    return all(isinstance(u.operation, ReadOp) and u.index == 0 for u in value.uses)
+
+
+def position_of(values: Sequence[SSAValue], value: SSAValue) -> int:
+    """The index of `value` among `values`."""
+    return [v for v in values].index(value)
+
+
+def position(op: Operation) -> int:
+    block = op.parent_block()
+    assert block is not None
+    return block.get_operation_index(op)
+
+
+def defined_before(value: SSAValue, op: Operation) -> bool:
+    """Whether `value` is available right before `op` (same block)."""
+    if isinstance(value, BlockArgument):
+        return True
+    assert isinstance(value, OpResult)
+    owner = value.op
+    if owner.parent_block() is not op.parent_block():
+        return True
+    return position(owner) < position(op)
+
+
+def is_map(nest: NestOp) -> bool:
+    return not nest.is_reduction
+
+
+# ---------------------------------------------------------------------------------------
+# Cloning and inlining
+# ---------------------------------------------------------------------------------------
+
+
+class _NoImplicitBuilder:
+    """Suspends the implicit builder (cloning would insert every cloned op into it)."""
+
+    def __enter__(self) -> None:
+        self.saved = _current_builder.builder
+        _current_builder.builder = None
+
+    def __exit__(self, *exc: object) -> None:
+        _current_builder.builder = self.saved
+
+
+def clone_op(op: Operation, mapping: dict[SSAValue, SSAValue]) -> Operation:
+    """Clones `op` with `mapping` and inserts it with the current implicit builder."""
+    builder = _current_builder.builder
+    assert builder is not None, "clone_op needs an implicit builder"
+    with _NoImplicitBuilder():
+        new = op.clone(mapping)
+    builder.insert(new)
+    return new
+
+
+def clone_body(
+    nest: NestOp, mapping: dict[SSAValue, SSAValue], skip: Sequence[Operation] = ()
+) -> list[SSAValue]:
+    """
+    Clones the body of `nest` (without its yield) under the current implicit builder,
+    with `mapping` for its block arguments; returns the (mapped) yielded values.
+    """
+    for op in nest.body.block.ops:
+        if isinstance(op, YieldOp) or op in skip:
+            continue
+        clone_op(op, mapping)
+    return [mapping.get(v, v) for v in nest.yield_op.values]
+
+
+def inline_map_read(producer: NestOp, read: ReadOp) -> None:
+    """Replaces a read of a map nest's result by the producer's body at the indices."""
+    k = position_of(producer.res, read.source)
+    mapping: dict[SSAValue, SSAValue] = dict(zip(producer.dims, read.indices, strict=True))
+    with ImplicitBuilder(Builder(InsertPoint.before(read))):
+        values = clone_body(producer, mapping)
+    read.result.replace_all_uses_with(values[k])
+    read.detach()
+    read.erase()
+
+
+def inline_reduction_read(producer: NestOp, read: ReadOp) -> NestOp:
+    """
+    Replaces a read of a reduction nest's result by a nested nest over the producer's
+    reduction dimensions, at the read's indices.
+    """
+    k = position_of(producer.res, read.source)
+    par = producer.parallel_dims
+    red = producer.reduction_dims
+    extents = producer.extents
+    types = [IndexType()] * len(red) + [a.type for a in producer.accumulators]
+    block = Block(arg_types=types)
+    mapping: dict[SSAValue, SSAValue] = {}
+    for i, idx in zip(par, read.indices, strict=True):
+        mapping[producer.dims[i]] = idx
+    for i, arg in zip(red, block.args[: len(red)], strict=True):
+        mapping[producer.dims[i]] = arg
+    for acc, arg in zip(producer.accumulators, block.args[len(red) :], strict=True):
+        mapping[acc] = arg
+    with ImplicitBuilder(block):
+        values = clone_body(producer, mapping)
+        YieldOp(*values)
+    nested = NestOp(
+        [extents[i] for i in red],
+        [IteratorKind.REDUCTION] * len(red),
+        list(producer.inits),
+        [a.type for a in producer.accumulators],
+        block,
+    )
+    Builder(InsertPoint.before(read)).insert(nested)
+    nested.res[k].name_hint = read.result.name_hint or producer.res[k].name_hint
+    read.result.replace_all_uses_with(nested.res[k])
+    read.detach()
+    read.erase()
+    return nested
+
+
+def inline_maps(block: Block) -> bool:
+    """Inlines every map nest of `block` into the nests that read it; True if any."""
+    changed = False
+    progress = True
+    while progress:
+        progress = False
+        for nest in reversed(top_nests(block)):
+            if not is_map(nest):
+                continue
+            reads = [r for res in nest.res for r in read_uses(res)]
+            if not reads:
+                continue
+            for read in reads:
+                inline_map_read(nest, read)
+            progress = changed = True
+            if all(not res.uses for res in nest.res):
+                nest.detach()
+                nest.erase()
+    return changed
+
+
+# ---------------------------------------------------------------------------------------
+# Hoisting, common subexpressions, dead code
+# ---------------------------------------------------------------------------------------
+
+
+def hoist_invariants(nest: NestOp) -> bool:
+    """
+    Moves ops of nested nests that do not depend on the nested nest's own indices and
+    accumulators out to the enclosing body (recursively); True if anything moved.
+    """
+    changed = False
+    for op in list(nest.body.block.ops):
+        if isinstance(op, NestOp):
+            changed |= hoist_invariants(op)
+            changed |= _hoist_from(op)
+    return changed
+
+
+def _hoist_from(nested: NestOp) -> bool:
+    block = nested.body.block
+    own: set[SSAValue] = set(block.args)
+    moved = False
+    for op in list(block.ops):
+        if isinstance(op, YieldOp) or not op.has_trait(Pure):
+            own.update(op.results)
+            continue
+        if external_values(op) & own:
+            own.update(op.results)
+            continue
+        op.detach()
+        Builder(InsertPoint.before(nested)).insert(op)
+        moved = True
+    return moved
+
+
+_COMMUTATIVE: tuple[type[Operation], ...] = (
+    arith.AddfOp,
+    arith.MulfOp,
+    arith.MaximumfOp,
+    arith.MinimumfOp,
+    arith.MaxnumfOp,
+    arith.MinnumfOp,
+    arith.AddiOp,
+    arith.MuliOp,
+    arith.MaxSIOp,
+    arith.MinSIOp,
+)
+
+
+def _commutative(op: Operation) -> bool:
+    return isinstance(op, _COMMUTATIVE) or op.has_trait(Commutative)
+
+
+def _equivalent(a: Operation, b: Operation) -> bool:
+    if a.result_types != b.result_types:
+        return False
+    if _commutative(a) and not a.regions and a.name == b.name:
+        return (
+            a.properties == b.properties
+            and a.attributes == b.attributes
+            and sorted(map(id, a.operands)) == sorted(map(id, b.operands))
+        )
+    if a.parent is None or b.parent is None:
+        return False
+    context: dict[IRNode | SSAValue, IRNode | SSAValue] = {a.parent: b.parent}
+    return a.is_structurally_equivalent(b, context)
+
+
+def _key(op: Operation) -> tuple[str, tuple[int, ...]]:
+    ids = tuple(id(v) for v in op.operands)
+    return (op.name, tuple(sorted(ids)) if _commutative(op) else ids)
+
+
+def cse(block: Block) -> bool:
+    """Merges identical pure ops of `block` (and of the bodies nested in it)."""
+    changed = False
+    seen: dict[tuple[str, tuple[int, ...]], list[Operation]] = {}
+    for op in list(block.ops):
+        for region in op.regions:
+            for inner in region.blocks:
+                changed |= cse(inner)
+        if not op.has_trait(Pure) or isinstance(op, YieldOp) or not op.results:
+            continue
+        key = _key(op)
+        for other in seen.get(key, []):
+            if _equivalent(other, op):
+                for old, new in zip(op.results, other.results, strict=True):
+                    old.replace_all_uses_with(new)
+                op.detach()
+                op.erase()
+                changed = True
+                break
+        else:
+            seen.setdefault(key, []).append(op)
+    return changed
+
+
+def dce(block: Block) -> bool:
+    """Erases pure ops without uses in `block` and nested bodies; True if any."""
+    changed = False
+    progress = True
+    while progress:
+        progress = False
+        for op in reversed(list(block.ops)):
+            for region in op.regions:
+                for inner in region.blocks:
+                    changed |= dce(inner)
+            if (
+                op.results
+                and op.has_trait(Pure)
+                and not op.has_trait(IsTerminator)
+                and all(not r.uses for r in op.results)
+            ):
+                op.detach()
+                op.erase()
+                progress = changed = True
+    return changed
+
+
+def index_constant(value: int) -> SSAValue:
+    """An `index` constant (under the current implicit builder)."""
+    return arith.ConstantOp(IntegerAttr(value, IndexType())).result
+
+
+def hoist_constants(block: Block) -> None:
+    """Moves the `arith.constant`s of `block` to its start (they then dominate all)."""
+    constants = [op for op in block.ops if isinstance(op, arith.ConstantOp)]
+    first = block.first_op
+    for op in constants:
+        if op is first:
+            first = op.next_op
+            continue
+        op.detach()
+        if first is None:
+            block.add_op(op)
+        else:
+            block.insert_op_before(op, first)

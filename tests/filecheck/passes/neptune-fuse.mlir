@@ -1,0 +1,63 @@
+// RUN: plmr-opt %s -p convert-graph-to-loop,neptune-fuse --split-input-file | filecheck %s
+
+// Softmax: the sum is fused into the max by rolling update (the online softmax); the
+// repair of the running sum is l·exp(m − m').
+
+// CHECK-LABEL: func.func @softmax
+// CHECK:       %p_max, %p_sum = loop.nest (%i0, %i1) to (4, 8) [parallel, reduction] init(%p_max_acc = %{{.*}} : f32, %p_sum_acc = %{{.*}} : f32) -> (tensor<4xf32>, tensor<4xf32>) {
+// CHECK-NEXT:    %[[X:.*]] = loop.read %s[%i0, %i1] : tensor<4x8xf32>
+// CHECK-NEXT:    %[[M:.*]] = arith.maximumf %p_max_acc, %[[X]] : f32
+// CHECK-NEXT:    %[[D:.*]] = arith.subf %[[X]], %[[M]] : f32
+// CHECK-NEXT:    %[[P:.*]] = math.exp %[[D]] : f32
+// CHECK-NEXT:    %[[DM:.*]] = arith.subf %p_max_acc, %[[M]] : f32
+// CHECK-NEXT:    %[[R:.*]] = math.exp %[[DM]] : f32
+// CHECK-NEXT:    %[[L:.*]] = arith.mulf %p_sum_acc, %[[R]] : f32
+// CHECK-NEXT:    %[[L2:.*]] = arith.addf %[[L]], %[[P]] : f32
+// CHECK-NEXT:    loop.yield %[[M]], %[[L2]] : f32, f32
+// CHECK-NEXT:  }
+// CHECK-NEXT:  %p = loop.nest
+// CHECK-NOT:   loop.nest
+// CHECK:       func.return %p
+func.func @softmax(%s: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  %p = graph.softmax %s : tensor<4x8xf32>
+  func.return %p : tensor<4x8xf32>
+}
+
+// -----
+
+// Attention (prefill): max → exp-sum → P·V fuse into one nest, FlashAttention's
+// recurrence: l = l·exp(m − m') + exp(s − m'), acc = acc·exp(m − m') + p·V (a nested nest
+// over the head dimension), the scores Q·Kᵀ recomputed inside, the division after.
+
+// CHECK-LABEL: func.func @attention
+// CHECK:       %p_max, %p_sum, %o_unscaled = loop.nest (%i0, %i1) to (16, 64) [parallel, reduction] init(%p_max_acc = %{{.*}} : f32, %p_sum_acc = %{{.*}} : f32, %o_unscaled_acc = %{{.*}} : tensor<32xf32>) -> (tensor<16xf32>, tensor<16xf32>, tensor<16x32xf32>) {
+// CHECK-NEXT:    %s = loop.nest (%{{.*}}) to (32) [reduction]
+// CHECK:         %[[SS:.*]] = arith.mulf %s, %{{.*}} : f32
+// CHECK-NEXT:    %[[M:.*]] = arith.maximumf %p_max_acc, %[[SS]] : f32
+// CHECK-NEXT:    %[[D:.*]] = arith.subf %[[SS]], %[[M]] : f32
+// CHECK-NEXT:    %[[P:.*]] = math.exp %[[D]] : f32
+// CHECK-NEXT:    %[[DM:.*]] = arith.subf %p_max_acc, %[[M]] : f32
+// CHECK-NEXT:    %[[R:.*]] = math.exp %[[DM]] : f32
+// CHECK-NEXT:    %[[L:.*]] = arith.mulf %p_sum_acc, %[[R]] : f32
+// CHECK-NEXT:    %[[L2:.*]] = arith.addf %[[L]], %[[P]] : f32
+// CHECK-NEXT:    %[[ACC:.*]] = loop.nest (%[[E:.*]]) to (32) [parallel] -> tensor<32xf32> {
+// CHECK-NEXT:      %[[V:.*]] = loop.read %v[%i1, %[[E]]] : tensor<64x32xf32>
+// CHECK-NEXT:      %[[PV:.*]] = arith.mulf %[[V]], %[[P]] : f32
+// CHECK-NEXT:      %[[A:.*]] = loop.read %o_unscaled_acc[%[[E]]] : tensor<32xf32>
+// CHECK-NEXT:      %[[AR:.*]] = arith.mulf %[[A]], %[[R]] : f32
+// CHECK-NEXT:      %[[A2:.*]] = arith.addf %[[AR]], %[[PV]] : f32
+// CHECK-NEXT:      loop.yield %[[A2]] : f32
+// CHECK-NEXT:    }
+// CHECK-NEXT:    loop.yield %[[M]], %[[L2]], %[[ACC]] : f32, f32, tensor<32xf32>
+// CHECK-NEXT:  }
+// CHECK-NEXT:  %o = loop.nest (%{{.*}}, %{{.*}}) to (16, 32) [parallel, parallel] -> tensor<16x32xf32> {
+// CHECK:         arith.divf
+// CHECK-NOT:   loop.nest
+// CHECK:       func.return %o
+func.func @attention(%q: tensor<16x32xf32>, %k: tensor<64x32xf32>, %v: tensor<64x32xf32>) -> tensor<16x32xf32> {
+  %s = graph.matmul %q, %k transpose_b : (tensor<16x32xf32>, tensor<64x32xf32>) -> tensor<16x64xf32>
+  %ss = graph.scale %s by 0.17677669529663687 : tensor<16x64xf32>
+  %p = graph.softmax %ss axis = 1 : tensor<16x64xf32>
+  %o = graph.matmul %p, %v : (tensor<16x64xf32>, tensor<64x32xf32>) -> tensor<16x32xf32>
+  func.return %o : tensor<16x32xf32>
+}
