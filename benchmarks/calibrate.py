@@ -85,7 +85,9 @@ def loss(rows: Sequence[tuple[str, float, float]]) -> float:
 
 
 def with_params(base: Device, values: Sequence[float]) -> Device:
-    return dataclasses.replace(base, **{k: abs(v) for k, v in zip(PARAMS, values, strict=True)})
+    return dataclasses.replace(
+        base, **{k: abs(v) for k, v in zip(PARAMS, values, strict=True)}
+    )
 
 
 def nelder_mead(
@@ -132,7 +134,9 @@ def print_table(rows: Sequence[tuple[str, float, float]]) -> None:
     print(f"| {'kernel':<22} | {'measured':>9} | {'model':>9} | {'error':>7} |")
     print(f"|{'-' * 24}|{'-' * 11}|{'-' * 11}|{'-' * 9}|")
     for name, real, pred in rows:
-        print(f"| {name:<22} | {real:>9,.0f} | {pred:>9,.0f} | {100 * (pred / real - 1):>+6.1f}% |")
+        print(
+            f"| {name:<22} | {real:>9,.0f} | {pred:>9,.0f} | {100 * (pred / real - 1):>+6.1f}% |"
+        )
     errors = [abs(pred / real - 1) for _, real, pred in rows]
     print(
         f"\nmean |error| {100 * sum(errors) / len(errors):.1f}%, "
@@ -142,7 +146,9 @@ def print_table(rows: Sequence[tuple[str, float, float]]) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[1])
-    parser.add_argument("--check", action="store_true", help="evaluate the wse3 preset only")
+    parser.add_argument(
+        "--check", action="store_true", help="evaluate the wse3 preset only"
+    )
     parser.add_argument("--steps", type=int, default=150)
     args = parser.parse_args(argv)
     if args.check:
@@ -150,7 +156,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     start = time.perf_counter()
     x0 = [getattr(WSE3, k) for k in PARAMS]
-    best, value = nelder_mead(lambda x: loss(evaluate(with_params(WSE3, x))), x0, args.steps, 0.5)
+    best, _ = nelder_mead(
+        lambda x: loss(evaluate(with_params(WSE3, x))), x0, args.steps, 0.5
+    )
     device = with_params(WSE3, best)
     print_table(evaluate(device))
     print(f"\nfitted in {time.perf_counter() - start:.0f} s:")

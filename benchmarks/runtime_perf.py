@@ -51,13 +51,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         size = 8192 if p >= 180 else 4096
         elapsed, cycles, _ = timed_gemm(p, size, "timing")
         per = elapsed / (p * p * p) * 1e6
-        print(f"| MeshGEMM {size}³ timing | {p}×{p} | {cycles:,.0f} | {elapsed:.2f} s | {per:.4f} |")
+        print(
+            f"| MeshGEMM {size}³ timing | {p}×{p} | {cycles:,.0f} | {elapsed:.2f} s | {per:.4f} |"
+        )
     start = time.perf_counter()
     kernel = gemv("ktree", 16384, 16384, (994, 750), "wse2")
     inputs = [np.zeros(s, dtype=np.float32) for s in kernel.inputs]
     _, report = run_mesh(kernel.module, inputs, mode="timing")
     elapsed = time.perf_counter() - start
-    print(f"| GEMV 16K K-tree timing | 994×750 (full wafer) | {report.cycles:,.0f} | {elapsed:.2f} s | - |")
+    print(
+        f"| GEMV 16K K-tree timing | 994×750 (full wafer) | {report.cycles:,.0f} | {elapsed:.2f} s | - |"
+    )
     elapsed, cycles, err = timed_gemm(32, 1024, "functional")
     print(
         f"| MeshGEMM 1024³ functional | 32×32 | {cycles:,.0f} | {elapsed:.2f} s "
