@@ -19,12 +19,20 @@ from dataclasses import dataclass, field
 import numpy as np
 from xdsl.context import Context
 from xdsl.dialects import arith
-from xdsl.dialects.builtin import ArrayAttr, IntegerAttr, ModuleOp, UnitAttr, i64
-from xdsl.ir import Operation
+from xdsl.dialects.builtin import (
+    ArrayAttr,
+    IndexType,
+    IntegerAttr,
+    IntegerType,
+    ModuleOp,
+    UnitAttr,
+    i64,
+)
+from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
-from plmr.dialects import mesh
+from plmr.dialects import mesh, tile
 from plmr.errors import PlmrError
 from plmr.runtime.collectives import (
     Plan,
@@ -81,6 +89,10 @@ class Routing:
     colors: dict[Operation, list[int]] = field(default_factory=dict[Operation, list[int]])
     relayed: set[Operation] = field(default_factory=set[Operation])
     max_colors: int = 0
+    transfer_colors: dict[Operation, list[list[int]]] = field(
+        default_factory=dict[Operation, list[list[int]]]
+    )
+    """Per collective with a single plan: the color of each transfer, stage by stage."""
 
 
 def _entries(
@@ -148,6 +160,7 @@ def route_collectives(
     routing = Routing(table)
     patterns: dict[tuple[str, str], list[int]] = {}
     relayed_patterns: set[tuple[str, str]] = set()
+    pattern_colors: dict[tuple[str, str], list[list[int]]] = {}
     for op in ops:
         axis = axis_of(op)
         used: list[int] = []
@@ -160,9 +173,12 @@ def route_collectives(
                 )
                 if op in routing.relayed:
                     relayed_patterns.add(key)
+                pattern_colors[key] = routing.transfer_colors[op]
             elif key in relayed_patterns:
                 # The same transfers as a collective that did not fit: relayed too.
                 routing.relayed.add(op)
+            if key in pattern_colors:
+                routing.transfer_colors[op] = pattern_colors[key]
             used += [c for c in patterns[key] if c not in used]
             if op in routing.relayed:
                 break
@@ -196,7 +212,10 @@ def _route_plan(
     budget = device.usable_colors
     used: list[int] = []
     pending: dict[tuple[int, mesh.Port, tuple[mesh.Port, ...]], set[int]] = {}
+    per_stage: list[list[int]] = []
+    routing.transfer_colors[op] = per_stage
     for stage in plan.stages:
+        per_stage.append([])
         for t in stage.transfers:
             entries = _entries(t, axis, grid)
             color = 0
@@ -211,7 +230,9 @@ def _route_plan(
                         "relay mode (mesh-route{relay=true} / --relay)"
                     )
                 routing.relayed.add(op)
+                per_stage[-1].append(-1)
                 continue
+            per_stage[-1].append(color)
             for pos, rx, tx in entries:
                 table.mark(_rule(color, axis, grid, (pos, pos + 1, 1), rx, tx))
                 pending.setdefault((color, rx, tx), set()).add(pos)
@@ -259,6 +280,117 @@ def route_program(
     return route_collectives(collectives_of(program), grid, device, relay, table)
 
 
+# ---------------------------------------------------------------------------------------
+# Explicit lowering: collectives -> stages of mesh.send / mesh.recv
+# ---------------------------------------------------------------------------------------
+
+
+def _index(value: int) -> Operation:
+    return arith.ConstantOp(IntegerAttr(value, IndexType()))
+
+
+def _member(
+    pos: SSAValue, positions: Sequence[int], n: int, out: list[Operation]
+) -> SSAValue:
+    """An i1 that holds where `pos` is one of `positions` (as strided ranges)."""
+
+    def emit(op: Operation) -> SSAValue:
+        out.append(op)
+        return op.results[0]
+
+    terms: list[SSAValue] = []
+    for start, stop, step in compress_positions(sorted(set(positions))):
+        conds: list[SSAValue] = []
+        if start > 0:
+            conds.append(emit(arith.CmpiOp(pos, emit(_index(start)), "uge")))
+        if stop < n:
+            conds.append(emit(arith.CmpiOp(pos, emit(_index(stop)), "ult")))
+        if step > 1:
+            offset = emit(arith.SubiOp(pos, emit(_index(start))))
+            rem = emit(arith.RemUIOp(offset, emit(_index(step))))
+            conds.append(emit(arith.CmpiOp(rem, emit(_index(0)), "eq")))
+        if not conds:
+            conds.append(emit(arith.ConstantOp(IntegerAttr(1, IntegerType(1)))))
+        term = conds[0]
+        for c in conds[1:]:
+            term = emit(arith.AndIOp(term, c))
+        terms.append(term)
+    if not terms:
+        return emit(arith.ConstantOp(IntegerAttr(0, IntegerType(1))))
+    result = terms[0]
+    for t in terms[1:]:
+        result = emit(arith.OrIOp(result, t))
+    return result
+
+
+def lowerable(op: Operation, routing: Routing, grid: tuple[int, int]) -> bool:
+    """Whether a collective can be written as explicit sends and receives."""
+    if op in routing.relayed or op not in routing.transfer_colors:
+        return False
+    if isinstance(op, mesh.AllreduceOp) and op.algorithm.data == "ring":
+        return False  # its steps move 1/n of the block: kept as a collective
+    return len(roots_of(op, grid)) == 1
+
+
+def lower_collective(op: Operation, routing: Routing, grid: tuple[int, int]) -> None:
+    """Replaces a routed collective by its stages of `mesh.send` / `mesh.recv`."""
+    spmd = op.parent_op()
+    while spmd is not None and not isinstance(spmd, mesh.SpmdOp):
+        spmd = spmd.parent_op()
+    assert spmd is not None
+    axis = axis_of(op)
+    pos = spmd.body.block.args[1 if axis == "x" else 0]
+    n = mesh.axis_size(axis, grid)
+    root = roots_of(op, grid)[0]
+    plan = plan_of(op, grid, root)
+    colors = routing.transfer_colors[op]
+    value: SSAValue = getattr(op, "input")
+    t = value.type
+    new: list[Operation] = []
+    zero = tile.FillOp(0.0, t)
+    new.append(zero)
+    cur = value
+    kind = getattr(op, "kind", None)
+    for stage, stage_colors in zip(plan.stages, colors, strict=True):
+        groups: dict[int, tuple[set[int], set[int]]] = {}
+        for transfer, color in zip(stage.transfers, stage_colors, strict=True):
+            senders, receivers = groups.setdefault(color, (set(), set()))
+            senders.add(transfer.src)
+            receivers.update(transfer.dsts)
+        received: list[tuple[SSAValue, SSAValue]] = []
+        for color, (senders, receivers) in sorted(groups.items()):
+            send_mask = _member(pos, sorted(senders), n, new)
+            recv_mask = _member(pos, sorted(receivers), n, new)
+            new.append(mesh.SendOp(cur, color, send_mask))
+            recv = mesh.RecvOp(t, color, recv_mask)
+            new.append(recv)
+            received.append((recv_mask, recv.result))
+        if isinstance(op, mesh.ShiftOp):
+            nxt: SSAValue = zero.result
+        else:
+            nxt = cur
+        for mask, data in received:
+            if stage.transfers and stage.transfers[0].combine:
+                assert isinstance(kind, mesh.CombineKindAttr)
+                combined = tile.MapOp([nxt, data], {"sum": "add"}.get(kind.data, kind.data))
+                new.append(combined)
+                data = combined.result
+            select = tile.SelectOp(mask, data, nxt)
+            new.append(select)
+            nxt = select.result
+        cur = nxt
+    if isinstance(op, mesh.ShiftOp) and not plan.stages:
+        cur = value
+    if isinstance(op, mesh.ReduceOp):
+        assert root is not None
+        is_root = _member(pos, [root], n, new)
+        keep = tile.SelectOp(is_root, cur, zero.result)
+        new.append(keep)
+        cur = keep.result
+    Rewriter.insert_op(new, InsertPoint.before(op))
+    Rewriter.replace_op(op, [], [cur])
+
+
 @dataclass(frozen=True)
 class MeshRoutePass(ModulePass):
     """
@@ -277,6 +409,11 @@ class MeshRoutePass(ModulePass):
 
     relay: bool = False
     """Let collectives that exceed the color budget relay through software (cost β/hop)."""
+
+    explicit: bool = False
+    """Also lower each routed collective into its stages of `mesh.send` / `mesh.recv` on
+    the assigned colors, with masks of the sending and receiving PEs (ring allreduces,
+    relayed collectives and roots that change at run time stay collectives)."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         for program in [p for p in op.walk() if isinstance(p, mesh.ProgramOp)]:
@@ -306,9 +443,16 @@ class MeshRoutePass(ModulePass):
             coll.attributes["colors"] = ArrayAttr([IntegerAttr(c, i64) for c in colors])
             if coll in routing.relayed:
                 coll.attributes["relayed"] = IntegerAttr(1, i64)
+        if self.explicit:
+            grid = program.grid_shape
+            for coll in list(routing.colors):
+                if lowerable(coll, routing, grid):
+                    lower_collective(coll, routing, grid)
         anchor = program.body.block.last_op
         assert anchor is not None
         for rule in [r for r in routing.table.rules if r not in explicit]:
             route = mesh.RouteOp(rule.color, rule.rows, rule.cols, rule.rx, rule.tx)
-            route.attributes[GENERATED] = UnitAttr()
+            if not self.explicit:
+                # Explicit sends and receives rely on these rules: then they are kept.
+                route.attributes[GENERATED] = UnitAttr()
             Rewriter.insert_op(route, InsertPoint.before(anchor))

@@ -275,8 +275,10 @@ def demo_cmd(seed: int) -> None:
 
 def _register_subcommands() -> None:
     from plmr.tools.bench import bench
+    from plmr.tools.rules_cli import rules
 
     cli.add_command(bench)
+    cli.add_command(rules)
 
 
 _register_subcommands()

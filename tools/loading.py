@@ -5,6 +5,7 @@ parse/verify errors turned into one precise `PlmrError` message.
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 from xdsl.context import Context
@@ -80,7 +81,9 @@ def parse_module(
 
 
 def load_module(path: str | Path, ctx: Context | None = None) -> ModuleOp:
-    """Reads, parses and verifies an `.mlir` file."""
+    """Reads, parses and verifies an `.mlir` file (`-`: standard input)."""
+    if str(path) == "-":
+        return parse_module(sys.stdin.read(), "<stdin>", ctx)
     path = Path(path)
     try:
         text = path.read_text()

@@ -1,0 +1,299 @@
+"""
+An analytic per-op cost on a wafer-scale mesh (the PLMR machine model), in cycles.
+
+Every op runs on the block of cores its partitioning uses and pays:
+
+- **compute** on those cores: multiply-accumulates / (cores · `fmac_fp16`) for matmul and
+  conv (as an implicit GEMM), elements · work / (cores · `simd_fp16`) for elementwise and
+  normalization ops;
+- **data movement** its partitioning implies: a matmul on a `pr × pc` block runs
+  `max(pr, pc)` SUMMA-style steps, each shifting one panel of A and one of B a hop
+  (`link_bytes_per_cycle`, `hop_cycles`, a message start `send_overhead_cycles`, and
+  `step_overhead_cycles`); a
+  transpose moves the data corner to corner across its block; a concat or split moves
+  each core's share one hop; reductions cross the block; a broadcast operand is
+  multicast;
+- a fixed **launch overhead** (op setup, one message start, one synchronization across the
+  block), so fusing or merging ops pays.
+
+The matmul block is chosen to minimize its cost under the per-core SRAM limit. Context
+matters as it does on the machine: ops whose operands are all constants are folded at
+compile time (cost 0); a unary activation or `scale` right after a single-use matmul or
+conv runs in its epilogue (compute only); a transpose of the last two dimensions that
+only feeds matmuls is a `transpose_a`/`transpose_b` flag (cost 0). The graph cost is the
+sum over ops, as in TASO.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from functools import lru_cache
+
+from plmr.passes.taso.dag import Dag, Node
+from plmr.passes.taso.ops import Params, Shape
+from plmr.runtime.device import Device
+
+EPILOGUE_KINDS = frozenset({"relu", "scale", "sigmoid", "tanh", "gelu", "silu", "neg"})
+"""Unary ops a matmul or conv applies to its result before storing it."""
+PRODUCER_KINDS = frozenset({"matmul", "conv2d"})
+ELEMENT_WORK = {
+    "add": 1.0,
+    "sub": 1.0,
+    "mul": 1.0,
+    "div": 4.0,
+    "scale": 1.0,
+    "relu": 1.0,
+    "neg": 1.0,
+    "sqrt": 4.0,
+    "exp": 8.0,
+    "erf": 10.0,
+    "sigmoid": 10.0,
+    "tanh": 10.0,
+    "silu": 11.0,
+    "gelu": 14.0,
+    "opaque:graph.softmax": 12.0,
+    "opaque:graph.layernorm": 8.0,
+    "opaque:graph.rmsnorm": 6.0,
+    "opaque:graph.reduce": 1.0,
+}
+"""Cycles of SIMD work per element (transcendentals need several)."""
+REDUCING = frozenset(
+    {
+        "opaque:graph.softmax",
+        "opaque:graph.layernorm",
+        "opaque:graph.rmsnorm",
+        "opaque:graph.reduce",
+    }
+)
+
+
+def _size(shape: Shape) -> int:
+    return math.prod(shape)
+
+
+def _candidates(limit: int) -> list[int]:
+    out = {1, limit}
+    p = 2
+    while p < limit:
+        out.add(p)
+        p *= 2
+    return sorted(out)
+
+
+class CostModel:
+    """Per-op cycle costs for one device."""
+
+    def __init__(self, device: Device):
+        self.device = device
+        self._matmul = lru_cache(maxsize=None)(self._matmul_uncached)
+        self._nodes: dict[tuple[int, bool, bool, bool], float] = {}
+
+    # -- building blocks -------------------------------------------------------------------
+
+    def launch(self, cores: int) -> float:
+        """Fixed cost of one op on `cores` cores: setup, one message, one block-wide sync."""
+        d = self.device
+        side = math.sqrt(max(cores, 1))
+        return (
+            d.op_overhead_cycles
+            + d.send_overhead_cycles
+            + d.step_overhead_cycles
+            + 2 * side * d.hop_cycles
+        )
+
+    def cores_for(self, elements: int) -> int:
+        """Cores an elementwise op on `elements` values spreads over (at least 1 each)."""
+        return max(1, min(self.device.cores, elements))
+
+    def elementwise(self, elements: int, work: float) -> float:
+        cores = self.cores_for(elements)
+        return math.ceil(elements / cores) * work / self.device.simd_fp16
+
+    def _matmul_uncached(self, batch: int, m: int, k: int, n: int) -> float:
+        d = self.device
+        eb, link = d.elem_bytes, d.link_bytes_per_cycle
+        best = math.inf
+        for pr in _candidates(min(m, d.height)):
+            for pc in _candidates(min(n, d.width)):
+                tm, tn = math.ceil(m / pr), math.ceil(n / pc)
+                steps = max(pr, pc)
+                tk = math.ceil(k / steps)
+                if 2 * (tm * tk + tk * tn) * eb + tm * tn * 4 > d.sram_bytes:
+                    continue
+                compute = tm * tn * k / d.fmac_fp16
+                shift = (
+                    (tm * tk + tk * tn) * eb / link
+                    + d.hop_cycles
+                    + d.send_overhead_cycles
+                    + d.step_overhead_cycles
+                )
+                one = compute + steps * shift
+                regions = max(1, min(batch, d.cores // (pr * pc)))
+                rounds = math.ceil(batch / regions)
+                total = rounds * one + self.launch(pr * pc * regions)
+                best = min(best, total)
+        if math.isinf(best):
+            # Too big for SRAM even on the whole wafer: stream K in chunks from neighbours.
+            best = batch * m * k * n / (d.cores * d.fmac_fp16) * 2 + self.launch(d.cores)
+        return best
+
+    def matmul(self, batch: int, m: int, k: int, n: int) -> float:
+        return self._matmul(batch, m, k, n)
+
+    def transpose(self, elements: int) -> float:
+        d = self.device
+        cores = self.cores_for(elements)
+        side = math.sqrt(cores)
+        traffic = elements * d.elem_bytes / (2 * side * d.link_bytes_per_cycle)
+        return traffic + 2 * side * d.hop_cycles + self.launch(cores)
+
+    def move(self, elements: int) -> float:
+        """Every core forwards its share one hop (concat, split, reshape, gather)."""
+        d = self.device
+        cores = self.cores_for(elements)
+        share = math.ceil(elements / cores) * d.elem_bytes / d.link_bytes_per_cycle
+        return share + d.hop_cycles + d.op_overhead_cycles
+
+    # -- per op ----------------------------------------------------------------------------
+
+    def op_cost(
+        self,
+        kind: str,
+        params: Params,
+        in_shapes: Sequence[Shape],
+        out_shapes: Sequence[Shape],
+        *,
+        folded: bool = False,
+        epilogue: bool = False,
+        absorbed: bool = False,
+    ) -> float:
+        """Cycles of one op; the flags give its context (see the module docstring)."""
+        if kind in ("arg", "const") or folded or absorbed:
+            return 0.0
+        d = self.device
+        out_elems = sum(_size(s) for s in out_shapes)
+        if kind == "matmul":
+            a, b = in_shapes
+            out = out_shapes[0]
+            m, n = out[-2], out[-1]
+            k = a[-2] if params[0] else a[-1]
+            batch = _size(out[:-2])
+            del b
+            return self.matmul(batch, m, k, n)
+        if kind == "conv2d":
+            x, w = in_shapes[0], in_shapes[1]
+            out = out_shapes[0]
+            groups = params[3]
+            assert isinstance(groups, int)
+            m_rows = out[0] * out[2] * out[3]
+            k = w[1] * w[2] * w[3]
+            halo = (w[2] - 1 + w[3] - 1) * x[1] * d.elem_bytes / d.link_bytes_per_cycle
+            return self.matmul(groups, m_rows, k, out[1] // groups) + halo
+        if kind == "pool":
+            kernel = params[1]
+            assert isinstance(kernel, tuple)
+            work = float(kernel[0] * kernel[1])
+            x = in_shapes[0]
+            halo = (
+                (kernel[0] + kernel[1] - 2) * x[1] * d.elem_bytes / d.link_bytes_per_cycle
+            )
+            return (
+                self.elementwise(out_elems, work)
+                + halo
+                + self.launch(self.cores_for(out_elems))
+            )
+        if kind == "transpose":
+            return self.transpose(out_elems)
+        if kind in ("concat", "split") or kind in (
+            "opaque:graph.reshape",
+            "opaque:graph.gather",
+        ):
+            return self.move(out_elems)
+        work = ELEMENT_WORK.get(kind, 2.0)
+        in_elems = max((_size(s) for s in in_shapes), default=out_elems)
+        elems = max(out_elems, in_elems)
+        compute = self.elementwise(elems, work)
+        if epilogue:
+            return compute
+        cores = self.cores_for(elems)
+        cost = compute + self.launch(cores)
+        if len(in_shapes) == 2 and _size(in_shapes[0]) != _size(in_shapes[1]):
+            small = min(_size(in_shapes[0]), _size(in_shapes[1]))
+            cost += (
+                math.ceil(small / cores) * d.elem_bytes / d.link_bytes_per_cycle
+                + 2 * math.sqrt(cores) * d.hop_cycles
+            )
+        if kind in REDUCING:
+            cost += 2 * math.sqrt(cores) * d.hop_cycles + d.step_overhead_cycles
+        return cost
+
+    # -- per graph -------------------------------------------------------------------------
+
+    def node_cost(self, dag: Dag, nid: int, folded: set[int]) -> float:
+        node = dag.nodes[nid]
+        key = (
+            nid,
+            nid in folded,
+            self.is_epilogue(dag, node),
+            self.is_absorbed(dag, nid, node),
+        )
+        found = self._nodes.get(key)
+        if found is None:
+            found = self.op_cost(
+                node.kind,
+                node.params,
+                [dag.shape(v) for v in node.operands],
+                node.shapes,
+                folded=key[1],
+                epilogue=key[2],
+                absorbed=key[3],
+            )
+            self._nodes[key] = found
+        return found
+
+    def is_epilogue(self, dag: Dag, node: Node) -> bool:
+        if node.kind not in EPILOGUE_KINDS or len(node.operands) != 1:
+            return False
+        src = node.operands[0][0]
+        return dag.nodes[src].kind in PRODUCER_KINDS and len(dag.users()[src]) == 1
+
+    def is_absorbed(self, dag: Dag, nid: int, node: Node) -> bool:
+        if node.kind != "transpose":
+            return False
+        perm = node.params[0]
+        assert isinstance(perm, tuple)
+        rank = len(perm)
+        if rank < 2 or perm != (*range(rank - 2), rank - 1, rank - 2):
+            return False
+        users = dag.users()[nid]
+        return (
+            bool(users)
+            and all(
+                dag.nodes[u].kind == "matmul" and dag.nodes[u].params == (False, False)
+                for u, _ in users
+            )
+            and not dag.is_output((nid, 0))
+        )
+
+    def folded_nodes(self, dag: Dag) -> set[int]:
+        """Ops computed from constants only (folded at compile time)."""
+        folded: set[int] = set()
+        for nid in dag.order():
+            node = dag.nodes[nid]
+            if node.kind == "const":
+                folded.add(nid)
+            elif (
+                node.kind != "arg"
+                and node.operands
+                and all(o[0] in folded for o in node.operands)
+            ):
+                folded.add(nid)
+        return folded
+
+    def graph_cost(self, dag: Dag) -> float:
+        folded = self.folded_nodes(dag)
+        return sum(self.node_cost(dag, nid, folded) for nid in dag.nodes)
+
+    def seconds(self, cycles: float) -> float:
+        return cycles / self.device.clock_hz

@@ -1,0 +1,214 @@
+"""
+`taso-substitute`: TASO's cost-based graph substitution search on `graph` programs.
+
+Each function of `graph` ops is turned into a search graph, optimized by the backtracking
+search with the chosen rule set and the wafer cost model of the chosen device, and written
+back if a cheaper graph was found. Afterwards, ops whose operands are all constants (for
+example weights a substitution concatenated) are folded, and transposes are folded back
+into `graph.matmul`'s flags.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects import func
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import Operation, SSAValue
+from xdsl.passes import ModulePass
+from xdsl.pattern_rewriter import (
+    GreedyRewritePatternApplier,
+    PatternRewriter,
+    PatternRewriteWalker,
+    RewritePattern,
+    op_type_rewrite_pattern,
+)
+from xdsl.rewriter import InsertPoint
+
+from plmr.dialects import graph
+from plmr.errors import PlmrError
+from plmr.passes.taso.cost import CostModel
+from plmr.passes.taso.dag import DagContext, constant_attr, export_function, import_function
+from plmr.passes.taso.matcher import Directed, directions
+from plmr.passes.taso.rules import load_rules
+from plmr.passes.taso.search import optimize
+from plmr.passes.transpose_elim import (
+    AbsorbIntoMatmul,
+    ComposeTransposes,
+    FoldConstantTranspose,
+)
+from plmr.runtime.device import get_device
+from plmr.runtime.reference import GRAPH_IMPLS, dense_to_numpy
+
+
+class FoldConstantOps(RewritePattern):
+    """An op whose operands are all `graph.constant` becomes constants (reference semantics)."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: graph.GraphOp, rewriter: PatternRewriter, /):
+        if isinstance(op, graph.ConstantOp) or not op.operands:
+            return
+        owners = [v.owner for v in op.operands]
+        if not all(isinstance(o, graph.ConstantOp) for o in owners):
+            return
+        impl = GRAPH_IMPLS.get(type(op))
+        if impl is None:
+            return
+        args = [dense_to_numpy(o.value) for o in owners if isinstance(o, graph.ConstantOp)]
+        results = impl(op, args)
+        new: list[Operation] = [
+            graph.ConstantOp(constant_attr(r, graph.element_type(v)))
+            for r, v in zip(results, op.results, strict=True)
+        ]
+        rewriter.replace(op, new, [n.results[0] for n in new])
+
+
+class FlattenConcat(RewritePattern):
+    """`concat(concat(a, b), c)` -> `concat(a, b, c)` (same axis, inner used once)."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: graph.ConcatOp, rewriter: PatternRewriter, /):
+        rank = len(graph.static_shape(op.result, "result"))
+        axis = op.axis.value.data % rank
+        inputs: list[SSAValue] = []
+        changed = False
+        for v in op.inputs:
+            inner = v.owner
+            if (
+                isinstance(inner, graph.ConcatOp)
+                and inner.axis.value.data % rank == axis
+                and v.has_one_use()
+            ):
+                inputs.extend(inner.inputs)
+                changed = True
+            else:
+                inputs.append(v)
+        if changed:
+            rewriter.replace(op, graph.ConcatOp(inputs, axis))
+
+
+class FlattenSplit(RewritePattern):
+    """`split(x) -> (a, r)`, `split(r) -> (b, c)` -> `split(x) -> (a, b, c)` (same axis)."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: graph.SplitOp, rewriter: PatternRewriter, /):
+        rank = len(graph.static_shape(op.input, "input"))
+        axis = op.axis.value.data % rank
+        sizes = list(op.sizes.get_values())
+        for k, res in enumerate(op.outputs):
+            if not res.has_one_use():
+                continue
+            inner = res.get_user_of_unique_use()
+            if not isinstance(inner, graph.SplitOp) or inner.axis.value.data % rank != axis:
+                continue
+            new_sizes = [*sizes[:k], *inner.sizes.get_values(), *sizes[k + 1 :]]
+            merged = graph.SplitOp(op.input, axis, new_sizes)
+            outs = list(merged.outputs)
+            n = len(inner.outputs)
+            rewriter.insert(merged, InsertPoint.before(op))
+            rewriter.replace(inner, [], outs[k : k + n])
+            rewriter.replace(op, [], [*outs[:k], None, *outs[k + n :]])
+            return
+
+
+def cleanup(module: ModuleOp) -> None:
+    """Folds constant subgraphs, flattens concat/split trees, restores matmul flags."""
+    patterns: list[RewritePattern] = [
+        FoldConstantOps(),
+        FlattenConcat(),
+        FlattenSplit(),
+        FoldConstantTranspose(),
+        ComposeTransposes(),
+        AbsorbIntoMatmul(),
+    ]
+    PatternRewriteWalker(GreedyRewritePatternApplier(patterns)).rewrite_module(module)
+
+
+@dataclass(frozen=True)
+class FunctionReport:
+    """What the search did to one function (costs in cycles of the device)."""
+
+    name: str
+    initial_cost: float
+    best_cost: float
+    applied: tuple[str, ...]
+    explored: int
+    seconds: float
+
+
+def check_options(alpha: float, budget: int) -> None:
+    if not alpha > 0:
+        raise PlmrError(f"taso-substitute: alpha must be positive, got {alpha}")
+    if budget < 0:
+        raise PlmrError(f"taso-substitute: budget must be >= 0, got {budget}")
+
+
+def substitute_module(
+    module: ModuleOp,
+    alpha: float = 1.05,
+    budget: int = 1000,
+    rules: str = "default",
+    device: str = "wse2",
+    functions: Sequence[str] | None = None,
+) -> list[FunctionReport]:
+    """Optimizes every function (or the named ones) of `module` in place."""
+    check_options(alpha, budget)
+    directed: list[Directed] = directions(load_rules(rules))
+    cost = CostModel(get_device(device))
+    ctx = DagContext()
+    reports: list[FunctionReport] = []
+    for fn in [op for op in module.ops if isinstance(op, func.FuncOp)]:
+        if functions is not None and fn.sym_name.data not in functions:
+            continue
+        dag = import_function(fn, ctx)
+        if dag is None or dag.op_count() == 0:
+            continue
+        result = optimize(dag, directed, cost, alpha, budget)
+        if result.best_cost < result.initial_cost and result.applied:
+            export_function(result.best, fn)
+        reports.append(
+            FunctionReport(
+                fn.sym_name.data,
+                result.initial_cost,
+                min(result.best_cost, result.initial_cost),
+                result.applied if result.best_cost < result.initial_cost else (),
+                result.explored,
+                result.seconds,
+            )
+        )
+    cleanup(module)
+    return reports
+
+
+@dataclass(frozen=True)
+class TasoSubstitutePass(ModulePass):
+    """
+    Rewrites `graph` programs with verified substitution rules, choosing by a wafer cost
+    model with TASO's backtracking search (`cost < alpha · best`, at most `budget` graphs).
+
+    ```mlir
+    // before: two projections of one input
+    %a = graph.matmul %x, %wa : (tensor<8x16xf32>, tensor<16x16xf32>) -> tensor<8x16xf32>
+    %b = graph.matmul %x, %wb : (tensor<8x16xf32>, tensor<16x16xf32>) -> tensor<8x16xf32>
+    // after: one wider matmul on concatenated (constant) weights, split
+    %w = graph.constant dense<...> : tensor<16x32xf32>
+    %ab = graph.matmul %x, %w : (tensor<8x16xf32>, tensor<16x32xf32>) -> tensor<8x32xf32>
+    %a, %b = graph.split %ab axis = 1 sizes = [16, 16] : tensor<8x32xf32> -> (...)
+    ```
+    """
+
+    name = "taso-substitute"
+
+    alpha: float = 1.05
+    """Keep a candidate graph if its cost is below `alpha` times the best cost."""
+    budget: int = 1000
+    """Stop after exploring this many graphs."""
+    rules: str = "default"
+    """The rule file (`default`: the rules shipped with plmr)."""
+    device: str = "wse2"
+    """The device whose cost model guides the search (a preset, e.g. `wse3`)."""
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        substitute_module(op, self.alpha, self.budget, self.rules, self.device)

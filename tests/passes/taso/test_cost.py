@@ -1,0 +1,77 @@
+"""The analytic wafer cost model."""
+
+import pytest
+
+from plmr.passes.taso.cost import CostModel
+from plmr.passes.taso.dag import DagContext, import_function
+from plmr.runtime.device import get_device
+from plmr.tools.loading import parse_module
+
+
+@pytest.fixture(scope="module")
+def wse2():
+    return CostModel(get_device("wse2"))
+
+
+def test_every_op_pays_a_launch_so_merging_matmuls_pays(wse2):
+    two = 2 * wse2.matmul(1, 64, 256, 256)
+    merged = wse2.matmul(1, 64, 256, 512) + wse2.move(64 * 512)
+    assert merged < two
+    assert wse2.launch(1) > 0
+
+
+def test_matmul_cost_grows_with_work(wse2):
+    assert wse2.matmul(1, 64, 64, 64) < wse2.matmul(1, 512, 512, 512)
+    assert wse2.matmul(1, 64, 64, 64) < wse2.matmul(8, 64, 64, 64)
+
+
+def test_wider_simd_is_cheaper():
+    big = (1, 2048, 2048, 2048)
+    assert CostModel(get_device("wse3")).matmul(*big) < CostModel(
+        get_device("wse2")
+    ).matmul(*big)
+
+
+def test_a_small_mesh_is_slower_for_big_matmuls():
+    assert CostModel(get_device("test-small")).matmul(1, 512, 512, 512) > CostModel(
+        get_device("wse2")
+    ).matmul(1, 512, 512, 512)
+
+
+def test_transpose_costs_corner_to_corner_traffic(wse2):
+    assert wse2.transpose(1024 * 1024) > wse2.transpose(64 * 64) > wse2.launch(1)
+
+
+def _dag(text: str):
+    module = parse_module(text)
+    fn = next(iter(module.ops))
+    dag = import_function(fn, DagContext())
+    assert dag is not None
+    return dag
+
+
+def test_context_rules(wse2):
+    dag = _dag(
+        """
+        func.func @f(%x: tensor<64x64xf32>, %w: tensor<64x64xf32>) -> (tensor<64x64xf32>, tensor<64x64xf32>) {
+          %c = graph.constant dense<1.0> : tensor<64x64xf32>
+          %ct = graph.transpose %c perm = [1, 0] : tensor<64x64xf32> -> tensor<64x64xf32>
+          %m = graph.matmul %x, %w transpose_b : (tensor<64x64xf32>, tensor<64x64xf32>) -> tensor<64x64xf32>
+          %r = graph.relu %m : tensor<64x64xf32>
+          %a = graph.add %r, %ct : (tensor<64x64xf32>, tensor<64x64xf32>) -> tensor<64x64xf32>
+          %s = graph.relu %a : tensor<64x64xf32>
+          func.return %s, %a : tensor<64x64xf32>, tensor<64x64xf32>
+        }
+        """
+    )
+    folded = wse2.folded_nodes(dag)
+    costs = {dag.nodes[n].kind: [] for n in dag.nodes}
+    for n in dag.order():
+        costs[dag.nodes[n].kind].append(wse2.node_cost(dag, n, folded))
+    # The weight transpose is folded at compile time, the transpose_b flag is free.
+    assert costs["transpose"] == [0.0, 0.0]
+    # The relu right after the matmul runs in its epilogue; the later one pays a launch.
+    epilogue, standalone = costs["relu"]
+    assert 0 < epilogue < standalone
+    assert standalone - epilogue == pytest.approx(wse2.launch(64 * 64))
+    assert wse2.graph_cost(dag) == pytest.approx(sum(sum(v) for v in costs.values()))
