@@ -445,6 +445,7 @@ class MeshRuntime:
     by default only on grids up to 256×256 PEs, where it is cheap."""
     _cycles: dict[Operation, float] = field(default_factory=dict[Operation, float])
     _elems: dict[Operation, int] = field(default_factory=dict[Operation, int])
+    _placeholders: dict[SSAValue, Array] = field(default_factory=dict[SSAValue, Array])
     _last_issue: dict[Operation, FloatArray] = field(
         default_factory=dict[Operation, FloatArray]
     )
@@ -482,6 +483,7 @@ class MeshRuntime:
         self._plans = {}
         self._pending = {}
         self._last_issue = {}
+        self._placeholders = {}
         routing = route_program(program, self.relay, self.device)
         self.table = routing.table
         self.relayed = routing.relayed
@@ -586,6 +588,13 @@ class MeshRuntime:
 
     def placeholder(self, value: SSAValue) -> Array:
         """A zero-stride array with the value's per-PE shape (timing mode)."""
+        cached = self._placeholders.get(value)
+        if cached is None:
+            cached = self._make_placeholder(value)
+            self._placeholders[value] = cached
+        return cached
+
+    def _make_placeholder(self, value: SSAValue) -> Array:
         t = value.type
         if not isinstance(t, TensorType):
             return np.zeros(self.grid, dtype=np.int64)
