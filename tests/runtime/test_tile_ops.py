@@ -1194,6 +1194,9 @@ INT_BINARY: dict[str, Callable[[int, int], int]] = {
     "arith.ceildivsi": lambda a, b: -(-a // b),
     "arith.maxsi": max,
     "arith.minsi": min,
+    "arith.andi": lambda a, b: a & b,
+    "arith.ori": lambda a, b: a | b,
+    "arith.xori": lambda a, b: a ^ b,
 }
 
 CMPI: dict[str, Callable[[int, int], bool]] = {
