@@ -9,7 +9,7 @@ import zipfile
 import zlib
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 from xdsl.dialects import func
@@ -38,6 +38,8 @@ MeshEntry = mesh.ProgramOp
 
 Entry = func.FuncOp | mesh.ProgramOp
 """What `plmr run` can execute: a function (reference semantics) or a mesh program."""
+
+E = TypeVar("E", bound=func.FuncOp | mesh.ProgramOp)
 
 
 def arg_names(fn: Entry) -> list[str]:
@@ -70,42 +72,32 @@ def entries(module: ModuleOp) -> list[Entry]:
     return out
 
 
-def select_entry(module: ModuleOp, entry: str | None) -> Entry:
-    """`@entry`, else `@main`, else the module's only function or mesh program."""
-    fns = entries(module)
-    names = ", ".join(f"@{f.sym_name.data}" for f in fns) or "none"
+def _select(candidates: Sequence[E], entry: str | None, what: str) -> E:
+    """`@entry`, else `@main`, else the only candidate; `what` names them in errors."""
+    names = ", ".join(f"@{f.sym_name.data}" for f in candidates) or "none"
     if entry is not None:
-        for f in fns:
+        for f in candidates:
             if f.sym_name.data == entry:
                 return f
-        raise PlmrError(f"no function or mesh.program @{entry} in the program ({names})")
-    for f in fns:
+        raise PlmrError(f"no {what} @{entry} in the program ({names})")
+    for f in candidates:
         if f.sym_name.data == "main":
             return f
-    if len(fns) == 1:
-        return fns[0]
-    if not fns:
-        raise PlmrError("the program has no function or mesh.program to run")
+    if len(candidates) == 1:
+        return candidates[0]
+    if not candidates:
+        raise PlmrError(f"the program has no {what} to run")
     raise PlmrError(f"the program has several entries ({names}); choose one with --entry")
+
+
+def select_entry(module: ModuleOp, entry: str | None) -> Entry:
+    """`@entry`, else `@main`, else the module's only function or mesh program."""
+    return _select(entries(module), entry, "function or mesh.program")
 
 
 def select_function(module: ModuleOp, entry: str | None) -> func.FuncOp:
     """`@entry`, else `@main`, else the module's only function."""
-    fns = functions(module)
-    names = ", ".join(f"@{f.sym_name.data}" for f in fns) or "none"
-    if entry is not None:
-        for f in fns:
-            if f.sym_name.data == entry:
-                return f
-        raise PlmrError(f"no function @{entry} in the program (functions: {names})")
-    for f in fns:
-        if f.sym_name.data == "main":
-            return f
-    if len(fns) == 1:
-        return fns[0]
-    if not fns:
-        raise PlmrError("the program has no function with a body to run")
-    raise PlmrError(f"the program has several functions ({names}); choose one with --entry")
+    return _select(functions(module), entry, "function")
 
 
 def _tensor(t: Attribute, what: str) -> TensorType[Attribute]:
