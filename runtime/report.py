@@ -22,7 +22,7 @@ FloatArray = npt.NDArray[np.floating[Any]]
 
 @dataclass
 class OpTime:
-    """Time attributed to one kind of op on the slowest PE (summed over executions)."""
+    """Time attributed to one kind of op at PE (0, 0) (summed over executions)."""
 
     name: str
     count: int = 0
@@ -157,7 +157,7 @@ class Report:
             ),
         ]
         if self.ops:
-            lines.append("  time by op (critical PE):")
+            lines.append("  time by op (PE (0, 0)):")
             for op in self.ops[:8]:
                 lines.append(f"    {op.name:<18} x{op.count:<6} {op.cycles:>12,.0f} cycles")
         lines.append(f"  simulated in {self.simulation_seconds:.2f} s")
