@@ -55,6 +55,11 @@ class PlmrGroup(click.Group):
         except PlmrError as e:
             click.echo(f"error: {e}", err=True)
             ctx.exit(1)
+        except BrokenPipeError:
+            # The reader went away (e.g. `plmr rules list | head`): stop quietly.
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            ctx.exit(0)
         except OSError as e:
             name = e.filename if e.filename is not None else ""
             click.echo(f"error: {name}: {e.strerror or e}", err=True)
