@@ -26,6 +26,7 @@ from xdsl.dialects.builtin import (
     FloatAttr,
     FunctionType,
     IndexType,
+    IntAttr,
     IntegerAttr,
     IntegerType,
     StringAttr,
@@ -210,7 +211,9 @@ class LayoutAttr(ParametrizedAttribute):
     split over x is rotated by the PE's position on the y ring — PE (i, j) holds block
     `ord[(L(j) + L(i)) mod n]`, where `L` is a PE's position on the logical ring
     (`torus` or `interleaved`) and `ord` its inverse; `skew y` likewise for the dim split
-    over y.
+    over y. With `chunks C` (non-square grids, C = lcm(rows, cols)) the skewed dim is cut
+    into C chunks, C/n per PE, and PE (i, j)'s chunk u is chunk
+    `(L(j)·C/nx + u + L(i)·C/ny) mod C` for `skew x` (symmetrically for `skew y`).
 
     `#mesh.layout<[y, x]>`, `#mesh.layout<[-, y]>`, `#mesh.layout<[y, x], skew x interleaved>`
     """
@@ -221,15 +224,22 @@ class LayoutAttr(ParametrizedAttribute):
     mode: StringAttr
     skew: StringAttr
     ring: StringAttr
+    chunks: IntAttr
 
     def __init__(
-        self, dims: Sequence[str], mode: str = "blocked", skew: str = "", ring: str = ""
+        self,
+        dims: Sequence[str],
+        mode: str = "blocked",
+        skew: str = "",
+        ring: str = "",
+        chunks: int = 0,
     ):
         super().__init__(
             ArrayAttr([StringAttr(d) for d in dims]),
             StringAttr(mode),
             StringAttr(skew),
             StringAttr(ring if skew else ""),
+            IntAttr(chunks if skew else 0),
         )
 
     @property
@@ -269,6 +279,8 @@ class LayoutAttr(ParametrizedAttribute):
             raise VerifyException(
                 f"skew ring must be torus or interleaved, got '{self.ring.data}'"
             )
+        if self.chunks.data < 0:
+            raise VerifyException(f"chunks must be >= 0, got {self.chunks.data}")
 
     @classmethod
     def parse_parameters(cls, parser: AttrParser) -> Sequence[Attribute]:
@@ -277,7 +289,7 @@ class LayoutAttr(ParametrizedAttribute):
                 return "-"
             return parser.parse_identifier()
 
-        mode, skew, ring = "blocked", "", ""
+        mode, skew, ring, chunks = "blocked", "", "", 0
         with parser.in_angle_brackets():
             dims = parser.parse_comma_separated_list(parser.Delimiter.SQUARE, entry)
             while parser.parse_optional_punctuation(",") is not None:
@@ -285,6 +297,8 @@ class LayoutAttr(ParametrizedAttribute):
                 if word == "skew":
                     skew = parser.parse_identifier()
                     ring = parser.parse_identifier()
+                    if parser.parse_optional_keyword("chunks") is not None:
+                        chunks = parser.parse_integer(allow_negative=False)
                 else:
                     mode = word
         return (
@@ -292,6 +306,7 @@ class LayoutAttr(ParametrizedAttribute):
             StringAttr(mode),
             StringAttr(skew),
             StringAttr(ring),
+            IntAttr(chunks),
         )
 
     def print_parameters(self, printer: Printer) -> None:
@@ -301,6 +316,8 @@ class LayoutAttr(ParametrizedAttribute):
                 printer.print_string(f", {self.mode.data}")
             if self.skew.data:
                 printer.print_string(f", skew {self.skew.data} {self.ring.data}")
+                if self.chunks.data:
+                    printer.print_string(f" chunks {self.chunks.data}")
 
 
 @irdl_attr_definition

@@ -94,9 +94,7 @@ def cannon_gemm(
     _check_grid(grid, m=m, k=k, n=n)
     p, q = grid
     if p != q:
-        raise PlmrError(
-            f"MeshGEMM and Cannon need a square grid, got {p}x{q} (use summa for P×Q grids)"
-        )
+        return _chunked_cannon(m, k, n, grid, device, ring)
     if p == 2 and ring == "interleaved":
         ring = "torus"
     a_d = _dist((m, k), mesh.LayoutAttr(["y", "x"], skew="x", ring=ring))
@@ -128,6 +126,94 @@ def cannon_gemm(
         name,
         ((m, k), (k, n)),
         f"{name}: C[{m}x{n}] = A[{m}x{k}]·B[{k}x{n}] on {p}x{q} ({ring} ring)",
+    )
+
+
+def _ring_for(ring: str, n: int) -> str:
+    return "torus" if ring == "interleaved" and n < 3 else ring
+
+
+def _rotate(
+    buf: SSAValue, rows: int, cols: int, chunk: int, along_cols: bool, axis: str, ring: str
+) -> SSAValue:
+    """Passes the buffer's last chunk to the ring successor, shifting the rest by one."""
+    t = TensorType(f32, (rows, cols))
+    count = (cols if along_cols else rows) // chunk
+    if count == 1:
+        return mesh.ShiftOp(buf, axis, ring).result
+    zero = _index(0)
+    last_at = _index((count - 1) * chunk)
+    if along_cols:
+        last = tile.LoadOp(buf, [zero, last_at], (rows, chunk)).result
+        head = tile.LoadOp(buf, [zero, zero], (rows, cols - chunk)).result
+        at_head = [zero, _index(chunk)]
+    else:
+        last = tile.LoadOp(buf, [last_at, zero], (chunk, cols)).result
+        head = tile.LoadOp(buf, [zero, zero], (rows - chunk, cols)).result
+        at_head = [_index(chunk), zero]
+    arrived = mesh.ShiftOp(last, axis, ring).result
+    fresh = tile.FillOp(0.0, t).result
+    moved = tile.StoreOp(head, fresh, at_head).result
+    return tile.StoreOp(arrived, moved, [zero, zero]).result
+
+
+def _chunked_cannon(
+    m: int,
+    k: int,
+    n: int,
+    grid: tuple[int, int],
+    device: str,
+    ring: str,
+    transposed_b: bool = False,
+) -> Kernel:
+    """
+    Cannon on a P×Q grid: K is cut into L = lcm(P, Q) chunks that circulate on rings of
+    L slots (L/Q per PE along x for A, L/P per PE along y for B), placed pre-aligned, so
+    every step multiplies one matching pair of chunks (WaferLLM's lcm tiling). With
+    `transposed_b`, B is N×K and placed pre-transposed (N over x, K over y): C = A·Bᵀ
+    with no transpose on the mesh.
+    """
+    p, q = grid
+    chunks = math.lcm(p, q)
+    if k % chunks:
+        raise PlmrError(
+            f"on a {p}x{q} grid K must be a multiple of lcm({p}, {q}) = {chunks}, got {k}"
+        )
+    a_d = _dist((m, k), mesh.LayoutAttr(["y", "x"], skew="x", ring=ring, chunks=chunks))
+    b_shape, b_dims = ((n, k), ["x", "y"]) if transposed_b else ((k, n), ["y", "x"])
+    b_d = _dist(b_shape, mesh.LayoutAttr(b_dims, skew="y", ring=ring, chunks=chunks))
+    c_d = _dist((m, n), mesh.LayoutAttr(["y", "x"]))
+    name = "gemm_t" if transposed_b else "meshgemm" if ring == "interleaved" else "cannon"
+    program = _program(name, [(m, k), b_shape], (m, n), device, grid)
+    a_blk, b_blk, c_blk = _block(a_d, grid), _block(b_d, grid), _block(c_d, grid)
+    (mb, ka), (b_rows, b_cols) = a_blk.get_shape(), b_blk.get_shape()
+    size = k // chunks
+    body = Block(arg_types=[IndexType(), IndexType(), a_blk, b_blk])
+    with ImplicitBuilder(body) as (_, _, a0, b0):
+        zero_c = tile.FillOp(0.0, c_blk).result
+        step = Block(arg_types=[IndexType(), c_blk, a_blk, b_blk])
+        with ImplicitBuilder(step) as (_, c, a, b):
+            first = _index(0)
+            a_now = tile.LoadOp(a, [first, first], (mb, size)).result
+            b_chunk = (b_rows, size) if transposed_b else (size, b_cols)
+            b_now = tile.LoadOp(b, [first, first], b_chunk).result
+            a2 = _rotate(a, mb, ka, size, True, "x", _ring_for(ring, q))
+            b2 = _rotate(b, b_rows, b_cols, size, transposed_b, "y", _ring_for(ring, p))
+            c2 = tile.DotOp(a_now, b_now, c, transpose_b=transposed_b).result
+            tile.YieldOp(c2, a2, b2)
+        loop = tile.ForOp(0, chunks, 1, "reduction", [zero_c, a0, b0], Region(step))
+        mesh.YieldOp(loop.res[0])
+    with ImplicitBuilder(program.body) as (a_host, b_host):
+        da = mesh.ScatterOp(a_host, a_d.layout).result
+        db = mesh.ScatterOp(b_host, b_d.layout).result
+        dc = mesh.SpmdOp([da, db], [c_d], Region(body)).outputs[0]
+        mesh.ReturnOp(mesh.GatherOp(dc).result)
+    product = f"A[{m}x{k}]·B[{n}x{k}]ᵀ" if transposed_b else f"A[{m}x{k}]·B[{k}x{n}]"
+    return Kernel(
+        ModuleOp([program]),
+        name,
+        ((m, k), b_shape),
+        f"{name}: C[{m}x{n}] = {product} on {p}x{q} ({ring} rings, {chunks} K-chunks)",
     )
 
 
@@ -201,7 +287,8 @@ def gemm_t(
     _check_grid(grid, m=m, k=k, n=n)
     p, q = grid
     if p != q:
-        raise PlmrError(f"gemm_t needs a square grid, got {p}x{q}")
+        # B placed pre-transposed, its K chunks circulating like MeshGEMM's.
+        return _chunked_cannon(m, k, n, grid, device, ring, transposed_b=True)
     if p < 3:
         ring = "torus"
     a_d = _dist((m, k), mesh.LayoutAttr(["y", "x"]))

@@ -91,10 +91,54 @@ def scatter_array(
         if a not in axis_pos:
             y = np.expand_dims(y, i)
     out = np.ascontiguousarray(np.broadcast_to(y, (grid[0], grid[1], *block)))
+    if layout.skew.data and layout.chunks.data:
+        dim = layout.dim_of(layout.skew.data)
+        assert dim is not None
+        rows, cols, units = chunk_index(layout, grid)
+        moved = _chunked(out, dim, layout.chunks.data, grid, layout.skew.data)
+        picked = moved[rows, cols, units]
+        return _unchunked(picked, dim, out.shape)
     if layout.skew.data:
         rows, cols = skew_index(layout, grid)
         out = np.ascontiguousarray(out[rows, cols])
     return out
+
+
+def _chunked(
+    blocks: Array, dim: int, chunks: int, grid: tuple[int, int], axis: str
+) -> Array:
+    """(H, W, ..., S, ...) -> (H, W, per-PE chunks, ..., chunk size, ...)."""
+    n = grid[1] if axis == "x" else grid[0]
+    per = chunks // n
+    size = blocks.shape[2 + dim] // per
+    shape = (*blocks.shape[: 2 + dim], per, size, *blocks.shape[3 + dim :])
+    return np.moveaxis(blocks.reshape(shape), 2 + dim, 2)
+
+
+def _unchunked(moved: Array, dim: int, shape: Sequence[int]) -> Array:
+    return np.ascontiguousarray(np.moveaxis(moved, 2, 2 + dim).reshape(shape))
+
+
+def chunk_index(
+    layout: mesh.LayoutAttr, grid: tuple[int, int]
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """For a chunked skew: (row, col, local chunk) of the standard placement per chunk."""
+    from plmr.runtime.collectives import ring_order
+
+    ny, nx = grid
+    ring = layout.ring.data
+    chunks = layout.chunks.data
+    ord_y = np.asarray(ring_order(ring, ny) if ny >= 3 or ring == "torus" else range(ny))
+    ord_x = np.asarray(ring_order(ring, nx) if nx >= 3 or ring == "torus" else range(nx))
+    pos_y, pos_x = np.argsort(ord_y), np.argsort(ord_x)
+    per_x, per_y = chunks // nx, chunks // ny
+    if layout.skew.data == "x":
+        yy, xx, uu = np.indices((ny, nx, per_x), dtype=np.int64)
+        c = (pos_x[xx] * per_x + uu + pos_y[yy] * per_y) % chunks
+        return yy, c // per_x, c % per_x
+    yy, xx, uu = np.indices((ny, nx, per_y), dtype=np.int64)
+    c = (pos_y[yy] * per_y + uu + pos_x[xx] * per_x) % chunks
+    return c // per_y, xx, c % per_y
 
 
 def skew_index(
@@ -121,7 +165,15 @@ def gather_array(
     """Per-PE blocks -> host tensor (replicas from the first PE of replicated axes)."""
     block = list(blocks.shape[2:])
     arr = blocks
-    if layout.skew.data:
+    if layout.skew.data and layout.chunks.data:
+        dim = layout.dim_of(layout.skew.data)
+        assert dim is not None
+        rows, cols, units = chunk_index(layout, grid)
+        moved = _chunked(arr, dim, layout.chunks.data, grid, layout.skew.data)
+        standard = np.empty_like(moved)
+        standard[rows, cols, units] = moved
+        arr = _unchunked(standard, dim, arr.shape)
+    elif layout.skew.data:
         rows, cols = skew_index(layout, grid)
         unskewed = np.empty_like(arr)
         unskewed[rows, cols] = arr

@@ -146,16 +146,26 @@ def test_gemv_is_exact(variant: str, grid: tuple[int, int], mn: tuple[int, int])
     run_functional(gemv(algorithm, mn[0], mn[1], grid, "wse2", **options))
 
 
+@pytest.mark.parametrize("algorithm", ["meshgemm", "cannon", "gemm_t"])
+@pytest.mark.parametrize("grid", [(2, 3), (3, 5), (4, 6), (5, 3), (1, 4), (3, 2)])
+def test_cannon_kernels_on_non_square_grids_are_exact(
+    algorithm: str, grid: tuple[int, int]
+):
+    chunks = math.lcm(*grid)
+    run_functional(gemm(algorithm, 13, 2 * chunks, 11, grid, "wse2"))
+
+
 @pytest.mark.parametrize(
     "build, message",
     [
         (
+            # Non-square grids cut K into lcm(P, Q) chunks.
             lambda: gemm("meshgemm", 8, 8, 8, (2, 3), "wse2"),
-            "MeshGEMM and Cannon need a square grid, got 2x3 (use summa for P×Q grids)",
+            "on a 2x3 grid K must be a multiple of lcm(2, 3) = 6, got 8",
         ),
         (
             lambda: gemm("gemm_t", 8, 8, 8, (3, 2), "wse2"),
-            "gemm_t needs a square grid, got 3x2",
+            "on a 3x2 grid K must be a multiple of lcm(3, 2) = 6, got 8",
         ),
         (
             lambda: gemm("strassen", 8, 8, 8, (2, 2), "wse2"),
@@ -811,3 +821,22 @@ def test_relayed_collectives_pay_beta_per_hop():
     device = get_device("wse2")
     # The interleaved step is relayed: ≥ β more on its path of 1 or 2 hops.
     assert relayed.cycles >= routed.cycles + device.relay_cycles
+
+
+@pytest.mark.parametrize("grid", [(2, 3), (3, 5), (4, 6), (3, 3), (1, 4)])
+@pytest.mark.parametrize("skew", ["x", "y"])
+@pytest.mark.parametrize("ring", ["torus", "interleaved"])
+def test_chunked_skew_round_trips_and_is_a_rotation(
+    grid: tuple[int, int], skew: str, ring: str
+):
+    chunks = math.lcm(*grid)
+    layout = mesh.LayoutAttr(["y", "x"], skew=skew, ring=ring, chunks=chunks)
+    shape = (2 * grid[0], 3 * chunks) if skew == "x" else (3 * chunks, 2 * grid[1])
+    x = np.arange(math.prod(shape), dtype=np.float32).reshape(shape)
+    blocks = scatter_array(x, layout, grid)
+    np.testing.assert_array_equal(gather_array(blocks, layout, shape, grid), x)
+    # Every PE holds whole chunks, and every chunk once per line.
+    dim = 1 if skew == "x" else 0
+    size = shape[dim] // chunks
+    seen = np.moveaxis(blocks, 2 + dim, 2)[..., ::size, :]
+    assert seen.shape[2] == chunks // (grid[1] if skew == "x" else grid[0])

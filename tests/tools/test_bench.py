@@ -210,11 +210,11 @@ SIZES_256 = ["--m", "256", "--k", "256", "--n", "256"]
         (["gemm", "--grid", "-2x2"], "bad grid '-2x2': both sizes must be positive"),
         (
             ["gemm", "--grid", "3x4"],
-            "MeshGEMM and Cannon need a square grid, got 3x4 (use summa for P×Q grids)",
+            "on a 3x4 grid K must be a multiple of lcm(3, 4) = 12, got 64",
         ),
         (
-            ["gemm", "--algo", "gemm_t", "--grid", "2x4"],
-            "gemm_t needs a square grid, got 2x4",
+            ["gemm", "--algo", "gemm_t", "--grid", "2x4", "--k", "10"],
+            "on a 2x4 grid K must be a multiple of lcm(2, 4) = 4, got 10",
         ),
         (
             ["gemm", "--algo", "summa", "--grid", "2x3", "--k", "10"],
@@ -341,7 +341,7 @@ def test_bench_errors_without_traceback_in_a_real_process():
     assert done.returncode == 1
     assert done.stdout == ""
     assert done.stderr == (
-        "error: MeshGEMM and Cannon need a square grid, got 3x4 (use summa for P×Q grids)\n"
+        "error: on a 3x4 grid K must be a multiple of lcm(3, 4) = 12, got 64\n"
     )
     done = subprocess.run(
         [str(plmr), "bench", "gemv", "--grid", "4x4", "--m", "8", "--n", "8", "--json"],
