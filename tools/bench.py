@@ -250,3 +250,67 @@ def gemv_cmd(
 
     extra = {"kernel": "gemv", "algorithm": algo, "m": m, "n": n, "k": k, "groups": groups}
     execute(kernel, reference=reference, extra=extra, echo=click.echo, **opts)
+
+
+@bench.command("kv")
+@click.option(
+    "--model",
+    default="llama3-8b",
+    show_default=True,
+    help="Model preset: llama3-8b or llama2-13b.",
+)
+@run_options
+def kv_cmd(model: str, grid: str, **opts: Any) -> None:
+    """
+    KV-cache capacity of WaferLLM's shift scheme vs. tail concatenation, and one shift
+    append (of a layer's K row) run on the grid.
+    """
+    import numpy as np
+
+    from plmr.lowering.kv_cache import get_model, kv_append, kv_capacity
+    from plmr.runtime.interpreter import run_mesh
+
+    cfg = get_model(model)
+    shape = parse_grid(grid)
+    shift = kv_capacity(cfg, shape, opts["device"], "shift")
+    concat = kv_capacity(cfg, shape, opts["device"], "concat")
+    kernel = kv_append(shape, shift.slots_per_pe, cfg.kv_dim, opts["device"], "shift")
+    timing_inputs = [np.zeros(s, dtype=np.float32) for s in kernel.inputs]
+    _, timed = run_mesh(kernel.module, timing_inputs, device=opts["device"], mode="timing")
+
+    def reference(inputs: list[Any]) -> Any:
+        cache, new = inputs
+        return np.concatenate([cache[1:], new])
+
+    extra: dict[str, Any] = {
+        "kernel": "kv",
+        "model": cfg.name,
+        "max_tokens_shift": shift.max_tokens,
+        "max_tokens_concat": concat.max_tokens,
+        "ratio": shift.max_tokens / concat.max_tokens,
+        "stages": shift.stages,
+        "layers_per_stage": shift.layers_per_stage,
+        "weight_bytes_per_pe": shift.weight_bytes_per_pe,
+        "workspace_bytes_per_pe": shift.workspace_bytes_per_pe,
+        "free_bytes_per_pe": shift.free_bytes_per_pe,
+        "bytes_per_token_per_pe": shift.bytes_per_token_per_pe,
+        "slots_per_pe": shift.slots_per_pe,
+        "append_cycles": timed.cycles,
+    }
+    if not opts["as_json"]:
+        p, q = shape
+        click.echo(f"kv cache: {cfg.name} on {p}x{q} PEs ({opts['device']})")
+        click.echo(
+            f"  stages      {shift.stages} pipeline stage(s), {shift.layers_per_stage} "
+            "layers on the fullest"
+        )
+        click.echo(
+            f"  per PE      {shift.weight_bytes_per_pe:,} B weights, "
+            f"{shift.workspace_bytes_per_pe:,} B workspace, {shift.free_bytes_per_pe:,} B "
+            f"free, {shift.bytes_per_token_per_pe} B per token"
+        )
+        click.echo(f"  concat      {concat.max_tokens:,} tokens (the last row fills)")
+        click.echo(f"  shift       {shift.max_tokens:,} tokens (all {p} rows fill)")
+        click.echo(f"  ratio       {extra['ratio']:.1f}x")
+        click.echo(f"  append      {timed.cycles:,.0f} cycles per shift append")
+    execute(kernel, reference=reference, extra=extra, echo=click.echo, **opts)

@@ -1,0 +1,94 @@
+"""
+`plmr bench kv`: the KV-cache capacity of the shift scheme vs. tail concatenation and
+the cycles of one shift append, as one JSON object with `--json`; one clean error for a
+bad model, grid or device.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from plmr.tools.cli import main as plmr_main
+
+KV_KEYS = {
+    "max_tokens_shift",
+    "max_tokens_concat",
+    "ratio",
+    "weight_bytes_per_pe",
+    "bytes_per_token_per_pe",
+    "stages",
+    "append_cycles",
+    "cycles",
+    "mode",
+}
+
+
+def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    code = plmr_main(argv)
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def one_json_object(stdout: str) -> dict[str, Any]:
+    assert stdout.endswith("\n")
+    assert stdout.count("\n") == 1, stdout
+    data = json.loads(stdout)
+    assert isinstance(data, dict)
+    return data
+
+
+@pytest.mark.parametrize("mode", ["timing", "functional"])
+@pytest.mark.parametrize(
+    ("model", "grid"), [("llama3-8b", "360x360"), ("llama2-13b", "300x200")]
+)
+def test_bench_kv_json(model: str, grid: str, mode: str, capsys):
+    argv = ["bench", "kv", "--model", model, "--grid", grid, "--mode", mode, "--json"]
+    code, out, err = run(argv, capsys)
+    assert code == 0, err
+    data = one_json_object(out)
+    assert KV_KEYS <= set(data)
+    rows = int(grid.split("x")[0])
+    assert data["model"] == model
+    assert data["mode"] == mode
+    assert data["max_tokens_shift"] == rows * data["max_tokens_concat"] > 0
+    assert data["ratio"] == pytest.approx(rows)
+    assert data["stages"] >= 1
+    assert data["weight_bytes_per_pe"] > 0
+    assert data["bytes_per_token_per_pe"] > 0
+    assert data["append_cycles"] == pytest.approx(data["cycles"])
+    if mode == "functional":
+        assert data["check"]["passed"] is True
+
+
+def test_bench_kv_text(capsys):
+    code, out, err = run(["bench", "kv", "--grid", "360x360"], capsys)
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[0] == "kv cache: llama3-8b on 360x360 PEs (wse2)"
+    assert any(line.startswith("  ratio       360.0x") for line in lines)
+    assert any("cycles per shift append" in line for line in lines)
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--model", "gpt2", "--grid", "360x360"], "unknown model 'gpt2'; presets:"),
+        (["--grid", "360by360"], "bad grid '360by360'"),
+        (["--grid", "0x4"], "both sizes must be positive"),
+        (["--grid", "8x8"], "the LM head alone needs"),
+        (["--grid", "1000x1000"], "does not fit wse2"),
+        (["--model", "llama2-13b", "--grid", "120x96"], "one layer needs 57908 B per PE"),
+        (["--grid", "360x360", "--device", "wse9"], "unknown device 'wse9'"),
+    ],
+)
+def test_bench_kv_errors(argv: list[str], message: str, capsys):
+    code, out, err = run(["bench", "kv", *argv, "--json"], capsys)
+    assert code == 1
+    assert out == ""
+    assert err.startswith("error: ")
+    assert message in err
+    assert err.count("\n") == 1
+    assert "Traceback" not in err
