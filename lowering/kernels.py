@@ -116,17 +116,26 @@ def cannon_gemm(
         loop = tile.ForOp(0, p - 1, 1, "reduction", [zero, a0, b0], Region(step))
         last = tile.DotOp(loop.res[1], loop.res[2], loop.res[0]).result
         mesh.YieldOp(last)
-    with ImplicitBuilder(program.body) as (a_host, b_host):
-        da = mesh.ScatterOp(a_host, a_d.layout).result
-        db = mesh.ScatterOp(b_host, b_d.layout).result
-        dc = mesh.SpmdOp([da, db], [c_d], Region(body)).outputs[0]
-        mesh.ReturnOp(mesh.GatherOp(dc).result)
+    _wire(program, [a_d, b_d], c_d, body)
     return Kernel(
         ModuleOp([program]),
         name,
         ((m, k), (k, n)),
         f"{name}: C[{m}x{n}] = A[{m}x{k}]·B[{k}x{n}] on {p}x{q} ({ring} ring)",
     )
+
+
+def _wire(
+    program: mesh.ProgramOp, inputs: list[mesh.DistType], output: mesh.DistType, body: Block
+) -> None:
+    """Scatters the program's inputs, runs `body` on every PE, gathers the result."""
+    with ImplicitBuilder(program.body) as hosts:
+        placed = [
+            mesh.ScatterOp(host, d.layout).result
+            for host, d in zip(hosts, inputs, strict=True)
+        ]
+        result = mesh.SpmdOp(placed, [output], Region(body)).outputs[0]
+        mesh.ReturnOp(mesh.GatherOp(result).result)
 
 
 def _ring_for(ring: str, n: int) -> str:
@@ -203,11 +212,7 @@ def _chunked_cannon(
             tile.YieldOp(c2, a2, b2)
         loop = tile.ForOp(0, chunks, 1, "reduction", [zero_c, a0, b0], Region(step))
         mesh.YieldOp(loop.res[0])
-    with ImplicitBuilder(program.body) as (a_host, b_host):
-        da = mesh.ScatterOp(a_host, a_d.layout).result
-        db = mesh.ScatterOp(b_host, b_d.layout).result
-        dc = mesh.SpmdOp([da, db], [c_d], Region(body)).outputs[0]
-        mesh.ReturnOp(mesh.GatherOp(dc).result)
+    _wire(program, [a_d, b_d], c_d, body)
     product = f"A[{m}x{k}]·B[{n}x{k}]ᵀ" if transposed_b else f"A[{m}x{k}]·B[{k}x{n}]"
     return Kernel(
         ModuleOp([program]),
@@ -252,11 +257,7 @@ def summa_gemm(m: int, k: int, n: int, grid: tuple[int, int], device: str) -> Ke
             tile.YieldOp(tile.DotOp(a_b, b_b, c).result)
         loop = tile.ForOp(0, panels, 1, "reduction", [zero], Region(step))
         mesh.YieldOp(loop.res[0])
-    with ImplicitBuilder(program.body) as (a_host, b_host):
-        da = mesh.ScatterOp(a_host, a_d.layout).result
-        db = mesh.ScatterOp(b_host, b_d.layout).result
-        dc = mesh.SpmdOp([da, db], [c_d], Region(body)).outputs[0]
-        mesh.ReturnOp(mesh.GatherOp(dc).result)
+    _wire(program, [a_d, b_d], c_d, body)
     return Kernel(
         ModuleOp([program]),
         "summa",
@@ -311,11 +312,7 @@ def gemm_t(
             tile.YieldOp(c2, b2)
         loop = tile.ForOp(0, p, 1, "reduction", [zero, b0], Region(step))
         mesh.YieldOp(loop.res[0])
-    with ImplicitBuilder(program.body) as (a_host, b_host):
-        da = mesh.ScatterOp(a_host, a_d.layout).result
-        db = mesh.ScatterOp(b_host, b_d.layout).result
-        dc = mesh.SpmdOp([da, db], [c_d], Region(body)).outputs[0]
-        mesh.ReturnOp(mesh.GatherOp(dc).result)
+    _wire(program, [a_d, b_d], c_d, body)
     return Kernel(
         ModuleOp([program]),
         "gemm_t",
@@ -380,11 +377,7 @@ def gemv(
         total = mesh.AllreduceOp("sum", part, "y", algorithm, k, groups).result
         mesh.YieldOp(total)
     del y_blk
-    with ImplicitBuilder(program.body) as (x_host, w_host):
-        dx = mesh.ScatterOp(x_host, x_d.layout).result
-        dw = mesh.ScatterOp(w_host, w_d.layout).result
-        dy = mesh.SpmdOp([dx, dw], [y_d], Region(body)).outputs[0]
-        mesh.ReturnOp(mesh.GatherOp(dy).result)
+    _wire(program, [x_d, w_d], y_d, body)
     label = f"k={k}, groups={groups}" if algorithm == "ktree" else algorithm
     return Kernel(
         ModuleOp([program]),
