@@ -43,12 +43,16 @@ from plmr.errors import PlmrError
 from plmr.passes.taso.ops import (
     IDENTITY,
     POINTWISE,
+    SUBSTITUTION_KINDS,
     Params,
     Shape,
     build_op,
     describe,
     op_key,
 )
+
+_OP_KINDS = frozenset(SUBSTITUTION_KINDS) - {"const"}
+"""The ops a rule may use besides its identity constants."""
 
 INPUT = -1
 """`Ref` op index of a rule input variable: `(INPUT, k)` is variable `k`."""
@@ -338,18 +342,7 @@ def pattern_from_function(fn: func.FuncOp) -> Pattern:
             )
         else:
             found = op_key(op)
-            if found is None or found[0] not in (
-                "matmul",
-                "add",
-                "mul",
-                "scale",
-                "relu",
-                "transpose",
-                "concat",
-                "split",
-                "conv2d",
-                "pool",
-            ):
+            if found is None or found[0] not in _OP_KINDS:
                 raise PlmrError(
                     f"{where}: '{op.name}' is not in the substitution op set (matmul, add, "
                     "mul, scale, relu, transpose, concat, split, conv2d, pool, constant)"
