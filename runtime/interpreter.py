@@ -28,7 +28,7 @@ from typing import Any, cast
 import numpy as np
 import numpy.typing as npt
 from xdsl.dialects import arith
-from xdsl.dialects.builtin import ModuleOp, TensorType
+from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, ModuleOp, TensorType
 from xdsl.ir import Attribute, Operation, SSAValue
 
 from plmr.dialects import mesh, tile
@@ -36,7 +36,7 @@ from plmr.dialects.graph import static_shape
 from plmr.errors import PlmrError
 from plmr.runtime.collectives import Plan
 from plmr.runtime.device import Device, get_device
-from plmr.runtime.reference import Array, ReferenceEvaluator, tensor_dtype
+from plmr.runtime.reference import Array, ReferenceEvaluator, dense_to_numpy, tensor_dtype
 from plmr.runtime.report import OpTime, Report
 from plmr.runtime.routing import RouteTable
 from plmr.runtime.sram import SramReport, spmd_sram
@@ -607,7 +607,10 @@ class MeshRuntime:
                 return [env[v] for v in op.values]
             if isinstance(op, mesh.RouteOp):
                 continue
-            if isinstance(op, mesh.ScatterOp):
+            if isinstance(op, arith.ConstantOp) and isinstance(op.value, DenseIntOrFPElementsAttr):
+                # A host constant (e.g. a weight), placed by a later mesh.scatter.
+                env[op.result] = dense_to_numpy(op.value)
+            elif isinstance(op, mesh.ScatterOp):
                 env[op.result] = self._scatter(op, env[op.input])
             elif isinstance(op, mesh.GatherOp):
                 env[op.result] = self._gather(op, env[op.input])
