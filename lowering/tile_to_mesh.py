@@ -97,12 +97,21 @@ def _other(axis: str) -> str:
 # ---------------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class Composite:
+    """An index `outer · scale + inner` (a split-K chunk and the position inside it)."""
+
+    outer: SSAValue
+    scale: int
+    inner: SSAValue
+
+
 @dataclass
 class Load:
     op: tile.LoadOp
     source: SSAValue
-    indices: tuple[SSAValue | None, ...]
-    """Per dim: the loop variable indexing it directly, or None."""
+    indices: tuple[SSAValue | Composite | None, ...]
+    """Per dim: the loop variable indexing it directly, a composite, or None."""
 
 
 @dataclass
@@ -164,6 +173,36 @@ def _trip_flops(op: Operation) -> float:
     return total
 
 
+def _constant_index(value: SSAValue) -> int | None:
+    owner = value.owner
+    if isinstance(owner, arith.ConstantOp) and isinstance(owner.value, IntegerAttr):
+        return owner.value.value.data
+    return None
+
+
+def _composite(value: SSAValue, loops: dict[SSAValue, tile.ForOp]) -> Composite | None:
+    """Recognises `addi(muli(outer, C), inner)` with `inner` ranging over [0, C)."""
+    add = value.owner
+    if not isinstance(add, arith.AddiOp):
+        return None
+    for mul_v, inner in ((add.lhs, add.rhs), (add.rhs, add.lhs)):
+        mul = mul_v.owner
+        if inner not in loops or not isinstance(mul, arith.MuliOp):
+            continue
+        for outer, c in ((mul.lhs, mul.rhs), (mul.rhs, mul.lhs)):
+            scale = _constant_index(c)
+            if outer not in loops or scale is None:
+                continue
+            lp_in, lp_out = loops[inner], loops[outer]
+            if (
+                lp_in.lb.value.data == 0
+                and lp_in.ub.value.data == scale
+                and lp_out.step.value.data == 1
+            ):
+                return Composite(outer, scale, inner)
+    return None
+
+
 def analyze_nest(top: tile.ForOp, fn_block: Block) -> Nest:
     chain = [top]
     while True:
@@ -185,7 +224,9 @@ def analyze_nest(top: tile.ForOp, fn_block: Block) -> Nest:
     loads: list[Load] = []
     stores: dict[int, list[tile.StoreOp]] = {}
     globals_: list[SSAValue] = []
-    loop_vars = {loop.induction_var for loop in top.walk() if isinstance(loop, tile.ForOp)}
+    loops = {
+        loop.induction_var: loop for loop in top.walk() if isinstance(loop, tile.ForOp)
+    }
     for op in top.walk():
         for operand in op.operands:
             if (
@@ -200,7 +241,7 @@ def analyze_nest(top: tile.ForOp, fn_block: Block) -> Nest:
                         "read function-level tensors"
                     )
         if isinstance(op, tile.LoadOp) and _is_global(op.source, fn_block):
-            idx = tuple(v if v in loop_vars else None for v in op.offsets)
+            idx = tuple(v if v in loops else _composite(v, loops) for v in op.offsets)
             loads.append(Load(op, op.source, idx))
             if op.source not in globals_:
                 globals_.append(op.source)
@@ -351,13 +392,21 @@ class _Planner:
         shape = static_shape(ld.source, "source")
         blk = static_shape(ld.op.result, "block")
         dims = ["-"] * len(shape)
+        mapped = {lp.induction_var for lp in axes.values()}
         for a, loop in axes.items():
             for j, v in enumerate(ld.indices):
-                if (
+                direct = (
                     v is loop.induction_var
                     and blk[j] == loop.step.value.data
                     and shape[j] == loop.ub.value.data
-                ):
+                )
+                chunked = (
+                    isinstance(v, Composite)
+                    and v.outer is loop.induction_var
+                    and v.inner not in mapped
+                    and shape[j] == loop.trip_count * v.scale
+                )
+                if direct or chunked:
                     dims[j] = a if a not in dims else "-"
         return tuple(dims)
 
@@ -408,7 +457,7 @@ class _Planner:
                     rot = self._rotation(axes, outs)
                     if rot is not None:
                         result.append(self._finish(rot))
-        return [m for m in result if m.cost < math.inf]
+        return result
 
     def _rotation(self, axes: dict[str, tile.ForOp], outs: list[Layout]) -> Mapping | None:
         nest, opts = self.nest, self.opts
@@ -494,9 +543,6 @@ class _Planner:
         for out, layout in zip(nest.outputs, m.outputs, strict=True):
             sram += _block_bytes(out, layout, grid)
         m.sram = sram
-        if sram > dev.sram_bytes:
-            m.cost = math.inf
-            return m
         pes = math.prod(opts.n(a) for a in m.axes)
         link = dev.link_bytes_per_cycle
         latency = dev.send_overhead_cycles + dev.recv_overhead_cycles
@@ -526,37 +572,30 @@ class _Planner:
         return m
 
     def choose(self) -> Mapping:
-        options = self.candidates()
+        every = self.candidates()
+        options = [
+            m for m in every if m.cost < math.inf and m.sram <= self.opts.device.sram_bytes
+        ]
         if not options:
-            raise PlmrError(self._no_fit_message())
+            raise PlmrError(self._no_fit_message(every))
         # Cheapest; ties go to the mapping that uses more PEs, then to fewer moves.
         return min(options, key=lambda m: (round(m.cost, 3), -len(m.axes)))
 
-    def _no_fit_message(self) -> str:
+    def _no_fit_message(self, every: Sequence[Mapping]) -> str:
         nest, opts = self.nest, self.opts
         grid = opts.grid
-        need = sum(
-            _block_bytes(src, self._best_layout(src), grid) for src in nest.globals
-        ) + sum(
-            _block_bytes(o, tuple("-" for _ in static_shape(o, "o")), grid)
-            for o in nest.outputs
-        )
+        best = min(every, key=lambda m: m.sram)
         name = nest.outputs[0].name_hint or "?"
+        where = ", ".join(
+            f"{a} = %{lp.induction_var.name_hint or '?'}" for a, lp in best.axes.items()
+        )
         return (
             f"convert-tile-to-mesh: the nest computing %{name} does not fit a "
-            f"{grid[0]}x{grid[1]} grid of {opts.device.name}: its blocks need at least "
-            f"{need} bytes per PE but a PE has {opts.device.sram_bytes} bytes of SRAM; "
-            "use a larger grid (--grid) or a device with more SRAM"
+            f"{grid[0]}x{grid[1]} grid of {opts.device.name}: its smallest per-PE "
+            f"placement ({where or 'no loop split'}) needs {best.sram} bytes of SRAM, a "
+            f"PE has {opts.device.sram_bytes}; use a larger grid, smaller tiles or a "
+            "device with more SRAM"
         )
-
-    def _best_layout(self, src: SSAValue) -> Layout:
-        shape = static_shape(src, "source")
-        # The most a layout can split: the two largest dims over the two axes.
-        order = sorted(range(len(shape)), key=lambda j: -shape[j])
-        dims = ["-"] * len(shape)
-        for j, a in zip(order, ("y", "x"), strict=False):
-            dims[j] = a
-        return tuple(dims)
 
 
 def _block_bytes(value: SSAValue, layout: Layout, grid: tuple[int, int]) -> int:
@@ -627,6 +666,8 @@ class _Lowering:
         self.placed: dict[SSAValue, _Placed] = {}
         self.scattered: dict[tuple[SSAValue, Layout, str], SSAValue] = {}
         self.host: dict[SSAValue, SSAValue] = {}
+        self.cost = 0.0
+        """The estimated cycles of the chosen mappings, summed over the nests."""
 
     # -- program ----------------------------------------------------------------------
 
@@ -699,6 +740,7 @@ class _Lowering:
         nest = analyze_nest(top, self.block)
         planner = _Planner(nest, self.opts, {v: p.layout for v, p in self.placed.items()})
         m = planner.choose()
+        self.cost += m.cost
         _NestEmitter(self, nest, m).emit()
 
 
@@ -717,8 +759,14 @@ class _NestEmitter:
         self.nest = nest
         self.m = m
         self.opts = low.opts
-        self.skew = m.mode == "rotate" and len(set(m.paths.values())) == 2
+        # Cannon's pre-alignment; SUMMA broadcasts from the owners instead.
+        self.skew = (
+            m.mode == "rotate"
+            and len(set(m.paths.values())) == 2
+            and self.opts.gemm != "summa"
+        )
         self.ring = "interleaved" if self.opts.gemm == "meshgemm" else "torus"
+        self.loads = {ld.op: ld for ld in nest.loads}
 
     def _skew_of(self, src: SSAValue) -> tuple[str, str, int]:
         if not self.skew or src not in self.m.paths:
@@ -1076,9 +1124,14 @@ class _NestEmitter:
 
     def _emit_load(self, op: tile.LoadOp) -> None:
         operand = self.operands[op.source]
-        offs = [
-            self._index_for(v, a != "-") for v, a in zip(op.offsets, operand.layout, strict=True)
-        ]
+        info = self.loads[op]
+        offs: list[SSAValue] = []
+        for v, idx, a in zip(op.offsets, info.indices, operand.layout, strict=True):
+            if a != "-" and isinstance(idx, Composite):
+                outer = self._index_for(idx.outer, True)
+                offs.append(_add(self.b, _mul(self.b, outer, idx.scale), self._value(idx.inner)))
+            else:
+                offs.append(self._index_for(v, a != "-"))
         new = self.b.insert(tile.LoadOp(operand.block, offs, static_shape(op.result, "r")))
         new.result.name_hint = op.result.name_hint
         self.vmap[op.result] = new.result
@@ -1140,14 +1193,21 @@ def parse_options(
     return Options((grid[0], grid[1]), dev, device, gemm, gemv, k)
 
 
-def lower_module(module: ModuleOp, opts: Options) -> None:
-    """Replaces every function of `module` by its mesh program (all or nothing)."""
+def lower_module(module: ModuleOp, opts: Options) -> float:
+    """
+    Replaces every function of `module` by its mesh program (all or nothing) and returns
+    the estimated cycles of the chosen mappings.
+    """
     fns = [op for op in module.ops if isinstance(op, func.FuncOp) and op.body.blocks]
-    programs = [(fn, _Lowering(fn, opts).run()) for fn in fns]
+    if not fns:
+        raise PlmrError("convert-tile-to-mesh: the module has no function to partition")
+    lowerings = [_Lowering(fn, opts) for fn in fns]
+    programs = [(fn, low.run()) for fn, low in zip(fns, lowerings, strict=True)]
     for fn, program in programs:
         Builder(InsertPoint.before(fn)).insert(program)
         fn.detach()
         fn.erase()
+    return sum(low.cost for low in lowerings)
 
 
 @dataclass(frozen=True)

@@ -48,6 +48,16 @@ def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
 
         return TransposeElimPass
 
+    def convert_tile_to_mesh() -> type[ModulePass]:
+        from plmr.lowering.tile_to_mesh import ConvertTileToMeshPass
+
+        return ConvertTileToMeshPass
+
+    def plmr_compile() -> type[ModulePass]:
+        from plmr.passes.pipeline import PlmrCompilePass
+
+        return PlmrCompilePass
+
     return {
         "taso-substitute": taso_substitute,
         "transpose-elim": transpose_elim,
@@ -57,4 +67,6 @@ def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
         "neptune-fuse": neptune_fuse,
         "convert-loop-to-tile": convert_loop_to_tile,
         "convert-loop-to-scf": convert_loop_to_scf,
+        "convert-tile-to-mesh": convert_tile_to_mesh,
+        "plmr-compile": plmr_compile,
     }

@@ -105,6 +105,118 @@ def import_cmd(model: Path, output: Path | None, func_name: str, generic: bool) 
 
 
 # ---------------------------------------------------------------------------------------
+# plmr compile
+# ---------------------------------------------------------------------------------------
+
+
+@cli.command("compile")
+@click.argument("program", type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Write the mesh program here (default: standard output).",
+)
+@click.option(
+    "--device", default="wse2", show_default=True, help="Device, e.g. wse2, wse3:colors=16."
+)
+@click.option("--grid", default="4x4", show_default=True, help="PEs as ROWSxCOLS.")
+@click.option(
+    "--gemm",
+    type=click.Choice(["meshgemm", "cannon", "summa"]),
+    default="meshgemm",
+    show_default=True,
+    help="How reductions over operands circulate (prefill GEMMs).",
+)
+@click.option(
+    "--gemv",
+    type=click.Choice(["ktree", "pipeline", "ring"]),
+    default="ktree",
+    show_default=True,
+    help="The allreduce algorithm (decode GEMVs, row reductions).",
+)
+@click.option("--k", "k", type=int, default=2, show_default=True, help="K-tree phases.")
+@click.option(
+    "--tile-sizes",
+    default=None,
+    help="P,R blocks of convert-loop-to-tile (default: chosen for the grid).",
+)
+@click.option(
+    "--no-substitute", is_flag=True, help="Skip the TASO graph substitutions."
+)
+@click.option(
+    "--budget", type=int, default=100, show_default=True, help="TASO search budget."
+)
+@click.option(
+    "--fuse",
+    type=click.Choice(["auto", "rolling", "split-k"]),
+    default="auto",
+    show_default=True,
+    help="neptune-fuse strategy.",
+)
+@click.option("--generic", is_flag=True, help="Print the generic MLIR form.")
+def compile_cmd(
+    program: Path,
+    output: Path | None,
+    device: str,
+    grid: str,
+    gemm: str,
+    gemv: str,
+    k: int,
+    tile_sizes: str | None,
+    no_substitute: bool,
+    budget: int,
+    fuse: str,
+    generic: bool,
+) -> None:
+    """
+    Compile PROGRAM (.mlir at the graph, loop or tile level, or an .onnx model) to a
+    routed mesh program: transpose-elim, taso-substitute, convert-graph-to-loop,
+    neptune-fuse, convert-loop-to-tile, convert-tile-to-mesh, mesh-route,
+    mesh-verify-plmr. Run the result with `plmr run`."""
+    from plmr.passes.pipeline import CompileOptions, compile_module
+    from plmr.tools.bench import parse_grid
+    from plmr.tools.loading import load_module, make_context
+    from plmr.tools.printing import module_text
+
+    sizes: tuple[int, int] | None = None
+    if tile_sizes is not None:
+        try:
+            parts = [int(t) for t in tile_sizes.split(",")]
+        except ValueError as e:
+            raise PlmrError(f"bad --tile-sizes '{tile_sizes}': expected P,R e.g. 8,4") from e
+        if len(parts) not in (1, 2) or any(p <= 0 for p in parts):
+            raise PlmrError(f"bad --tile-sizes '{tile_sizes}': expected P,R e.g. 8,4")
+        sizes = (parts[0], parts[-1])
+    opts = CompileOptions(
+        grid=parse_grid(grid),
+        device=device,
+        gemm=gemm,
+        gemv=gemv,
+        k=k,
+        tile_sizes=sizes,
+        substitute=not no_substitute,
+        budget=budget,
+        fuse=fuse,
+    )
+    ctx = make_context()
+    if program.suffix == ".onnx":
+        from plmr.tools.onnx_import import import_onnx_file
+
+        module = import_onnx_file(str(program))
+    else:
+        module = load_module(program, ctx)
+    compile_module(ctx, module, opts)
+    text = module_text(module, generic=generic)
+    if output is None:
+        click.echo(text, nl=False)
+        return
+    write_text_atomically(output, text)
+    click.echo(f"wrote {output}", err=True)
+
+
+# ---------------------------------------------------------------------------------------
 # plmr run
 # ---------------------------------------------------------------------------------------
 

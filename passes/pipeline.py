@@ -1,0 +1,178 @@
+"""
+`plmr-compile`: the whole default pipeline, from any level down to a routed mesh program.
+
+    transpose-elim → taso-substitute → convert-graph-to-loop → neptune-fuse
+      → convert-loop-to-tile → convert-tile-to-mesh → mesh-route → mesh-verify-plmr
+
+Stages whose input level is absent are skipped (a tile program starts at
+`convert-tile-to-mesh`). With `tile-sizes` unset, the blocking of the loop nests is
+chosen for the grid: every candidate `P,R` in {16, 8, 4, 2} × {16, 8, 4} is lowered to the
+mesh and the one with the lowest estimated time (the partitioner's cost model) is kept,
+ties going to larger blocks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import Operation
+from xdsl.passes import ModulePass
+
+from plmr.dialects import loop, tile
+from plmr.errors import PlmrError
+
+if TYPE_CHECKING:
+    from plmr.lowering.tile_to_mesh import Options
+
+PARALLEL_TILES = (16, 8, 4, 2)
+REDUCTION_TILES = (16, 8, 4)
+
+
+@dataclass(frozen=True)
+class CompileOptions:
+    """What `plmr compile` and the `plmr-compile` pass take."""
+
+    grid: tuple[int, int] = (4, 4)
+    device: str = "wse2"
+    gemm: str = "meshgemm"
+    gemv: str = "ktree"
+    k: int = 2
+    tile_sizes: tuple[int, int] | None = None
+    substitute: bool = True
+    budget: int = 100
+    fuse: str = "auto"
+    route: bool = True
+
+
+def _has(module: ModuleOp, dialect_ops: tuple[type[Operation], ...]) -> bool:
+    return any(isinstance(op, dialect_ops) for op in module.walk())
+
+
+def _graph_ops(module: ModuleOp) -> bool:
+    return any(op.name.startswith("graph.") for op in module.walk())
+
+
+def compile_module(ctx: Context, module: ModuleOp, opts: CompileOptions) -> ModuleOp:
+    """Lowers `module` in place to a mesh program (and returns it)."""
+    from plmr.lowering.graph_to_loop import ConvertGraphToLoopPass
+    from plmr.lowering.tile_to_mesh import lower_module, parse_options
+    from plmr.passes.mesh_route import MeshRoutePass
+    from plmr.passes.mesh_verify import MeshVerifyPlmrPass
+    from plmr.passes.neptune.fuse import NeptuneFusePass
+    from plmr.passes.taso.substitute import TasoSubstitutePass
+    from plmr.passes.transpose_elim import TransposeElimPass
+
+    mesh_opts = parse_options(opts.grid, opts.device, opts.gemm, opts.gemv, opts.k)
+    if _graph_ops(module):
+        TransposeElimPass().apply(ctx, module)
+        if opts.substitute:
+            TasoSubstitutePass(budget=opts.budget, device=opts.device).apply(ctx, module)
+        ConvertGraphToLoopPass().apply(ctx, module)
+    if _has(module, (loop.NestOp,)):
+        NeptuneFusePass(strategy=opts.fuse, remarks=False).apply(ctx, module)
+        _tile_for_grid(ctx, module, opts, mesh_opts)
+    elif _has(module, (tile.ForOp,)):
+        lower_module(module, mesh_opts)
+    else:
+        raise PlmrError(
+            "plmr compile: the program has no graph, loop or tile operations to compile"
+        )
+    if opts.route:
+        MeshRoutePass().apply(ctx, module)
+        MeshVerifyPlmrPass().apply(ctx, module)
+    return module
+
+
+def _tile_for_grid(
+    ctx: Context, module: ModuleOp, opts: CompileOptions, mesh_opts: Options
+) -> None:
+    from plmr.lowering.loop_to_tile import ConvertLoopToTilePass
+    from plmr.lowering.tile_to_mesh import lower_module
+
+    choices: Sequence[tuple[int, int]]
+    if opts.tile_sizes is not None:
+        choices = [opts.tile_sizes]
+    else:
+        choices = [(p, r) for p in PARALLEL_TILES for r in REDUCTION_TILES]
+    best: tuple[float, ModuleOp] | None = None
+    first_error: PlmrError | None = None
+    for sizes in choices:
+        trial = module.clone()
+        try:
+            ConvertLoopToTilePass(tile_sizes=sizes).apply(ctx, trial)
+            cost = lower_module(trial, mesh_opts)
+        except PlmrError as e:
+            if first_error is None or "does not fit" in str(e):
+                first_error = e
+            continue
+        if best is None or cost < best[0] * 0.999:
+            best = (cost, trial)
+    if best is None:
+        assert first_error is not None
+        raise first_error
+    _replace_body(module, best[1])
+
+
+def _replace_body(module: ModuleOp, new: ModuleOp) -> None:
+    for op in list(module.ops):
+        op.detach()
+        op.erase()
+    for op in list(new.ops):
+        op.detach()
+        module.body.block.add_op(op)
+
+
+@dataclass(frozen=True)
+class PlmrCompilePass(ModulePass):
+    """
+    The whole plmr pipeline as one pass: `grid = ROWS,COLS`, `device`, `gemm`, `gemv`,
+    `k`, `tile-sizes = P,R` (default: chosen for the grid), `substitute` (TASO, with
+    `budget`), `fuse` (neptune-fuse strategy), `route` (mesh-route + mesh-verify-plmr).
+    """
+
+    name = "plmr-compile"
+
+    grid: tuple[int, ...] = (4, 4)
+    device: str = "wse2"
+    gemm: str = "meshgemm"
+    gemv: str = "ktree"
+    k: int = 2
+    tile_sizes: tuple[int, ...] = ()
+    substitute: bool = True
+    budget: int = 100
+    fuse: str = "auto"
+    route: bool = True
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        compile_module(ctx, op, self.options())
+
+    def options(self) -> CompileOptions:
+        if len(self.grid) != 2:
+            raise PlmrError(f"plmr-compile: grid must be ROWS,COLS, got {list(self.grid)}")
+        sizes: tuple[int, int] | None = None
+        if self.tile_sizes:
+            if len(self.tile_sizes) not in (1, 2) or any(s <= 0 for s in self.tile_sizes):
+                raise PlmrError(
+                    "plmr-compile: tile-sizes must be one or two positive sizes, got "
+                    f"{list(self.tile_sizes)}"
+                )
+            sizes = (self.tile_sizes[0], self.tile_sizes[-1])
+        return CompileOptions(
+            grid=(self.grid[0], self.grid[1]),
+            device=self.device,
+            gemm=self.gemm,
+            gemv=self.gemv,
+            k=self.k,
+            tile_sizes=sizes,
+            substitute=self.substitute,
+            budget=self.budget,
+            fuse=self.fuse,
+            route=self.route,
+        )
+
+
+__all__ = ["CompileOptions", "PlmrCompilePass", "compile_module"]
