@@ -59,6 +59,7 @@ from plmr.dialects import mesh, tile
 from plmr.dialects.graph import static_shape
 from plmr.errors import PlmrError
 from plmr.runtime.device import Device, get_device
+from plmr.runtime.interpreter import op_cycles
 
 GEMM_CHOICES = ("meshgemm", "cannon", "summa")
 GEMV_CHOICES = ("ktree", "pipeline", "ring")
@@ -135,13 +136,6 @@ class Nest:
     @property
     def outputs(self) -> Sequence[SSAValue]:
         return list(self.top.res)
-
-    def loop_of(self, var: SSAValue) -> tile.ForOp | None:
-        if isinstance(var, BlockArgument) and isinstance(var.owner, Block):
-            owner = var.owner.parent_op()
-            if isinstance(owner, tile.ForOp) and var.index == 0:
-                return owner
-        return None
 
 
 def _is_global(value: SSAValue, fn_block: Block) -> bool:
@@ -426,9 +420,7 @@ class _Planner:
         nest, opts = self.nest, self.opts
         par_choices: dict[str, list[tile.ForOp | None]] = {}
         for a in ("y", "x"):
-            par_choices[a] = [None] + [
-                lp for lp in nest.chain if _extent_ok(lp, opts.n(a))
-            ]
+            par_choices[a] = [None] + [lp for lp in nest.chain if _extent_ok(lp, opts.n(a))]
         result: list[Mapping] = []
         for ly in par_choices["y"]:
             for lx in par_choices["x"]:
@@ -494,7 +486,7 @@ class _Planner:
                 return None
             paths[ld.source] = path
         used = set(paths.values())
-        default = "y" if "y" in used or not used and px is not None else "x"
+        default = "y" if "y" in used or (not used and px is not None) else "x"
         for src in loose:
             if paths.get(src, default) != default:
                 return None
@@ -515,14 +507,15 @@ class _Planner:
 
     def _finish(self, m: Mapping) -> Mapping:
         nest, opts = self.nest, self.opts
-        dev = opts.device
         per_load: dict[SSAValue, list[Layout]] = {}
         for ld in nest.loads:
             axes = {a: lp for a, lp in m.axes.items()}
             layout = self._load_layout(ld, axes)
             if m.mode == "rotate" and ld.source in m.paths:
                 j = next(j for j, v in enumerate(ld.indices) if v is nest.reduction_var)
-                layout = tuple(m.paths[ld.source] if i == j else d for i, d in enumerate(layout))
+                layout = tuple(
+                    m.paths[ld.source] if i == j else d for i, d in enumerate(layout)
+                )
             per_load.setdefault(ld.source, []).append(layout)
         for k, init in enumerate(nest.top.iter_args):
             if init in nest.globals:
@@ -543,33 +536,74 @@ class _Planner:
         for out, layout in zip(nest.outputs, m.outputs, strict=True):
             sram += _block_bytes(out, layout, grid)
         m.sram = sram
-        pes = math.prod(opts.n(a) for a in m.axes)
+        m.cost = self._estimate(m)
+        return m
+
+    def _per_pe_trips(self, op: Operation, m: Mapping) -> int:
+        """How many times one PE runs `op` under mapping `m`."""
+        trips = 1
+        stop = self.nest.top.parent_op()
+        parent = op.parent_op()
+        while parent is not None and parent is not stop:
+            if isinstance(parent, tile.ForOp):
+                t = parent.trip_count
+                axis = m.axis_of(parent)
+                if axis is not None:
+                    t //= self.opts.n(axis)
+                trips *= t
+            parent = parent.parent_op()
+        return trips
+
+    def _estimate(self, m: Mapping) -> float:
+        """Estimated cycles of the nest on the critical PE: compute plus messages."""
+        nest, opts = self.nest, self.opts
+        dev, grid = opts.device, opts.grid
+        ratio = dev.elem_bytes / 4
         link = dev.link_bytes_per_cycle
-        latency = dev.send_overhead_cycles + dev.recv_overhead_cycles
-        compute = nest.flops / (4.0 * pes)
+        latency = dev.send_overhead_cycles + dev.recv_overhead_cycles + 2 * dev.ramp_cycles
+
+        def message(nbytes: float, hops: float = 1.0) -> float:
+            return latency + hops * dev.hop_cycles + nbytes * ratio / link
+
+        compute = 0.0
+        for op in nest.top.walk():
+            if op is nest.top or isinstance(op, tile.ForOp | tile.YieldOp):
+                continue
+            compute += self._per_pe_trips(op, m) * op_cycles(dev, op)
         comm = 0.0
-        if m.mode == "allreduce":
-            red_axis = m.axis_of(nest.reduction) if nest.reduction else None
-            n = opts.n(red_axis or "y")
-            out_bytes = sum(
-                _block_bytes(o, lay, grid)
-                for o, lay in zip(nest.outputs, m.outputs, strict=True)
-            )
-            comm = 2 * math.log2(max(n, 2)) * (out_bytes / link + latency)
-        elif m.mode == "rotate":
-            per_step = sum(
-                _block_bytes(s, m.layouts[s], grid) * opts.n(p) / m.chunks
-                for s, p in m.paths.items()
-            )
-            comm = (m.chunks - 1) * (per_step / link + latency)
+        red = nest.reduction
+        if red is not None and m.mode != "local":
+            count = self._per_pe_trips(red, m)
+            accs = sum(_bytes(v) for v in red.iter_args)
+            if m.mode == "allreduce":
+                axis = m.axis_of(red)
+                assert axis is not None
+                stages = 2 * max(1, math.ceil(math.log2(opts.n(axis))))
+                comm += count * stages * message(accs)
+            else:
+                chunk = sum(
+                    _block_bytes(s, m.layouts[s], grid) * opts.n(p) / m.chunks
+                    for s, p in m.paths.items()
+                )
+                if opts.gemm == "summa":
+                    n = max(opts.n(p) for p in m.paths.values())
+                    comm += count * m.chunks * message(chunk, n / 2)
+                else:
+                    comm += count * (m.chunks - 1) * message(chunk, 2.0)
         for src, layout in m.layouts.items():
             have = self.placed.get(src)
-            if have is None or have == layout:
+            if have is None:
+                # Host operands arrive over the PE's link when they are placed.
+                comm += _block_bytes(src, layout, grid) * ratio / link
+                continue
+            if have == layout and src not in m.paths:
                 continue
             full = math.prod(static_shape(src, "source")) * 4
-            comm += 2 * (full / link) + latency * 4
-        m.cost = compute + comm
-        return m
+            for a in ("y", "x"):
+                if a in have:
+                    stages = 2 * max(1, math.ceil(math.log2(opts.n(a))))
+                    comm += stages * message(full)
+        return compute + comm
 
     def choose(self) -> Mapping:
         every = self.candidates()
@@ -596,6 +630,10 @@ class _Planner:
             f"PE has {opts.device.sram_bytes}; use a larger grid, smaller tiles or a "
             "device with more SRAM"
         )
+
+
+def _bytes(value: SSAValue) -> int:
+    return math.prod(static_shape(value, "value")) * 4
 
 
 def _block_bytes(value: SSAValue, layout: Layout, grid: tuple[int, int]) -> int:
@@ -713,13 +751,18 @@ class _Lowering:
         placed = self.placed.get(value)
         if placed is None:
             layout = tuple("-" for _ in static_shape(value, "result"))
-            dist = self._scatter(value, layout)
+            dist = self.scatter(value, layout)
         else:
             dist = placed.value
         return self.builder.insert(mesh.GatherOp(dist)).result
 
-    def _scatter(
-        self, value: SSAValue, layout: Layout, skew: str = "", ring: str = "", chunks: int = 0
+    def scatter(
+        self,
+        value: SSAValue,
+        layout: Layout,
+        skew: str = "",
+        ring: str = "",
+        chunks: int = 0,
     ) -> SSAValue:
         key = (value, layout, f"{skew}/{ring}/{chunks}")
         found = self.scattered.get(key)
@@ -782,16 +825,14 @@ class _NestEmitter:
             skew = self._skew_of(src)
             placed = low.placed.get(src)
             if placed is None:
-                inputs.append(low._scatter(src, layout, *skew))
+                inputs.append(low.scatter(src, layout, *skew))
                 have = (layout, skew)
             else:
                 inputs.append(placed.value)
                 have = (placed.layout, ("", "", 0))
             wants.append((src, layout, skew))
             del have
-        out_types = [
-            _dist(o, lay) for o, lay in zip(nest.outputs, m.outputs, strict=True)
-        ]
+        out_types = [_dist(o, lay) for o, lay in zip(nest.outputs, m.outputs, strict=True)]
         arg_types: list[Attribute] = [IndexType(), IndexType()]
         for v in inputs:
             d = v.type
@@ -805,11 +846,16 @@ class _NestEmitter:
         body.args[0].name_hint = "py"
         body.args[1].name_hint = "px"
         self.operands: dict[SSAValue, _Operand] = {}
-        for (src, layout, skew), value, arg in zip(wants, inputs, body.args[2:], strict=True):
+        for (src, layout, skew), value, arg in zip(
+            wants, inputs, body.args[2:], strict=True
+        ):
             d = value.type
             assert isinstance(d, mesh.DistType)
             have = tuple(d.layout.axes)
-            already = have == layout and (d.layout.skew.data, d.layout.ring.data, d.layout.chunks.data) == skew
+            already = (
+                have == layout
+                and (d.layout.skew.data, d.layout.ring.data, d.layout.chunks.data) == skew
+            )
             block: SSAValue = arg
             if not already:
                 block = self._relayout(src, arg, have, layout, skew)
@@ -817,7 +863,9 @@ class _NestEmitter:
         self.vmap: dict[SSAValue, SSAValue] = {}
         self.local: dict[SSAValue, SSAValue] = {}
         self.constants: dict[SSAValue, SSAValue] = {}
-        results = self._emit_loop(nest.top, [self._init(k) for k in range(len(nest.outputs))])
+        results = self._emit_loop(
+            nest.top, [self._init(k) for k in range(len(nest.outputs))]
+        )
         b.insert(mesh.YieldOp(*results))
         spmd = low.builder.insert(mesh.SpmdOp(inputs, out_types, Region(body)))
         for k, (old, new) in enumerate(zip(nest.outputs, spmd.outputs, strict=True)):
@@ -866,9 +914,7 @@ class _NestEmitter:
             target[j] = a
             taken = True
         if taken:
-            value = b.insert(
-                tile.LoadOp(value, offs, self._shape(shape, target))
-            ).result
+            value = b.insert(tile.LoadOp(value, offs, self._shape(shape, target))).result
             cur = target
         if skew[0]:
             value = self._skewed(src, value, cur, skew)
@@ -957,7 +1003,7 @@ class _NestEmitter:
             ]
         for o, n in zip(loop.res, results, strict=True):
             self.vmap[o] = n
-        return results
+        return list[SSAValue](results)
 
     def _emit_rotation(self, loop: tile.ForOp, inits: list[SSAValue]) -> list[SSAValue]:
         """The reduction as steps over circulating chunks (Cannon / MeshGEMM / SUMMA)."""
@@ -969,7 +1015,9 @@ class _NestEmitter:
         summa = opts.gemm == "summa"
         n_acc = len(inits)
 
-        def inner(views: dict[SSAValue, SSAValue], accs: Sequence[SSAValue]) -> list[SSAValue]:
+        def inner(
+            views: dict[SSAValue, SSAValue], accs: Sequence[SSAValue]
+        ) -> list[SSAValue]:
             saved = {s: self.operands[s] for s in rotating}
             for s in rotating:
                 self.operands[s] = _Operand(self.operands[s].layout, views[s], False)
@@ -984,7 +1032,9 @@ class _NestEmitter:
             self._emit_ops(old.ops)
             self.b = outer
             new = self.b.insert(
-                tile.ForOp(0, size, loop.step.value.data, "reduction", list(accs), Region(body))
+                tile.ForOp(
+                    0, size, loop.step.value.data, "reduction", list(accs), Region(body)
+                )
             )
             self.operands.update(saved)
             return list(new.res)
@@ -1001,7 +1051,9 @@ class _NestEmitter:
                 offs[j] = at
             return self.b.insert(tile.LoadOp(buf, offs, view)).result
 
-        steps = Block(arg_types=[IndexType(), *(v.type for v in inits), *(v.type for v in bufs)])
+        steps = Block(
+            arg_types=[IndexType(), *(v.type for v in inits), *(v.type for v in bufs)]
+        )
         outer = self.b
         self.b = Builder(InsertPoint.at_end(steps))
         u = steps.args[0]
@@ -1018,7 +1070,7 @@ class _NestEmitter:
                 root = self.b.insert(arith.DivUIOp(u, _index(self.b, per))).result
                 panel = chunk_view(s, buf, _mul(self.b, slot, size))
                 views[s] = self.b.insert(mesh.BroadcastOp(panel, axis, root)).result
-            moved = cur
+            moved = list[SSAValue](cur)
         else:
             for s, buf in zip(rotating, cur, strict=True):
                 axis = m.paths[s]
@@ -1041,9 +1093,11 @@ class _NestEmitter:
             results = inner(views, results)
         for o, n in zip(loop.res, results, strict=True):
             self.vmap[o] = n
-        return results
+        return list[SSAValue](results)
 
-    def _rotate(self, src: SSAValue, buf: SSAValue, size: int, axis: str, ring: str) -> SSAValue:
+    def _rotate(
+        self, src: SSAValue, buf: SSAValue, size: int, axis: str, ring: str
+    ) -> SSAValue:
         """Sends the buffer's last chunk to the ring successor and shifts the rest up."""
         b = self.b
         shape = static_shape(buf, "buffer")
@@ -1129,7 +1183,9 @@ class _NestEmitter:
         for v, idx, a in zip(op.offsets, info.indices, operand.layout, strict=True):
             if a != "-" and isinstance(idx, Composite):
                 outer = self._index_for(idx.outer, True)
-                offs.append(_add(self.b, _mul(self.b, outer, idx.scale), self._value(idx.inner)))
+                offs.append(
+                    _add(self.b, _mul(self.b, outer, idx.scale), self._value(idx.inner))
+                )
             else:
                 offs.append(self._index_for(v, a != "-"))
         new = self.b.insert(tile.LoadOp(operand.block, offs, static_shape(op.result, "r")))
@@ -1146,7 +1202,9 @@ class _NestEmitter:
         k = self._output_of(op)
         assert k is not None
         layout = self.m.outputs[k]
-        offs = [self._index_for(v, a != "-") for v, a in zip(op.offsets, layout, strict=True)]
+        offs = [
+            self._index_for(v, a != "-") for v, a in zip(op.offsets, layout, strict=True)
+        ]
         new = self.b.insert(tile.StoreOp(self._value(op.block), self._value(op.dest), offs))
         new.result.name_hint = op.result.name_hint
         self.vmap[op.result] = new.result

@@ -607,7 +607,9 @@ class MeshRuntime:
                 return [env[v] for v in op.values]
             if isinstance(op, mesh.RouteOp):
                 continue
-            if isinstance(op, arith.ConstantOp) and isinstance(op.value, DenseIntOrFPElementsAttr):
+            if isinstance(op, arith.ConstantOp) and isinstance(
+                op.value, DenseIntOrFPElementsAttr
+            ):
                 # A host constant (e.g. a weight), placed by a later mesh.scatter.
                 env[op.result] = dense_to_numpy(op.value)
             elif isinstance(op, mesh.ScatterOp):
@@ -683,51 +685,7 @@ class MeshRuntime:
         return cached
 
     def _compute_cycles(self, op: Operation) -> float:
-        dev = self.device
-        if isinstance(op, tile.DotOp):
-            return self._dot_cycles(op)
-        if isinstance(op, tile.TileOp):
-            cost = op.cost()
-            if cost.flops == 0 and cost.bytes_read == 0 and cost.bytes_written == 0:
-                return 0.0
-            ratio = self._byte_ratio(op)
-            simd = dev.fmac_fp16 if cost.fmacs else dev.simd_fp16
-            arithmetic = math.ceil(cost.flops / simd)
-            memory = max(cost.bytes_read * ratio / 16, cost.bytes_written * ratio / 8)
-            return dev.op_overhead_cycles + max(arithmetic, math.ceil(memory))
-        if isinstance(op, arith.ConstantOp):
-            return 0.0
-        if op.name.startswith(("arith.", "math.")):
-            return 1.0
-        return 0.0
-
-    def _dot_cycles(self, op: tile.DotOp) -> float:
-        """
-        A block product as the PE runs it: for each row of the left block, one vector
-        instruction per scalar of that row, each a multiply-accumulate of a row of the
-        right block (N elements at the FMAC SIMD width) into the output row.
-        """
-        dev = self.device
-        out = static_shape(op.result, "result")
-        lhs = static_shape(op.lhs, "lhs")
-        batch = math.prod(out[:-2])
-        m, n = out[-2], out[-1]
-        k = lhs[-2] if op.transpose_a is not None else lhs[-1]
-        rows = batch * m
-        instructions = rows * k
-        return (
-            dev.op_overhead_cycles
-            + rows * dev.row_overhead_cycles
-            + instructions * (dev.dsd_overhead_cycles + math.ceil(n / dev.fmac_fp16))
-        )
-
-    def _byte_ratio(self, op: Operation) -> float:
-        for v in (*op.results, *op.operands):
-            t = v.type
-            if isinstance(t, TensorType):
-                itemsize = tensor_dtype(cast(Attribute, t)).itemsize
-                return self.device.elem_bytes / itemsize
-        return 1.0
+        return op_cycles(self.device, op)
 
     def account(self, op: Operation, cycles: float | FloatArray) -> None:
         entry = self.op_times.setdefault(op.name, OpTime(op.name))
@@ -979,6 +937,55 @@ class MeshRuntime:
             return self.placeholder(op.result), ready
         data = np.where(want.reshape(self.grid + (1,) * (wave.data.ndim - 2)), wave.data, 0)
         return data.astype(wave.data.dtype), ready
+
+
+def op_cycles(dev: Device, op: Operation) -> float:
+    """The compute cycles of one op on one PE (0 for ops that take no time)."""
+    if isinstance(op, tile.DotOp):
+        return _dot_cycles(dev, op)
+    if isinstance(op, tile.TileOp):
+        cost = op.cost()
+        if cost.flops == 0 and cost.bytes_read == 0 and cost.bytes_written == 0:
+            return 0.0
+        ratio = _byte_ratio(dev, op)
+        simd = dev.fmac_fp16 if cost.fmacs else dev.simd_fp16
+        arithmetic = math.ceil(cost.flops / simd)
+        memory = max(cost.bytes_read * ratio / 16, cost.bytes_written * ratio / 8)
+        return dev.op_overhead_cycles + max(arithmetic, math.ceil(memory))
+    if isinstance(op, arith.ConstantOp):
+        return 0.0
+    if op.name.startswith(("arith.", "math.")):
+        return 1.0
+    return 0.0
+
+
+def _dot_cycles(dev: Device, op: tile.DotOp) -> float:
+    """
+    A block product as the PE runs it: for each row of the left block, one vector
+    instruction per scalar of that row, each a multiply-accumulate of a row of the
+    right block (N elements at the FMAC SIMD width) into the output row.
+    """
+    out = static_shape(op.result, "result")
+    lhs = static_shape(op.lhs, "lhs")
+    batch = math.prod(out[:-2])
+    m, n = out[-2], out[-1]
+    k = lhs[-2] if op.transpose_a is not None else lhs[-1]
+    rows = batch * m
+    instructions = rows * k
+    return (
+        dev.op_overhead_cycles
+        + rows * dev.row_overhead_cycles
+        + instructions * (dev.dsd_overhead_cycles + math.ceil(n / dev.fmac_fp16))
+    )
+
+
+def _byte_ratio(dev: Device, op: Operation) -> float:
+    for v in (*op.results, *op.operands):
+        t = v.type
+        if isinstance(t, TensorType):
+            itemsize = tensor_dtype(cast(Attribute, t)).itemsize
+            return dev.elem_bytes / itemsize
+    return 1.0
 
 
 def find_program(module: ModuleOp, name: str | None) -> mesh.ProgramOp:

@@ -142,9 +142,7 @@ def import_cmd(model: Path, output: Path | None, func_name: str, generic: bool) 
     default=None,
     help="P,R blocks of convert-loop-to-tile (default: chosen for the grid).",
 )
-@click.option(
-    "--no-substitute", is_flag=True, help="Skip the TASO graph substitutions."
-)
+@click.option("--no-substitute", is_flag=True, help="Skip the TASO graph substitutions.")
 @click.option(
     "--budget", type=int, default=100, show_default=True, help="TASO search budget."
 )
@@ -185,7 +183,9 @@ def compile_cmd(
         try:
             parts = [int(t) for t in tile_sizes.split(",")]
         except ValueError as e:
-            raise PlmrError(f"bad --tile-sizes '{tile_sizes}': expected P,R e.g. 8,4") from e
+            raise PlmrError(
+                f"bad --tile-sizes '{tile_sizes}': expected P,R e.g. 8,4"
+            ) from e
         if len(parts) not in (1, 2) or any(p <= 0 for p in parts):
             raise PlmrError(f"bad --tile-sizes '{tile_sizes}': expected P,R e.g. 8,4")
         sizes = (parts[0], parts[-1])

@@ -1,0 +1,246 @@
+"""
+convert-tile-to-mesh and the plmr-compile pipeline: compiled mesh programs, simulated in
+functional mode, equal the reference semantics of the source program (differential tests
+on random inputs), on square and non-square grids; plus structure and error checks.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.passes import PassPipeline
+
+from plmr.dialects import mesh, tile
+from plmr.errors import PlmrError
+from plmr.passes import get_all_passes
+from plmr.passes.pipeline import CompileOptions, compile_module
+from plmr.runtime.interpreter import run_mesh
+from plmr.tools.loading import load_module, make_context, parse_module
+from plmr.tools.running import random_inputs, run_function, select_function
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "examples"
+
+
+def _reference(module: ModuleOp, seed: int) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    fn = select_function(module, None)
+    inputs = random_inputs(fn, seed)
+    return inputs, run_function(module, fn, inputs)
+
+
+def _check(module: ModuleOp, opts: CompileOptions, seed: int = 0) -> ModuleOp:
+    inputs, want = _reference(module, seed)
+    compiled = compile_module(make_context(), module.clone(), opts)
+    got, _ = run_mesh(compiled, inputs, mode="functional")
+    assert len(got) == len(want)
+    for w, g in zip(want, got, strict=True):
+        assert g.shape == w.shape
+        scale = max(1.0, float(np.max(np.abs(w))))
+        np.testing.assert_allclose(g, w, rtol=1e-3, atol=1e-3 * scale)
+    return compiled
+
+
+CASES = [
+    ("onnx/mlp.mlir", (2, 4)),
+    ("onnx/mlp.mlir", (4, 2)),
+    ("onnx/mlp.mlir", (3, 3)),
+    ("onnx/attention.mlir", (2, 4)),
+    ("onnx/attention.mlir", (4, 4)),
+    ("onnx/rnn_cell.mlir", (2, 2)),
+    ("onnx/rnn_cell.mlir", (4, 2)),
+    ("onnx/transformer_block.mlir", (2, 4)),
+    ("onnx/transformer_block.mlir", (4, 4)),
+    ("attention/prefill_causal.mlir", (2, 4)),
+    ("attention/prefill_gqa.mlir", (4, 2)),
+    ("attention/decode_causal.mlir", (2, 4)),
+    ("attention/decode_gqa.mlir", (4, 4)),
+    ("graph/softmax_attention.mlir", (4, 2)),
+]
+
+
+@pytest.mark.parametrize(
+    ("path", "grid"), CASES, ids=[f"{p}-{g[0]}x{g[1]}" for p, g in CASES]
+)
+def test_compiled_examples_match_reference(path: str, grid: tuple[int, int]):
+    module = load_module(EXAMPLES / path)
+    compiled = _check(
+        module, CompileOptions(grid=grid, tile_sizes=(2, 4), substitute=False)
+    )
+    (program,) = [op for op in compiled.ops if isinstance(op, mesh.ProgramOp)]
+    assert program.grid_shape == grid
+    # No transpose runs on the mesh: operands are placed in the layout they are read in.
+    assert not any(op.name in ("graph.transpose",) for op in compiled.walk())
+
+
+GEMM_CHAIN = """
+func.func @main(%a: tensor<{n}x{n}xf32>, %b: tensor<{n}x{n}xf32>, %c: tensor<{n}x{h}xf32>) -> tensor<{n}x{h}xf32> {{
+  %ab = graph.matmul %a, %b : (tensor<{n}x{n}xf32>, tensor<{n}x{n}xf32>) -> tensor<{n}x{n}xf32>
+  %r = graph.relu %ab : tensor<{n}x{n}xf32>
+  %o = graph.matmul %r, %c : (tensor<{n}x{n}xf32>, tensor<{n}x{h}xf32>) -> tensor<{n}x{h}xf32>
+  func.return %o : tensor<{n}x{h}xf32>
+}}
+"""
+
+
+@pytest.mark.parametrize("gemm", ["meshgemm", "cannon", "summa"])
+@pytest.mark.parametrize("grid", [(2, 2), (3, 3), (4, 2), (2, 4)])
+def test_gemm_algorithms_agree(gemm: str, grid: tuple[int, int]):
+    module = parse_module(GEMM_CHAIN.format(n=24, h=16))
+    opts = CompileOptions(grid=grid, gemm=gemm, tile_sizes=(2, 2), substitute=False)
+    _check(module, opts, seed=1)
+
+
+@pytest.mark.parametrize(
+    ("grid", "n", "tiles", "device", "rings"),
+    [
+        ((3, 3), 144, (16, 16), "wse2", {"interleaved"}),
+        ((4, 2), 96, (8, 8), "wse2:sram_kib=24", {"interleaved", "torus"}),
+    ],
+)
+@pytest.mark.parametrize("gemm", ["meshgemm", "cannon", "summa"])
+def test_large_gemms_circulate_operands(
+    grid: tuple[int, int],
+    n: int,
+    tiles: tuple[int, int],
+    device: str,
+    rings: set[str],
+    gemm: str,
+):
+    """Blocks too large to replicate: the reduction runs as Cannon/MeshGEMM or SUMMA."""
+    module = parse_module(GEMM_CHAIN.format(n=n, h=n // 3 if grid[0] == 3 else n // 2))
+    opts = CompileOptions(
+        grid=grid, gemm=gemm, device=device, tile_sizes=tiles, substitute=False
+    )
+    compiled = _check(module, opts, seed=1)
+    ops = list(compiled.walk())
+    shifts = [op for op in ops if isinstance(op, mesh.ShiftOp)]
+    if gemm == "summa":
+        assert not shifts
+        assert any(isinstance(op, mesh.BroadcastOp) for op in ops)
+        return
+    assert shifts
+    used = {op.ring.data for op in shifts}
+    assert used <= (rings if gemm == "meshgemm" else {"torus"}), used
+    # Operands read by the circulating reduction are placed pre-aligned (skewed).
+    skews = [
+        op.result.type.layout
+        for op in ops
+        if isinstance(op, mesh.ScatterOp) and isinstance(op.result.type, mesh.DistType)
+    ]
+    assert {layout.skew.data for layout in skews} >= {"x", "y"}
+    assert all(
+        layout.chunks.data == math.lcm(*grid) for layout in skews if layout.skew.data
+    )
+
+
+@pytest.mark.parametrize("gemv", ["ktree", "pipeline", "ring"])
+def test_decode_gemvs_alternate_axes(gemv: str):
+    text = """
+    func.func @main(%x: tensor<1x256xf32>, %w1: tensor<256x256xf32>, %w2: tensor<256x256xf32>) -> tensor<1x256xf32> {
+      %h = graph.matmul %x, %w1 : (tensor<1x256xf32>, tensor<256x256xf32>) -> tensor<1x256xf32>
+      %o = graph.matmul %h, %w2 : (tensor<1x256xf32>, tensor<256x256xf32>) -> tensor<1x256xf32>
+      func.return %o : tensor<1x256xf32>
+    }
+    """
+    module = parse_module(text)
+    opts = CompileOptions(grid=(4, 4), gemv=gemv, tile_sizes=(16, 16), substitute=False)
+    compiled = _check(module, opts, seed=2)
+    reduces = [op for op in compiled.walk() if isinstance(op, mesh.AllreduceOp)]
+    assert reduces
+    assert {op.algorithm.data for op in reduces} == {gemv}
+    axes = [op.axis.data for op in reduces]
+    assert set(axes) == {"x", "y"}, axes
+
+
+def test_tile_program_through_the_pass():
+    """convert-tile-to-mesh on its own, as plmr-opt/xdsl-opt users run it."""
+    ctx = make_context()
+    module = load_module(EXAMPLES / "onnx/mlp.mlir", ctx)
+    inputs, want = _reference(module, 5)
+    PassPipeline.parse_spec(
+        get_all_passes(),
+        "convert-graph-to-loop,convert-loop-to-tile{tile-sizes=2,4},"
+        'convert-tile-to-mesh{grid=2,4 device="wse3" gemm="cannon"}',
+    ).apply(ctx, module)
+    assert not any(
+        isinstance(op, tile.ForOp) and op.parent_op() is module for op in module.walk()
+    )
+    (program,) = [op for op in module.ops if isinstance(op, mesh.ProgramOp)]
+    assert program.device.spec.data == "wse3"
+    got, _ = run_mesh(module, inputs, mode="functional")
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-4, atol=1e-5)
+
+
+def test_timing_mode_runs_compiled_programs():
+    module = load_module(EXAMPLES / "onnx/transformer_block.mlir")
+    compiled = compile_module(
+        make_context(), module, CompileOptions(grid=(4, 4), substitute=False)
+    )
+    fn_inputs = [np.zeros((1, 8, 16), np.float32)]
+    _, report = run_mesh(compiled, fn_inputs, mode="timing")
+    assert report.cycles > 0
+
+
+def test_larger_grids_are_faster():
+    module = parse_module(GEMM_CHAIN.format(n=64, h=32))
+    cycles: list[float] = []
+    for grid in ((1, 1), (2, 2), (4, 4)):
+        compiled = compile_module(
+            make_context(), module.clone(), CompileOptions(grid=grid, substitute=False)
+        )
+        inputs = [np.zeros((64, 64), np.float32)] * 2 + [np.zeros((64, 32), np.float32)]
+        _, report = run_mesh(compiled, inputs, mode="timing")
+        cycles.append(report.cycles)
+    assert cycles[0] > 2 * cycles[1] > 4 * cycles[2], cycles
+
+
+def test_program_too_large_for_its_grid():
+    module = load_module(EXAMPLES / "attention/decode_causal.mlir")
+    with pytest.raises(PlmrError) as info:
+        compile_module(
+            make_context(),
+            module,
+            CompileOptions(grid=(1, 1), tile_sizes=(2, 4), substitute=False),
+        )
+    message = str(info.value)
+    assert "does not fit a 1x1 grid of wse2" in message
+    assert "bytes of SRAM, a PE has 49152" in message
+
+
+def test_smaller_sram_device_is_rejected_precisely():
+    module = load_module(EXAMPLES / "onnx/mlp.mlir")
+    with pytest.raises(PlmrError, match=r"needs \d+ bytes of SRAM, a PE has 1024"):
+        compile_module(
+            make_context(),
+            module,
+            CompileOptions(grid=(1, 1), device="wse2:sram_kib=1", substitute=False),
+        )
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"grid": (0, 4)}, "grid must be two positive sizes"),
+        ({"grid": (800, 800)}, "does not fit wse2"),
+        ({"gemm": "foo"}, "unknown gemm 'foo'"),
+        ({"gemv": "foo"}, "unknown gemv 'foo'"),
+        ({"k": 0}, "k must be >= 1"),
+    ],
+)
+def test_bad_options(options: dict[str, object], message: str):
+    module = load_module(EXAMPLES / "onnx/mlp.mlir")
+    opts = CompileOptions(substitute=False, **options)  # pyright: ignore[reportArgumentType]
+    with pytest.raises(PlmrError, match=message):
+        compile_module(make_context(), module, opts)
+
+
+def test_untiled_loop_nests_are_reported():
+    module = load_module(EXAMPLES / "onnx/conv_block.mlir")
+    with pytest.raises(PlmrError, match=r"loop\.nest"):
+        compile_module(
+            make_context(), module, CompileOptions(grid=(2, 2), substitute=False)
+        )
