@@ -46,9 +46,11 @@ from xdsl.builder import Builder
 from xdsl.context import Context
 from xdsl.dialects import arith, func, tensor
 from xdsl.dialects.builtin import (
+    ArrayAttr,
     IndexType,
     IntegerAttr,
     ModuleOp,
+    StringAttr,
     TensorType,
 )
 from xdsl.ir import Attribute, Block, BlockArgument, Operation, Region, SSAValue
@@ -719,6 +721,19 @@ class _Lowering:
             opts.device_spec,
             opts.grid,
         )
+        from plmr.tools.running import (
+            ARG_NAMES_ATTR,
+            RESULT_NAMES_ATTR,
+            arg_names,
+            result_names,
+        )
+
+        program.attributes[ARG_NAMES_ATTR] = ArrayAttr(
+            [StringAttr(n) for n in arg_names(fn)]
+        )
+        program.attributes[RESULT_NAMES_ATTR] = ArrayAttr(
+            [StringAttr(n) for n in result_names(fn)]
+        )
         pblock = program.body.block
         for old, new in zip(self.block.args, pblock.args, strict=True):
             new.name_hint = old.name_hint
@@ -1258,7 +1273,11 @@ def lower_module(module: ModuleOp, opts: Options) -> float:
     """
     fns = [op for op in module.ops if isinstance(op, func.FuncOp) and op.body.blocks]
     if not fns:
-        raise PlmrError("convert-tile-to-mesh: the module has no function to partition")
+        already = any(isinstance(op, mesh.ProgramOp) for op in module.ops)
+        raise PlmrError(
+            "convert-tile-to-mesh: the module has no function to partition"
+            + (" (it is already a mesh program: run it with plmr run)" if already else "")
+        )
     lowerings = [_Lowering(fn, opts) for fn in fns]
     programs = [(fn, low.run()) for fn, low in zip(fns, lowerings, strict=True)]
     for fn, program in programs:

@@ -67,6 +67,12 @@ def compile_module(ctx: Context, module: ModuleOp, opts: CompileOptions) -> Modu
     from plmr.passes.transpose_elim import TransposeElimPass
 
     mesh_opts = parse_options(opts.grid, opts.device, opts.gemm, opts.gemv, opts.k)
+    if opts.budget < 0:
+        raise PlmrError(f"plmr compile: budget must be >= 0, got {opts.budget}")
+    if opts.fuse not in ("auto", "rolling", "split-k"):
+        raise PlmrError(
+            f"plmr compile: unknown fuse strategy '{opts.fuse}' (auto, rolling, split-k)"
+        )
     if _graph_ops(module):
         TransposeElimPass().apply(ctx, module)
         if opts.substitute:

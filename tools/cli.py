@@ -200,6 +200,10 @@ def compile_cmd(
         budget=budget,
         fuse=fuse,
     )
+    if output is not None and not output.resolve().parent.is_dir():
+        raise PlmrError(
+            f"cannot write {output}: directory {output.resolve().parent} does not exist"
+        )
     ctx = make_context()
     if program.suffix == ".onnx":
         from plmr.tools.onnx_import import import_onnx_file

@@ -9,11 +9,17 @@ import zipfile
 import zlib
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import numpy as np
 from xdsl.dialects import func
-from xdsl.dialects.builtin import DictionaryAttr, ModuleOp, StringAttr, TensorType
+from xdsl.dialects.builtin import (
+    ArrayAttr,
+    DictionaryAttr,
+    ModuleOp,
+    StringAttr,
+    TensorType,
+)
 from xdsl.ir import Attribute, SSAValue
 from xdsl.utils.hints import isa
 
@@ -42,19 +48,42 @@ Entry = func.FuncOp | mesh.ProgramOp
 E = TypeVar("E", bound=func.FuncOp | mesh.ProgramOp)
 
 
+ARG_NAMES_ATTR = "plmr.arg_names"
+RESULT_NAMES_ATTR = "plmr.result_names"
+"""A mesh.program's record of its source function's input / output names."""
+
+
+def _program_names(program: mesh.ProgramOp, key: str, n: int) -> list[str | None]:
+    names = program.attributes.get(key)
+    if not isinstance(names, ArrayAttr):
+        return [None] * n
+    values = cast(ArrayAttr[Attribute], names).data
+    if len(values) != n:
+        return [None] * n
+    return [v.data if isinstance(v, StringAttr) and v.data else None for v in values]
+
+
 def arg_names(fn: Entry) -> list[str]:
     """Input names: the recorded `plmr.name`s, else `arg0, arg1, ...`."""
-    arg_attrs = fn.arg_attrs if isinstance(fn, func.FuncOp) else None
-    attrs = None if arg_attrs is None else list(arg_attrs.data)
     n = len(fn.function_type.inputs.data)
+    if isinstance(fn, mesh.ProgramOp):
+        return [
+            name or f"arg{i}"
+            for i, name in enumerate(_program_names(fn, ARG_NAMES_ATTR, n))
+        ]
+    attrs = None if fn.arg_attrs is None else list(fn.arg_attrs.data)
     return [_named(attrs, i) or f"arg{i}" for i in range(n)]
 
 
 def result_names(fn: Entry) -> list[str]:
     """Output names: the recorded `plmr.name`s, else `out0, out1, ...`."""
-    res_attrs = fn.res_attrs if isinstance(fn, func.FuncOp) else None
-    attrs = None if res_attrs is None else list(res_attrs.data)
     n = len(fn.function_type.outputs.data)
+    if isinstance(fn, mesh.ProgramOp):
+        return [
+            name or f"out{i}"
+            for i, name in enumerate(_program_names(fn, RESULT_NAMES_ATTR, n))
+        ]
+    attrs = None if fn.res_attrs is None else list(fn.res_attrs.data)
     return [_named(attrs, i) or f"out{i}" for i in range(n)]
 
 

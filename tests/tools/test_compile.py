@@ -1,0 +1,432 @@
+"""`plmr compile` and the `plmr-compile` pass: whole-pipeline results and clean errors."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from plmr.tools.cli import main as plmr_main
+from plmr.tools.plmr_opt import main as opt_main
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+MLP = EXAMPLES / "onnx" / "mlp.mlir"
+MLP_ONNX = EXAMPLES / "onnx" / "mlp.onnx"
+CONV_BLOCK = EXAMPLES / "onnx" / "conv_block.mlir"
+DECODE_CAUSAL = EXAMPLES / "attention" / "decode_causal.mlir"
+
+FAST = ["--no-substitute", "--tile-sizes", "2,4"]
+"""Skips TASO (slow rule loading) and the search over blockings."""
+
+PASS = "plmr-compile{grid=2,2 substitute=false tile-sizes=2,4}"
+
+MALFORMED = """\
+func.func @main(%a: tensor<2xf32>) -> tensor<2xf32> {
+  %r = graph.relu %a tensor<2xf32>
+  func.return %r : tensor<2xf32>
+}
+"""
+
+
+def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    code = plmr_main(argv)
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def opt(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    code = opt_main(argv)
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def _script(name: str) -> str:
+    return str(Path(sys.executable).parent / name)
+
+
+def assert_one_error(err: str) -> None:
+    """One `error:` message, first on stderr, and no traceback."""
+    assert "Traceback" not in err
+    assert err.startswith("error: "), err
+    assert sum(line.startswith("error:") for line in err.splitlines()) == 1, err
+
+
+@pytest.fixture(scope="module")
+def mlp_mesh(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """examples/onnx/mlp.mlir compiled for a 2x4 grid."""
+    out = tmp_path_factory.mktemp("mlp") / "mlp_mesh.mlir"
+    assert plmr_main(["compile", str(MLP), "--grid", "2x4", *FAST, "-o", str(out)]) == 0
+    return out
+
+
+# ---------------------------------------------------------------------------------------
+# Results
+# ---------------------------------------------------------------------------------------
+
+
+def test_compile_writes_a_routed_mesh_program(tmp_path: Path, capsys):
+    out = tmp_path / "out.mlir"
+    code, stdout, err = run(
+        ["compile", str(MLP), "--grid", "2x4", *FAST, "-o", str(out)], capsys
+    )
+    assert code == 0, err
+    assert stdout == ""
+    assert err.strip() == f"wrote {out}"
+    text = out.read_text()
+    assert (
+        'mesh.program @main(%x: tensor<4x16xf32>) -> tensor<4x10xf32> device "wse2"' in text
+    )
+    assert "grid [2, 4]" in text
+    assert "graph." not in text
+    assert "loop.nest" not in text
+
+
+def test_compile_to_stdout(capsys):
+    code, stdout, err = run(["compile", str(MLP), "--grid", "2x2", *FAST], capsys)
+    assert code == 0, err
+    assert "mesh.program @main" in stdout
+    assert "grid [2, 2]" in stdout
+
+
+def test_compiled_program_runs(mlp_mesh: Path, capsys):
+    code, stdout, err = run(["run", str(mlp_mesh)], capsys)
+    assert code == 0, err
+    assert "@main on random inputs (seed 0):" in stdout
+    assert "logits: 4x10 float32" in stdout
+    assert "program @main on wse2 2x4 (functional mode)" in stdout
+
+
+def test_compiled_program_matches_the_graph(mlp_mesh: Path, tmp_path: Path, capsys):
+    graph_out = tmp_path / "a.npz"
+    mesh_out = tmp_path / "b.npz"
+    code, _, err = run(
+        ["run", str(MLP), "--random", "3", "--output", str(graph_out)], capsys
+    )
+    assert code == 0, err
+    code, stdout, err = run(
+        ["run", str(mlp_mesh), "--random", "3", "--output", str(mesh_out)], capsys
+    )
+    assert code == 0, err
+    assert f"wrote 1 result(s) of @main to {mesh_out}" in stdout
+    with np.load(graph_out) as a, np.load(mesh_out) as b:
+        # The compiled program keeps the model's names (`logits`).
+        assert a.files == b.files == ["logits"]
+        for ka, kb in zip(a.files, b.files, strict=True):
+            assert a[ka].shape == b[kb].shape == (4, 10)
+            assert a[ka].dtype == b[kb].dtype
+            np.testing.assert_allclose(b[kb], a[ka], rtol=1e-3, atol=1e-3)
+            assert np.abs(a[ka]).max() > 0
+
+
+def test_compiled_program_timing_report(mlp_mesh: Path, tmp_path: Path, capsys):
+    report = tmp_path / "report.json"
+    code, stdout, err = run(
+        ["run", str(mlp_mesh), "--mode", "timing", "--report", str(report)], capsys
+    )
+    assert code == 0, err
+    assert "(timing mode: results are placeholders)" in stdout
+    assert report.read_text().strip()
+
+
+def test_compile_onnx_model(mlp_mesh: Path, tmp_path: Path, capsys):
+    out = tmp_path / "out.mlir"
+    code, _, err = run(
+        ["compile", str(MLP_ONNX), "--grid", "2x4", *FAST, "-o", str(out)], capsys
+    )
+    assert code == 0, err
+    # mlp.mlir is the import of mlp.onnx: both compile to the same program.
+    assert out.read_text() == mlp_mesh.read_text()
+
+
+def test_compile_with_substitution(tmp_path: Path, capsys, monkeypatch):
+    from plmr.passes.taso import substitute
+
+    calls: list[tuple[int, list[substitute.FunctionReport]]] = []
+    original = substitute.substitute_module
+
+    def spy(module, alpha=1.05, budget=1000, *args, **kwargs):
+        reports = original(module, alpha, budget, *args, **kwargs)
+        calls.append((budget, reports))
+        return reports
+
+    monkeypatch.setattr(substitute, "substitute_module", spy)
+    out = tmp_path / "out.mlir"
+    code, _, err = run(
+        ["compile", str(MLP), "--grid", "2x4", "--tile-sizes", "2,4", "-o", str(out)],
+        capsys,
+    )
+    assert code == 0, err
+    assert len(calls) == 1
+    budget, reports = calls[0]
+    assert budget == 100  # the default --budget
+    assert [r.name for r in reports] == ["main"]
+    assert reports[0].explored >= 1
+    assert "mesh.program @main" in out.read_text()
+
+
+def test_generic_output_parses_back(tmp_path: Path, capsys):
+    out = tmp_path / "generic.mlir"
+    code, _, err = run(
+        ["compile", str(MLP), "--grid", "2x2", *FAST, "--generic", "-o", str(out)], capsys
+    )
+    assert code == 0, err
+    generic = out.read_text()
+    assert generic.startswith('"builtin.module"() ({')
+    assert '"mesh.program"()' in generic
+    code, custom, err = opt([str(out)], capsys)
+    assert code == 0, err
+    assert "mesh.program @main" in custom
+    # Printing the generic form back in the custom form gives the plain compile output.
+    code, direct, err = run(["compile", str(MLP), "--grid", "2x2", *FAST], capsys)
+    assert code == 0, err
+    assert custom.strip() == direct.strip()
+
+
+# ---------------------------------------------------------------------------------------
+# The plmr-compile pass
+# ---------------------------------------------------------------------------------------
+
+
+def test_plmr_compile_pass_in_plmr_opt(capsys):
+    code, out, err = opt([str(MLP), "-p", PASS], capsys)
+    assert code == 0, err
+    assert "mesh.program @main" in out
+    assert "grid [2, 2]" in out
+    code, direct, _ = run(["compile", str(MLP), "--grid", "2x2", *FAST], capsys)
+    assert out.strip() == direct.strip()
+
+
+def test_plmr_compile_pass_in_xdsl_opt():
+    proc = subprocess.run(
+        [_script("xdsl-opt"), str(MLP), "-p", PASS], capture_output=True, text=True
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "mesh.program @main" in proc.stdout
+    assert "grid [2, 2]" in proc.stdout
+
+
+def test_plmr_compile_pass_bad_option(capsys):
+    code, _, err = opt([str(MLP), "-p", "plmr-compile{grid=2}"], capsys)
+    assert code == 1
+    assert err.startswith("plmr-opt: error: ")
+    assert "plmr-compile: grid must be ROWS,COLS, got [2]" in err
+
+
+# ---------------------------------------------------------------------------------------
+# Errors: exit status 1, one `error:` line, no traceback, no output file
+# ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "program, args, messages",
+    [
+        pytest.param(
+            MLP,
+            ["--grid", "0x4"],
+            ["bad grid '0x4': both sizes must be positive"],
+            id="grid-0",
+        ),
+        pytest.param(
+            MLP, ["--grid", "abc"], ["bad grid 'abc': expected ROWSxCOLS"], id="grid-abc"
+        ),
+        pytest.param(
+            MLP,
+            ["--tile-sizes", "x"],
+            ["bad --tile-sizes 'x': expected P,R e.g. 8,4"],
+            id="tile-sizes-x",
+        ),
+        pytest.param(
+            MLP,
+            ["--tile-sizes", "0,4"],
+            ["bad --tile-sizes '0,4': expected P,R e.g. 8,4"],
+            id="tile-sizes-0",
+        ),
+        pytest.param(
+            MLP,
+            ["--grid", "2x4", "--tile-sizes", "3,4"],
+            ["convert-loop-to-tile: tile size 3 does not divide the extent 4"],
+            id="tile-size-not-dividing",
+        ),
+        pytest.param(
+            DECODE_CAUSAL,
+            ["--grid", "1x1"],
+            ["does not fit a 1x1 grid of wse2", "bytes of SRAM", "a PE has 49152"],
+            id="sram",
+        ),
+        pytest.param(
+            CONV_BLOCK,
+            ["--grid", "2x4", "--tile-sizes", "2,4"],
+            ["'loop.nest'", "left untiled by convert-loop-to-tile"],
+            id="loop-nest-left",
+        ),
+        pytest.param(
+            MLP,
+            ["--device", "nosuch"],
+            ["unknown device 'nosuch'; presets: wse2, wse3"],
+            id="device",
+        ),
+        pytest.param(
+            MLP,
+            ["--grid", "800x800", "--tile-sizes", "2,4"],
+            ["a 800x800 grid does not fit wse2 (994x750 PEs)"],
+            id="grid-larger-than-device",
+        ),
+        pytest.param(
+            MLP,
+            ["--grid", "995x4", "--tile-sizes", "2,4"],
+            ["a 995x4 grid does not fit wse2 (994x750 PEs)"],
+            id="rows-larger-than-device",
+        ),
+        pytest.param(
+            MLP,
+            ["--grid", "2x4", "--tile-sizes", "2,4", "--k", "0"],
+            ["k must be >= 1, got 0"],
+            id="k-0",
+        ),
+    ],
+)
+def test_compile_errors(
+    tmp_path: Path, capsys, program: Path, args: list[str], messages: list[str]
+):
+    out = tmp_path / "out.mlir"
+    code, stdout, err = run(
+        ["compile", str(program), "--no-substitute", *args, "-o", str(out)], capsys
+    )
+    assert code == 1
+    assert stdout == ""
+    assert_one_error(err)
+    assert err.count("\n") == 1, err
+    for message in messages:
+        assert message in err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_compile_missing_file(tmp_path: Path, capsys):
+    missing = tmp_path / "nope.mlir"
+    out = tmp_path / "out.mlir"
+    code, _, err = run(["compile", str(missing), *FAST, "-o", str(out)], capsys)
+    assert (code, err.strip()) == (1, f"error: no such file: {missing}")
+    code, _, err = run(
+        ["compile", str(tmp_path / "nope.onnx"), *FAST, "-o", str(out)], capsys
+    )
+    assert code == 1
+    assert_one_error(err)
+    assert "nope.onnx" in err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_compile_malformed_mlir(tmp_path: Path, capsys):
+    path = tmp_path / "bad.mlir"
+    path.write_text(MALFORMED)
+    out = tmp_path / "out.mlir"
+    code, _, err = run(["compile", str(path), *FAST, "-o", str(out)], capsys)
+    assert code == 1
+    assert_one_error(err)
+    # The parse error names the place and shows it under the `error:` line.
+    assert err.splitlines()[0] == f"error: cannot parse {path}:"
+    assert f"{path}:2:" in err
+    assert "Expected ':'" in err
+    assert not out.exists()
+
+
+def test_compile_nothing_to_compile(tmp_path: Path, capsys):
+    path = tmp_path / "id.mlir"
+    path.write_text(
+        "func.func @main(%a: tensor<2xf32>) -> tensor<2xf32> {\n"
+        "  func.return %a : tensor<2xf32>\n}\n"
+    )
+    code, _, err = run(["compile", str(path), *FAST], capsys)
+    assert code == 1
+    assert_one_error(err)
+    assert "no graph, loop or tile operations to compile" in err
+
+
+def test_compile_bad_choice_is_a_usage_error(tmp_path: Path, capsys):
+    out = tmp_path / "out.mlir"
+    code, _, err = run(
+        ["compile", str(MLP), *FAST, "--gemm", "foo", "-o", str(out)], capsys
+    )
+    assert code == 2
+    assert "Invalid value for '--gemm': 'foo' is not one of" in err
+    assert "Traceback" not in err
+    assert not out.exists()
+
+
+def test_entry_point_errors_without_traceback(tmp_path: Path):
+    out = tmp_path / "out.mlir"
+    for args, message in (
+        (["--grid", "abc"], "bad grid 'abc'"),
+        (["--grid", "2x4", "--tile-sizes", "3,4"], "tile size 3 does not divide"),
+    ):
+        proc = subprocess.run(
+            [
+                _script("plmr"),
+                "compile",
+                str(MLP),
+                "--no-substitute",
+                *args,
+                "-o",
+                str(out),
+            ],
+            capture_output=True,
+            text=True,
+        )
+        assert proc.returncode == 1, proc.stderr
+        assert_one_error(proc.stderr)
+        assert proc.stderr.count("\n") == 1
+        assert message in proc.stderr
+        assert not out.exists()
+
+
+def test_compiled_program_takes_the_models_inputs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+):
+    """Inputs saved for the model (by name) feed the compiled program too."""
+    out = tmp_path / "mlp_mesh.mlir"
+    code, _, err = run(
+        [
+            "compile",
+            str(MLP),
+            "--grid",
+            "2x4",
+            "--no-substitute",
+            "--tile-sizes",
+            "2,4",
+            "-o",
+            str(out),
+        ],
+        capsys,
+    )
+    assert code == 0, err
+    inputs = tmp_path / "in.npz"
+    np.savez(inputs, x=np.ones((4, 16), np.float32))
+    code, stdout, err = run(["run", str(out), "--inputs", str(inputs)], capsys)
+    assert code == 0, err
+    assert "logits: 4x10 float32" in stdout
+
+
+def test_compiling_a_mesh_program_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+):
+    out = tmp_path / "mlp_mesh.mlir"
+    code, _, err = run(
+        [
+            "compile",
+            str(MLP),
+            "--grid",
+            "2x2",
+            "--no-substitute",
+            "--tile-sizes",
+            "2,4",
+            "-o",
+            str(out),
+        ],
+        capsys,
+    )
+    assert code == 0, err
+    code, _, err = run(["compile", str(out), "--grid", "2x2", "--no-substitute"], capsys)
+    assert code == 1
+    assert "already a mesh program" in err
