@@ -62,6 +62,7 @@ from plmr.dialects.graph import static_shape
 from plmr.errors import PlmrError
 from plmr.runtime.device import Device, get_device
 from plmr.runtime.interpreter import op_cycles
+from plmr.runtime.sram import spmd_sram
 
 GEMM_CHOICES = ("meshgemm", "cannon", "summa")
 GEMV_CHOICES = ("ktree", "pipeline", "ring")
@@ -607,15 +608,15 @@ class _Planner:
                     comm += stages * message(full)
         return compute + comm
 
-    def choose(self) -> Mapping:
+    def ranked(self) -> list[Mapping]:
+        """The mappings whose blocks fit SRAM, cheapest first (ties: more PEs used)."""
         every = self.candidates()
         options = [
             m for m in every if m.cost < math.inf and m.sram <= self.opts.device.sram_bytes
         ]
         if not options:
             raise PlmrError(self._no_fit_message(every))
-        # Cheapest; ties go to the mapping that uses more PEs, then to fewer moves.
-        return min(options, key=lambda m: (round(m.cost, 3), -len(m.axes)))
+        return sorted(options, key=lambda m: (round(m.cost, 3), -len(m.axes)))
 
     def _no_fit_message(self, every: Sequence[Mapping]) -> str:
         nest, opts = self.nest, self.opts
@@ -760,6 +761,11 @@ class _Lowering:
                 "cannot be placed on the mesh (expected tile nests; a 'loop.nest' here "
                 "was left untiled by convert-loop-to-tile)"
             )
+        # Placements made for mappings that were then rejected.
+        for dead in [o for o in pblock.ops if isinstance(o, mesh.ScatterOp)]:
+            if not dead.result.uses:
+                dead.detach()
+                dead.erase()
         return program
 
     def _gathered(self, value: SSAValue) -> SSAValue:
@@ -797,9 +803,28 @@ class _Lowering:
     def _nest(self, top: tile.ForOp) -> None:
         nest = analyze_nest(top, self.block)
         planner = _Planner(nest, self.opts, {v: p.layout for v, p in self.placed.items()})
-        m = planner.choose()
-        self.cost += m.cost
-        _NestEmitter(self, nest, m).emit()
+        sram = self.opts.device.sram_bytes
+        needed: list[int] = []
+        for m in planner.ranked():
+            spmd = _NestEmitter(self, nest, m).emit()
+            # The block estimate leaves out the body's temporaries: measure the peak.
+            peak = spmd_sram(spmd, self.opts.device).peak_bytes
+            if peak <= sram:
+                self.cost += m.cost
+                return
+            needed.append(peak)
+            for out in nest.outputs:
+                del self.placed[out]
+            spmd.detach()
+            spmd.erase()
+        name = nest.outputs[0].name_hint or "?"
+        grid = self.opts.grid
+        raise PlmrError(
+            f"convert-tile-to-mesh: the nest computing %{name} does not fit a "
+            f"{grid[0]}x{grid[1]} grid of {self.opts.device.name}: its smallest per-PE "
+            f"placement needs {min(needed)} bytes of SRAM, a PE has {sram}; use a larger "
+            "grid, smaller tiles or a device with more SRAM"
+        )
 
 
 @dataclass
@@ -831,7 +856,7 @@ class _NestEmitter:
             return ("", "", 0)
         return (self.m.paths[src], self.ring, self.m.chunks)
 
-    def emit(self) -> None:
+    def emit(self) -> mesh.SpmdOp:
         low, nest, m, opts = self.low, self.nest, self.m, self.opts
         inputs: list[SSAValue] = []
         wants: list[tuple[SSAValue, Layout, tuple[str, str, int]]] = []
@@ -886,6 +911,7 @@ class _NestEmitter:
         for k, (old, new) in enumerate(zip(nest.outputs, spmd.outputs, strict=True)):
             new.name_hint = old.name_hint
             low.placed[old] = _Placed(new, m.outputs[k])
+        return spmd
 
     # -- layouts ----------------------------------------------------------------------
 

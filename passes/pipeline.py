@@ -21,6 +21,7 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation
 from xdsl.passes import ModulePass
+from xdsl.utils.exceptions import DiagnosticException
 
 from plmr.dialects import loop, tile
 from plmr.errors import PlmrError
@@ -46,6 +47,7 @@ class CompileOptions:
     budget: int = 100
     fuse: str = "auto"
     route: bool = True
+    relay: bool = False
 
 
 def _has(module: ModuleOp, dialect_ops: tuple[type[Operation], ...]) -> bool:
@@ -60,8 +62,6 @@ def compile_module(ctx: Context, module: ModuleOp, opts: CompileOptions) -> Modu
     """Lowers `module` in place to a mesh program (and returns it)."""
     from plmr.lowering.graph_to_loop import ConvertGraphToLoopPass
     from plmr.lowering.tile_to_mesh import lower_module, parse_options
-    from plmr.passes.mesh_route import MeshRoutePass
-    from plmr.passes.mesh_verify import MeshVerifyPlmrPass
     from plmr.passes.neptune.fuse import NeptuneFusePass
     from plmr.passes.taso.substitute import TasoSubstitutePass
     from plmr.passes.transpose_elim import TransposeElimPass
@@ -83,14 +83,26 @@ def compile_module(ctx: Context, module: ModuleOp, opts: CompileOptions) -> Modu
         _tile_for_grid(ctx, module, opts, mesh_opts)
     elif _has(module, (tile.ForOp,)):
         lower_module(module, mesh_opts)
+        _route(ctx, module, opts)
     else:
         raise PlmrError(
             "plmr compile: the program has no graph, loop or tile operations to compile"
         )
-    if opts.route:
-        MeshRoutePass().apply(ctx, module)
-        MeshVerifyPlmrPass().apply(ctx, module)
     return module
+
+
+def _route(ctx: Context, module: ModuleOp, opts: CompileOptions) -> None:
+    """mesh-route and mesh-verify-plmr, with their failures as plmr errors."""
+    from plmr.passes.mesh_route import MeshRoutePass
+    from plmr.passes.mesh_verify import MeshVerifyPlmrPass
+
+    if not opts.route:
+        return
+    try:
+        MeshRoutePass().apply(ctx, module)
+        MeshVerifyPlmrPass(relay=opts.relay).apply(ctx, module)
+    except DiagnosticException as e:
+        raise PlmrError(str(e)) from e
 
 
 def _tile_for_grid(
@@ -103,7 +115,10 @@ def _tile_for_grid(
     if opts.tile_sizes is not None:
         choices = [opts.tile_sizes]
     else:
-        choices = [(p, r) for p in PARALLEL_TILES for r in REDUCTION_TILES]
+        par, red = _grid_blocks(module, opts.grid)
+        choices = [
+            (p, r) for p in (*PARALLEL_TILES, *par) for r in (*REDUCTION_TILES, *red)
+        ]
     best: tuple[float, ModuleOp] | None = None
     first_error: PlmrError | None = None
     for sizes in choices:
@@ -111,8 +126,9 @@ def _tile_for_grid(
         try:
             ConvertLoopToTilePass(tile_sizes=sizes).apply(ctx, trial)
             cost = lower_module(trial, mesh_opts)
+            _route(ctx, trial, opts)
         except PlmrError as e:
-            if first_error is None or "does not fit" in str(e):
+            if first_error is None or "SRAM" in str(e):
                 first_error = e
             continue
         if best is None or cost < best[0] * 0.999:
@@ -121,6 +137,36 @@ def _tile_for_grid(
         assert first_error is not None
         raise first_error
     _replace_body(module, best[1])
+
+
+def _grid_blocks(module: ModuleOp, grid: tuple[int, int]) -> tuple[list[int], list[int]]:
+    """
+    Blocks that give each PE exactly one block of a loop: extent / PEs along an axis for
+    parallel dims, extent / lcm(P, Q) (one Cannon chunk) for reductions; the most
+    common few of each, larger than the fixed candidates.
+    """
+    import math
+    from collections import Counter
+
+    par: Counter[int] = Counter()
+    red: Counter[int] = Counter()
+    chunks = math.lcm(*grid)
+    for op in module.walk():
+        if not isinstance(op, loop.NestOp):
+            continue
+        ext = op.extents
+        for i in op.parallel_dims:
+            for n in set(grid):
+                if n > 1 and ext[i] % n == 0 and ext[i] // n > PARALLEL_TILES[0]:
+                    par[ext[i] // n] += 1
+        for i in op.reduction_dims:
+            if (
+                chunks > 1
+                and ext[i] % chunks == 0
+                and ext[i] // chunks > REDUCTION_TILES[0]
+            ):
+                red[ext[i] // chunks] += 1
+    return [b for b, _ in par.most_common(2)], [b for b, _ in red.most_common(2)]
 
 
 def _replace_body(module: ModuleOp, new: ModuleOp) -> None:
@@ -137,7 +183,8 @@ class PlmrCompilePass(ModulePass):
     """
     The whole plmr pipeline as one pass: `grid = ROWS,COLS`, `device`, `gemm`, `gemv`,
     `k`, `tile-sizes = P,R` (default: chosen for the grid), `substitute` (TASO, with
-    `budget`), `fuse` (neptune-fuse strategy), `route` (mesh-route + mesh-verify-plmr).
+    `budget`), `fuse` (neptune-fuse strategy), `route` (mesh-route + mesh-verify-plmr),
+    `relay` (accept programs that need more colors than the device has).
     """
 
     name = "plmr-compile"
@@ -152,6 +199,7 @@ class PlmrCompilePass(ModulePass):
     budget: int = 100
     fuse: str = "auto"
     route: bool = True
+    relay: bool = False
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         compile_module(ctx, op, self.options())
@@ -178,6 +226,7 @@ class PlmrCompilePass(ModulePass):
             budget=self.budget,
             fuse=self.fuse,
             route=self.route,
+            relay=self.relay,
         )
 
 

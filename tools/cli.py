@@ -153,6 +153,9 @@ def import_cmd(model: Path, output: Path | None, func_name: str, generic: bool) 
     show_default=True,
     help="neptune-fuse strategy.",
 )
+@click.option(
+    "--relay", is_flag=True, help="Accept routes beyond the colors (relayed in software)."
+)
 @click.option("--generic", is_flag=True, help="Print the generic MLIR form.")
 def compile_cmd(
     program: Path,
@@ -166,6 +169,7 @@ def compile_cmd(
     no_substitute: bool,
     budget: int,
     fuse: str,
+    relay: bool,
     generic: bool,
 ) -> None:
     """
@@ -199,6 +203,7 @@ def compile_cmd(
         substitute=not no_substitute,
         budget=budget,
         fuse=fuse,
+        relay=relay,
     )
     if output is not None and not output.resolve().parent.is_dir():
         raise PlmrError(
