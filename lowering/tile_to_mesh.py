@@ -626,12 +626,21 @@ class _Planner:
         where = ", ".join(
             f"{a} = %{lp.induction_var.name_hint or '?'}" for a, lp in best.axes.items()
         )
+        hint = ""
+        if not best.axes:
+            counts = ", ".join(
+                f"%{lp.induction_var.name_hint or '?'}: {lp.trip_count}" for lp in nest.chain
+            )
+            hint = (
+                f" (no loop's block count ({counts}) is a multiple of the {grid[0]} or "
+                f"{grid[1]} PEs of an axis)"
+            )
         return (
             f"convert-tile-to-mesh: the nest computing %{name} does not fit a "
             f"{grid[0]}x{grid[1]} grid of {opts.device.name}: its smallest per-PE "
             f"placement ({where or 'no loop split'}) needs {best.sram} bytes of SRAM, a "
-            f"PE has {opts.device.sram_bytes}; use a larger grid, smaller tiles or a "
-            "device with more SRAM"
+            f"PE has {opts.device.sram_bytes}{hint}; use a larger grid, smaller tiles or "
+            "a device with more SRAM"
         )
 
 

@@ -244,3 +244,17 @@ def test_untiled_loop_nests_are_reported():
         compile_module(
             make_context(), module, CompileOptions(grid=(2, 2), substitute=False)
         )
+
+
+@pytest.mark.parametrize("gemm", ["meshgemm", "cannon", "summa"])
+def test_ring_attention_on_small_pes(gemm: str):
+    """Keys too large to replicate: K and V circulate (rolling update per chunk)."""
+    module = load_module(EXAMPLES / "attention/prefill_causal.mlir")
+    opts = CompileOptions(
+        grid=(2, 4), gemm=gemm, device="wse2:sram_kib=7", substitute=False, relay=True
+    )
+    compiled = _check(module, opts, seed=4)
+    ops = list(compiled.walk())
+    moves = [op for op in ops if isinstance(op, mesh.ShiftOp | mesh.BroadcastOp)]
+    assert moves and {op.axis.data for op in moves} == {"x"}
+    assert not any(isinstance(op, tile.TransposeOp) for op in ops)
