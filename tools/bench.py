@@ -176,6 +176,41 @@ def execute(
             echo(f"  {label:<11} written to {path}")
 
 
+def kernel_report(
+    kernel: Kernel,
+    *,
+    device: str = "wse2",
+    mode: str = "timing",
+    relay: bool = False,
+    seed: int = 0,
+    extra: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """
+    Runs a built kernel once and returns the JSON object `plmr bench --json` prints
+    for it: `extra`'s keys, then the runtime's report (cycles, seconds, compute and
+    exposed communication of the critical PE, compute efficiency, traffic, SRAM,
+    routes). Raises PlmrError if the kernel does not fit the device.
+    """
+    lines: list[str] = []
+    execute(
+        kernel,
+        device=device,
+        mode=mode,
+        as_json=True,
+        relay=relay,
+        seed=seed,
+        report_path=None,
+        trace_path=None,
+        trace_pes=None,
+        heatmap_path=None,
+        reference=None,
+        extra=dict(extra or {}),
+        echo=lines.append,
+    )
+    result: dict[str, Any] = json.loads(lines[0])
+    return result
+
+
 @click.group("bench")
 def bench() -> None:
     """Run a kernel on the modelled wafer and report cycles, traffic, SRAM and routes."""
