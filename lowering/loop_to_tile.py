@@ -1111,7 +1111,9 @@ def _epilogue_of(nest: NestOp, analysis: _Analysis) -> NestOp | None:
 class ConvertLoopToTilePass(ModulePass):
     """
     Blocks `loop` nests into `tile` programs: `tile-sizes = P,R` are the block of
-    the reused parallel dimensions and of the innermost reduction dimension.
+    the reused parallel dimensions and of the innermost reduction dimension;
+    `nest-tile-sizes = "name=P,R;..."` overrides them for the nests computing the named
+    tensors (names as printed, without `%`).
     """
 
     name = "convert-loop-to-tile"
@@ -1119,21 +1121,52 @@ class ConvertLoopToTilePass(ModulePass):
     tile_sizes: tuple[int, ...] = (16, 16)
     """`P,R`: the block size of blocked parallel dimensions and of the reduction."""
 
+    nest_tile_sizes: str = ""
+    """Per-nest overrides `name=P,R;name=P,R`, addressed by the nest's result names."""
+
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        sizes = self.tile_sizes
-        if len(sizes) == 1:
-            sizes = (sizes[0], sizes[0])
-        if len(sizes) != 2 or any(s <= 0 for s in sizes):
-            raise PlmrError(
-                "convert-loop-to-tile: tile-sizes must be one or two positive sizes "
-                f"(parallel, reduction), got {list(self.tile_sizes)}"
-            )
+        sizes = _sizes(self.tile_sizes, "tile-sizes")
+        overrides = parse_nest_sizes(self.nest_tile_sizes)
         for fn in op.ops:
             if isinstance(fn, func.FuncOp) and fn.body.blocks:
-                lower_function(fn, (sizes[0], sizes[1]))
+                lower_function(fn, sizes, overrides)
 
 
-def lower_function(fn: func.FuncOp, sizes: tuple[int, int]) -> None:
+def _sizes(values: Sequence[int], what: str) -> tuple[int, int]:
+    if len(values) == 1:
+        values = (values[0], values[0])
+    if len(values) != 2 or any(s <= 0 for s in values):
+        raise PlmrError(
+            f"convert-loop-to-tile: {what} must be one or two positive sizes "
+            f"(parallel, reduction), got {list(values)}"
+        )
+    return (values[0], values[1])
+
+
+def parse_nest_sizes(text: str) -> dict[str, tuple[int, int]]:
+    """`"h=8,8;o=4"` -> {"h": (8, 8), "o": (4, 4)}."""
+    out: dict[str, tuple[int, int]] = {}
+    for item in filter(None, (t.strip() for t in text.split(";"))):
+        name, eq, rest = item.partition("=")
+        name = name.strip().lstrip("%")
+        try:
+            values = [int(v) for v in rest.split(",")] if eq else []
+        except ValueError:
+            values = []
+        if not name or not values:
+            raise PlmrError(
+                f"convert-loop-to-tile: bad nest-tile-sizes entry '{item}': expected "
+                "name=P,R (e.g. attn=16,8)"
+            )
+        out[name] = _sizes(values, f"the sizes of nest '{name}'")
+    return out
+
+
+def lower_function(
+    fn: func.FuncOp,
+    sizes: tuple[int, int],
+    overrides: dict[str, tuple[int, int]] | None = None,
+) -> None:
     """Replaces every top-level nest of `fn` that can be blocked by its tile program."""
     block = fn.body.block
     N.hoist_constants(block)
@@ -1141,8 +1174,13 @@ def lower_function(fn: func.FuncOp, sizes: tuple[int, int]) -> None:
     for nest in N.top_nests(block):
         if nest.parent is None:
             continue
+        chosen = sizes
+        for result in nest.results:
+            if overrides and result.name_hint in overrides:
+                chosen = overrides[result.name_hint]
+                break
         try:
-            analysis = _Analysis(nest, sizes, order)
+            analysis = _Analysis(nest, chosen, order)
             plan = analysis.run()
             epilogue = _epilogue_of(nest, analysis)
             _replace(nest, plan, epilogue, order)

@@ -87,6 +87,8 @@ class Options:
     gemm: str = "meshgemm"
     gemv: str = "ktree"
     k: int = 2
+    groups: int = 0
+    """K-tree groups of the first phase (0: the default, about √n)."""
 
     def n(self, axis: str) -> int:
         return self.grid[0] if axis == "y" else self.grid[1]
@@ -629,7 +631,8 @@ class _Planner:
         hint = ""
         if not best.axes:
             counts = ", ".join(
-                f"%{lp.induction_var.name_hint or '?'}: {lp.trip_count}" for lp in nest.chain
+                f"%{lp.induction_var.name_hint or '?'}: {lp.trip_count}"
+                for lp in nest.chain
             )
             hint = (
                 f" (no loop's block count ({counts}) is a multiple of the {grid[0]} or "
@@ -949,7 +952,9 @@ class _NestEmitter:
             offs[j] = _mul(b, self.coord[a], cur_shape[j])
             placed = b.insert(tile.StoreOp(value, zero, offs)).result
             value = b.insert(
-                mesh.AllreduceOp("sum", placed, a, self.opts.gemv, self.opts.k)
+                mesh.AllreduceOp(
+                    "sum", placed, a, self.opts.gemv, self.opts.k, _groups(self.opts, a)
+                )
             ).result
             cur[j] = "-"
         # Take this PE's part of the dims now whole.
@@ -1048,7 +1053,9 @@ class _NestEmitter:
             kinds = _plain_accumulators(loop)
             assert kinds is not None
             results = [
-                self.b.insert(mesh.AllreduceOp(kind, r, axis, opts.gemv, opts.k)).result
+                self.b.insert(
+                    mesh.AllreduceOp(kind, r, axis, opts.gemv, opts.k, _groups(opts, axis))
+                ).result
                 for kind, r in zip(kinds, results, strict=True)
             ]
         for o, n in zip(loop.res, results, strict=True):
@@ -1260,6 +1267,13 @@ class _NestEmitter:
         self.vmap[op.result] = new.result
 
 
+def _groups(opts: Options, axis: str) -> int | None:
+    """The K-tree's groups along `axis` (None: the collective's default)."""
+    if opts.gemv != "ktree" or opts.groups <= 0 or opts.k < 2:
+        return None
+    return min(opts.groups, opts.n(axis))
+
+
 def _ring_for(ring: str, n: int) -> str:
     return "torus" if ring == "interleaved" and n < 3 else ring
 
@@ -1276,7 +1290,7 @@ def _elt(value: SSAValue) -> Attribute:
 
 
 def parse_options(
-    grid: Sequence[int], device: str, gemm: str, gemv: str, k: int
+    grid: Sequence[int], device: str, gemm: str, gemv: str, k: int, groups: int = 0
 ) -> Options:
     if len(grid) != 2 or any(g <= 0 for g in grid):
         raise PlmrError(
@@ -1292,13 +1306,15 @@ def parse_options(
         )
     if k < 1:
         raise PlmrError(f"convert-tile-to-mesh: k must be >= 1, got {k}")
+    if groups < 0:
+        raise PlmrError(f"convert-tile-to-mesh: groups must be >= 0, got {groups}")
     dev = get_device(device)
     if grid[0] > dev.height or grid[1] > dev.width:
         raise PlmrError(
             f"convert-tile-to-mesh: a {grid[0]}x{grid[1]} grid does not fit {dev.name} "
             f"({dev.height}x{dev.width} PEs)"
         )
-    return Options((grid[0], grid[1]), dev, device, gemm, gemv, k)
+    return Options((grid[0], grid[1]), dev, device, gemm, gemv, k, groups)
 
 
 def lower_module(module: ModuleOp, opts: Options) -> float:
@@ -1327,7 +1343,8 @@ class ConvertTileToMeshPass(ModulePass):
     """
     Partitions tile programs over a 2D grid of PEs (see the module docstring):
     `grid = ROWS,COLS`, `device`, `gemm = meshgemm|cannon|summa` (how reductions
-    rotate), `gemv = ktree|pipeline|ring` (the allreduce algorithm), `k` (K-tree phases).
+    rotate), `gemv = ktree|pipeline|ring` (the allreduce algorithm), `k` (K-tree phases),
+    `groups` (K-tree groups of the first phase; 0 = about √n).
     """
 
     name = "convert-tile-to-mesh"
@@ -1337,9 +1354,12 @@ class ConvertTileToMeshPass(ModulePass):
     gemm: str = "meshgemm"
     gemv: str = "ktree"
     k: int = 2
+    groups: int = 0
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        opts = parse_options(self.grid, self.device, self.gemm, self.gemv, self.k)
+        opts = parse_options(
+            self.grid, self.device, self.gemm, self.gemv, self.k, self.groups
+        )
         lower_module(op, opts)
 
 

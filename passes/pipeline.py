@@ -42,8 +42,14 @@ class CompileOptions:
     gemm: str = "meshgemm"
     gemv: str = "ktree"
     k: int = 2
+    groups: int = 0
     tile_sizes: tuple[int, int] | None = None
+    nest_tile_sizes: tuple[tuple[str, int, int], ...] = ()
+    """Per-nest blockings (result name, P, R), applied over `tile_sizes`."""
     substitute: bool = True
+    alpha: float = 1.05
+    eliminate_transposes: bool = True
+    chunks: int = 4
     budget: int = 100
     fuse: str = "auto"
     route: bool = True
@@ -60,35 +66,85 @@ def _graph_ops(module: ModuleOp) -> bool:
 
 def compile_module(ctx: Context, module: ModuleOp, opts: CompileOptions) -> ModuleOp:
     """Lowers `module` in place to a mesh program (and returns it)."""
-    from plmr.lowering.graph_to_loop import ConvertGraphToLoopPass
-    from plmr.lowering.tile_to_mesh import lower_module, parse_options
-    from plmr.passes.neptune.fuse import NeptuneFusePass
-    from plmr.passes.taso.substitute import TasoSubstitutePass
-    from plmr.passes.transpose_elim import TransposeElimPass
+    mesh_opts = _check_options(opts)
+    to_loop_level(ctx, module, opts)
+    return from_loop_level(ctx, module, opts, mesh_opts)
 
-    mesh_opts = parse_options(opts.grid, opts.device, opts.gemm, opts.gemv, opts.k)
+
+def _check_options(opts: CompileOptions) -> Options:
+    from plmr.lowering.tile_to_mesh import parse_options
+
+    mesh_opts = parse_options(
+        opts.grid, opts.device, opts.gemm, opts.gemv, opts.k, opts.groups
+    )
     if opts.budget < 0:
         raise PlmrError(f"plmr compile: budget must be >= 0, got {opts.budget}")
     if opts.fuse not in ("auto", "rolling", "split-k"):
         raise PlmrError(
             f"plmr compile: unknown fuse strategy '{opts.fuse}' (auto, rolling, split-k)"
         )
+    return mesh_opts
+
+
+def to_loop_level(ctx: Context, module: ModuleOp, opts: CompileOptions) -> ModuleOp:
+    """The graph part of the pipeline and fusion: graph passes, to loops, neptune-fuse."""
+    from plmr.lowering.graph_to_loop import ConvertGraphToLoopPass
+    from plmr.passes.neptune.fuse import NeptuneFusePass
+    from plmr.passes.taso.substitute import TasoSubstitutePass
+    from plmr.passes.transpose_elim import TransposeElimPass
+
     if _graph_ops(module):
-        TransposeElimPass().apply(ctx, module)
+        if opts.eliminate_transposes:
+            TransposeElimPass().apply(ctx, module)
         if opts.substitute:
-            TasoSubstitutePass(budget=opts.budget, device=opts.device).apply(ctx, module)
+            TasoSubstitutePass(
+                alpha=opts.alpha, budget=opts.budget, device=opts.device
+            ).apply(ctx, module)
         ConvertGraphToLoopPass().apply(ctx, module)
     if _has(module, (loop.NestOp,)):
-        NeptuneFusePass(strategy=opts.fuse, remarks=False).apply(ctx, module)
+        NeptuneFusePass(strategy=opts.fuse, chunks=opts.chunks, remarks=False).apply(
+            ctx, module
+        )
+    return module
+
+
+def from_loop_level(
+    ctx: Context, module: ModuleOp, opts: CompileOptions, mesh_opts: Options | None = None
+) -> ModuleOp:
+    """The rest: blocking (searched for the grid), partitioning, routing, verification."""
+    from plmr.lowering.tile_to_mesh import lower_module
+
+    if mesh_opts is None:
+        mesh_opts = _check_options(opts)
+    if _has(module, (loop.NestOp,)):
         _tile_for_grid(ctx, module, opts, mesh_opts)
     elif _has(module, (tile.ForOp,)):
         lower_module(module, mesh_opts)
         _route(ctx, module, opts)
     else:
+        already = any(op.name == "mesh.program" for op in module.ops)
         raise PlmrError(
             "plmr compile: the program has no graph, loop or tile operations to compile"
+            + (" (it is already a mesh program: run it with plmr run)" if already else "")
         )
     return module
+
+
+def loop_nests(module: ModuleOp) -> dict[str, tuple[tuple[int, ...], tuple[int, ...]]]:
+    """The loop nests of a loop-level module by result name: (parallel, reduction) extents."""
+    out: dict[str, tuple[tuple[int, ...], tuple[int, ...]]] = {}
+    for op in module.walk():
+        if not isinstance(op, loop.NestOp) or isinstance(op.parent_op(), loop.NestOp):
+            continue
+        ext = op.extents
+        extents = (
+            tuple(ext[i] for i in op.parallel_dims),
+            tuple(ext[i] for i in op.reduction_dims),
+        )
+        for result in op.results:
+            if result.name_hint:
+                out[result.name_hint] = extents
+    return out
 
 
 def _route(ctx: Context, module: ModuleOp, opts: CompileOptions) -> None:
@@ -124,7 +180,8 @@ def _tile_for_grid(
     for sizes in choices:
         trial = module.clone()
         try:
-            ConvertLoopToTilePass(tile_sizes=sizes).apply(ctx, trial)
+            nests = ";".join(f"{n}={p},{r}" for n, p, r in opts.nest_tile_sizes)
+            ConvertLoopToTilePass(tile_sizes=sizes, nest_tile_sizes=nests).apply(ctx, trial)
             cost = lower_module(trial, mesh_opts)
             _route(ctx, trial, opts)
         except PlmrError as e:
@@ -182,8 +239,10 @@ def _replace_body(module: ModuleOp, new: ModuleOp) -> None:
 class PlmrCompilePass(ModulePass):
     """
     The whole plmr pipeline as one pass: `grid = ROWS,COLS`, `device`, `gemm`, `gemv`,
-    `k`, `tile-sizes = P,R` (default: chosen for the grid), `substitute` (TASO, with
-    `budget`), `fuse` (neptune-fuse strategy), `route` (mesh-route + mesh-verify-plmr),
+    `k`, `groups`, `tile-sizes = P,R` (default: chosen for the grid), `nest-tile-sizes`
+    (`"name=P,R;..."`), `substitute` (TASO, with `alpha` and `budget`),
+    `eliminate-transposes`, `fuse` (neptune-fuse strategy) and `chunks` (split-K chunks),
+    `route` (mesh-route + mesh-verify-plmr),
     `relay` (accept programs that need more colors than the device has).
     """
 
@@ -194,10 +253,15 @@ class PlmrCompilePass(ModulePass):
     gemm: str = "meshgemm"
     gemv: str = "ktree"
     k: int = 2
+    groups: int = 0
     tile_sizes: tuple[int, ...] = ()
+    nest_tile_sizes: str = ""
     substitute: bool = True
+    alpha: float = 1.05
     budget: int = 100
+    eliminate_transposes: bool = True
     fuse: str = "auto"
+    chunks: int = 4
     route: bool = True
     relay: bool = False
 
@@ -215,16 +279,26 @@ class PlmrCompilePass(ModulePass):
                     f"{list(self.tile_sizes)}"
                 )
             sizes = (self.tile_sizes[0], self.tile_sizes[-1])
+        from plmr.lowering.loop_to_tile import parse_nest_sizes
+
+        nests = tuple(
+            (name, p, r) for name, (p, r) in parse_nest_sizes(self.nest_tile_sizes).items()
+        )
         return CompileOptions(
             grid=(self.grid[0], self.grid[1]),
             device=self.device,
             gemm=self.gemm,
             gemv=self.gemv,
             k=self.k,
+            groups=self.groups,
             tile_sizes=sizes,
+            nest_tile_sizes=nests,
             substitute=self.substitute,
+            alpha=self.alpha,
             budget=self.budget,
+            eliminate_transposes=self.eliminate_transposes,
             fuse=self.fuse,
+            chunks=self.chunks,
             route=self.route,
             relay=self.relay,
         )

@@ -8,6 +8,8 @@ output file behind.
 
 from __future__ import annotations
 
+import io
+import json
 import os
 import sys
 import tempfile
@@ -156,6 +158,20 @@ def import_cmd(model: Path, output: Path | None, func_name: str, generic: bool) 
 @click.option(
     "--relay", is_flag=True, help="Accept routes beyond the colors (relayed in software)."
 )
+@click.option(
+    "--schedule",
+    "schedule_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="A schedule (JSON) to compile with; its settings replace the options above.",
+)
+@click.option(
+    "--db",
+    "db_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Also time the result and record it in this performance database (SQLite).",
+)
 @click.option("--generic", is_flag=True, help="Print the generic MLIR form.")
 def compile_cmd(
     program: Path,
@@ -170,6 +186,8 @@ def compile_cmd(
     budget: int,
     fuse: str,
     relay: bool,
+    schedule_path: Path | None,
+    db_path: Path | None,
     generic: bool,
 ) -> None:
     """
@@ -216,13 +234,255 @@ def compile_cmd(
         module = import_onnx_file(str(program))
     else:
         module = load_module(program, ctx)
-    compile_module(ctx, module, opts)
+    source_text = module_text(module)
+    schedule_json = _schedule_of_options(opts)
+    if schedule_path is not None:
+        from plmr.schedule.tuner import compile_schedule
+
+        schedule = _load_schedule(schedule_path)
+        schedule_json = schedule.bind({}).to_json()
+        module = compile_schedule(source_text, schedule.bind({}))
+    else:
+        compile_module(ctx, module, opts)
+    if db_path is not None:
+        _record_compiled(
+            db_path,
+            source_text,
+            f"{program.name}",
+            module,
+            schedule_json,
+            "manual" if schedule_path is not None else "default",
+        )
     text = module_text(module, generic=generic)
     if output is None:
         click.echo(text, nl=False)
         return
     write_text_atomically(output, text)
     click.echo(f"wrote {output}", err=True)
+
+
+def _load_schedule(path: Path) -> Any:
+    from plmr.schedule.transforms import Compound
+
+    try:
+        text = path.read_text()
+    except OSError as e:
+        raise PlmrError(f"cannot read schedule {path}: {e.strerror or e}") from e
+    return Compound.loads(text, str(path))
+
+
+def _schedule_of_options(opts: Any) -> dict[str, Any]:
+    """The schedule (JSON) equivalent to compile options."""
+    from plmr.schedule.transforms import (
+        Compound,
+        EliminateTransposes,
+        Fuse,
+        Partition,
+        Substitute,
+        Tile,
+    )
+
+    tile = (
+        Tile()
+        if opts.tile_sizes is None
+        else Tile(parallel=opts.tile_sizes[0], reduction=opts.tile_sizes[1])
+    )
+    steps = [
+        EliminateTransposes(enabled=opts.eliminate_transposes),
+        Substitute(enabled=opts.substitute, alpha=opts.alpha, budget=opts.budget),
+        Fuse(opts.fuse, chunks=opts.chunks),
+        tile,
+        Partition(
+            grid=list(opts.grid),
+            device=opts.device,
+            gemm=opts.gemm,
+            gemv=opts.gemv,
+            k=opts.k,
+            groups=opts.groups,
+        ),
+    ]
+    return Compound(steps).to_json()
+
+
+def _record_compiled(
+    db_path: Path,
+    source_text: str,
+    name: str,
+    module: Any,
+    schedule_json: dict[str, Any],
+    source: str,
+) -> None:
+    """Times a compiled program and records it in the performance database."""
+    from plmr.dialects import mesh
+    from plmr.runtime.interpreter import run_mesh
+    from plmr.schedule.db import PerfDB, Record, program_hash
+    from plmr.schedule.tuner import _zeros  # pyright: ignore[reportPrivateUsage]
+
+    program = next(op for op in module.ops if isinstance(op, mesh.ProgramOp))
+    _, report = run_mesh(module, _zeros(module), mode="timing")
+    with PerfDB(db_path) as db:
+        rid = db.add(
+            Record(
+                program_hash=program_hash(source_text),
+                program=name,
+                device=program.device.spec.data,
+                grid=program.grid_shape,
+                schedule=schedule_json,
+                source=source,
+                status="ok",
+                cycles=float(report.cycles),
+                seconds=float(report.seconds),
+                sram_peak=int(report.max_sram_bytes),
+                routes_peak=int(report.max_routes),
+            )
+        )
+    click.echo(
+        f"recorded trial {rid} in {db_path}: {report.cycles:,.0f} cycles ({source})",
+        err=True,
+    )
+
+
+# ---------------------------------------------------------------------------------------
+# plmr tune
+# ---------------------------------------------------------------------------------------
+
+
+@cli.command("tune")
+@click.argument("program", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--device", default="wse2", show_default=True, help="Device of the default.")
+@click.option("--grid", default="4x4", show_default=True, help="Grid of the default.")
+@click.option(
+    "--schedule",
+    "schedule_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="The schedule with knobs to search (default: blocking, GEMM/GEMV algorithms, k).",
+)
+@click.option("--trials", type=int, default=20, show_default=True, help="Candidates.")
+@click.option(
+    "--db",
+    "db_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    required=True,
+    help="The performance database (SQLite; created if missing).",
+)
+@click.option(
+    "--sampler",
+    type=click.Choice(["random", "grid", "tpe"]),
+    default="random",
+    show_default=True,
+    help="tpe needs Optuna (pip install -e '.[tune]').",
+)
+@click.option("--seed", type=int, default=0, show_default=True, help="Sampler seed.")
+@click.option("--workers", type=int, default=1, show_default=True, help="Processes.")
+@click.option("--resume", is_flag=True, help="Also measure the best schedule in the DB.")
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Write the best schedule here (default: PROGRAM.tuned.json next to PROGRAM).",
+)
+@click.option("--no-substitute", is_flag=True, help="Default schedule without TASO.")
+@click.option("--no-progress", is_flag=True, help="Do not show the progress bar.")
+def tune_cmd(
+    program: Path,
+    device: str,
+    grid: str,
+    schedule_path: Path | None,
+    trials: int,
+    db_path: Path,
+    sampler: str,
+    seed: int,
+    workers: int,
+    resume: bool,
+    output: Path | None,
+    no_substitute: bool,
+    no_progress: bool,
+) -> None:
+    """
+    Search the knobs of a schedule for PROGRAM against the runtime's timing mode; record
+    every trial in the database, check the winner in functional mode, print it and its
+    speedup over the default schedule, and write it as JSON."""
+    from plmr.schedule.db import PerfDB
+    from plmr.schedule.transforms import Substitute, default_schedule, tunable_schedule
+    from plmr.schedule.tuner import Measurement, check_functional, tune, write_schedule
+    from plmr.tools.bench import parse_grid
+    from plmr.tools.loading import load_module
+    from plmr.tools.printing import module_text
+
+    rows_cols = parse_grid(grid)
+    default = default_schedule(rows_cols, device)
+    if schedule_path is not None:
+        schedule = _load_schedule(schedule_path)
+        default = None
+    else:
+        schedule = tunable_schedule(rows_cols, device)
+    if no_substitute:
+        schedule = schedule.replace(Substitute(enabled=False))
+        if default is not None:
+            default = default.replace(Substitute(enabled=False))
+    text = module_text(load_module(program))
+    out = output if output is not None else program.with_suffix(".tuned.json")
+    if not out.resolve().parent.is_dir():
+        raise PlmrError(
+            f"cannot write {out}: directory {out.resolve().parent} does not exist"
+        )
+    knobs = schedule.knobs()
+    click.echo(
+        f"tuning {program.name}: {len(knobs)} knob(s) "
+        f"({', '.join(knobs) or 'none'}), {trials} trial(s), {sampler} sampler, "
+        f"{workers} worker(s)",
+        err=True,
+    )
+    with (
+        PerfDB(db_path) as db,
+        click.progressbar(
+            length=trials + 1 + (1 if resume else 0),
+            label="trials",
+            file=sys.stderr if not no_progress else io.StringIO(),
+        ) as bar,
+    ):
+
+        def progress(m: Measurement) -> None:
+            del m
+            bar.update(1)
+
+        result = tune(
+            text,
+            program.name,
+            schedule,
+            trials=trials,
+            db=db,
+            sampler=sampler,
+            seed=seed,
+            workers=workers,
+            resume=resume,
+            progress=progress,
+            default=default,
+        )
+    from plmr.schedule.transforms import Compound
+
+    best = Compound.from_json(result.best.schedule)
+    error = check_functional(text, best, seed)
+    if error > 1e-3:
+        raise PlmrError(
+            f"the best schedule computes wrong results (max relative error {error:.2e})"
+        )
+    infeasible = [m for m in result.trials if m.status != "ok"]
+    click.echo(
+        f"default: {result.default.cycles or float('nan'):,.0f} cycles; best: "
+        f"{result.best.cycles or float('nan'):,.0f} cycles "
+        f"({result.speedup or float('nan'):.2f}x) after {len(result.trials)} trial(s), "
+        f"{len(infeasible)} infeasible; functional check: max error {error:.1e}"
+    )
+    for m in infeasible[:5]:
+        click.echo(f"  skipped {json.dumps(m.values, sort_keys=True)}: {m.reason}")
+    if result.best.values:
+        click.echo(f"best knobs: {json.dumps(result.best.values, sort_keys=True)}")
+    click.echo(best.dumps(), nl=False)
+    write_schedule(out, best)
+    click.echo(f"wrote {out}", err=True)
 
 
 # ---------------------------------------------------------------------------------------
@@ -401,10 +661,12 @@ def demo_cmd(seed: int) -> None:
 
 def _register_subcommands() -> None:
     from plmr.tools.bench import bench
+    from plmr.tools.db_cli import db
     from plmr.tools.rules_cli import rules
 
     cli.add_command(bench)
     cli.add_command(rules)
+    cli.add_command(db)
 
 
 _register_subcommands()
