@@ -610,16 +610,26 @@ def default_schedule(grid: tuple[int, int] = (4, 4), device: str = "wse2") -> Co
     )
 
 
-def tunable_schedule(grid: tuple[int, int] = (4, 4), device: str = "wse2") -> Compound:
-    """The defaults with the usual knobs: blocking, GEMM/GEMV algorithms, K-tree k."""
+def tunable_schedule(
+    grid: tuple[int, int] = (4, 4), device: str = "wse2", nests: Sequence[str] = ()
+) -> Compound:
+    """
+    The defaults with the usual knobs: the fusion strategy, the GEMM/GEMV algorithms and
+    K-tree k, and the blocking — global sizes, or with `nests` (names of loop nests) the
+    blocking searched for the grid plus a knob per named nest.
+    """
+    if nests:
+        tile = Tile(
+            nests={n: [choice(2, 4, 8, 16), choice(16, 4, 8)] for n in nests},
+        )
+    else:
+        tile = Tile(parallel=choice(16, 2, 4, 8, 32), reduction=choice(16, 4, 8, 32))
     return Compound(
         [
             EliminateTransposes(),
-            Substitute(),
+            Substitute(enabled=choice(True, False)),
             Fuse(choice("auto", "rolling", default="auto")),
-            Tile(
-                parallel=choice(16, 2, 4, 8, 32, default=16), reduction=choice(16, 4, 8, 32)
-            ),
+            tile,
             Partition(
                 grid=list(grid),
                 device=device,

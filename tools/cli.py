@@ -347,6 +347,19 @@ def _record_compiled(
 # ---------------------------------------------------------------------------------------
 
 
+def _nest_names(program: Path, no_substitute: bool, limit: int = 6) -> list[str]:
+    """The named loop nests of PROGRAM with a reduction (the default pipeline's front)."""
+    from plmr.passes.pipeline import CompileOptions, loop_nests, to_loop_level
+    from plmr.tools.loading import load_module, make_context
+
+    ctx = make_context()
+    module = load_module(program, ctx)
+    to_loop_level(ctx, module, CompileOptions(substitute=not no_substitute))
+    named = [(n, e) for n, e in loop_nests(module).items() if e[1]]
+    named.sort(key=lambda item: -(max(item[1][0], default=1) * max(item[1][1])))
+    return [n for n, _ in named[:limit]]
+
+
 @cli.command("tune")
 @click.argument("program", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--device", default="wse2", show_default=True, help="Device of the default.")
@@ -417,7 +430,7 @@ def tune_cmd(
         schedule = _load_schedule(schedule_path)
         default = None
     else:
-        schedule = tunable_schedule(rows_cols, device)
+        schedule = tunable_schedule(rows_cols, device, _nest_names(program, no_substitute))
     if no_substitute:
         schedule = schedule.replace(Substitute(enabled=False))
         if default is not None:
