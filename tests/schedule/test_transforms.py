@@ -203,3 +203,15 @@ def test_per_nest_tiles_by_name_survive_other_edits():
     bad = schedule.replace(Tile(parallel=2, reduction=4, nests={"gone": [2, 8]}))
     with pytest.raises(PlmrError, match="no nest computes %gone"):
         compile_schedule(text, bad)
+
+
+def test_tuned_transformer_block_example_is_correct():
+    """The tuned schedule in examples/ loads, has no knobs left and computes correctly."""
+    from plmr.schedule.tuner import check_functional
+
+    schedule = Compound.loads(
+        (EXAMPLES / "schedules/transformer_block.tuned.json").read_text()
+    )
+    assert schedule.knobs() == {}
+    text = module_text(load_module(EXAMPLES / "onnx/transformer_block.mlir"))
+    assert check_functional(text, schedule, seed=5) < 1e-4
