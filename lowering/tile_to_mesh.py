@@ -133,6 +133,8 @@ class Nest:
     flops: float
     globals: list[SSAValue]
     """Func-level tensors the nest reads (loads and non-empty output inits)."""
+    wholes: list[SSAValue] = field(default_factory=lambda: [])
+    """Func-level tensors used whole inside the nest (not through tile.load)."""
 
     @property
     def reduction_var(self) -> SSAValue | None:
@@ -203,6 +205,9 @@ def _composite(value: SSAValue, loops: dict[SSAValue, tile.ForOp]) -> Composite 
 
 
 def analyze_nest(top: tile.ForOp, fn_block: Block) -> Nest:
+    if top.kind.data == tile.LoopKind.REDUCTION:
+        # A whole-tensor reduction (e.g. a norm's sum of squares): no parallel loop.
+        return _finish_nest(top, [], top, fn_block)
     chain = [top]
     while True:
         inner = [
@@ -220,25 +225,33 @@ def analyze_nest(top: tile.ForOp, fn_block: Block) -> Nest:
         if isinstance(o, tile.ForOp) and o.kind.data == tile.LoopKind.REDUCTION
     ]
     reduction = max(reductions, key=_trip_flops) if reductions else None
+    return _finish_nest(top, chain, reduction, fn_block)
+
+
+def _finish_nest(
+    top: tile.ForOp, chain: list[tile.ForOp], reduction: tile.ForOp | None, fn_block: Block
+) -> Nest:
     loads: list[Load] = []
     stores: dict[int, list[tile.StoreOp]] = {}
     globals_: list[SSAValue] = []
     loops = {
         loop.induction_var: loop for loop in top.walk() if isinstance(loop, tile.ForOp)
     }
+    wholes: list[SSAValue] = []
     for op in top.walk():
         for operand in op.operands:
             if (
                 isinstance(operand.type, TensorType)
                 and _is_global(operand, fn_block)
                 and not isinstance(op, tile.ForOp)
+                and not (isinstance(op, tile.LoadOp) and operand is op.source)
+                and not isinstance(operand.owner, tensor.EmptyOp)
             ):
-                if not isinstance(op, tile.LoadOp) or operand is not op.source:
-                    raise PlmrError(
-                        f"convert-tile-to-mesh: '{op.name}' uses the whole tensor "
-                        f"%{operand.name_hint or '?'} inside a nest; only tile.load may "
-                        "read function-level tensors"
-                    )
+                # A small tensor used whole (e.g. a scalar): every PE holds all of it.
+                if operand not in wholes:
+                    wholes.append(operand)
+                if operand not in globals_:
+                    globals_.append(operand)
         if isinstance(op, tile.LoadOp) and _is_global(op.source, fn_block):
             idx = tuple(v if v in loops else _composite(v, loops) for v in op.offsets)
             loads.append(Load(op, op.source, idx))
@@ -255,7 +268,7 @@ def analyze_nest(top: tile.ForOp, fn_block: Block) -> Nest:
     for init in top.iter_args:
         if not isinstance(init.owner, tensor.EmptyOp) and init not in globals_:
             globals_.append(init)
-    return Nest(top, chain, reduction, loads, stores, _trip_flops(top), globals_)
+    return Nest(top, chain, reduction, loads, stores, _trip_flops(top), globals_, wholes)
 
 
 # ---------------------------------------------------------------------------------------
@@ -525,6 +538,10 @@ class _Planner:
         for k, init in enumerate(nest.top.iter_args):
             if init in nest.globals:
                 per_load.setdefault(init, []).append(m.outputs[k])
+        for whole in nest.wholes:
+            per_load.setdefault(whole, []).append(
+                tuple("-" for _ in static_shape(whole, "value"))
+            )
         m.layouts = self._merge(per_load)
         if m.mode == "rotate":
             for src, path in m.paths.items():
@@ -752,6 +769,7 @@ class _Lowering:
             new.name_hint = old.name_hint
             self.host[old] = new
         self.builder = Builder(InsertPoint.at_end(pblock))
+        straight: list[Operation] = []
         for op in self.block.ops:
             if isinstance(op, arith.ConstantOp):
                 if isinstance(op.result.type, TensorType):
@@ -761,6 +779,13 @@ class _Lowering:
                 continue
             if isinstance(op, tensor.EmptyOp):
                 continue
+            if isinstance(op, tile.TileOp) and not isinstance(op, tile.ForOp):
+                # Straight-line block code between nests: one replicated spmd per run.
+                straight.append(op)
+                continue
+            if straight:
+                _StraightEmitter(self, straight).emit()
+                straight = []
             if isinstance(op, tile.ForOp):
                 self._nest(op)
                 continue
@@ -898,6 +923,8 @@ class _NestEmitter:
         body.args[0].name_hint = "py"
         body.args[1].name_hint = "px"
         self.operands: dict[SSAValue, _Operand] = {}
+        self.vmap: dict[SSAValue, SSAValue] = {}
+        self.local: dict[SSAValue, SSAValue] = {}
         for (src, layout, skew), value, arg in zip(
             wants, inputs, body.args[2:], strict=True
         ):
@@ -912,9 +939,8 @@ class _NestEmitter:
             if not already:
                 block = self._relayout(src, arg, have, layout, skew)
             self.operands[src] = _Operand(layout, block, bool(skew[0]))
-        self.vmap: dict[SSAValue, SSAValue] = {}
-        self.local: dict[SSAValue, SSAValue] = {}
-        self.constants: dict[SSAValue, SSAValue] = {}
+            if src in nest.wholes:
+                self.vmap[src] = block
         results = self._emit_loop(
             nest.top, [self._init(k) for k in range(len(nest.outputs))]
         )
@@ -1272,6 +1298,91 @@ def _groups(opts: Options, axis: str) -> int | None:
     if opts.gemv != "ktree" or opts.groups <= 0 or opts.k < 2:
         return None
     return min(opts.groups, opts.n(axis))
+
+
+class _StraightEmitter(_NestEmitter):
+    """
+    Tile ops at the top of a function (blocks small enough to need no loop): they run on
+    every PE on whole, replicated tensors.
+    """
+
+    def __init__(self, low: _Lowering, ops: list[Operation]):
+        self.low = low
+        self.ops = ops
+        self.opts = low.opts
+        self.m = Mapping({}, "local")
+        self.loads = {}
+        self.skew = False
+        self.ring = "torus"
+
+    def emit(self) -> mesh.SpmdOp:
+        low, opts = self.low, self.opts
+        inside = {r for op in self.ops for r in op.results}
+        globals_: list[SSAValue] = []
+        empties: list[SSAValue] = []
+        for op in self.ops:
+            for inner in op.walk():
+                for v in inner.operands:
+                    if v in inside or not isinstance(v.type, TensorType):
+                        continue
+                    if not _is_global(v, low.block):
+                        continue
+                    if isinstance(v.owner, tensor.EmptyOp):
+                        if v not in empties:
+                            empties.append(v)
+                    elif v not in globals_:
+                        globals_.append(v)
+        outputs = [
+            r
+            for op in self.ops
+            for r in op.results
+            if isinstance(r.type, TensorType)
+            and any(u.operation not in self.ops for u in r.uses)
+        ]
+        inputs: list[SSAValue] = []
+        for src in globals_:
+            whole = tuple("-" for _ in static_shape(src, "input"))
+            placed = low.placed.get(src)
+            inputs.append(low.scatter(src, whole) if placed is None else placed.value)
+        arg_types: list[Attribute] = [IndexType(), IndexType()]
+        for v in inputs:
+            d = v.type
+            assert isinstance(d, mesh.DistType)
+            arg_types.append(TensorType(d.tensor.element_type, d.block_shape(opts.grid)))
+        body = Block(arg_types=arg_types)
+        self.b = Builder(InsertPoint.at_end(body))
+        self.entry = Builder(InsertPoint.at_start(body))
+        self.coord = {"y": body.args[0], "x": body.args[1]}
+        body.args[0].name_hint = "py"
+        body.args[1].name_hint = "px"
+        self.vmap = {}
+        self.local = {}
+        self.operands = {}
+        for src, value, arg in zip(globals_, inputs, body.args[2:], strict=True):
+            d = value.type
+            assert isinstance(d, mesh.DistType)
+            whole = tuple("-" for _ in static_shape(src, "input"))
+            have = tuple(d.layout.axes)
+            block: SSAValue = arg
+            if have != whole:
+                block = self._relayout(src, arg, have, whole, ("", "", 0))
+            self.vmap[src] = block
+        for e in empties:
+            self.vmap[e] = self.b.insert(
+                tile.FillOp(0.0, TensorType(_elt(e), static_shape(e, "empty")))
+            ).result
+        self._emit_ops(self.ops)
+        self.b.insert(mesh.YieldOp(*(self.vmap[o] for o in outputs)))
+        out_types = [_dist(o, tuple("-" for _ in static_shape(o, "r"))) for o in outputs]
+        spmd = low.builder.insert(mesh.SpmdOp(inputs, out_types, Region(body)))
+        for old, new in zip(outputs, spmd.outputs, strict=True):
+            new.name_hint = old.name_hint
+            low.placed[old] = _Placed(new, tuple("-" for _ in static_shape(old, "r")))
+        return spmd
+
+    def _output_of(self, op: tile.StoreOp) -> int | None:
+        del op
+        return None
 
 
 def _ring_for(ring: str, n: int) -> str:

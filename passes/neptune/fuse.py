@@ -339,6 +339,9 @@ class Fuser:
         par = set(target.parallel_dims)
         sigma: dict[int, int] = {}
         broadcast: list[int] = []
+        if len(read.indices) != len(src.parallel_extents):
+            # The value read is not indexed by the producer's parallel dims one to one.
+            return None
         for p, idx in enumerate(read.indices):
             if src.parallel_extents[p] == 1 and _is_zero(idx):
                 broadcast.append(p)

@@ -1,0 +1,1 @@
+"""Model builders (LLaMA-style decoders) for examples and benchmarks."""

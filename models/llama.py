@@ -1,0 +1,585 @@
+"""
+A LLaMA-style decoder: configuration presets, seeded random weights, a plain numpy
+implementation (the oracle), and builders of the `graph`-level prefill and decode-step
+programs that plmr compiles.
+
+The model: token embedding (looked up by the host), then per layer
+`h = x + Attn(RMSNorm(x))`, `x' = h + FFN(RMSNorm(h))` with grouped-query attention
+(`n_heads` query heads share `n_kv_heads` K/V heads), rotary position embedding applied
+as a table multiply (`q·cos + rotate_half(q)·sin`, rotate_half as a constant matrix), a
+causal mask, and a SwiGLU FFN `W2(silu(W1 x) ⊙ W3 x)`; a final RMSNorm and the LM head.
+
+The programs are written per head (one matmul per head and projection) so that they need
+no reshapes or transposes; `taso-substitute` merges the projections that share an input.
+
+- prefill(x[L, dim], mask[L, L], cos[L, hd], sin[L, hd]) ->
+  (logits[1, vocab] of the last token, K and V of every layer and KV head [L, hd])
+- decode(x[1, dim], mask[1, S], cos[1, hd], sin[1, hd], the K/V caches [S, hd]) ->
+  (logits[1, vocab], the new K and V rows [1, hd] of every layer and KV head)
+
+The decode step attends over the cache (positions masked by `mask`) and the new token
+itself, combining the two softmax parts exactly (max, then exp-sums), so the cache never
+grows inside the program: the host, or the wafer's KV-cache program, stores the new rows.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from plmr.errors import PlmrError
+
+F32 = npt.NDArray[np.float32]
+
+NEG = -1.0e9
+"""The additive mask of a position a query must not see."""
+
+
+@dataclass(frozen=True)
+class LlamaConfig:
+    """The sizes of a LLaMA-style model."""
+
+    name: str
+    dim: int
+    n_layers: int
+    n_heads: int
+    n_kv_heads: int
+    ffn_dim: int
+    vocab: int
+    max_seq: int
+    """The KV cache's capacity (prompt plus generated tokens)."""
+    rope_theta: float = 500000.0
+    norm_eps: float = 1e-5
+
+    def __post_init__(self) -> None:
+        if self.dim % self.n_heads:
+            raise PlmrError(f"{self.name}: dim {self.dim} is not a multiple of the heads")
+        if self.n_heads % self.n_kv_heads:
+            raise PlmrError(f"{self.name}: {self.n_heads} heads do not group into KV heads")
+        if self.head_dim % 2:
+            raise PlmrError(f"{self.name}: rotary embedding needs an even head dimension")
+
+    @property
+    def head_dim(self) -> int:
+        return self.dim // self.n_heads
+
+    @property
+    def group(self) -> int:
+        """Query heads per KV head."""
+        return self.n_heads // self.n_kv_heads
+
+
+PRESETS: dict[str, LlamaConfig] = {
+    "tiny": LlamaConfig(
+        "tiny",
+        dim=64,
+        n_layers=2,
+        n_heads=4,
+        n_kv_heads=2,
+        ffn_dim=128,
+        vocab=256,
+        max_seq=32,
+    ),
+    "llama3-8b": LlamaConfig(
+        "llama3-8b",
+        dim=4096,
+        n_layers=32,
+        n_heads=32,
+        n_kv_heads=8,
+        ffn_dim=14336,
+        vocab=128256,
+        max_seq=8192,
+    ),
+}
+
+
+def get_config(name: str) -> LlamaConfig:
+    config = PRESETS.get(name)
+    if config is None:
+        raise PlmrError(f"unknown model '{name}' (presets: {', '.join(PRESETS)})")
+    return config
+
+
+# ---------------------------------------------------------------------------------------
+# Weights
+# ---------------------------------------------------------------------------------------
+
+
+def random_weights(config: LlamaConfig, seed: int = 0) -> dict[str, F32]:
+    """Seeded random weights, scaled like a trained model's (no downloads)."""
+    if config.dim * config.vocab > 64 * 1024 * 1024:
+        raise PlmrError(
+            f"{config.name} is too large for random weights here; its programs take the "
+            "weights as arguments (timing mode)"
+        )
+    rng = np.random.default_rng(seed)
+    c, hd = config, config.head_dim
+
+    def mat(rows: int, cols: int) -> F32:
+        return (rng.standard_normal((rows, cols)) / math.sqrt(rows)).astype(np.float32)
+
+    def norm(n: int) -> F32:
+        return (1.0 + 0.1 * rng.standard_normal(n)).astype(np.float32)
+
+    w: dict[str, F32] = {"embed": rng.standard_normal((c.vocab, c.dim)).astype(np.float32)}
+    for layer in range(c.n_layers):
+        p = f"l{layer}"
+        w[f"{p}.attn_norm"] = norm(c.dim)
+        for h in range(c.n_heads):
+            w[f"{p}.wq{h}"] = mat(c.dim, hd)
+            w[f"{p}.wo{h}"] = mat(hd, c.dim)
+        for g in range(c.n_kv_heads):
+            w[f"{p}.wk{g}"] = mat(c.dim, hd)
+            w[f"{p}.wv{g}"] = mat(c.dim, hd)
+        w[f"{p}.ffn_norm"] = norm(c.dim)
+        w[f"{p}.w1"] = mat(c.dim, c.ffn_dim)
+        w[f"{p}.w3"] = mat(c.dim, c.ffn_dim)
+        w[f"{p}.w2"] = mat(c.ffn_dim, c.dim)
+    w["norm"] = norm(c.dim)
+    w["head"] = mat(c.dim, c.vocab)
+    return w
+
+
+def rotate_half_matrix(hd: int) -> F32:
+    """R with `x @ R = [-x2, x1]` for `x = [x1, x2]` (the two halves)."""
+    half = hd // 2
+    r = np.zeros((hd, hd), np.float32)
+    for j in range(half):
+        r[j + half, j] = -1.0
+        r[j, j + half] = 1.0
+    return r
+
+
+def rope_tables(config: LlamaConfig, positions: Sequence[int]) -> tuple[F32, F32]:
+    """cos and sin rows `[len(positions), head_dim]` of the rotary embedding."""
+    hd = config.head_dim
+    inv = config.rope_theta ** (-np.arange(0, hd // 2, dtype=np.float64) * 2 / hd)
+    angles = np.outer(np.asarray(positions, np.float64), inv)
+    angles = np.concatenate([angles, angles], axis=1)
+    return np.cos(angles).astype(np.float32), np.sin(angles).astype(np.float32)
+
+
+def causal_mask(length: int) -> F32:
+    return np.triu(np.full((length, length), NEG, np.float32), k=1)
+
+
+def cache_mask(config: LlamaConfig, valid: int) -> F32:
+    """The decode step's mask over the cache: the first `valid` positions are visible."""
+    m = np.full((1, config.max_seq), NEG, np.float32)
+    m[0, :valid] = 0.0
+    return m
+
+
+# ---------------------------------------------------------------------------------------
+# The numpy model (the oracle)
+# ---------------------------------------------------------------------------------------
+
+
+def _rmsnorm(x: F32, w: F32, eps: float) -> F32:
+    return (x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * w).astype(
+        np.float32
+    )
+
+
+def _silu(x: F32) -> F32:
+    return (x / (1.0 + np.exp(-x))).astype(np.float32)
+
+
+def _softmax(s: F32) -> F32:
+    e = np.exp(s - s.max(axis=-1, keepdims=True))
+    return (e / e.sum(axis=-1, keepdims=True)).astype(np.float32)
+
+
+@dataclass
+class KVCache:
+    """K and V per layer and KV head, `[max_seq, head_dim]` each, and the valid length."""
+
+    k: list[list[F32]]
+    v: list[list[F32]]
+    length: int = 0
+
+    @staticmethod
+    def empty(config: LlamaConfig) -> KVCache:
+        def zeros() -> list[list[F32]]:
+            return [
+                [np.zeros((config.max_seq, config.head_dim), np.float32)]
+                * config.n_kv_heads
+                for _ in range(config.n_layers)
+            ]
+
+        return KVCache(zeros(), zeros())
+
+    def store(self, k_rows: list[list[F32]], v_rows: list[list[F32]]) -> None:
+        """Appends the rows of K and V (`[n, head_dim]`) after the valid ones."""
+        n = k_rows[0][0].shape[0]
+        if self.length + n > self.k[0][0].shape[0]:
+            raise PlmrError(
+                f"the KV cache holds {self.k[0][0].shape[0]} tokens; cannot add {n} more "
+                f"after {self.length}"
+            )
+        for layer, (ks, vs) in enumerate(zip(k_rows, v_rows, strict=True)):
+            for g, (kr, vr) in enumerate(zip(ks, vs, strict=True)):
+                k = self.k[layer][g].copy()
+                v = self.v[layer][g].copy()
+                k[self.length : self.length + n] = kr
+                v[self.length : self.length + n] = vr
+                self.k[layer][g], self.v[layer][g] = k, v
+        self.length += n
+
+
+class NumpyLlama:
+    """The model in plain numpy: what the compiled programs must reproduce."""
+
+    def __init__(self, config: LlamaConfig, weights: dict[str, F32]):
+        self.c = config
+        self.w = weights
+        self.r = rotate_half_matrix(config.head_dim)
+
+    def _rope(self, x: F32, cos: F32, sin: F32) -> F32:
+        return (x * cos + (x @ self.r) * sin).astype(np.float32)
+
+    def forward(
+        self, x: F32, positions: Sequence[int], cache: KVCache
+    ) -> tuple[F32, list[list[F32]], list[list[F32]]]:
+        """Runs the layers on embeddings `x` at `positions` after the cached tokens."""
+        c, w = self.c, self.w
+        cos, sin = rope_tables(c, positions)
+        n = x.shape[0]
+        scale = 1.0 / math.sqrt(c.head_dim)
+        ks: list[list[F32]] = []
+        vs: list[list[F32]] = []
+        for layer in range(c.n_layers):
+            p = f"l{layer}"
+            a = _rmsnorm(x, w[f"{p}.attn_norm"], c.norm_eps)
+            k_new = [self._rope(a @ w[f"{p}.wk{g}"], cos, sin) for g in range(c.n_kv_heads)]
+            v_new = [a @ w[f"{p}.wv{g}"] for g in range(c.n_kv_heads)]
+            ks.append(k_new)
+            vs.append(v_new)
+            out = np.zeros_like(x)
+            for h in range(c.n_heads):
+                g = h // c.group
+                q = self._rope(a @ w[f"{p}.wq{h}"], cos, sin)
+                k = np.concatenate([cache.k[layer][g][: cache.length], k_new[g]])
+                v = np.concatenate([cache.v[layer][g][: cache.length], v_new[g]])
+                s = (q @ k.T) * scale
+                s[:, cache.length :] += causal_mask(n)
+                out += (_softmax(s) @ v) @ w[f"{p}.wo{h}"]
+            h_ = (x + out).astype(np.float32)
+            f = _rmsnorm(h_, w[f"{p}.ffn_norm"], c.norm_eps)
+            x = (h_ + (_silu(f @ w[f"{p}.w1"]) * (f @ w[f"{p}.w3"])) @ w[f"{p}.w2"]).astype(
+                np.float32
+            )
+        last = _rmsnorm(x[-1:], w["norm"], c.norm_eps)
+        return (last @ w["head"]).astype(np.float32), ks, vs
+
+    def generate(self, prompt: Sequence[int], steps: int) -> list[int]:
+        """Greedy decoding: the prompt in one prefill, then `steps` decode steps."""
+        cache = KVCache.empty(self.c)
+        x = self.w["embed"][np.asarray(prompt)]
+        logits, ks, vs = self.forward(x, range(len(prompt)), cache)
+        cache.store(ks, vs)
+        out: list[int] = []
+        for _ in range(steps):
+            token = int(np.argmax(logits[0]))
+            out.append(token)
+            logits, ks, vs = self.forward(self.w["embed"][[token]], [cache.length], cache)
+            cache.store(ks, vs)
+        return out
+
+
+# ---------------------------------------------------------------------------------------
+# graph programs
+# ---------------------------------------------------------------------------------------
+
+
+def _hex(a: F32) -> str:
+    return "0x" + np.ascontiguousarray(a, dtype="<f4").tobytes().hex().upper()
+
+
+def _t(*shape: int) -> str:
+    return "tensor<" + "x".join(str(s) for s in shape) + "xf32>"
+
+
+class _Text:
+    """An MLIR text builder with fresh SSA names."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.types: dict[str, str] = {}
+        self.count = 0
+
+    def fresh(self, hint: str) -> str:
+        self.count += 1
+        return f"%{hint}_{self.count}"
+
+    def op(self, hint: str, text: str, rtype: str) -> str:
+        name = self.fresh(hint)
+        self.lines.append(f"    {name} = {text}")
+        self.types[name] = rtype
+        return name
+
+    def binary(self, kind: str, a: str, b: str, rtype: str) -> str:
+        return self.op(
+            kind,
+            f"graph.{kind} {a}, {b} : ({self.types[a]}, {self.types[b]}) -> {rtype}",
+            rtype,
+        )
+
+    def matmul(self, a: str, b: str, rtype: str, transpose_b: bool = False) -> str:
+        tb = " transpose_b" if transpose_b else ""
+        return self.op(
+            "mm",
+            f"graph.matmul {a}, {b}{tb} : ({self.types[a]}, {self.types[b]}) -> {rtype}",
+            rtype,
+        )
+
+    def unary(self, kind: str, a: str) -> str:
+        return self.op(kind, f"graph.{kind} {a} : {self.types[a]}", self.types[a])
+
+    def scale(self, a: str, factor: float) -> str:
+        return self.op(
+            "sc", f"graph.scale {a} by {factor:.9e} : {self.types[a]}", self.types[a]
+        )
+
+    def reduce(self, kind: str, a: str, rtype: str) -> str:
+        return self.op(
+            "red",
+            f"graph.reduce {kind} {a} axes = [-1] keepdims : {self.types[a]} -> {rtype}",
+            rtype,
+        )
+
+    def rmsnorm(self, a: str, w: str, eps: float) -> str:
+        rt = self.types[a]
+        return self.op(
+            "norm",
+            f"graph.rmsnorm {a}, {w} epsilon = {eps:.6e} : ({rt}, {self.types[w]}) -> {rt}",
+            rt,
+        )
+
+
+class ProgramBuilder:
+    """Writes the prefill and decode programs of a model (weights inline or as arguments)."""
+
+    def __init__(self, config: LlamaConfig, weights: dict[str, F32] | None):
+        self.c = config
+        self.w = weights
+
+    def _weights(self, t: _Text, args: list[str], layers: Sequence[int]) -> dict[str, str]:
+        c = self.c
+        hd = c.head_dim
+        shapes: dict[str, tuple[int, ...]] = {}
+        for layer in layers:
+            p = f"l{layer}"
+            shapes[f"{p}.attn_norm"] = (c.dim,)
+            for h in range(c.n_heads):
+                shapes[f"{p}.wq{h}"] = (c.dim, hd)
+                shapes[f"{p}.wo{h}"] = (hd, c.dim)
+            for g in range(c.n_kv_heads):
+                shapes[f"{p}.wk{g}"] = (c.dim, hd)
+                shapes[f"{p}.wv{g}"] = (c.dim, hd)
+            shapes[f"{p}.ffn_norm"] = (c.dim,)
+            shapes[f"{p}.w1"] = (c.dim, c.ffn_dim)
+            shapes[f"{p}.w3"] = (c.dim, c.ffn_dim)
+            shapes[f"{p}.w2"] = (c.ffn_dim, c.dim)
+        shapes["norm"] = (c.dim,)
+        shapes["head"] = (c.dim, c.vocab)
+        names: dict[str, str] = {}
+        for key, shape in shapes.items():
+            ssa = "%" + key.replace(".", "_")
+            t.types[ssa] = _t(*shape)
+            names[key] = ssa
+            if self.w is None:
+                args.append(f'{ssa}: {_t(*shape)} {{plmr.name = "{key}"}}')
+            else:
+                t.lines.append(
+                    f'    {ssa} = graph.constant dense<"{_hex(self.w[key])}"> : {_t(*shape)}'
+                )
+        rot = "%rotate_half"
+        t.types[rot] = _t(hd, hd)
+        t.lines.append(
+            f'    {rot} = graph.constant dense<"{_hex(rotate_half_matrix(hd))}"> : {_t(hd, hd)}'
+        )
+        names["rotate_half"] = rot
+        return names
+
+    def _rope(self, t: _Text, x: str, cos: str, sin: str, w: dict[str, str]) -> str:
+        rt = t.types[x]
+        a = t.binary("mul", x, cos, rt)
+        r = t.matmul(x, w["rotate_half"], rt)
+        b = t.binary("mul", r, sin, rt)
+        return t.binary("add", a, b, rt)
+
+    def _layer(
+        self,
+        t: _Text,
+        x: str,
+        layer: int,
+        n: int,
+        w: dict[str, str],
+        cos: str,
+        sin: str,
+        attend: object,
+    ) -> tuple[str, list[str], list[str]]:
+        c = self.c
+        hd = c.head_dim
+        p = f"l{layer}"
+        a = t.rmsnorm(x, w[f"{p}.attn_norm"], c.norm_eps)
+        ks = [
+            self._rope(t, t.matmul(a, w[f"{p}.wk{g}"], _t(n, hd)), cos, sin, w)
+            for g in range(c.n_kv_heads)
+        ]
+        vs = [t.matmul(a, w[f"{p}.wv{g}"], _t(n, hd)) for g in range(c.n_kv_heads)]
+        out: str | None = None
+        for h in range(c.n_heads):
+            g = h // c.group
+            q = self._rope(t, t.matmul(a, w[f"{p}.wq{h}"], _t(n, hd)), cos, sin, w)
+            o = attend(t, q, ks[g], vs[g], layer, g)  # type: ignore[operator]
+            y = t.matmul(o, w[f"{p}.wo{h}"], _t(n, c.dim))
+            out = y if out is None else t.binary("add", out, y, _t(n, c.dim))
+        assert out is not None
+        h_ = t.binary("add", x, out, _t(n, c.dim))
+        f = t.rmsnorm(h_, w[f"{p}.ffn_norm"], c.norm_eps)
+        up = t.matmul(f, w[f"{p}.w1"], _t(n, c.ffn_dim))
+        gate = t.matmul(f, w[f"{p}.w3"], _t(n, c.ffn_dim))
+        act = t.binary("mul", t.unary("silu", up), gate, _t(n, c.ffn_dim))
+        down = t.matmul(act, w[f"{p}.w2"], _t(n, c.dim))
+        return t.binary("add", h_, down, _t(n, c.dim)), ks, vs
+
+    def prefill(self, length: int, layers: Sequence[int] | None = None) -> str:
+        """The prefill program of a prompt of `length` tokens (MLIR text)."""
+        c = self.c
+        hd = c.head_dim
+        layers = list(range(c.n_layers)) if layers is None else list(layers)
+        t = _Text()
+        args = [
+            f'%x: {_t(length, c.dim)} {{plmr.name = "x"}}',
+            f'%mask: {_t(length, length)} {{plmr.name = "mask"}}',
+            f'%cos: {_t(length, hd)} {{plmr.name = "cos"}}',
+            f'%sin: {_t(length, hd)} {{plmr.name = "sin"}}',
+        ]
+        for name, shape in (
+            ("%x", (length, c.dim)),
+            ("%mask", (length, length)),
+            ("%cos", (length, hd)),
+            ("%sin", (length, hd)),
+        ):
+            t.types[name] = _t(*shape)
+        w = self._weights(t, args, layers)
+        scale = 1.0 / math.sqrt(hd)
+
+        def attend(t: _Text, q: str, k: str, v: str, layer: int, g: int) -> str:
+            s = t.matmul(q, k, _t(length, length), transpose_b=True)
+            s = t.binary("add", t.scale(s, scale), "%mask", _t(length, length))
+            return t.matmul(t.unary("softmax", s), v, _t(length, hd))
+
+        x = "%x"
+        results: list[tuple[str, str, str]] = []
+        for layer in layers:
+            x, ks, vs = self._layer(t, x, layer, length, w, "%cos", "%sin", attend)
+            for g, (k, v) in enumerate(zip(ks, vs, strict=True)):
+                results.append((k, f"k_l{layer}_g{g}", _t(length, hd)))
+                results.append((v, f"v_l{layer}_g{g}", _t(length, hd)))
+        if length > 1:
+            head_rows = t.fresh("rows")
+            last = t.fresh("last")
+            t.lines.append(
+                f"    {head_rows}, {last} = graph.split {x} axis = 0 sizes = [{length - 1}, 1] : "
+                f"{_t(length, c.dim)} -> ({_t(length - 1, c.dim)}, {_t(1, c.dim)})"
+            )
+            t.types[last] = _t(1, c.dim)
+        else:
+            last = x
+        logits = t.matmul(t.rmsnorm(last, w["norm"], c.norm_eps), w["head"], _t(1, c.vocab))
+        return self._func(
+            "prefill", args, t, [(logits, "logits", _t(1, c.vocab)), *results]
+        )
+
+    def decode(self, layers: Sequence[int] | None = None) -> str:
+        """One decode step over a cache of `max_seq` positions (MLIR text)."""
+        c = self.c
+        hd, s_len = c.head_dim, c.max_seq
+        layers = list(range(c.n_layers)) if layers is None else list(layers)
+        t = _Text()
+        args = [
+            f'%x: {_t(1, c.dim)} {{plmr.name = "x"}}',
+            f'%mask: {_t(1, s_len)} {{plmr.name = "mask"}}',
+            f'%cos: {_t(1, hd)} {{plmr.name = "cos"}}',
+            f'%sin: {_t(1, hd)} {{plmr.name = "sin"}}',
+        ]
+        for name, shape in (
+            ("%x", (1, c.dim)),
+            ("%mask", (1, s_len)),
+            ("%cos", (1, hd)),
+            ("%sin", (1, hd)),
+        ):
+            t.types[name] = _t(*shape)
+        for layer in layers:
+            for g in range(c.n_kv_heads):
+                for kind in ("k", "v"):
+                    key = f"{kind}cache_l{layer}_g{g}"
+                    args.append(f'%{key}: {_t(s_len, hd)} {{plmr.name = "{key}"}}')
+                    t.types[f"%{key}"] = _t(s_len, hd)
+        w = self._weights(t, args, layers)
+        scale = 1.0 / math.sqrt(hd)
+
+        def attend(t: _Text, q: str, k: str, v: str, layer: int, g: int) -> str:
+            kc, vc = f"%kcache_l{layer}_g{g}", f"%vcache_l{layer}_g{g}"
+            sc = t.matmul(q, kc, _t(1, s_len), transpose_b=True)
+            sc = t.binary("add", t.scale(sc, scale), "%mask", _t(1, s_len))
+            sn = t.scale(t.matmul(q, k, _t(1, 1), transpose_b=True), scale)
+            mc = t.reduce("max", sc, _t(1, 1))
+            # m = max(mc, sn) = sn + relu(mc - sn)
+            m = t.binary(
+                "add", sn, t.unary("relu", t.binary("sub", mc, sn, _t(1, 1))), _t(1, 1)
+            )
+            pc = t.unary("exp", t.binary("sub", sc, m, _t(1, s_len)))
+            pn = t.unary("exp", t.binary("sub", sn, m, _t(1, 1)))
+            total = t.binary("add", t.reduce("sum", pc, _t(1, 1)), pn, _t(1, 1))
+            o = t.binary(
+                "add",
+                t.matmul(pc, vc, _t(1, hd)),
+                t.binary("mul", pn, v, _t(1, hd)),
+                _t(1, hd),
+            )
+            return t.binary("div", o, total, _t(1, hd))
+
+        x = "%x"
+        results: list[tuple[str, str, str]] = []
+        for layer in layers:
+            x, ks, vs = self._layer(t, x, layer, 1, w, "%cos", "%sin", attend)
+            for g, (k, v) in enumerate(zip(ks, vs, strict=True)):
+                results.append((k, f"k_l{layer}_g{g}", _t(1, hd)))
+                results.append((v, f"v_l{layer}_g{g}", _t(1, hd)))
+        logits = t.matmul(t.rmsnorm(x, w["norm"], c.norm_eps), w["head"], _t(1, c.vocab))
+        return self._func("decode", args, t, [(logits, "logits", _t(1, c.vocab)), *results])
+
+    def _func(
+        self, name: str, args: list[str], t: _Text, results: list[tuple[str, str, str]]
+    ) -> str:
+        outs = ", ".join(f'{rt} {{plmr.name = "{n}"}}' for _, n, rt in results)
+        head = f"func.func @{name}({', '.join(args)}) -> ({outs}) {{"
+        ret = (
+            "    func.return "
+            + ", ".join(v for v, _, _ in results)
+            + " : "
+            + ", ".join(rt for _, _, rt in results)
+        )
+        return "\n".join([head, *t.lines, ret, "}", ""])
+
+
+__all__ = [
+    "PRESETS",
+    "KVCache",
+    "LlamaConfig",
+    "NumpyLlama",
+    "ProgramBuilder",
+    "cache_mask",
+    "causal_mask",
+    "get_config",
+    "random_weights",
+    "rope_tables",
+]
