@@ -78,6 +78,9 @@ def fmt_shape(shape: Sequence[int]) -> str:
 def tensor_type(value: SSAValue | Attribute, what: str) -> TensorType[Attribute]:
     """Returns the ranked, static-shaped tensor type of a value, or raises."""
     attr = value if isinstance(value, Attribute) else value.type
+    if type(attr) is TensorType and attr in _STATIC:
+        # The common case, checked once per type (interpreters ask for every op).
+        return attr
     if not isa(attr, TensorType[Attribute]):
         raise VerifyException(f"{what} must be a ranked tensor, got {attr}")
     t = attr
@@ -85,7 +88,13 @@ def tensor_type(value: SSAValue | Attribute, what: str) -> TensorType[Attribute]
         raise VerifyException(
             f"{what} must have a static shape, got {t} (plmr needs static shapes)"
         )
+    if len(_STATIC) < 65536:
+        _STATIC.add(t)
     return t
+
+
+_STATIC: set[Attribute] = set()
+"""Tensor types already found ranked and static."""
 
 
 def static_shape(value: SSAValue | Attribute, what: str) -> Shape:

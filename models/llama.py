@@ -25,7 +25,7 @@ grows inside the program: the host, or the wafer's KV-cache program, stores the 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -361,6 +361,10 @@ class _Text:
         )
 
 
+Attend = Callable[[_Text, str, str, str, int, int], str]
+"""Builds one head's attention output from (text, q, k, v, layer, kv head)."""
+
+
 class ProgramBuilder:
     """Writes the prefill and decode programs of a model (weights inline or as arguments)."""
 
@@ -422,7 +426,7 @@ class ProgramBuilder:
         w: dict[str, str],
         cos: str,
         sin: str,
-        attend: object,
+        attend: Attend,
     ) -> tuple[str, list[str], list[str]]:
         c = self.c
         hd = c.head_dim
@@ -437,7 +441,7 @@ class ProgramBuilder:
         for h in range(c.n_heads):
             g = h // c.group
             q = self._rope(t, t.matmul(a, w[f"{p}.wq{h}"], _t(n, hd)), cos, sin, w)
-            o = attend(t, q, ks[g], vs[g], layer, g)  # type: ignore[operator]
+            o = attend(t, q, ks[g], vs[g], layer, g)
             y = t.matmul(o, w[f"{p}.wo{h}"], _t(n, c.dim))
             out = y if out is None else t.binary("add", out, y, _t(n, c.dim))
         assert out is not None

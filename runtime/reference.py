@@ -31,7 +31,6 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 from xdsl.traits import IsTerminator
-from xdsl.utils.hints import isa
 
 from plmr.dialects import graph
 from plmr.errors import PlmrError
@@ -70,9 +69,9 @@ def numpy_dtype(elt: Attribute) -> np.dtype[Any]:
 
 
 def tensor_dtype(t: Attribute) -> np.dtype[Any]:
-    if not isa(t, TensorType[Attribute]):
-        raise PlmrError(f"expected a tensor type, got {t}")
-    return numpy_dtype(t.element_type)
+    if isinstance(t, TensorType):
+        return numpy_dtype(cast(TensorType[Attribute], t).element_type)
+    raise PlmrError(f"expected a tensor type, got {t}")
 
 
 def dense_to_numpy(attr: DenseIntOrFPElementsAttr) -> Array:
