@@ -1,0 +1,106 @@
+"""The LLaMA-style model: numpy oracle, graph programs, and generation on the mesh."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from plmr.errors import PlmrError
+from plmr.models.generate import MeshLlama
+from plmr.models.llama import (
+    KVCache,
+    LlamaConfig,
+    NumpyLlama,
+    ProgramBuilder,
+    cache_mask,
+    causal_mask,
+    get_config,
+    random_weights,
+    rope_tables,
+)
+from plmr.passes.pipeline import CompileOptions
+from plmr.tools.loading import parse_module
+from plmr.tools.running import run_function, select_function
+
+PROMPT = [1, 2, 3, 4, 5, 6, 7, 8]
+
+
+@pytest.fixture(scope="module")
+def tiny() -> tuple[LlamaConfig, dict[str, np.ndarray]]:
+    config = get_config("tiny")
+    return config, random_weights(config, 0)
+
+
+def test_numpy_decode_with_cache_equals_full_recompute(tiny):  # pyright: ignore[reportMissingParameterType, reportUnknownParameterType]
+    """The KV-cached forward pass equals running the whole sequence again."""
+    config, weights = tiny
+    model = NumpyLlama(config, weights)
+    tokens = PROMPT + model.generate(PROMPT, 4)
+    cache = KVCache.empty(config)
+    x = weights["embed"][np.asarray(tokens[:-1])]
+    full, _, _ = model.forward(x, range(len(tokens) - 1), cache)
+    cache2 = KVCache.empty(config)
+    logits, ks, vs = model.forward(x[:-1], range(len(tokens) - 2), cache2)
+    cache2.store(ks, vs)
+    step, _, _ = model.forward(x[-1:], [len(tokens) - 2], cache2)
+    np.testing.assert_allclose(step, full, rtol=1e-4, atol=1e-4)
+    assert int(np.argmax(full)) == tokens[-1]
+    del logits
+
+
+def test_graph_programs_equal_numpy(tiny):  # pyright: ignore[reportMissingParameterType, reportUnknownParameterType]
+    config, weights = tiny
+    model = NumpyLlama(config, weights)
+    builder = ProgramBuilder(config, weights)
+    prefill = parse_module(builder.prefill(len(PROMPT)))
+    decode = parse_module(builder.decode())
+    x = weights["embed"][np.asarray(PROMPT)]
+    cos, sin = rope_tables(config, range(len(PROMPT)))
+    outs = run_function(
+        prefill, select_function(prefill, "prefill"), [x, causal_mask(8), cos, sin]
+    )
+    want, ks, vs = model.forward(x, range(8), KVCache.empty(config))
+    np.testing.assert_allclose(outs[0], want, rtol=1e-4, atol=1e-4)
+    cache = KVCache.empty(config)
+    cache.store(ks, vs)
+    token = int(np.argmax(want[0]))
+    cos, sin = rope_tables(config, [8])
+    args = [weights["embed"][[token]], cache_mask(config, 8), cos, sin]
+    for layer in range(config.n_layers):
+        for g in range(config.n_kv_heads):
+            args += [cache.k[layer][g], cache.v[layer][g]]
+    got = run_function(decode, select_function(decode, "decode"), args)
+    step, k_new, _ = model.forward(weights["embed"][[token]], [8], cache)
+    np.testing.assert_allclose(got[0], step, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(got[1], k_new[0][0], rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("grid", [(2, 2), (2, 4)])
+def test_tokens_generated_on_the_mesh_equal_numpy(tiny, grid: tuple[int, int]):  # pyright: ignore[reportMissingParameterType, reportUnknownParameterType]
+    """Prefill and 16 decode steps compiled to the mesh give numpy's tokens."""
+    config, weights = tiny
+    steps = 16 if grid == (2, 2) else 4
+    want = NumpyLlama(config, weights).generate(PROMPT, steps)
+    model = MeshLlama(
+        config,
+        weights,
+        len(PROMPT),
+        CompileOptions(grid=grid, substitute=False, tile_sizes=(16, 16)),
+    )
+    result = model.generate(PROMPT, steps)
+    assert result.tokens == want
+    assert [s.kind for s in result.steps] == ["prefill"] + ["decode"] * steps
+    assert all(s.cycles > 0 and s.max_sram_bytes > 0 for s in result.steps)
+
+
+def test_generation_limits(tiny):  # pyright: ignore[reportMissingParameterType, reportUnknownParameterType]
+    config, _ = tiny
+    rows = [[np.zeros((40, config.head_dim), np.float32)] * config.n_kv_heads] * (
+        config.n_layers
+    )
+    with pytest.raises(PlmrError, match="the KV cache holds 32 tokens; cannot add 40 more"):
+        KVCache.empty(config).store(rows, rows)
+    with pytest.raises(PlmrError, match="unknown model 'gpt'"):
+        get_config("gpt")
+    with pytest.raises(PlmrError, match="too large for random weights"):
+        random_weights(get_config("llama3-8b"))
