@@ -3,8 +3,19 @@ Text generation on the modelled wafer: a model's prefill and decode-step program
 compiled by `plmr compile` (graph passes, fusion, blocking, 2D partitioning, routing) and
 run by the mesh runtime, in functional mode (real numbers) or timing mode (shapes only).
 
-The KV cache is the host's `KVCache`: each decode step reads the cache (masked beyond
-its valid length) and returns the new K/V rows, which are stored after the valid ones.
+Each decode step reads the KV cache of every layer and KV head (`[max_seq, head_dim]`,
+positions outside the valid ones masked) and returns the new K/V rows. Where they go:
+
+- `kv = "host"`: the host stores them after the valid rows (`KVCache`);
+- `kv = "shift"`: WaferLLM's shift-based cache on the wafer - the cache is distributed
+  over the P rows of PEs and every new row is appended by the `kv_append` mesh program
+  (each PE row passes its oldest entry one row up, 1 hop, all rows at once; the new entry
+  enters the bottom row), so the valid entries are the cache's last rows;
+- `kv = "concat"`: the baseline that appends in the bottom row only, which is full after
+  `max_seq / P` tokens.
+
+Attention does not depend on the order of the cached entries (RoPE is applied before
+caching), so all three give the same tokens while the cache has room.
 """
 
 from __future__ import annotations
@@ -18,6 +29,7 @@ import numpy as np
 from plmr.errors import PlmrError
 from plmr.models.llama import (
     F32,
+    NEG,
     KVCache,
     LlamaConfig,
     ProgramBuilder,
@@ -40,6 +52,8 @@ class StepReport:
     seconds: float
     max_sram_bytes: int
     max_routes: int
+    kv_cycles: float = 0.0
+    """The wafer's KV-cache appends after the step (one layer after another)."""
 
 
 @dataclass
@@ -57,7 +71,10 @@ class MeshLlama:
         weights: dict[str, F32],
         prompt_len: int,
         options: CompileOptions,
+        kv: str = "host",
     ):
+        if kv not in ("host", "shift", "concat"):
+            raise PlmrError(f"unknown KV-cache placement '{kv}' (host, shift, concat)")
         if not 0 < prompt_len < config.max_seq:
             raise PlmrError(
                 f"the prompt must have 1 to {config.max_seq - 1} tokens, got {prompt_len}"
@@ -72,6 +89,22 @@ class MeshLlama:
         self.decode = compile_module(
             make_context(), parse_module(builder.decode()), options
         )
+        self.kv = kv
+        self.append: Any = None
+        self.per_row = config.max_seq
+        if kv != "host":
+            from plmr.lowering.kv_cache import kv_append
+
+            rows = options.grid[0]
+            if config.max_seq % rows:
+                raise PlmrError(
+                    f"the KV cache of {config.max_seq} tokens must split evenly over the "
+                    f"{rows} rows of PEs"
+                )
+            self.per_row = config.max_seq // rows
+            self.append = kv_append(
+                options.grid, self.per_row, config.head_dim, options.device, kv
+            ).module
 
     def _split(self, outs: Sequence[Any]) -> tuple[F32, list[list[F32]], list[list[F32]]]:
         c = self.c
@@ -102,6 +135,7 @@ class MeshLlama:
                 f"{len(prompt)} + {steps} tokens exceed the KV cache of {c.max_seq}"
             )
         cache = KVCache.empty(c)
+        wafer = _WaferCache(self, c) if self.kv != "host" else None
         x = self.w["embed"][np.asarray(prompt)]
         cos, sin = rope_tables(c, range(len(prompt)))
         outs, report = run_mesh(
@@ -109,25 +143,78 @@ class MeshLlama:
         )
         result = Generation([], [self._report("prefill", report)])
         logits, ks, vs = self._split(outs)
-        cache.store(ks, vs)
+        if wafer is None:
+            cache.store(ks, vs)
+        else:
+            result.steps[-1].kv_cycles = wafer.store(ks, vs)
         for _ in range(steps):
             token = int(np.argmax(logits[0]))
             result.tokens.append(token)
-            cos, sin = rope_tables(c, [cache.length])
-            args: list[Any] = [
-                self.w["embed"][[token]],
-                cache_mask(c, cache.length),
-                cos,
-                sin,
-            ]
+            length = cache.length if wafer is None else wafer.length
+            cos, sin = rope_tables(c, [length])
+            mask = cache_mask(c, length) if wafer is None else wafer.mask()
+            args: list[Any] = [self.w["embed"][[token]], mask, cos, sin]
             for layer in range(c.n_layers):
                 for g in range(c.n_kv_heads):
-                    args += [cache.k[layer][g], cache.v[layer][g]]
+                    if wafer is None:
+                        args += [cache.k[layer][g], cache.v[layer][g]]
+                    else:
+                        args += [wafer.k[layer][g], wafer.v[layer][g]]
             outs, report = run_mesh(self.decode, args, mode="functional")
             result.steps.append(self._report("decode", report))
             logits, ks, vs = self._split(outs)
-            cache.store(ks, vs)
+            if wafer is None:
+                cache.store(ks, vs)
+            else:
+                result.steps[-1].kv_cycles = wafer.store(ks, vs)
         return result
+
+
+class _WaferCache:
+    """The KV caches kept by the wafer's append program (shift or concat)."""
+
+    def __init__(self, model: MeshLlama, config: LlamaConfig):
+        self.model = model
+        self.c = config
+        empty = KVCache.empty(config)
+        self.k, self.v = empty.k, empty.v
+        self.length = 0
+        self.capacity = config.max_seq if model.kv == "shift" else model.per_row
+
+    def mask(self) -> F32:
+        """The valid entries are the cache's last `length` rows."""
+        m = np.full((1, self.c.max_seq), NEG, np.float32)
+        if self.length:
+            m[0, -self.length :] = 0.0
+        return m
+
+    def store(self, k_rows: list[list[F32]], v_rows: list[list[F32]]) -> float:
+        """Appends the rows one token at a time; returns the cycles of one token's appends."""
+        n = k_rows[0][0].shape[0]
+        if self.length + n > self.capacity:
+            where = (
+                "the whole grid" if self.model.kv == "shift" else "the bottom row of PEs"
+            )
+            raise PlmrError(
+                f"the {self.model.kv} KV cache is full: {where} holds {self.capacity} "
+                f"tokens and {self.length + n} are needed"
+            )
+        cycles = 0.0
+        for i in range(n):
+            for layer in range(self.c.n_layers):
+                for g in range(self.c.n_kv_heads):
+                    for rows, cache in ((k_rows, self.k), (v_rows, self.v)):
+                        out, report = run_mesh(
+                            self.model.append,
+                            [cache[layer][g], rows[layer][g][i : i + 1]],
+                            mode="functional",
+                        )
+                        cache[layer][g] = out[0]
+                        # K and V and the heads of a layer append at once; layers in turn.
+                        if g == 0 and rows is k_rows:
+                            cycles += float(report.cycles)
+            self.length += 1
+        return cycles / n
 
 
 __all__ = ["Generation", "MeshLlama", "StepReport"]

@@ -104,3 +104,23 @@ def test_generation_limits(tiny):  # pyright: ignore[reportMissingParameterType,
         get_config("gpt")
     with pytest.raises(PlmrError, match="too large for random weights"):
         random_weights(get_config("llama3-8b"))
+
+
+def test_shift_kv_cache_on_the_wafer(tiny):  # pyright: ignore[reportMissingParameterType, reportUnknownParameterType]
+    """WaferLLM's shift-based cache keeps generating where the concat baseline is full."""
+    config, weights = tiny
+    want = NumpyLlama(config, weights).generate(PROMPT, 12)
+    options = CompileOptions(grid=(2, 2), substitute=False, tile_sizes=(16, 16))
+    shift = MeshLlama(config, weights, len(PROMPT), options, kv="shift")
+    result = shift.generate(PROMPT, 12)
+    assert result.tokens == want
+    # One 1-hop shift per layer and token.
+    assert all(0 < s.kv_cycles < 1000 for s in result.steps)
+    concat = MeshLlama(config, weights, len(PROMPT), options, kv="concat")
+    # The bottom row of PEs holds 32 / 2 = 16 tokens: the 9th generated token overflows.
+    with pytest.raises(
+        PlmrError, match="concat KV cache is full: the bottom row of PEs holds 16"
+    ):
+        concat.generate(PROMPT, 12)
+    with pytest.raises(PlmrError, match="unknown KV-cache placement"):
+        MeshLlama(config, weights, len(PROMPT), options, kv="paged")
