@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -52,6 +53,10 @@ class StepReport:
     seconds: float
     max_sram_bytes: int
     max_routes: int
+    compute_cycles: float = 0.0
+    comm_cycles: float = 0.0
+    """Exposed communication of the critical PE."""
+    idle_cycles: float = 0.0
     kv_cycles: float = 0.0
     """The wafer's KV-cache appends after the step (one layer after another)."""
 
@@ -113,6 +118,18 @@ class MeshLlama:
         vs = [[outs[2 + 2 * (lay * g + h)] for h in range(g)] for lay in range(c.n_layers)]
         return outs[0], ks, vs
 
+    def _recorded(
+        self, args: Sequence[Any], trace: Path | None, heatmap: Path | None
+    ) -> tuple[list[Any], Any]:
+        from plmr.dialects import mesh
+        from plmr.tools.running import run_entry
+
+        program = next(op for op in self.decode.ops if isinstance(op, mesh.ProgramOp))
+        outs, report = run_entry(
+            self.decode, program, args, trace_path=trace, heatmap_path=heatmap
+        )
+        return outs, report
+
     @staticmethod
     def _report(kind: str, report: Any) -> StepReport:
         return StepReport(
@@ -121,10 +138,22 @@ class MeshLlama:
             float(report.seconds),
             int(report.max_sram_bytes),
             int(report.max_routes),
+            float(report.compute_cycles),
+            float(report.comm_cycles),
+            float(report.idle_cycles),
         )
 
-    def generate(self, prompt: Sequence[int], steps: int) -> Generation:
-        """Greedy decoding, functional mode: the prompt, then `steps` tokens."""
+    def generate(
+        self,
+        prompt: Sequence[int],
+        steps: int,
+        trace: Path | None = None,
+        heatmap: Path | None = None,
+    ) -> Generation:
+        """
+        Greedy decoding, functional mode: the prompt, then `steps` tokens. `trace` and
+        `heatmap` record the first decode step (a Chrome trace, a per-PE PNG).
+        """
         c = self.c
         if len(prompt) != self.prompt_len:
             raise PlmrError(
@@ -160,7 +189,10 @@ class MeshLlama:
                         args += [cache.k[layer][g], cache.v[layer][g]]
                     else:
                         args += [wafer.k[layer][g], wafer.v[layer][g]]
-            outs, report = run_mesh(self.decode, args, mode="functional")
+            if not result.tokens[:-1] and (trace is not None or heatmap is not None):
+                outs, report = self._recorded(args, trace, heatmap)
+            else:
+                outs, report = run_mesh(self.decode, args, mode="functional")
             result.steps.append(self._report("decode", report))
             logits, ks, vs = self._split(outs)
             if wafer is None:

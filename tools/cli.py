@@ -664,12 +664,38 @@ def _save_npz(path: Path, arrays: dict[str, Any]) -> None:
 
 @cli.command("demo")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the inputs.")
-def demo_cmd(seed: int) -> None:
-    """Import the bundled ONNX models, run them, and check them against ONNX's evaluator."""
-    from plmr.tools.demo import run_demo
+@click.option("--grid", default="4x4", show_default=True, help="PEs as ROWSxCOLS.")
+@click.option(
+    "--steps", type=int, default=16, show_default=True, help="Tokens to generate."
+)
+@click.option(
+    "--out",
+    "out_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("plmr-demo"),
+    show_default=True,
+    help="Where the trace and the heatmap go.",
+)
+@click.option("--no-llm", is_flag=True, help="Only the ONNX check.")
+def demo_cmd(seed: int, grid: str, steps: int, out_dir: Path, no_llm: bool) -> None:
+    """
+    The main job: a tiny LLaMA-style model compiled and run on the modelled wafer and
+    checked against numpy; then the bundled ONNX models against ONNX's evaluator."""
+    from plmr.tools.bench import parse_grid
+    from plmr.tools.demo import run_demo, run_llm_demo
 
-    if not run_demo(seed, click.echo):
-        raise PlmrError("the demo found a mismatch (see the table above)")
+    rows_cols = parse_grid(grid)
+    if not 1 <= steps <= 24:
+        raise PlmrError(
+            f"--steps must be between 1 and 24 (the cache holds 32), got {steps}"
+        )
+    ok = True
+    if not no_llm:
+        ok = run_llm_demo(seed, rows_cols, steps, out_dir, click.echo)
+        click.echo("")
+    ok = run_demo(seed, click.echo) and ok
+    if not ok:
+        raise PlmrError("the demo found a mismatch (see above)")
 
 
 def _register_subcommands() -> None:
