@@ -83,6 +83,20 @@ class Outcome:
     error: str | None = None
 
 
+GEMM_HEADER = [
+    "size",
+    "grid",
+    "algorithm",
+    "cycles",
+    "compute",
+    "exposed comm",
+    "compute eff.",
+    "MeshGEMM speedup",
+    "comm ratio",
+]
+GEMM_ALIGN = "lllrrrrrr"
+
+
 def measure(job: Job) -> Outcome:
     """Builds and runs one kernel; a PlmrError (rejected shape, SRAM, routes) is kept."""
     grid = (job.grid, job.grid)
@@ -253,21 +267,7 @@ def gemm_section(results: dict[Job, Outcome], quick: bool) -> list[str]:
             for a in GEMM_ALGORITHMS:
                 label = "summa (relayed)" if a == "summa" else a
                 rows.append(row(label, Job("gemm", a, s, p, relay=a == "summa"), mesh))
-    out += table(
-        [
-            "size",
-            "grid",
-            "algorithm",
-            "cycles",
-            "compute",
-            "exposed comm",
-            "compute eff.",
-            "MeshGEMM speedup",
-            "comm ratio",
-        ],
-        "lllrrrrrr",
-        rows,
-    )
+    out += table(GEMM_HEADER, GEMM_ALIGN, rows)
     free_rows: list[list[str]] = []
     if not quick:
         for s in sizes:
@@ -279,21 +279,7 @@ def gemm_section(results: dict[Job, Outcome], quick: bool) -> list[str]:
             "SUMMA with a free relay (`--device wse2:relay_cycles=0`: every relayed hop "
             "costs α only, as if a route per root existed):",
             "",
-            *table(
-                [
-                    "size",
-                    "grid",
-                    "algorithm",
-                    "cycles",
-                    "compute",
-                    "exposed comm",
-                    "compute eff.",
-                    "MeshGEMM speedup",
-                    "comm ratio",
-                ],
-                "lllrrrrrr",
-                free_rows,
-            ),
+            *table(GEMM_HEADER, GEMM_ALIGN, free_rows),
         ]
 
     # The paper's figures next to ours.

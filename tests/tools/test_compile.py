@@ -381,26 +381,19 @@ def test_entry_point_errors_without_traceback(tmp_path: Path):
         assert not out.exists()
 
 
+def _compile_mlp(tmp_path: Path, grid: str, capsys: pytest.CaptureFixture[str]) -> Path:
+    out = tmp_path / "mlp_mesh.mlir"
+    args = ["compile", str(MLP), "--grid", grid, "--no-substitute", "--tile-sizes", "2,4"]
+    code, _, err = run([*args, "-o", str(out)], capsys)
+    assert code == 0, err
+    return out
+
+
 def test_compiled_program_takes_the_models_inputs(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ):
     """Inputs saved for the model (by name) feed the compiled program too."""
-    out = tmp_path / "mlp_mesh.mlir"
-    code, _, err = run(
-        [
-            "compile",
-            str(MLP),
-            "--grid",
-            "2x4",
-            "--no-substitute",
-            "--tile-sizes",
-            "2,4",
-            "-o",
-            str(out),
-        ],
-        capsys,
-    )
-    assert code == 0, err
+    out = _compile_mlp(tmp_path, "2x4", capsys)
     inputs = tmp_path / "in.npz"
     np.savez(inputs, x=np.ones((4, 16), np.float32))
     code, stdout, err = run(["run", str(out), "--inputs", str(inputs)], capsys)
@@ -411,22 +404,7 @@ def test_compiled_program_takes_the_models_inputs(
 def test_compiling_a_mesh_program_says_so(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ):
-    out = tmp_path / "mlp_mesh.mlir"
-    code, _, err = run(
-        [
-            "compile",
-            str(MLP),
-            "--grid",
-            "2x2",
-            "--no-substitute",
-            "--tile-sizes",
-            "2,4",
-            "-o",
-            str(out),
-        ],
-        capsys,
-    )
-    assert code == 0, err
+    out = _compile_mlp(tmp_path, "2x2", capsys)
     code, _, err = run(["compile", str(out), "--grid", "2x2", "--no-substitute"], capsys)
     assert code == 1
     assert "already a mesh program" in err
