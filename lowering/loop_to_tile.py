@@ -201,9 +201,11 @@ class _Analysis:
         sizes: tuple[int, int],
         order: Iterator[int],
         dims: dict[SSAValue, Dim] | None = None,
+        fit: bool = False,
     ):
         self.nest = nest
         self.sizes = sizes
+        self.fit = fit
         self.order = order
         self.dims: dict[SSAValue, Dim] = {} if dims is None else dims
 
@@ -243,7 +245,7 @@ class _Analysis:
         blocks = [1] * nest.rank
         red = nest.reduction_dims
         if red:
-            blocks[red[-1]] = min(r, nest.extents[red[-1]])
+            blocks[red[-1]] = self._block(r, nest.extents[red[-1]])
         par = list(nest.parallel_dims)
         reads = [
             op for op in nest.walk() if isinstance(op, ReadOp) and _large(op.source.type)
@@ -259,8 +261,16 @@ class _Analysis:
         elif not chosen and par:
             chosen = par[-1:]
         for i in chosen:
-            blocks[i] = min(p, nest.extents[i])
+            blocks[i] = self._block(p, nest.extents[i])
         return blocks
+
+    def _block(self, size: int, extent: int) -> int:
+        """
+        The block of a dimension: `size` (at most the extent); with `fit`, the largest
+        divisor of the extent that is at most `size`."""
+        if not self.fit or extent <= size:
+            return min(size, extent)
+        return max(d for d in range(1, size + 1) if extent % d == 0)
 
     def _check_divisible(self) -> None:
         for d in self.dims.values():
@@ -1124,12 +1134,16 @@ class ConvertLoopToTilePass(ModulePass):
     nest_tile_sizes: str = ""
     """Per-nest overrides `name=P,R;name=P,R`, addressed by the nest's result names."""
 
+    fit: bool = False
+    """Shrink a block that does not divide its dimension to the largest divisor that does
+    (instead of reporting an error)."""
+
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         sizes = _sizes(self.tile_sizes, "tile-sizes")
         overrides = parse_nest_sizes(self.nest_tile_sizes)
         for fn in op.ops:
             if isinstance(fn, func.FuncOp) and fn.body.blocks:
-                lower_function(fn, sizes, overrides)
+                lower_function(fn, sizes, overrides, self.fit)
 
 
 def _sizes(values: Sequence[int], what: str) -> tuple[int, int]:
@@ -1166,6 +1180,7 @@ def lower_function(
     fn: func.FuncOp,
     sizes: tuple[int, int],
     overrides: dict[str, tuple[int, int]] | None = None,
+    fit: bool = False,
 ) -> None:
     """Replaces every top-level nest of `fn` that can be blocked by its tile program."""
     block = fn.body.block
@@ -1180,7 +1195,7 @@ def lower_function(
                 chosen = overrides[result.name_hint]
                 break
         try:
-            analysis = _Analysis(nest, chosen, order)
+            analysis = _Analysis(nest, chosen, order, fit=fit)
             plan = analysis.run()
             epilogue = _epilogue_of(nest, analysis)
             _replace(nest, plan, epilogue, order)

@@ -24,6 +24,7 @@ grows inside the program: the host, or the wafer's KV-cache program, stores the 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -54,9 +55,11 @@ class LlamaConfig:
     """The KV cache's capacity (prompt plus generated tokens)."""
     rope_theta: float = 500000.0
     norm_eps: float = 1e-5
+    head_dim_override: int = 0
+    """The head dimension when it is not dim / n_heads (models padded for a grid)."""
 
     def __post_init__(self) -> None:
-        if self.dim % self.n_heads:
+        if not self.head_dim_override and self.dim % self.n_heads:
             raise PlmrError(f"{self.name}: dim {self.dim} is not a multiple of the heads")
         if self.n_heads % self.n_kv_heads:
             raise PlmrError(f"{self.name}: {self.n_heads} heads do not group into KV heads")
@@ -65,7 +68,25 @@ class LlamaConfig:
 
     @property
     def head_dim(self) -> int:
-        return self.dim // self.n_heads
+        return self.head_dim_override or self.dim // self.n_heads
+
+    def padded(self, multiple: int) -> LlamaConfig:
+        """
+        The model with `dim`, `ffn_dim` and the cache padded up to multiples of
+        `multiple` (as WaferLLM pads to the grid size), heads unchanged: timing runs.
+        """
+
+        def up(v: int) -> int:
+            return -(-v // multiple) * multiple
+
+        return dataclasses.replace(
+            self,
+            name=f"{self.name} (padded to {multiple})",
+            dim=up(self.dim),
+            ffn_dim=up(self.ffn_dim),
+            max_seq=up(self.max_seq),
+            head_dim_override=self.head_dim,
+        )
 
     @property
     def group(self) -> int:
@@ -372,7 +393,9 @@ class ProgramBuilder:
         self.c = config
         self.w = weights
 
-    def _weights(self, t: _Text, args: list[str], layers: Sequence[int]) -> dict[str, str]:
+    def _weights(
+        self, t: _Text, args: list[str], layers: Sequence[int], head: bool = True
+    ) -> dict[str, str]:
         c = self.c
         hd = c.head_dim
         shapes: dict[str, tuple[int, ...]] = {}
@@ -389,8 +412,9 @@ class ProgramBuilder:
             shapes[f"{p}.w1"] = (c.dim, c.ffn_dim)
             shapes[f"{p}.w3"] = (c.dim, c.ffn_dim)
             shapes[f"{p}.w2"] = (c.ffn_dim, c.dim)
-        shapes["norm"] = (c.dim,)
-        shapes["head"] = (c.dim, c.vocab)
+        if head:
+            shapes["norm"] = (c.dim,)
+            shapes["head"] = (c.dim, c.vocab)
         names: dict[str, str] = {}
         for key, shape in shapes.items():
             ssa = "%" + key.replace(".", "_")
@@ -453,7 +477,9 @@ class ProgramBuilder:
         down = t.matmul(act, w[f"{p}.w2"], _t(n, c.dim))
         return t.binary("add", h_, down, _t(n, c.dim)), ks, vs
 
-    def prefill(self, length: int, layers: Sequence[int] | None = None) -> str:
+    def prefill(
+        self, length: int, layers: Sequence[int] | None = None, head: bool = True
+    ) -> str:
         """The prefill program of a prompt of `length` tokens (MLIR text)."""
         c = self.c
         hd = c.head_dim
@@ -472,7 +498,7 @@ class ProgramBuilder:
             ("%sin", (length, hd)),
         ):
             t.types[name] = _t(*shape)
-        w = self._weights(t, args, layers)
+        w = self._weights(t, args, layers, head)
         scale = 1.0 / math.sqrt(hd)
 
         def attend(t: _Text, q: str, k: str, v: str, layer: int, g: int) -> str:
@@ -497,12 +523,16 @@ class ProgramBuilder:
             t.types[last] = _t(1, c.dim)
         else:
             last = x
+        if not head:
+            return self._func(
+                "prefill", args, t, [(x, "hidden", _t(length, c.dim)), *results]
+            )
         logits = t.matmul(t.rmsnorm(last, w["norm"], c.norm_eps), w["head"], _t(1, c.vocab))
         return self._func(
             "prefill", args, t, [(logits, "logits", _t(1, c.vocab)), *results]
         )
 
-    def decode(self, layers: Sequence[int] | None = None) -> str:
+    def decode(self, layers: Sequence[int] | None = None, head: bool = True) -> str:
         """One decode step over a cache of `max_seq` positions (MLIR text)."""
         c = self.c
         hd, s_len = c.head_dim, c.max_seq
@@ -527,7 +557,7 @@ class ProgramBuilder:
                     key = f"{kind}cache_l{layer}_g{g}"
                     args.append(f'%{key}: {_t(s_len, hd)} {{plmr.name = "{key}"}}')
                     t.types[f"%{key}"] = _t(s_len, hd)
-        w = self._weights(t, args, layers)
+        w = self._weights(t, args, layers, head)
         scale = 1.0 / math.sqrt(hd)
 
         def attend(t: _Text, q: str, k: str, v: str, layer: int, g: int) -> str:
@@ -558,6 +588,8 @@ class ProgramBuilder:
             for g, (k, v) in enumerate(zip(ks, vs, strict=True)):
                 results.append((k, f"k_l{layer}_g{g}", _t(1, hd)))
                 results.append((v, f"v_l{layer}_g{g}", _t(1, hd)))
+        if not head:
+            return self._func("decode", args, t, [(x, "hidden", _t(1, c.dim)), *results])
         logits = t.matmul(t.rmsnorm(x, w["norm"], c.norm_eps), w["head"], _t(1, c.vocab))
         return self._func("decode", args, t, [(logits, "logits", _t(1, c.vocab)), *results])
 

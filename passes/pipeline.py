@@ -46,6 +46,8 @@ class CompileOptions:
     tile_sizes: tuple[int, int] | None = None
     nest_tile_sizes: tuple[tuple[str, int, int], ...] = ()
     """Per-nest blockings (result name, P, R), applied over `tile_sizes`."""
+    fit_tiles: bool = False
+    """Shrink blocks to the largest divisor of a dimension instead of failing."""
     substitute: bool = True
     alpha: float = 1.05
     eliminate_transposes: bool = True
@@ -181,7 +183,9 @@ def _tile_for_grid(
         trial = module.clone()
         try:
             nests = ";".join(f"{n}={p},{r}" for n, p, r in opts.nest_tile_sizes)
-            ConvertLoopToTilePass(tile_sizes=sizes, nest_tile_sizes=nests).apply(ctx, trial)
+            ConvertLoopToTilePass(
+                tile_sizes=sizes, nest_tile_sizes=nests, fit=opts.fit_tiles
+            ).apply(ctx, trial)
             cost = lower_module(trial, mesh_opts)
             _route(ctx, trial, opts)
         except PlmrError as e:

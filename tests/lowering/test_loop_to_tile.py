@@ -144,3 +144,28 @@ def test_sram_estimate_grows_with_the_blocks():
     small, _ = to_tile(load_module(ATTENTION), fuse=True, sizes=(4, 8))
     large, _ = to_tile(load_module(ATTENTION), fuse=True, sizes=(16, 16))
     assert static_traffic(small, "main").sram_peak < static_traffic(large, "main").sram_peak
+
+
+def test_fit_shrinks_blocks_to_divisors():
+    """With fit, a block that does not divide its dimension becomes its largest divisor."""
+    from plmr.lowering.loop_to_tile import ConvertLoopToTilePass
+    from plmr.tools.loading import make_context, parse_module
+
+    text = """
+    func.func @f(%a: tensor<12x10xf32>) -> tensor<12x10xf32> {
+      %r = graph.relu %a : tensor<12x10xf32>
+      func.return %r : tensor<12x10xf32>
+    }
+    """
+    ctx = make_context()
+    module = parse_module(text, ctx=ctx)
+    from plmr.dialects import tile
+    from plmr.lowering.graph_to_loop import ConvertGraphToLoopPass
+
+    ConvertGraphToLoopPass().apply(ctx, module)
+    with pytest.raises(PlmrError, match="does not divide"):
+        ConvertLoopToTilePass(tile_sizes=(4, 4)).apply(ctx, module.clone())
+    ConvertLoopToTilePass(tile_sizes=(4, 4), fit=True).apply(ctx, module)
+    steps = sorted(op.step.value.data for op in module.walk() if isinstance(op, tile.ForOp))
+    # 12 keeps blocks of 4; 10 gets blocks of 2, its largest divisor <= 4.
+    assert steps == [2, 4]
