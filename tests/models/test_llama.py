@@ -124,3 +124,23 @@ def test_shift_kv_cache_on_the_wafer(tiny):  # pyright: ignore[reportMissingPara
         concat.generate(PROMPT, 12)
     with pytest.raises(PlmrError, match="unknown KV-cache placement"):
         MeshLlama(config, weights, len(PROMPT), options, kv="paged")
+
+
+def test_llama_examples_are_current():
+    """examples/llama/*.mlir are what the builder writes (weights as arguments)."""
+    from pathlib import Path
+
+    here = Path(__file__).resolve().parents[2] / "examples" / "llama"
+    builder = ProgramBuilder(get_config("tiny"), None)
+    prefill = (here / "tiny_prefill.mlir").read_text()
+    decode = (here / "tiny_decode.mlir").read_text()
+    assert prefill.endswith(builder.prefill(8))
+    assert decode.endswith(builder.decode())
+    module = parse_module(decode)
+    fn = select_function(module, "decode")
+    assert len(fn.args) == 4 + 2 * 2 * 2 + len(builder_weights(get_config("tiny")))
+
+
+def builder_weights(config: LlamaConfig) -> list[str]:
+    w = random_weights(config, 0)
+    return [k for k in w if k != "embed"]
