@@ -36,7 +36,7 @@ from plmr.models.llama import (
     ProgramBuilder,
     cache_mask,
     causal_mask,
-    rope_tables,
+    rope_half_tables,
 )
 from plmr.passes.pipeline import CompileOptions, compile_module
 from plmr.runtime.interpreter import run_mesh
@@ -112,10 +112,18 @@ class MeshLlama:
             ).module
 
     def _split(self, outs: Sequence[Any]) -> tuple[F32, list[list[F32]], list[list[F32]]]:
+        """logits, then per layer and KV head: K (its halves joined) and V."""
         c = self.c
         g = c.n_kv_heads
-        ks = [[outs[1 + 2 * (lay * g + h)] for h in range(g)] for lay in range(c.n_layers)]
-        vs = [[outs[2 + 2 * (lay * g + h)] for h in range(g)] for lay in range(c.n_layers)]
+
+        def at(layer: int, h: int, i: int) -> Any:
+            return outs[1 + 3 * (layer * g + h) + i]
+
+        ks = [
+            [np.concatenate([at(lay, h, 0), at(lay, h, 1)], axis=1) for h in range(g)]
+            for lay in range(c.n_layers)
+        ]
+        vs = [[at(lay, h, 2) for h in range(g)] for lay in range(c.n_layers)]
         return outs[0], ks, vs
 
     def _recorded(
@@ -166,7 +174,7 @@ class MeshLlama:
         cache = KVCache.empty(c)
         wafer = _WaferCache(self, c) if self.kv != "host" else None
         x = self.w["embed"][np.asarray(prompt)]
-        cos, sin = rope_tables(c, range(len(prompt)))
+        cos, sin = rope_half_tables(c, range(len(prompt)))
         outs, report = run_mesh(
             self.prefill, [x, causal_mask(len(prompt)), cos, sin], mode="functional"
         )
@@ -180,15 +188,14 @@ class MeshLlama:
             token = int(np.argmax(logits[0]))
             result.tokens.append(token)
             length = cache.length if wafer is None else wafer.length
-            cos, sin = rope_tables(c, [length])
+            cos, sin = rope_half_tables(c, [length])
             mask = cache_mask(c, length) if wafer is None else wafer.mask()
             args: list[Any] = [self.w["embed"][[token]], mask, cos, sin]
             for layer in range(c.n_layers):
                 for g in range(c.n_kv_heads):
-                    if wafer is None:
-                        args += [cache.k[layer][g], cache.v[layer][g]]
-                    else:
-                        args += [wafer.k[layer][g], wafer.v[layer][g]]
+                    k, v = (cache if wafer is None else wafer).kv(layer, g)
+                    half = c.head_dim // 2
+                    args += [k[:, :half], k[:, half:], v]
             if not result.tokens[:-1] and (trace is not None or heatmap is not None):
                 outs, report = self._recorded(args, trace, heatmap)
             else:
@@ -212,6 +219,9 @@ class _WaferCache:
         self.k, self.v = empty.k, empty.v
         self.length = 0
         self.capacity = config.max_seq if model.kv == "shift" else model.per_row
+
+    def kv(self, layer: int, g: int) -> tuple[F32, F32]:
+        return self.k[layer][g], self.v[layer][g]
 
     def mask(self) -> F32:
         """The valid entries are the cache's last `length` rows."""

@@ -6,16 +6,16 @@ programs that plmr compiles.
 The model: token embedding (looked up by the host), then per layer
 `h = x + Attn(RMSNorm(x))`, `x' = h + FFN(RMSNorm(h))` with grouped-query attention
 (`n_heads` query heads share `n_kv_heads` K/V heads), rotary position embedding applied
-as a table multiply (`q·cos + rotate_half(q)·sin`, rotate_half as a constant matrix), a
+as a table multiply (`q·cos + rotate_half(q)·sin`, computed on the halves of a head), a
 causal mask, and a SwiGLU FFN `W2(silu(W1 x) ⊙ W3 x)`; a final RMSNorm and the LM head.
 
 The programs are written per head (one matmul per head and projection) so that they need
 no reshapes or transposes; `taso-substitute` merges the projections that share an input.
 
-- prefill(x[L, dim], mask[L, L], cos[L, hd], sin[L, hd]) ->
-  (logits[1, vocab] of the last token, K and V of every layer and KV head [L, hd])
-- decode(x[1, dim], mask[1, S], cos[1, hd], sin[1, hd], the K/V caches [S, hd]) ->
-  (logits[1, vocab], the new K and V rows [1, hd] of every layer and KV head)
+- prefill(x[L, dim], mask[L, L], cos[L, hd/2], sin[L, hd/2]) ->
+  (logits[1, vocab] of the last token, K (two halves) and V of every layer and KV head)
+- decode(x[1, dim], mask[1, S], cos[1, hd/2], sin[1, hd/2], the K (halves) and V caches
+  [S, ·]) -> (logits[1, vocab], the new K halves and V rows of every layer and KV head)
 
 The decode step attends over the cache (positions masked by `mask`) and the new token
 itself, combining the two softmax parts exactly (max, then exp-sums), so the cache never
@@ -184,6 +184,13 @@ def rope_tables(config: LlamaConfig, positions: Sequence[int]) -> tuple[F32, F32
     return np.cos(angles).astype(np.float32), np.sin(angles).astype(np.float32)
 
 
+def rope_half_tables(config: LlamaConfig, positions: Sequence[int]) -> tuple[F32, F32]:
+    """The programs' cos and sin inputs `[len(positions), head_dim / 2]`."""
+    cos, sin = rope_tables(config, positions)
+    half = config.head_dim // 2
+    return np.ascontiguousarray(cos[:, :half]), np.ascontiguousarray(sin[:, :half])
+
+
 def causal_mask(length: int) -> F32:
     return np.triu(np.full((length, length), NEG, np.float32), k=1)
 
@@ -233,6 +240,9 @@ class KVCache:
             ]
 
         return KVCache(zeros(), zeros())
+
+    def kv(self, layer: int, g: int) -> tuple[F32, F32]:
+        return self.k[layer][g], self.v[layer][g]
 
     def store(self, k_rows: list[list[F32]], v_rows: list[list[F32]]) -> None:
         """Appends the rows of K and V (`[n, head_dim]`) after the valid ones."""
@@ -382,31 +392,54 @@ class _Text:
         )
 
 
-Attend = Callable[[_Text, str, str, str, int, int], str]
-"""Builds one head's attention output from (text, q, k, v, layer, kv head)."""
+Attend = Callable[[_Text, "Pair", "Pair", str, int, int], str]
+"""Builds one head's attention output from (text, q halves, k halves, v, layer, kv head)."""
+
+Pair = tuple[str, str]
+"""The two halves of a rotated head vector (RoPE rotates the halves into each other)."""
 
 
 class ProgramBuilder:
-    """Writes the prefill and decode programs of a model (weights inline or as arguments)."""
+    """
+    Writes the prefill and decode programs of a model (weights inline or as arguments).
+
+    RoPE works on the halves of each head: `q_lo' = q_lo·cos - q_hi·sin` and
+    `q_hi' = q_hi·cos + q_lo·sin` (= `q·cos + rotate_half(q)·sin`), so Q and K are
+    computed as halves (`W[:, :hd/2]`, `W[:, hd/2:]`) and a score is
+    `q_lo'·k_lo'ᵀ + q_hi'·k_hi'ᵀ`: no permutation matrix and no concatenation. The cos and
+    sin inputs are the half tables `[n, hd/2]`; K comes out (and the decode step's cache
+    goes in) as its two halves.
+    """
 
     def __init__(self, config: LlamaConfig, weights: dict[str, F32] | None):
         self.c = config
         self.w = weights
 
+    def _array(self, key: str) -> F32:
+        assert self.w is not None
+        half = self.c.head_dim // 2
+        base, _, part = key.rpartition("_")
+        if part in ("lo", "hi") and base in self.w:
+            full = self.w[base]
+            return full[:, :half] if part == "lo" else full[:, half:]
+        return self.w[key]
+
     def _weights(
         self, t: _Text, args: list[str], layers: Sequence[int], head: bool = True
     ) -> dict[str, str]:
         c = self.c
-        hd = c.head_dim
+        hd, half = c.head_dim, c.head_dim // 2
         shapes: dict[str, tuple[int, ...]] = {}
         for layer in layers:
             p = f"l{layer}"
             shapes[f"{p}.attn_norm"] = (c.dim,)
             for h in range(c.n_heads):
-                shapes[f"{p}.wq{h}"] = (c.dim, hd)
+                shapes[f"{p}.wq{h}_lo"] = (c.dim, half)
+                shapes[f"{p}.wq{h}_hi"] = (c.dim, half)
                 shapes[f"{p}.wo{h}"] = (hd, c.dim)
             for g in range(c.n_kv_heads):
-                shapes[f"{p}.wk{g}"] = (c.dim, hd)
+                shapes[f"{p}.wk{g}_lo"] = (c.dim, half)
+                shapes[f"{p}.wk{g}_hi"] = (c.dim, half)
                 shapes[f"{p}.wv{g}"] = (c.dim, hd)
             shapes[f"{p}.ffn_norm"] = (c.dim,)
             shapes[f"{p}.w1"] = (c.dim, c.ffn_dim)
@@ -424,22 +457,33 @@ class ProgramBuilder:
                 args.append(f'{ssa}: {_t(*shape)} {{plmr.name = "{key}"}}')
             else:
                 t.lines.append(
-                    f'    {ssa} = graph.constant dense<"{_hex(self.w[key])}"> : {_t(*shape)}'
+                    f'    {ssa} = graph.constant dense<"{_hex(self._array(key))}"> : '
+                    f"{_t(*shape)}"
                 )
-        rot = "%rotate_half"
-        t.types[rot] = _t(hd, hd)
-        t.lines.append(
-            f'    {rot} = graph.constant dense<"{_hex(rotate_half_matrix(hd))}"> : {_t(hd, hd)}'
-        )
-        names["rotate_half"] = rot
         return names
 
-    def _rope(self, t: _Text, x: str, cos: str, sin: str, w: dict[str, str]) -> str:
-        rt = t.types[x]
-        a = t.binary("mul", x, cos, rt)
-        r = t.matmul(x, w["rotate_half"], rt)
-        b = t.binary("mul", r, sin, rt)
-        return t.binary("add", a, b, rt)
+    def _rope(self, t: _Text, lo: str, hi: str, cos: str, sin: str) -> Pair:
+        rt = t.types[lo]
+        new_lo = t.binary(
+            "sub", t.binary("mul", lo, cos, rt), t.binary("mul", hi, sin, rt), rt
+        )
+        new_hi = t.binary(
+            "add", t.binary("mul", hi, cos, rt), t.binary("mul", lo, sin, rt), rt
+        )
+        return new_lo, new_hi
+
+    def _rotated(
+        self, t: _Text, a: str, w: dict[str, str], key: str, n: int, cos: str, sin: str
+    ) -> Pair:
+        half = self.c.head_dim // 2
+        lo = t.matmul(a, w[f"{key}_lo"], _t(n, half))
+        hi = t.matmul(a, w[f"{key}_hi"], _t(n, half))
+        return self._rope(t, lo, hi, cos, sin)
+
+    def _scores(self, t: _Text, q: Pair, k: Pair, rtype: str) -> str:
+        lo = t.matmul(q[0], k[0], rtype, transpose_b=True)
+        hi = t.matmul(q[1], k[1], rtype, transpose_b=True)
+        return t.binary("add", lo, hi, rtype)
 
     def _layer(
         self,
@@ -451,20 +495,19 @@ class ProgramBuilder:
         cos: str,
         sin: str,
         attend: Attend,
-    ) -> tuple[str, list[str], list[str]]:
+    ) -> tuple[str, list[Pair], list[str]]:
         c = self.c
         hd = c.head_dim
         p = f"l{layer}"
         a = t.rmsnorm(x, w[f"{p}.attn_norm"], c.norm_eps)
         ks = [
-            self._rope(t, t.matmul(a, w[f"{p}.wk{g}"], _t(n, hd)), cos, sin, w)
-            for g in range(c.n_kv_heads)
+            self._rotated(t, a, w, f"{p}.wk{g}", n, cos, sin) for g in range(c.n_kv_heads)
         ]
         vs = [t.matmul(a, w[f"{p}.wv{g}"], _t(n, hd)) for g in range(c.n_kv_heads)]
         out: str | None = None
         for h in range(c.n_heads):
             g = h // c.group
-            q = self._rope(t, t.matmul(a, w[f"{p}.wq{h}"], _t(n, hd)), cos, sin, w)
+            q = self._rotated(t, a, w, f"{p}.wq{h}", n, cos, sin)
             o = attend(t, q, ks[g], vs[g], layer, g)
             y = t.matmul(o, w[f"{p}.wo{h}"], _t(n, c.dim))
             out = y if out is None else t.binary("add", out, y, _t(n, c.dim))
@@ -477,6 +520,32 @@ class ProgramBuilder:
         down = t.matmul(act, w[f"{p}.w2"], _t(n, c.dim))
         return t.binary("add", h_, down, _t(n, c.dim)), ks, vs
 
+    def _inputs(self, t: _Text, n: int, s_len: int) -> list[str]:
+        c = self.c
+        half = c.head_dim // 2
+        shapes = (
+            ("x", (n, c.dim)),
+            ("mask", (n, s_len)),
+            ("cos", (n, half)),
+            ("sin", (n, half)),
+        )
+        args: list[str] = []
+        for name, shape in shapes:
+            args.append(f'%{name}: {_t(*shape)} {{plmr.name = "{name}"}}')
+            t.types[f"%{name}"] = _t(*shape)
+        return args
+
+    def _kv_results(
+        self, layer: int, ks: list[Pair], vs: list[str], n: int
+    ) -> list[tuple[str, str, str]]:
+        half, hd = self.c.head_dim // 2, self.c.head_dim
+        out: list[tuple[str, str, str]] = []
+        for g, (k, v) in enumerate(zip(ks, vs, strict=True)):
+            out.append((k[0], f"k_l{layer}_g{g}_lo", _t(n, half)))
+            out.append((k[1], f"k_l{layer}_g{g}_hi", _t(n, half)))
+            out.append((v, f"v_l{layer}_g{g}", _t(n, hd)))
+        return out
+
     def prefill(
         self, length: int, layers: Sequence[int] | None = None, head: bool = True
     ) -> str:
@@ -485,24 +554,12 @@ class ProgramBuilder:
         hd = c.head_dim
         layers = list(range(c.n_layers)) if layers is None else list(layers)
         t = _Text()
-        args = [
-            f'%x: {_t(length, c.dim)} {{plmr.name = "x"}}',
-            f'%mask: {_t(length, length)} {{plmr.name = "mask"}}',
-            f'%cos: {_t(length, hd)} {{plmr.name = "cos"}}',
-            f'%sin: {_t(length, hd)} {{plmr.name = "sin"}}',
-        ]
-        for name, shape in (
-            ("%x", (length, c.dim)),
-            ("%mask", (length, length)),
-            ("%cos", (length, hd)),
-            ("%sin", (length, hd)),
-        ):
-            t.types[name] = _t(*shape)
+        args = self._inputs(t, length, length)
         w = self._weights(t, args, layers, head)
         scale = 1.0 / math.sqrt(hd)
 
-        def attend(t: _Text, q: str, k: str, v: str, layer: int, g: int) -> str:
-            s = t.matmul(q, k, _t(length, length), transpose_b=True)
+        def attend(t: _Text, q: Pair, k: Pair, v: str, layer: int, g: int) -> str:
+            s = self._scores(t, q, k, _t(length, length))
             s = t.binary("add", t.scale(s, scale), "%mask", _t(length, length))
             return t.matmul(t.unary("softmax", s), v, _t(length, hd))
 
@@ -510,9 +567,11 @@ class ProgramBuilder:
         results: list[tuple[str, str, str]] = []
         for layer in layers:
             x, ks, vs = self._layer(t, x, layer, length, w, "%cos", "%sin", attend)
-            for g, (k, v) in enumerate(zip(ks, vs, strict=True)):
-                results.append((k, f"k_l{layer}_g{g}", _t(length, hd)))
-                results.append((v, f"v_l{layer}_g{g}", _t(length, hd)))
+            results += self._kv_results(layer, ks, vs, length)
+        if not head:
+            return self._func(
+                "prefill", args, t, [(x, "hidden", _t(length, c.dim)), *results]
+            )
         if length > 1:
             head_rows = t.fresh("rows")
             last = t.fresh("last")
@@ -523,10 +582,6 @@ class ProgramBuilder:
             t.types[last] = _t(1, c.dim)
         else:
             last = x
-        if not head:
-            return self._func(
-                "prefill", args, t, [(x, "hidden", _t(length, c.dim)), *results]
-            )
         logits = t.matmul(t.rmsnorm(last, w["norm"], c.norm_eps), w["head"], _t(1, c.vocab))
         return self._func(
             "prefill", args, t, [(logits, "logits", _t(1, c.vocab)), *results]
@@ -535,36 +590,28 @@ class ProgramBuilder:
     def decode(self, layers: Sequence[int] | None = None, head: bool = True) -> str:
         """One decode step over a cache of `max_seq` positions (MLIR text)."""
         c = self.c
-        hd, s_len = c.head_dim, c.max_seq
+        hd, half, s_len = c.head_dim, c.head_dim // 2, c.max_seq
         layers = list(range(c.n_layers)) if layers is None else list(layers)
         t = _Text()
-        args = [
-            f'%x: {_t(1, c.dim)} {{plmr.name = "x"}}',
-            f'%mask: {_t(1, s_len)} {{plmr.name = "mask"}}',
-            f'%cos: {_t(1, hd)} {{plmr.name = "cos"}}',
-            f'%sin: {_t(1, hd)} {{plmr.name = "sin"}}',
-        ]
-        for name, shape in (
-            ("%x", (1, c.dim)),
-            ("%mask", (1, s_len)),
-            ("%cos", (1, hd)),
-            ("%sin", (1, hd)),
-        ):
-            t.types[name] = _t(*shape)
+        args = self._inputs(t, 1, s_len)
         for layer in layers:
             for g in range(c.n_kv_heads):
-                for kind in ("k", "v"):
-                    key = f"{kind}cache_l{layer}_g{g}"
-                    args.append(f'%{key}: {_t(s_len, hd)} {{plmr.name = "{key}"}}')
-                    t.types[f"%{key}"] = _t(s_len, hd)
+                for key, width in (
+                    (f"kcache_l{layer}_g{g}_lo", half),
+                    (f"kcache_l{layer}_g{g}_hi", half),
+                    (f"vcache_l{layer}_g{g}", hd),
+                ):
+                    args.append(f'%{key}: {_t(s_len, width)} {{plmr.name = "{key}"}}')
+                    t.types[f"%{key}"] = _t(s_len, width)
         w = self._weights(t, args, layers, head)
         scale = 1.0 / math.sqrt(hd)
 
-        def attend(t: _Text, q: str, k: str, v: str, layer: int, g: int) -> str:
-            kc, vc = f"%kcache_l{layer}_g{g}", f"%vcache_l{layer}_g{g}"
-            sc = t.matmul(q, kc, _t(1, s_len), transpose_b=True)
+        def attend(t: _Text, q: Pair, k: Pair, v: str, layer: int, g: int) -> str:
+            kc = (f"%kcache_l{layer}_g{g}_lo", f"%kcache_l{layer}_g{g}_hi")
+            vc = f"%vcache_l{layer}_g{g}"
+            sc = self._scores(t, q, kc, _t(1, s_len))
             sc = t.binary("add", t.scale(sc, scale), "%mask", _t(1, s_len))
-            sn = t.scale(t.matmul(q, k, _t(1, 1), transpose_b=True), scale)
+            sn = t.scale(self._scores(t, q, k, _t(1, 1)), scale)
             mc = t.reduce("max", sc, _t(1, 1))
             # m = max(mc, sn) = sn + relu(mc - sn)
             m = t.binary(
@@ -585,9 +632,7 @@ class ProgramBuilder:
         results: list[tuple[str, str, str]] = []
         for layer in layers:
             x, ks, vs = self._layer(t, x, layer, 1, w, "%cos", "%sin", attend)
-            for g, (k, v) in enumerate(zip(ks, vs, strict=True)):
-                results.append((k, f"k_l{layer}_g{g}", _t(1, hd)))
-                results.append((v, f"v_l{layer}_g{g}", _t(1, hd)))
+            results += self._kv_results(layer, ks, vs, 1)
         if not head:
             return self._func("decode", args, t, [(x, "hidden", _t(1, c.dim)), *results])
         logits = t.matmul(t.rmsnorm(x, w["norm"], c.norm_eps), w["head"], _t(1, c.vocab))
@@ -617,5 +662,6 @@ __all__ = [
     "causal_mask",
     "get_config",
     "random_weights",
+    "rope_half_tables",
     "rope_tables",
 ]

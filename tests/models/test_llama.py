@@ -16,7 +16,7 @@ from plmr.models.llama import (
     causal_mask,
     get_config,
     random_weights,
-    rope_tables,
+    rope_half_tables,
 )
 from plmr.passes.pipeline import CompileOptions
 from plmr.tools.loading import parse_module
@@ -50,29 +50,37 @@ def test_numpy_decode_with_cache_equals_full_recompute(tiny):  # pyright: ignore
 
 def test_graph_programs_equal_numpy(tiny):  # pyright: ignore[reportMissingParameterType, reportUnknownParameterType]
     config, weights = tiny
+    half = config.head_dim // 2
     model = NumpyLlama(config, weights)
     builder = ProgramBuilder(config, weights)
     prefill = parse_module(builder.prefill(len(PROMPT)))
     decode = parse_module(builder.decode())
     x = weights["embed"][np.asarray(PROMPT)]
-    cos, sin = rope_tables(config, range(len(PROMPT)))
-    outs = run_function(
-        prefill, select_function(prefill, "prefill"), [x, causal_mask(8), cos, sin]
-    )
+    cos, sin = rope_half_tables(config, range(len(PROMPT)))
+    fn = select_function(prefill, "prefill")
+    outs = run_function(prefill, fn, [x, causal_mask(8), cos, sin])
     want, ks, vs = model.forward(x, range(8), KVCache.empty(config))
     np.testing.assert_allclose(outs[0], want, rtol=1e-4, atol=1e-4)
+    # K comes out as its two halves, then V.
+    np.testing.assert_allclose(
+        np.concatenate([outs[1], outs[2]], axis=1), ks[0][0], rtol=1e-4, atol=1e-5
+    )
+    np.testing.assert_allclose(outs[3], vs[0][0], rtol=1e-4, atol=1e-5)
     cache = KVCache.empty(config)
     cache.store(ks, vs)
     token = int(np.argmax(want[0]))
-    cos, sin = rope_tables(config, [8])
+    cos, sin = rope_half_tables(config, [8])
     args = [weights["embed"][[token]], cache_mask(config, 8), cos, sin]
     for layer in range(config.n_layers):
         for g in range(config.n_kv_heads):
-            args += [cache.k[layer][g], cache.v[layer][g]]
+            k, v = cache.kv(layer, g)
+            args += [k[:, :half], k[:, half:], v]
     got = run_function(decode, select_function(decode, "decode"), args)
     step, k_new, _ = model.forward(weights["embed"][[token]], [8], cache)
     np.testing.assert_allclose(got[0], step, rtol=1e-4, atol=1e-4)
-    np.testing.assert_allclose(got[1], k_new[0][0], rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(
+        np.concatenate([got[1], got[2]], axis=1), k_new[0][0], rtol=1e-4, atol=1e-5
+    )
 
 
 @pytest.mark.parametrize("grid", [(2, 2), (2, 4)])
@@ -138,9 +146,9 @@ def test_llama_examples_are_current():
     assert decode.endswith(builder.decode())
     module = parse_module(decode)
     fn = select_function(module, "decode")
-    assert len(fn.args) == 4 + 2 * 2 * 2 + len(builder_weights(get_config("tiny")))
-
-
-def builder_weights(config: LlamaConfig) -> list[str]:
-    w = random_weights(config, 0)
-    return [k for k in w if k != "embed"]
+    config = get_config("tiny")
+    # x, mask, cos, sin; K halves and V per layer and KV head; then the weights.
+    caches = 3 * config.n_layers * config.n_kv_heads
+    weights = len(random_weights(config, 0)) - 1  # no embedding
+    split = config.n_layers * (config.n_heads + config.n_kv_heads)  # Q and K in halves
+    assert len(fn.args) == 4 + caches + weights + split
