@@ -68,6 +68,12 @@ class Knob:
             raise PlmrError(
                 f"a pow2 knob's bounds must be powers of two, got [{self.lo}, {self.hi}]"
             )
+        if self.kind == "choice":
+            keys = [json.dumps(v, sort_keys=True) for v in self.values]
+            if len(set(keys)) != len(keys):
+                raise PlmrError(
+                    f"a choice knob's values must differ, got {list(self.values)}"
+                )
         if self.default is not None and self.default not in self.domain():
             raise PlmrError(f"knob default {self.default!r} is not in its domain")
 
@@ -262,6 +268,35 @@ class Transform:
         del info
         return None
 
+    def integer(self, name: str, minimum: int = 0) -> int:
+        """A parameter that must be an integer >= `minimum` (else a one-line error)."""
+        v = self.value(name)
+        if isinstance(v, bool) or not isinstance(v, int) or v < minimum:
+            raise PlmrError(
+                f"{self.kind}: parameter '{name}' must be an integer >= {minimum}, got {v!r}"
+            )
+        return v
+
+    def number(self, name: str) -> float:
+        v = self.value(name)
+        if isinstance(v, bool) or not isinstance(v, int | float):
+            raise PlmrError(f"{self.kind}: parameter '{name}' must be a number, got {v!r}")
+        return float(v)
+
+    def flag(self, name: str) -> bool:
+        v = self.value(name)
+        if not isinstance(v, bool):
+            raise PlmrError(
+                f"{self.kind}: parameter '{name}' must be true or false, got {v!r}"
+            )
+        return v
+
+    def text(self, name: str) -> str:
+        v = self.value(name)
+        if not isinstance(v, str):
+            raise PlmrError(f"{self.kind}: parameter '{name}' must be a string, got {v!r}")
+        return v
+
     def configure(self, options: dict[str, Json]) -> None:
         """Writes this transform's settings into `CompileOptions` keyword arguments."""
         raise NotImplementedError
@@ -274,9 +309,9 @@ class Substitute(Transform):
     PARAMS: ClassVar[dict[str, Json]] = {"enabled": True, "alpha": 1.05, "budget": 100}
 
     def configure(self, options: dict[str, Json]) -> None:
-        options["substitute"] = bool(self.value("enabled"))
-        options["alpha"] = float(self.value("alpha"))
-        options["budget"] = int(self.value("budget"))
+        options["substitute"] = self.flag("enabled")
+        options["alpha"] = self.number("alpha")
+        options["budget"] = self.integer("budget")
 
 
 class EliminateTransposes(Transform):
@@ -286,7 +321,7 @@ class EliminateTransposes(Transform):
     PARAMS: ClassVar[dict[str, Json]] = {"enabled": True}
 
     def configure(self, options: dict[str, Json]) -> None:
-        options["eliminate_transposes"] = bool(self.value("enabled"))
+        options["eliminate_transposes"] = self.flag("enabled")
 
 
 class Fuse(Transform):
@@ -308,7 +343,7 @@ class Fuse(Transform):
         if strategy not in ("auto", "rolling", "split-k"):
             raise PlmrError(f"fuse: unknown strategy {strategy!r} (auto, rolling, split-k)")
         options["fuse"] = strategy
-        options["chunks"] = int(self.value("chunks"))
+        options["chunks"] = self.integer("chunks", 1)
 
 
 class Tile(Transform):
@@ -331,7 +366,7 @@ class Tile(Transform):
             return None
         if p == "auto" or r == "auto":
             raise PlmrError("tile: parallel and reduction must both be sizes or both auto")
-        return (int(p), int(r))
+        return (self.integer("parallel", 1), self.integer("reduction", 1))
 
     def _nests(self) -> dict[str, tuple[int, int]]:
         nests = self.params["nests"]
@@ -339,10 +374,16 @@ class Tile(Transform):
             raise PlmrError(f"tile: nests must be an object name -> [P, R], got {nests!r}")
         out: dict[str, tuple[int, int]] = {}
         for name, sizes in cast(dict[str, Json], nests).items():
+            if not isinstance(sizes, list):
+                raise PlmrError(
+                    f"tile: nest '{name}' needs [P, R] positive sizes, got {sizes!r}"
+                )
             values = [
                 v.initial if isinstance(v, Knob) else v for v in cast(list[Json], sizes)
             ]
-            if len(values) != 2 or not all(isinstance(v, int) and v > 0 for v in values):
+            if len(values) != 2 or not all(
+                isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in values
+            ):
                 raise PlmrError(
                     f"tile: nest '{name}' needs [P, R] positive sizes, got {sizes}"
                 )
@@ -415,11 +456,11 @@ class Partition(Transform):
         try:
             parse_options(
                 self.grid(),
-                str(self.value("device")),
-                str(self.value("gemm")),
-                str(self.value("gemv")),
-                int(self.value("k")),
-                int(self.value("groups")),
+                self.text("device"),
+                self.text("gemm"),
+                self.text("gemv"),
+                self.integer("k", 1),
+                self.integer("groups"),
             )
         except PlmrError as e:
             return str(e)
@@ -427,11 +468,11 @@ class Partition(Transform):
 
     def configure(self, options: dict[str, Json]) -> None:
         options["grid"] = self.grid()
-        options["device"] = str(self.value("device"))
-        options["gemm"] = str(self.value("gemm"))
-        options["gemv"] = str(self.value("gemv"))
-        options["k"] = int(self.value("k"))
-        options["groups"] = int(self.value("groups"))
+        options["device"] = self.text("device")
+        options["gemm"] = self.text("gemm")
+        options["gemv"] = self.text("gemv")
+        options["k"] = self.integer("k", 1)
+        options["groups"] = self.integer("groups")
 
 
 TRANSFORMS: dict[str, type[Transform]] = {
@@ -544,6 +585,17 @@ class Compound(Transform):
     def to_pipeline(self) -> str:
         """The pass pipeline `plmr compile` runs for this schedule (xDSL spec syntax)."""
         o = self.compile_options()
+        nests = ";".join(f"{n}={p},{r}" for n, p, r in o.nest_tile_sizes)
+        if o.tile_sizes is None:
+            # The blocking is searched for the grid: that search is the plmr-compile pass.
+            extra = f' nest-tile-sizes="{nests}"' if nests else ""
+            return (
+                f'plmr-compile{{grid={o.grid[0]},{o.grid[1]} device="{o.device}" '
+                f'gemm="{o.gemm}" gemv="{o.gemv}" k={o.k} groups={o.groups} '
+                f"substitute={str(o.substitute).lower()} alpha={o.alpha} budget={o.budget} "
+                f"eliminate-transposes={str(o.eliminate_transposes).lower()} "
+                f'fuse="{o.fuse}" chunks={o.chunks}{extra}}}'
+            )
         passes: list[str] = []
         if o.eliminate_transposes:
             passes.append("transpose-elim")
@@ -553,16 +605,6 @@ class Compound(Transform):
             )
         passes.append("convert-graph-to-loop")
         passes.append(f'neptune-fuse{{strategy="{o.fuse}" chunks={o.chunks}}}')
-        if o.tile_sizes is None:
-            # The blocking is searched for the grid: that search is the plmr-compile pass.
-            return (
-                f'plmr-compile{{grid={o.grid[0]},{o.grid[1]} device="{o.device}" '
-                f'gemm="{o.gemm}" gemv="{o.gemv}" k={o.k} groups={o.groups} '
-                f"substitute={str(o.substitute).lower()} alpha={o.alpha} budget={o.budget} "
-                f"eliminate-transposes={str(o.eliminate_transposes).lower()} "
-                f'fuse="{o.fuse}" chunks={o.chunks}}}'
-            )
-        nests = ";".join(f"{n}={p},{r}" for n, p, r in o.nest_tile_sizes)
         tile = f"tile-sizes={o.tile_sizes[0]},{o.tile_sizes[1]}"
         if nests:
             tile += f' nest-tile-sizes="{nests}"'

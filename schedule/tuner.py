@@ -85,12 +85,14 @@ def _loop_level(text: str, opts: Any) -> str:
     return cached
 
 
-def compile_schedule(text: str, schedule: Compound) -> Any:
+def compile_schedule(text: str, schedule: Compound, relay: bool = False) -> Any:
     """Compiles program `text` under a bound schedule; checks constraints first."""
+    import dataclasses
+
     from plmr.passes.pipeline import from_loop_level, loop_nests
     from plmr.tools.loading import make_context, parse_module
 
-    opts = schedule.compile_options()
+    opts = dataclasses.replace(schedule.compile_options(), relay=relay)
     ctx = make_context()
     module = parse_module(_loop_level(text, opts), ctx=ctx)
     reason = schedule.check(ProgramInfo(loop_nests(module)))
@@ -122,9 +124,12 @@ def evaluate(
         module = compile_schedule(text, bound)
     except PlmrError as e:
         return Measurement(values, as_json, "infeasible", reason=_one_line(str(e)))
+    except Exception as e:  # a candidate must never stop the search
+        reason = f"{type(e).__name__}: {e}"
+        return Measurement(values, as_json, "failed", reason=_one_line(reason))
     try:
         _, report = run_mesh(module, _zeros(module), mode="timing")
-    except PlmrError as e:
+    except Exception as e:
         return Measurement(values, as_json, "failed", reason=_one_line(str(e)))
     return Measurement(
         values,
@@ -172,11 +177,14 @@ def _random_candidates(schedule: Compound, seed: int) -> Iterator[dict[str, Json
     for k in knobs.values():
         total *= len(k.domain())
     seen: set[str] = set()
-    while len(seen) < total:
+    misses = 0
+    while len(seen) < total and misses < 1000:
         values = {name: rng.choice(k.domain()) for name, k in knobs.items()}
         key = json.dumps(values, sort_keys=True)
         if key in seen:
+            misses += 1
             continue
+        misses = 0
         seen.add(key)
         yield values
 

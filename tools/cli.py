@@ -241,7 +241,7 @@ def compile_cmd(
 
         schedule = _load_schedule(schedule_path)
         schedule_json = schedule.bind({}).to_json()
-        module = compile_schedule(source_text, schedule.bind({}))
+        module = compile_schedule(source_text, schedule.bind({}), relay=relay)
     else:
         compile_module(ctx, module, opts)
     if db_path is not None:

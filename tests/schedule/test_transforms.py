@@ -12,7 +12,7 @@ from xdsl.passes import PassPipeline
 from plmr.dialects import tile
 from plmr.errors import PlmrError
 from plmr.passes import get_all_passes
-from plmr.passes.pipeline import compile_module
+from plmr.passes.pipeline import CompileOptions, PlmrCompilePass, compile_module
 from plmr.runtime.interpreter import run_mesh
 from plmr.schedule.transforms import (
     Compound,
@@ -174,7 +174,17 @@ def test_default_schedule_is_plmr_compile():
     module = load_module(EXAMPLES / "onnx/mlp.mlir")
     text = module_text(module)
     schedule = default_schedule((2, 2)).replace(Substitute(enabled=False))
-    assert schedule.to_pipeline().startswith("plmr-compile{grid=2,2")
+    # The defaults are plmr compile's defaults.
+    assert schedule.compile_options() == CompileOptions(grid=(2, 2), substitute=False)
+    spec = schedule.to_pipeline()
+    (compile_pass,) = PassPipeline.parse_spec(get_all_passes(), spec).passes
+    assert isinstance(compile_pass, PlmrCompilePass)
+    assert compile_pass.options() == schedule.compile_options()
+    # Per-nest blocks survive into the spec.
+    tiled = schedule.replace(Tile(nests={"logits": [2, 8]}))
+    (tiled_pass,) = PassPipeline.parse_spec(get_all_passes(), tiled.to_pipeline()).passes
+    assert isinstance(tiled_pass, PlmrCompilePass)
+    assert tiled_pass.options().nest_tile_sizes == (("logits", 2, 8),)
     ours = compile_schedule(text, schedule)
     theirs = compile_module(make_context(), module, schedule.compile_options())
     assert module_text(ours) == module_text(theirs)

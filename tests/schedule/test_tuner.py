@@ -77,6 +77,7 @@ def test_tuning_is_reproducible_and_never_worse(mlp_text: str, tmp_path: Path):
         assert result.default.cycles is not None
         assert result.best.cycles <= result.default.cycles
         infeasible = [r for r in records if r.status == "infeasible"]
+        assert infeasible
         assert all("does not divide" in r.reason for r in infeasible)
         runs.append(
             (
@@ -231,3 +232,26 @@ def test_bad_schedule_file_is_one_line(tmp_path: Path, capsys: pytest.CaptureFix
     assert code == 1
     assert err.count("\n") == 1
     assert err.startswith("error: unknown transform 'unroll'")
+
+
+def test_bad_parameter_values_are_infeasible_not_crashes(mlp_text: str):
+    for step in (
+        {"transform": "tile", "parallel": "x", "reduction": 16, "nests": {}},
+        {"transform": "tile", "parallel": "auto", "reduction": "auto", "nests": {"o": 16}},
+        {"transform": "partition", "grid": [2, 2], "k": "a"},
+        {"transform": "substitute", "enabled": True, "alpha": "x", "budget": 5},
+    ):
+        schedule = {"plmr_schedule": 1, "steps": [step]}
+        m = evaluate(mlp_text, schedule, {})
+        assert m.status == "infeasible"
+        assert "must be" in m.reason or "needs [P, R]" in m.reason
+
+
+def test_random_sampler_stops_when_the_space_is_exhausted(mlp_text: str):
+    space = Compound(
+        [Fuse("auto"), Tile(parallel=choice(2, 32), reduction=16), Partition(grid=[2, 2])]
+    )
+    result = tune(mlp_text, "mlp", space, trials=10, default=_default((2, 2)))
+    assert len(result.trials) == 2
+    with pytest.raises(PlmrError, match="values must differ"):
+        choice(2, 2)
