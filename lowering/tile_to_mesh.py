@@ -448,11 +448,6 @@ class _Planner:
                 outs = self._output_layouts(axes)
                 if outs is None:
                     continue
-                if not all(
-                    _var_uses_ok(lp.induction_var, nest, allow_other=True)
-                    for lp in axes.values()
-                ):
-                    continue
                 result.append(self._finish(Mapping(dict(axes), "local", outputs=outs)))
                 red = nest.reduction
                 if red is None:
@@ -903,12 +898,9 @@ class _NestEmitter:
             placed = low.placed.get(src)
             if placed is None:
                 inputs.append(low.scatter(src, layout, *skew))
-                have = (layout, skew)
             else:
                 inputs.append(placed.value)
-                have = (placed.layout, ("", "", 0))
             wants.append((src, layout, skew))
-            del have
         out_types = [_dist(o, lay) for o, lay in zip(nest.outputs, m.outputs, strict=True)]
         arg_types: list[Attribute] = [IndexType(), IndexType()]
         for v in inputs:
