@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-import contextlib
 import inspect
-import io
 import math
 import re
-import sys
 from collections.abc import Sequence
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 import numpy as np
@@ -893,47 +889,10 @@ def test_dot_flags_print_in_a_fixed_order():
 # ---------------------------------------------------------------------------------------
 
 
-def _raise_lines() -> dict[int, str]:
-    source = Path(tile.__file__).read_text().splitlines()
-    return {
-        i: line.strip()
-        for i, line in enumerate(source, start=1)
-        if "raise VerifyException(" in line or "parser.raise_error(" in line
-    }
-
-
-def test_every_verifier_error_is_exercised():
+def test_every_verifier_error_is_exercised(unreached: Any):
     """Runs invalid.mlir under a line tracer: every raise of tile.py must be reached."""
-    from plmr.tools.plmr_opt import main
-
-    path = tile.__file__
-    hit: set[int] = set()
-
-    def tracer(frame: FrameType, event: str, arg: object) -> Any:
-        if frame.f_code.co_filename == path and event == "line":
-            hit.add(frame.f_lineno)
-        return tracer
-
-    previous = sys.gettrace()
-    sys.settrace(tracer)
-    try:
-        with contextlib.redirect_stdout(io.StringIO()) as out:
-            status = main(
-                [
-                    str(INVALID_MLIR),
-                    "--split-input-file",
-                    "--verify-diagnostics",
-                    "--parsing-diagnostics",
-                ]
-            )
-    finally:
-        sys.settrace(previous)
-    assert status == 0
-    assert "Operation does not verify" in out.getvalue()
-    lines = _raise_lines()
-    assert len(lines) >= 35
-    missed = {i: text for i, text in lines.items() if i not in hit}
-    assert missed == {}, "errors of tile.py that invalid.mlir does not trigger"
+    missed = unreached(tile.__file__, INVALID_MLIR, minimum=35)
+    assert missed == {}, "errors of tile.py that no test triggers"
 
 
 def test_invalid_mlir_has_one_chunk_per_diagnostic():
