@@ -72,7 +72,7 @@ class LlamaConfig:
 
     def padded(self, multiple: int) -> LlamaConfig:
         """
-        The model with `dim`, `ffn_dim` and the cache padded up to multiples of
+        The model with `dim`, `ffn_dim`, `vocab` and the cache padded up to multiples of
         `multiple` (as WaferLLM pads to the grid size), heads unchanged: timing runs.
         """
 
@@ -84,6 +84,7 @@ class LlamaConfig:
             name=f"{self.name} (padded to {multiple})",
             dim=up(self.dim),
             ffn_dim=up(self.ffn_dim),
+            vocab=up(self.vocab),
             max_seq=up(self.max_seq),
             head_dim_override=self.head_dim,
         )

@@ -8,6 +8,7 @@ against numpy and fails with a non-zero exit status on a mismatch.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -349,3 +350,79 @@ def kv_cmd(model: str, grid: str, **opts: Any) -> None:
         click.echo(f"  ratio       {extra['ratio']:.1f}x")
         click.echo(f"  append      {timed.cycles:,.0f} cycles per shift append")
     execute(kernel, reference=reference, extra=extra, echo=click.echo, **opts)
+
+
+def _llm_command(kind: str) -> click.Command:
+    what = (
+        "one decode step (a token over the KV cache)"
+        if kind == "decode"
+        else "the prefill of a prompt"
+    )
+
+    @click.option(
+        "--model",
+        default="tiny",
+        show_default=True,
+        help="Model preset: tiny or llama3-8b.",
+    )
+    @click.option("--device", default="wse2", show_default=True, help="wse2 or wse3.")
+    @click.option("--grid", default="4x4", show_default=True, help="PEs as ROWSxCOLS.")
+    @click.option(
+        "--tokens",
+        type=int,
+        default=None,
+        help=(
+            "decode: the KV cache's length (context); prefill: the prompt's length "
+            "(default: tiny 32 / 8, llama3-8b 4096)."
+        ),
+    )
+    @click.option(
+        "--tile-sizes",
+        default=None,
+        help="Blocks P,R of the compile (default: one block of the width per PE pair).",
+    )
+    @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+    def command(
+        model: str,
+        device: str,
+        grid: str,
+        tokens: int | None,
+        tile_sizes: str | None,
+        as_json: bool,
+    ) -> None:
+        from plmr.models.bench import (
+            bench_config,
+            bench_llm,
+            default_options,
+            default_tokens,
+        )
+        from plmr.models.llama import get_config
+
+        shape = parse_grid(grid)
+        options = None
+        if tile_sizes is not None:
+            try:
+                p, _, r = tile_sizes.partition(",")
+                sizes = (int(p), int(r or p))
+            except ValueError as e:
+                raise PlmrError(f"bad --tile-sizes '{tile_sizes}': expected P,R") from e
+            n = tokens if tokens is not None else default_tokens(kind, get_config(model))
+            base = default_options(shape, device, bench_config(model, shape, n))
+            options = dataclasses.replace(base, tile_sizes=sizes, fit_tiles=True)
+        result = bench_llm(kind, model, shape, device, tokens, options)
+        if as_json:
+            click.echo(json.dumps(result.to_json()))
+            return
+        for line in result.summary():
+            click.echo(line)
+
+    command.__doc__ = (
+        f"Time {what} of a LLaMA-style model on the modelled wafer: one layer and the LM "
+        "head are compiled by plmr compile and simulated; reports cycles per layer and "
+        "per step, tokens/s, SRAM, routes and pipeline stages."
+    )
+    return click.command(kind)(command)
+
+
+bench.add_command(_llm_command("decode"))
+bench.add_command(_llm_command("prefill"))

@@ -185,13 +185,18 @@ def inline_reduction_read(producer: NestOp, read: ReadOp) -> NestOp:
 
 
 def inline_maps(block: Block) -> bool:
-    """Inlines every map nest of `block` into the nests that read it; True if any."""
+    """
+    Inlines every map nest of `block` into the nests that read it; True if any. A map
+    whose result is stored anyway (a function result) is read, not recomputed: inlined
+    into a reduction along its reduction (the keys of attention) it would be recomputed
+    for every parallel block and tie a stationary operand to a moving one.
+    """
     changed = False
     progress = True
     while progress:
         progress = False
         for nest in reversed(top_nests(block)):
-            if not is_map(nest):
+            if not is_map(nest) or _stored(nest):
                 continue
             reads = [r for res in nest.res for r in read_uses(res)]
             if not reads:
@@ -203,6 +208,13 @@ def inline_maps(block: Block) -> bool:
                 nest.detach()
                 nest.erase()
     return changed
+
+
+def _stored(nest: NestOp) -> bool:
+    """True if a result of `nest` is used other than by a read (a function result)."""
+    return any(
+        not isinstance(use.operation, ReadOp) for res in nest.res for use in res.uses
+    )
 
 
 # ---------------------------------------------------------------------------------------

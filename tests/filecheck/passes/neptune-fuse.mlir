@@ -61,3 +61,27 @@ func.func @attention(%q: tensor<16x32xf32>, %k: tensor<64x32xf32>, %v: tensor<64
   %o = graph.matmul %p, %v : (tensor<16x64xf32>, tensor<64x32xf32>) -> tensor<16x32xf32>
   func.return %o : tensor<16x32xf32>
 }
+
+// -----
+
+// A map whose result is also a function result (the rotated keys a prefill returns for
+// its KV cache) is stored anyway: the attention reads it instead of recomputing it for
+// every query, so K stays one operand that can move across the mesh on its own.
+
+// CHECK-LABEL: func.func @stored_keys
+// CHECK:       %kr = loop.nest (%{{.*}}, %{{.*}}) to (64, 32) [parallel, parallel] -> tensor<64x32xf32> {
+// CHECK-NEXT:    %{{.*}} = loop.read %k[
+// CHECK-NEXT:    %{{.*}} = loop.read %cos[
+// CHECK-NEXT:    arith.mulf
+// CHECK:       loop.nest (%{{.*}}, %[[J:.*]]) to (16, 64) [parallel, reduction]
+// CHECK-NOT:     loop.read %cos
+// CHECK:         loop.read %kr[%[[J]],
+// CHECK-NOT:     loop.read %cos
+// CHECK:       func.return %{{.*}}, %kr
+func.func @stored_keys(%q: tensor<16x32xf32>, %k: tensor<64x32xf32>, %cos: tensor<64x32xf32>, %v: tensor<64x32xf32>) -> (tensor<16x32xf32>, tensor<64x32xf32>) {
+  %kr = graph.mul %k, %cos : (tensor<64x32xf32>, tensor<64x32xf32>) -> tensor<64x32xf32>
+  %s = graph.matmul %q, %kr transpose_b : (tensor<16x32xf32>, tensor<64x32xf32>) -> tensor<16x64xf32>
+  %p = graph.softmax %s axis = 1 : tensor<16x64xf32>
+  %o = graph.matmul %p, %v : (tensor<16x64xf32>, tensor<64x32xf32>) -> tensor<16x32xf32>
+  func.return %o, %kr : tensor<16x32xf32>, tensor<64x32xf32>
+}

@@ -1,0 +1,153 @@
+"""
+LLaMA-style inference on the modelled wafer, next to WaferLLM's figures on a real WSE-2.
+
+    .venv/bin/python benchmarks/llm.py            # print the tables (a few minutes)
+    .venv/bin/python benchmarks/llm.py --readme   # also rewrite benchmarks/README.md's
+                                                  # "LLM inference" section
+    .venv/bin/python benchmarks/llm.py --quick    # the tiny model only (seconds)
+
+Every row is what `plmr bench decode|prefill --json` prints (`plmr.models.bench`): one
+layer and the LM head compiled by `plmr compile` and simulated in timing mode, the KV
+append of WaferLLM's shift cache, and the pipeline stages of the capacity model.
+Independent runs go to `--jobs` processes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+import time
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from plmr.errors import PlmrError
+from plmr.models.bench import WAFERLLM, bench_llm
+
+README = Path(__file__).resolve().parent / "README.md"
+BEGIN = "<!-- llm:begin (benchmarks/llm.py --readme writes this section) -->"
+END = "<!-- llm:end -->"
+
+
+@dataclass(frozen=True)
+class Job:
+    kind: str
+    model: str
+    grid: int
+    device: str = "wse2"
+    tokens: int | None = None
+
+
+JOBS = (
+    Job("decode", "tiny", 4),
+    Job("prefill", "tiny", 4),
+    Job("decode", "llama3-8b", 420, tokens=4096),
+    Job("prefill", "llama3-8b", 480, tokens=4096),
+)
+
+
+def measure(job: Job) -> tuple[Job, dict[str, Any] | None, str | None, float]:
+    start = time.perf_counter()
+    try:
+        result = bench_llm(
+            job.kind, job.model, (job.grid, job.grid), job.device, job.tokens
+        )
+    except PlmrError as e:
+        return job, None, str(e), time.perf_counter() - start
+    return job, result.to_json(), None, time.perf_counter() - start
+
+
+def _cycles(v: float) -> str:
+    return f"{v:,.0f}"
+
+
+def section(
+    results: Sequence[tuple[Job, dict[str, Any] | None, str | None, float]],
+) -> list[str]:
+    out = [
+        "| run | grid | tokens | cycles / layer | step cycles | TPOT / TTFT | tokens/s "
+        "| WaferLLM tokens/s | stages | SRAM / core (layer; stage) | routes | time |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    notes: list[str] = []
+    for job, r, error, took in results:
+        run = f"{job.model} {job.kind}"
+        grid = f"{job.grid}²"
+        if r is None:
+            out.append(
+                f"| {run} | {grid} | {job.tokens or ''} | — | — | — | — | — | — | — | — | "
+                f"{took:.0f} s |"
+            )
+            notes.append(f"- {run} on {grid}: does not compile: {error}")
+            continue
+        ref = WAFERLLM[job.kind]
+        same = ref["model"] == job.model and tuple(ref["grid"]) == (job.grid, job.grid)
+        step = r["tpot_ms"] if job.kind == "decode" else r["ttft_ms"]
+        out.append(
+            f"| {run} | {grid} | {r['tokens']} | {_cycles(r['layer_cycles'])} | "
+            f"{_cycles(r['step_cycles'])} | {step:.3f} ms | {r['tokens_per_second']:,.0f} | "
+            f"{ref['tokens_per_second']:,.0f} {'' if same else '(llama3-8b)'} | "
+            f"{r['stages']} | {r['sram_bytes_per_core']:,} B; "
+            f"{r['model_sram_bytes_per_core']:,} B | {r['routes_per_router']} | "
+            f"{took:.0f} s |"
+        )
+        if same:
+            ratio = ref["tokens_per_second"] / r["tokens_per_second"]
+            line = (
+                f"- {run} on {grid}: {r['tokens_per_second']:,.0f} tokens/s against "
+                f"WaferLLM's {ref['tokens_per_second']:,.0f} ({ratio:,.1f}× slower)"
+            )
+            if "cycles_per_layer" in ref:
+                line += (
+                    f"; {r['layer_cycles']:,.0f} cycles per layer against "
+                    f"≈{ref['cycles_per_layer']:,.0f}"
+                )
+            line += (
+                f"; layer compute {r['layer_compute_fraction']:.0%}, exposed "
+                f"communication {r['layer_comm_fraction']:.0%}; compile "
+                f"{r['compile_seconds']:.0f} s, simulation {r['simulate_seconds']:.0f} s."
+            )
+            notes.append(line)
+    return [*out, "", *notes]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0] if __doc__ else ""
+    )
+    parser.add_argument("--quick", action="store_true", help="The tiny model only.")
+    parser.add_argument("--jobs", type=int, default=2, help="Worker processes.")
+    parser.add_argument(
+        "--readme", action="store_true", help="Rewrite the section of benchmarks/README.md."
+    )
+    args = parser.parse_args(argv)
+    jobs = [j for j in JOBS if j.model == "tiny"] if args.quick else list(JOBS)
+    start = time.perf_counter()
+    # The largest runs first, so that two workers finish together.
+    ordered = sorted(jobs, key=lambda j: -j.grid)
+    if args.jobs > 1:
+        with ProcessPoolExecutor(args.jobs) as pool:
+            done = {j: r for j, *r in pool.map(measure, ordered)}
+    else:
+        done = {j: r for j, *r in map(measure, ordered)}
+    results = [(j, *done[j]) for j in jobs]
+    wall = time.perf_counter() - start
+    lines = section(results)  # type: ignore[arg-type]
+    lines += ["", f"Wall time of the whole run: {wall:.0f} s with {args.jobs} worker(s)."]
+    text = "\n".join(lines) + "\n"
+    sys.stdout.write(text)
+    if args.readme:
+        readme = README.read_text()
+        pattern = re.compile(re.escape(BEGIN) + ".*?" + re.escape(END), re.S)
+        if not pattern.search(readme):
+            print(f"{README}: no '{BEGIN}' ... '{END}' section", file=sys.stderr)
+            return 1
+        README.write_text(pattern.sub(lambda _: f"{BEGIN}\n{text}{END}", readme))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

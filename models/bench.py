@@ -1,0 +1,353 @@
+"""
+LLM inference figures on the modelled wafer (`plmr bench decode|prefill`).
+
+A model's layers all have the same shapes, so two programs are compiled by
+`plmr compile` and simulated (timing mode: shapes only, any size): the model cut to one
+layer and to two layers, both with the LM head. Their difference is one layer in the
+steady state, including the change of layout between layers, and the step is assembled
+from them:
+
+- **decode** (one token over a KV cache of `tokens` positions):
+  `T(1) + (n_layers - 1) · (T(2) - T(1)) + n_layers · KV append + (stages - 1) · hop`;
+- **prefill** (a prompt of `tokens` tokens): the same without the KV append.
+
+For a two-layer model (`tiny`) `T(2)` is the whole model. The KV append is WaferLLM's
+shift program (`lowering/kv_cache.kv_append`) for one token's K and V of a layer. **Pipeline stages** come from the KV-cache capacity model
+(`kv_capacity`): when the weights of all layers, the workspace and the cache do not fit
+the SRAM of one P×Q grid, the layers are split over several P×Q regions of the wafer
+and the hidden vector passes from one region to the next (`stage hop`: P hops down a
+column plus the vector's share per column over one link). One sequence goes through the
+stages one after another, so stages add a hop each but no compute.
+
+The model is padded (dims, FFN and cache) to a multiple of the grid, as WaferLLM pads.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from plmr.errors import PlmrError
+from plmr.models.llama import LlamaConfig, ProgramBuilder, get_config
+from plmr.passes.pipeline import CompileOptions, compile_module
+from plmr.runtime.device import Device, get_device
+
+KINDS = ("decode", "prefill")
+
+WAFERLLM: dict[str, dict[str, Any]] = {
+    "decode": {
+        "model": "llama3-8b",
+        "device": "wse2",
+        "grid": (420, 420),
+        "tokens_per_second": 2700.0,
+        "cycles_per_layer": 12700.0,
+        "source": "WaferLLM (OSDI'25) on a real WSE-2",
+    },
+    "prefill": {
+        "model": "llama3-8b",
+        "device": "wse2",
+        "grid": (480, 480),
+        "prompt": 4096,
+        "tokens_per_second": 20321.0,
+        "source": "WaferLLM (OSDI'25) on a real WSE-2",
+    },
+}
+"""The published figures the benchmark table sets ours against."""
+
+
+@dataclass
+class LlmBench:
+    """One `plmr bench decode|prefill` result."""
+
+    kind: str
+    model: str
+    device: str
+    grid: tuple[int, int]
+    tokens: int
+    """decode: the KV cache's length (context); prefill: the prompt's length."""
+    padded: dict[str, int]
+    """The sizes actually compiled (dim, ffn_dim, tokens) after padding to the grid."""
+    n_layers: int
+    layer_cycles: float
+    first_cycles: float
+    """The one-layer program: the first layer (its input placed by the host) and the head."""
+    kv_append_cycles: float
+    stages: int
+    layers_per_stage: int
+    stage_hop_cycles: float
+    step_cycles: float
+    """decode: one output token; prefill: the whole prompt."""
+    step_seconds: float
+    tokens_per_second: float
+    layer_compute_fraction: float
+    layer_comm_fraction: float
+    sram_bytes_per_core: int
+    """Peak of the simulated programs (a layer's weights, cache share, buffers, head)."""
+    model_sram_bytes_per_core: int
+    """A whole stage per core by the capacity model: weights, workspace, full cache."""
+    sram_capacity: int
+    routes_per_router: int
+    route_capacity: int
+    compile_seconds: float
+    simulate_seconds: float
+
+    @property
+    def tpot_ms(self) -> float:
+        """Time per output token (decode) or time to first token (prefill), in ms."""
+        return self.step_seconds * 1e3
+
+    def to_json(self) -> dict[str, Any]:
+        out = dataclasses.asdict(self)
+        out["grid"] = list(self.grid)
+        out["tpot_ms" if self.kind == "decode" else "ttft_ms"] = self.tpot_ms
+        ref = WAFERLLM[self.kind]
+        out["waferllm"] = {**ref, "grid": list(ref["grid"])}
+        return out
+
+    def summary(self) -> list[str]:
+        p, q = self.grid
+        what = (
+            f"decode of one token over a {self.tokens}-token KV cache"
+            if self.kind == "decode"
+            else f"prefill of a {self.tokens}-token prompt"
+        )
+        lines = [
+            f"{self.model} {what} on {p}x{q} PEs of {self.device}",
+            f"  compiled    dim {self.padded['dim']}, ffn {self.padded['ffn_dim']}, "
+            f"{self.padded['tokens']} tokens (padded to the grid)",
+            f"  layer       {self.layer_cycles:,.0f} cycles in the steady state (compute "
+            f"{self.layer_compute_fraction:.0%}, exposed communication "
+            f"{self.layer_comm_fraction:.0%})",
+            f"  first       {self.first_cycles:,.0f} cycles: the first layer (input from the "
+            "host) and the LM head",
+        ]
+        if self.kind == "decode":
+            lines.append(
+                f"  KV append   {self.kv_append_cycles:,.0f} cycles per layer (shift)"
+            )
+        lines += [
+            f"  stages      {self.stages} pipeline stage(s) of {p}x{q} PEs, "
+            f"{self.layers_per_stage} layers on the fullest; "
+            f"{self.stage_hop_cycles:,.0f} cycles per stage hop",
+        ]
+        if self.kind == "decode":
+            lines.append(
+                f"  per token   {self.step_cycles:,.0f} cycles = "
+                f"{self.tpot_ms * 1e3:,.1f} us (TPOT) -> {self.tokens_per_second:,.0f} "
+                "tokens/s"
+            )
+        else:
+            lines.append(
+                f"  prompt      {self.step_cycles:,.0f} cycles = {self.tpot_ms:,.3f} ms "
+                f"(TTFT) -> {self.tokens_per_second:,.0f} tokens/s"
+            )
+        ref = WAFERLLM[self.kind]
+        rg = ref["grid"]
+        lines += [
+            f"  SRAM        {self.sram_bytes_per_core:,} B per core in the simulated programs; "
+            f"{self.model_sram_bytes_per_core:,} B for a whole stage "
+            f"(of {self.sram_capacity:,} B)",
+            f"  routes      {self.routes_per_router} of {self.route_capacity} colors per "
+            "router",
+            f"  WaferLLM    {ref['tokens_per_second']:,.0f} tokens/s for {ref['model']} at "
+            f"{rg[0]}x{rg[1]} ({ref['source']})",
+            f"  took        compile {self.compile_seconds:.1f} s, simulate "
+            f"{self.simulate_seconds:.1f} s",
+        ]
+        return lines
+
+
+def default_tokens(kind: str, config: LlamaConfig) -> int:
+    """The default context (decode) or prompt (prefill) of a preset."""
+    if config.name == "tiny":
+        return config.max_seq if kind == "decode" else 8
+    return 4096
+
+
+def bench_config(model: str, grid: tuple[int, int], tokens: int) -> LlamaConfig:
+    """The preset with `tokens` positions, padded to the grid where its sizes need it."""
+    base = dataclasses.replace(get_config(model), max_seq=tokens)
+    multiple = math.lcm(*grid)
+    sizes = (base.dim, base.ffn_dim, base.max_seq)
+    if all(s % multiple == 0 for s in sizes):
+        return base
+    return base.padded(multiple)
+
+
+def default_options(
+    grid: tuple[int, int], device: str, config: LlamaConfig
+) -> CompileOptions:
+    """
+    Blocks that give each PE one block of the model's width where that is small, the
+    tile-size search otherwise (small grids).
+    """
+    p, q = grid
+    if p * q <= 64:
+        return CompileOptions(
+            grid=grid, device=device, substitute=False, tile_sizes=(16, 16)
+        )
+    block = max(1, config.dim // max(p, q) // 2)
+    return CompileOptions(
+        grid=grid,
+        device=device,
+        substitute=False,
+        tile_sizes=(block, block),
+        fit_tiles=True,
+        chunks=math.lcm(p, q),
+    )
+
+
+def _timed(text: str, options: CompileOptions, dev: Device) -> tuple[Any, float, float]:
+    """Compiles and simulates (timing mode) one program: (report, compile s, simulate s)."""
+    from plmr.dialects import mesh
+    from plmr.dialects.graph import static_shape
+    from plmr.runtime.interpreter import run_mesh
+    from plmr.tools.loading import make_context, parse_module
+
+    start = time.perf_counter()
+    module = compile_module(make_context(), parse_module(text), options)
+    compiled = time.perf_counter() - start
+    program = next(op for op in module.ops if isinstance(op, mesh.ProgramOp))
+    inputs = [
+        np.zeros(static_shape(arg, "input"), np.float32) for arg in program.body.block.args
+    ]
+    start = time.perf_counter()
+    _, report = run_mesh(module, inputs, device=dev, mode="timing")
+    return report, compiled, time.perf_counter() - start
+
+
+def stage_hop_cycles(config: LlamaConfig, grid: tuple[int, int], dev: Device) -> float:
+    """
+    The hidden vector (`tokens × dim`, split over the Q columns) moving from one P×Q
+    region to the next: P hops down each column, then its share over one link.
+    """
+    p, q = grid
+    words = math.ceil(config.dim / q)
+    per_word = dev.elem_bytes / dev.link_bytes_per_cycle
+    return (
+        p * dev.hop_cycles
+        + dev.send_overhead_cycles
+        + dev.recv_overhead_cycles
+        + (words * per_word)
+    )
+
+
+def bench_llm(
+    kind: str,
+    model: str,
+    grid: tuple[int, int],
+    device: str = "wse2",
+    tokens: int | None = None,
+    options: CompileOptions | None = None,
+) -> LlmBench:
+    """Compiles and times one layer, the LM head and the KV append; assembles a step."""
+    from plmr.lowering.kv_cache import ModelConfig, kv_append, kv_capacity
+    from plmr.runtime.interpreter import run_mesh
+
+    if kind not in KINDS:
+        raise PlmrError(f"unknown LLM benchmark '{kind}' ({', '.join(KINDS)})")
+    dev = get_device(device)
+    p, q = grid
+    if p > dev.height or q > dev.width:
+        raise PlmrError(
+            f"a {p}x{q} grid does not fit {dev.name} ({dev.height}x{dev.width} PEs)"
+        )
+    base = get_config(model)
+    n = default_tokens(kind, base) if tokens is None else tokens
+    if n < 1:
+        raise PlmrError(f"the {'context' if kind == 'decode' else 'prompt'} must be >= 1")
+    config = bench_config(model, grid, n)
+    opts = options or default_options(grid, device, config)
+    builder = ProgramBuilder(config, None)
+
+    def program(layers: list[int]) -> str:
+        if kind == "decode":
+            return builder.decode(layers=layers, head=True)
+        return builder.prefill(config.max_seq, layers=layers, head=True)
+
+    one, c1, s1 = _timed(program([0]), opts, dev)
+    layer_cycles = float(one.cycles)
+    c2 = s2 = 0.0
+    two = one
+    if base.n_layers > 1:
+        two, c2, s2 = _timed(program([0, 1]), opts, dev)
+        layer_cycles = float(two.cycles) - float(one.cycles)
+    shape = ModelConfig(
+        base.name,
+        base.dim,
+        base.n_layers,
+        base.n_heads,
+        base.n_kv_heads,
+        base.ffn_dim,
+        base.vocab,
+    )
+    capacity = kv_capacity(shape, grid, dev, "shift")
+    if kind == "decode" and capacity.max_tokens < n:
+        raise PlmrError(
+            f"{base.name}: a {n}-token KV cache does not fit {p}x{q} PEs of {dev.name} "
+            f"(at most {capacity.max_tokens} tokens with {capacity.stages} stage(s)); use a "
+            "larger grid or a shorter context"
+        )
+    append_cycles = 0.0
+    s3 = 0.0
+    if kind == "decode":
+        start = time.perf_counter()
+        per_pe = math.ceil(config.max_seq / p)
+        kernel = kv_append(
+            grid, per_pe, 2 * config.n_kv_heads * config.head_dim, device, "shift"
+        )
+        zeros = [np.zeros(s, np.float32) for s in kernel.inputs]
+        _, appended = run_mesh(kernel.module, zeros, device=dev, mode="timing")
+        append_cycles = float(appended.cycles)
+        s3 = time.perf_counter() - start
+    hop = stage_hop_cycles(config, grid, dev)
+    step = (
+        float(one.cycles)
+        + (base.n_layers - 1) * layer_cycles
+        + base.n_layers * append_cycles
+        + (capacity.stages - 1) * hop
+    )
+    seconds = step / dev.clock_hz
+    per_second = (1.0 if kind == "decode" else n) / seconds
+    # The split of the one-layer program's critical PE (the layer dominates it).
+    total = max(float(one.cycles), 1.0)
+    model_bytes = (
+        capacity.weight_bytes_per_pe
+        + capacity.workspace_bytes_per_pe
+        + capacity.bytes_per_token_per_pe * math.ceil(n / p)
+    )
+    return LlmBench(
+        kind=kind,
+        model=base.name,
+        device=dev.name,
+        grid=grid,
+        tokens=n,
+        padded={"dim": config.dim, "ffn_dim": config.ffn_dim, "tokens": config.max_seq},
+        n_layers=base.n_layers,
+        layer_cycles=layer_cycles,
+        first_cycles=float(one.cycles),
+        kv_append_cycles=append_cycles,
+        stages=capacity.stages,
+        layers_per_stage=capacity.layers_per_stage,
+        stage_hop_cycles=hop if capacity.stages > 1 else 0.0,
+        step_cycles=step,
+        step_seconds=seconds,
+        tokens_per_second=per_second,
+        layer_compute_fraction=float(one.compute_cycles) / total,
+        layer_comm_fraction=float(one.comm_cycles) / total,
+        sram_bytes_per_core=max(int(one.max_sram_bytes), int(two.max_sram_bytes)),
+        model_sram_bytes_per_core=model_bytes,
+        sram_capacity=dev.sram_bytes,
+        routes_per_router=max(int(one.max_routes), int(two.max_routes)),
+        route_capacity=dev.usable_colors,
+        compile_seconds=c1 + c2,
+        simulate_seconds=s1 + s2 + s3,
+    )
+
+
+__all__ = ["KINDS", "WAFERLLM", "LlmBench", "bench_llm"]
