@@ -169,36 +169,44 @@ def default_tokens(kind: str, config: LlamaConfig) -> int:
     return 4096
 
 
+def grid_block(model: str, grid: tuple[int, int]) -> int:
+    """
+    The block size of large grids: half a PE's share of the model's width (two blocks
+    of every weight per PE and axis), 0 for small grids (the compile's own search).
+    """
+    p, q = grid
+    if p * q <= 64:
+        return 0
+    return max(1, math.ceil(get_config(model).dim / max(p, q) / 2))
+
+
 def bench_config(model: str, grid: tuple[int, int], tokens: int) -> LlamaConfig:
-    """The preset with `tokens` positions, padded to the grid where its sizes need it."""
+    """
+    The preset with `tokens` positions, padded where its sizes need it so that every
+    dimension splits into whole blocks on every PE: to a multiple of lcm(P, Q) × block.
+    """
     base = dataclasses.replace(get_config(model), max_seq=tokens)
-    multiple = math.lcm(*grid)
-    sizes = (base.dim, base.ffn_dim, base.max_seq)
+    multiple = math.lcm(*grid) * max(1, grid_block(model, grid))
+    sizes = (base.dim, base.ffn_dim, base.vocab, base.max_seq)
     if all(s % multiple == 0 for s in sizes):
         return base
     return base.padded(multiple)
 
 
-def default_options(
-    grid: tuple[int, int], device: str, config: LlamaConfig
-) -> CompileOptions:
-    """
-    Blocks that give each PE one block of the model's width where that is small, the
-    tile-size search otherwise (small grids).
-    """
-    p, q = grid
-    if p * q <= 64:
+def default_options(model: str, grid: tuple[int, int], device: str) -> CompileOptions:
+    """16×16 blocks on small grids, `grid_block` blocks on large ones."""
+    block = grid_block(model, grid)
+    if not block:
         return CompileOptions(
             grid=grid, device=device, substitute=False, tile_sizes=(16, 16)
         )
-    block = max(1, config.dim // max(p, q) // 2)
     return CompileOptions(
         grid=grid,
         device=device,
         substitute=False,
         tile_sizes=(block, block),
         fit_tiles=True,
-        chunks=math.lcm(p, q),
+        chunks=math.lcm(*grid),
     )
 
 
@@ -262,7 +270,7 @@ def bench_llm(
     if n < 1:
         raise PlmrError(f"the {'context' if kind == 'decode' else 'prompt'} must be >= 1")
     config = bench_config(model, grid, n)
-    opts = options or default_options(grid, device, config)
+    opts = options or default_options(model, grid, device)
     builder = ProgramBuilder(config, None)
 
     def program(layers: list[int]) -> str:

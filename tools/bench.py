@@ -390,13 +390,7 @@ def _llm_command(kind: str) -> click.Command:
         tile_sizes: str | None,
         as_json: bool,
     ) -> None:
-        from plmr.models.bench import (
-            bench_config,
-            bench_llm,
-            default_options,
-            default_tokens,
-        )
-        from plmr.models.llama import get_config
+        from plmr.models.bench import bench_llm, default_options
 
         shape = parse_grid(grid)
         options = None
@@ -406,8 +400,7 @@ def _llm_command(kind: str) -> click.Command:
                 sizes = (int(p), int(r or p))
             except ValueError as e:
                 raise PlmrError(f"bad --tile-sizes '{tile_sizes}': expected P,R") from e
-            n = tokens if tokens is not None else default_tokens(kind, get_config(model))
-            base = default_options(shape, device, bench_config(model, shape, n))
+            base = default_options(model, shape, device)
             options = dataclasses.replace(base, tile_sizes=sizes, fit_tiles=True)
         result = bench_llm(kind, model, shape, device, tokens, options)
         if as_json:

@@ -13,7 +13,9 @@ it is so far*, and repairs every earlier partial result of `T` with the proved r
 Applied to softmax this is the online softmax; applied to attention (max → exp-sum →
 P·V, in that order) it is FlashAttention's recurrence. The steps:
 
-1. inline every elementwise (map) nest into the nests that read it;
+1. inline every elementwise (map) nest into the nests that read it, except a map that
+   is stored anyway (a function result) or read by more than three nests (a residual
+   read by every projection of the next layer): those are read, not recomputed;
 2. *delay normalisation*: a sum whose term has a factor that does not change along the
    reduction and reads another reduction's result (`Σ_j p[i,j]·v[j,d]` with
    `p = e / l[i]`) is rewritten as `(Σ_j e·v) / l[i]` (FlashAttention's late division);

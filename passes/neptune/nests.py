@@ -184,12 +184,20 @@ def inline_reduction_read(producer: NestOp, read: ReadOp) -> NestOp:
     return nested
 
 
+MAX_INLINED_READERS = 3
+"""A map read by more nests than this is stored once instead of recomputed in each."""
+
+
 def inline_maps(block: Block) -> bool:
     """
     Inlines every map nest of `block` into the nests that read it; True if any. A map
     whose result is stored anyway (a function result) is read, not recomputed: inlined
     into a reduction along its reduction (the keys of attention) it would be recomputed
-    for every parallel block and tie a stationary operand to a moving one.
+    for every parallel block and tie a stationary operand to a moving one. So is a map
+    read by more than `MAX_INLINED_READERS` nests: a norm or softmax reads its input in
+    up to three (statistics, sum, normalisation), which fusion needs inlined; more
+    readers mean a value shared by independent consumers, each of which would recompute
+    it (a GEMV once per output column).
     """
     changed = False
     progress = True
@@ -199,7 +207,7 @@ def inline_maps(block: Block) -> bool:
             if not is_map(nest) or _stored(nest):
                 continue
             reads = [r for res in nest.res for r in read_uses(res)]
-            if not reads:
+            if not reads or len({_top(r, block) for r in reads}) > MAX_INLINED_READERS:
                 continue
             for read in reads:
                 inline_map_read(nest, read)
@@ -208,6 +216,14 @@ def inline_maps(block: Block) -> bool:
                 nest.detach()
                 nest.erase()
     return changed
+
+
+def _top(op: Operation, block: Block) -> Operation:
+    while op.parent_block() is not block:
+        parent = op.parent_op()
+        assert parent is not None
+        op = parent
+    return op
 
 
 def _stored(nest: NestOp) -> bool:

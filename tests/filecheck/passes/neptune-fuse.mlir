@@ -85,3 +85,22 @@ func.func @stored_keys(%q: tensor<16x32xf32>, %k: tensor<64x32xf32>, %cos: tenso
   %o = graph.matmul %p, %v : (tensor<16x64xf32>, tensor<64x32xf32>) -> tensor<16x32xf32>
   func.return %o, %kr : tensor<16x32xf32>, tensor<64x32xf32>
 }
+
+// -----
+
+// A map read by more than three nests (a residual read by every projection of the next
+// layer) is stored once: inlined, it would be recomputed in each reader, and in a GEMV
+// once for every output column.
+
+// CHECK-LABEL: func.func @shared_residual
+// CHECK:       %h = loop.nest (%{{.*}}, %{{.*}}) to (1, 16) [parallel, parallel] -> tensor<1x16xf32> {
+// CHECK-COUNT-4: loop.read %h[
+// CHECK:       func.return
+func.func @shared_residual(%x: tensor<1x16xf32>, %y: tensor<1x16xf32>, %a: tensor<16x8xf32>, %b: tensor<16x8xf32>, %c: tensor<16x8xf32>, %d: tensor<16x8xf32>) -> (tensor<1x8xf32>, tensor<1x8xf32>, tensor<1x8xf32>, tensor<1x8xf32>) {
+  %h = graph.add %x, %y : (tensor<1x16xf32>, tensor<1x16xf32>) -> tensor<1x16xf32>
+  %p = graph.matmul %h, %a : (tensor<1x16xf32>, tensor<16x8xf32>) -> tensor<1x8xf32>
+  %q = graph.matmul %h, %b : (tensor<1x16xf32>, tensor<16x8xf32>) -> tensor<1x8xf32>
+  %r = graph.matmul %h, %c : (tensor<1x16xf32>, tensor<16x8xf32>) -> tensor<1x8xf32>
+  %s = graph.matmul %h, %d : (tensor<1x16xf32>, tensor<16x8xf32>) -> tensor<1x8xf32>
+  func.return %p, %q, %r, %s : tensor<1x8xf32>, tensor<1x8xf32>, tensor<1x8xf32>, tensor<1x8xf32>
+}
