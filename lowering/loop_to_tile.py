@@ -194,6 +194,11 @@ def _large(t: Attribute) -> bool:
     return sum(1 for d in value_shape(t) if d > 1) >= 2
 
 
+WHOLE_BLOCKS = 32
+"""With `fit` and a grid: a dimension no axis can split, of at most this many blocks, is
+kept whole."""
+
+
 class _Analysis:
     def __init__(
         self,
@@ -202,10 +207,12 @@ class _Analysis:
         order: Iterator[int],
         dims: dict[SSAValue, Dim] | None = None,
         fit: bool = False,
+        grid: Sequence[int] = (),
     ):
         self.nest = nest
         self.sizes = sizes
         self.fit = fit
+        self.grid = tuple(grid)
         self.order = order
         self.dims: dict[SSAValue, Dim] = {} if dims is None else dims
 
@@ -267,10 +274,23 @@ class _Analysis:
     def _block(self, size: int, extent: int) -> int:
         """
         The block of a dimension: `size` (at most the extent); with `fit`, the largest
-        divisor of the extent that is at most `size`."""
+        divisor of the extent that is at most `size`. With `fit` and a grid, the largest
+        such divisor whose block count a mesh axis divides (so that the loop can be
+        split over it); failing that, a dimension of at most `WHOLE_BLOCKS` blocks is
+        one block (a head of 128 whose 32 blocks of 4 no axis of 420 divides: one
+        block instead of 32 allreduces).
+        """
         if not self.fit or extent <= size:
             return min(size, extent)
-        return max(d for d in range(1, size + 1) if extent % d == 0)
+        divisors = [d for d in range(1, size + 1) if extent % d == 0]
+        axes = [n for n in self.grid if n > 1]
+        if axes:
+            split = [d for d in divisors if any((extent // d) % n == 0 for n in axes)]
+            if split:
+                return max(split)
+            if extent <= WHOLE_BLOCKS * size:
+                return extent
+        return max(divisors)
 
     def _check_divisible(self) -> None:
         for d in self.dims.values():
@@ -972,7 +992,8 @@ class _Codegen:
         kset = set(k)
         rows = [d for d in a_blk.dims if d not in kb]
         cols = [d for d in b_blk.dims if d not in ka]
-        if rows and cols and cols[0].order < rows[0].order:
+        if (rows and cols and cols[0].order < rows[0].order) or (rows and not cols):
+            # A vector goes on the left: one row of K instructions N wide, not N rows.
             a_blk, b_blk, rows, cols = b_blk, a_blk, cols, rows
         batch = [d for d in a_blk.dims if d in b_blk.dims and d not in kset]
         inner = [d for d in a_blk.dims if d in kset]
@@ -1138,12 +1159,22 @@ class ConvertLoopToTilePass(ModulePass):
     """Shrink a block that does not divide its dimension to the largest divisor that does
     (instead of reporting an error)."""
 
+    fit_grid: tuple[int, ...] = ()
+    """With `fit`: the mesh the program is for (`P,Q`); blocks are then shrunk to a
+    divisor whose block count an axis divides, or kept whole when no axis can split the
+    dimension (see `WHOLE_BLOCKS`)."""
+
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         sizes = _sizes(self.tile_sizes, "tile-sizes")
         overrides = parse_nest_sizes(self.nest_tile_sizes)
+        if any(n <= 0 for n in self.fit_grid):
+            raise PlmrError(
+                f"convert-loop-to-tile: fit-grid sizes must be positive, got "
+                f"{list(self.fit_grid)}"
+            )
         for fn in op.ops:
             if isinstance(fn, func.FuncOp) and fn.body.blocks:
-                lower_function(fn, sizes, overrides, self.fit)
+                lower_function(fn, sizes, overrides, self.fit, self.fit_grid)
 
 
 def _sizes(values: Sequence[int], what: str) -> tuple[int, int]:
@@ -1181,6 +1212,7 @@ def lower_function(
     sizes: tuple[int, int],
     overrides: dict[str, tuple[int, int]] | None = None,
     fit: bool = False,
+    grid: Sequence[int] = (),
 ) -> None:
     """Replaces every top-level nest of `fn` that can be blocked by its tile program."""
     block = fn.body.block
@@ -1195,7 +1227,7 @@ def lower_function(
                 chosen = overrides[result.name_hint]
                 break
         try:
-            analysis = _Analysis(nest, chosen, order, fit=fit)
+            analysis = _Analysis(nest, chosen, order, fit=fit, grid=grid)
             plan = analysis.run()
             epilogue = _epilogue_of(nest, analysis)
             _replace(nest, plan, epilogue, order)

@@ -184,7 +184,10 @@ def _tile_for_grid(
         try:
             nests = ";".join(f"{n}={p},{r}" for n, p, r in opts.nest_tile_sizes)
             ConvertLoopToTilePass(
-                tile_sizes=sizes, nest_tile_sizes=nests, fit=opts.fit_tiles
+                tile_sizes=sizes,
+                nest_tile_sizes=nests,
+                fit=opts.fit_tiles,
+                fit_grid=opts.grid if opts.fit_tiles else (),
             ).apply(ctx, trial)
             cost = lower_module(trial, mesh_opts)
             _route(ctx, trial, opts)

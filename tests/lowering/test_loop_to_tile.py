@@ -13,6 +13,7 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 
 from plmr.dialects import tile
+from plmr.dialects.graph import static_shape
 from plmr.dialects.loop import REMARK_ATTR, NestOp
 from plmr.errors import PlmrError
 from plmr.lowering.graph_to_loop import ConvertGraphToLoopPass
@@ -169,3 +170,46 @@ def test_fit_shrinks_blocks_to_divisors():
     steps = sorted(op.step.value.data for op in module.walk() if isinstance(op, tile.ForOp))
     # 12 keeps blocks of 4; 10 gets blocks of 2, its largest divisor <= 4.
     assert steps == [2, 4]
+
+
+GEMV_WX = """
+func.func @main(%x: tensor<1x60xf32>, %w: tensor<60x24xf32>) -> tensor<1x24xf32> {
+  %zero = arith.constant 0.000000e+00 : f32
+  %y = loop.nest (%i, %j, %k) to (1, 24, 60) [parallel, parallel, reduction] init(%acc = %zero : f32) -> tensor<1x24xf32> {
+    %a = loop.read %w[%k, %j] : tensor<60x24xf32>
+    %b = loop.read %x[%i, %k] : tensor<1x60xf32>
+    %p = arith.mulf %a, %b : f32
+    %s = arith.addf %acc, %p : f32
+    loop.yield %s : f32
+  }
+  func.return %y : tensor<1x24xf32>
+}
+"""
+
+
+@pytest.mark.parametrize(
+    ("grid", "steps"),
+    [
+        ((), [4, 5]),  # the largest divisors of 24 and 60 that are <= 5
+        ((4, 4), [3, 5]),  # 24 / 3 = 8 blocks (4 does not divide 24 / 4 = 6); 60 / 5
+        ((7, 7), [24, 60]),  # no divisor <= 5 gives a multiple of 7 blocks: whole
+    ],
+)
+def test_fit_grid_picks_blocks_an_axis_can_split(grid: tuple[int, ...], steps: list[int]):
+    """The blocks chosen for a grid; the vector of the GEMV is the dot's left operand."""
+    from plmr.dialects import tile
+
+    module = parse_module(GEMV_WX)
+    fn = select_function(module, None)
+    args = random_inputs(fn, 0)
+    want = evaluate_function(module, "main", args)
+    ConvertLoopToTilePass(tile_sizes=(5, 5), fit=True, fit_grid=grid).apply(
+        Context(), module
+    )
+    got, _ = run_tile_function(module, "main", args)
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-5, atol=1e-5)
+    fors = [op.step.value.data for op in module.walk() if isinstance(op, tile.ForOp)]
+    assert sorted(fors) == steps
+    (dot,) = [op for op in module.walk() if isinstance(op, tile.DotOp)]
+    assert static_shape(dot.lhs, "lhs")[0] == 1
+    assert dot.transpose_a is None
