@@ -616,9 +616,19 @@ class _Planner:
             if have == layout and src not in m.paths:
                 continue
             full = math.prod(static_shape(src, "source")) * 4
-            for a in ("y", "x"):
-                if a in have:
-                    stages = 2 * max(1, math.ceil(math.log2(opts.n(a))))
+            skewed = (
+                m.mode == "rotate"
+                and src in m.paths
+                and len(set(m.paths.values())) == 2
+                and opts.gemm != "summa"
+            )
+            for j, a in enumerate(have):
+                if a == "-":
+                    continue
+                stages = 2 * max(1, math.ceil(math.log2(opts.n(a))))
+                if not skewed and _diagonal_move(have, layout, j, opts, src):
+                    comm += stages * message(_block_bytes(src, layout, grid))
+                else:
                     comm += stages * message(full)
         return compute + comm
 
@@ -657,6 +667,26 @@ class _Planner:
             f"PE has {opts.device.sram_bytes}{hint}; use a larger grid, smaller tiles or "
             "a device with more SRAM"
         )
+
+
+def _diagonal_move(
+    have: Sequence[str], want: Sequence[str], j: int, opts: Options, src: SSAValue
+) -> bool:
+    """
+    Dim `j` is split over one axis and wanted over the other, which the value does not
+    use, on a square grid: each PE's block is on the diagonal of its line
+    (`_NestEmitter._from_diagonal`), so one block moves, not a strip.
+    """
+    a = have[j]
+    if a == "-":
+        return False
+    o = _other(a)
+    return (
+        want[j] == o
+        and o not in have
+        and opts.n(a) == opts.n(o)
+        and static_shape(src, "source")[j] % opts.n(a) == 0
+    )
 
 
 def _bytes(value: SSAValue) -> int:
@@ -961,6 +991,13 @@ class _NestEmitter:
         for j, a in enumerate(have):
             if a == "-" or (want[j] == a and skew[0] != a):
                 continue
+            if not skew[0] and _diagonal_move(tuple(cur), want, j, opts, src):
+                # Split over a, wanted over the other axis (and replicated along it): the
+                # PE at position coord[o] along a holds this PE's block. It alone puts it
+                # in, the others zeros, and a one-block sum along a delivers it.
+                value = self._from_diagonal(src, value, cur, j, a)
+                cur[j] = _other(a)
+                continue
             # All-gather dim j along a: place the block in a zero tensor, sum along a.
             cur_shape = self._shape(shape, cur)
             full = list(cur_shape)
@@ -992,6 +1029,32 @@ class _NestEmitter:
         if skew[0]:
             value = self._skewed(src, value, cur, skew)
         return value
+
+    def _from_diagonal(
+        self, src: SSAValue, blk: SSAValue, cur: list[str], j: int, a: str
+    ) -> SSAValue:
+        """
+        Every PE gets the block of the PE on its line along `a` whose position equals
+        its own coordinate on the other axis: `[a]` -> `[other]` for dim `j`.
+        """
+        b = self.b
+        shape = self._shape(static_shape(src, "source"), cur)
+        rows = shape[j]
+        double = list(shape)
+        double[j] = 2 * rows
+        zero = b.insert(tile.FillOp(0.0, TensorType(_elt(src), double))).result
+        at = [_index(b, 0) for _ in shape]
+        at[j] = _index(b, rows)
+        both = b.insert(tile.StoreOp(blk, zero, at)).result
+        same = b.insert(arith.CmpiOp(self.coord[a], self.coord[_other(a)], "eq")).result
+        offs = [_index(b, 0) for _ in shape]
+        offs[j] = b.insert(arith.SelectOp(same, _index(b, rows), _index(b, 0))).result
+        part = b.insert(tile.LoadOp(both, offs, shape)).result
+        return b.insert(
+            mesh.AllreduceOp(
+                "sum", part, a, self.opts.gemv, self.opts.k, _groups(self.opts, a)
+            )
+        ).result
 
     def _skewed(
         self, src: SSAValue, full: SSAValue, cur: list[str], skew: tuple[str, str, int]

@@ -171,13 +171,16 @@ def default_tokens(kind: str, config: LlamaConfig) -> int:
 
 def grid_block(model: str, grid: tuple[int, int]) -> int:
     """
-    The block size of large grids: half a PE's share of the model's width (two blocks
-    of every weight per PE and axis), 0 for small grids (the compile's own search).
+    The block size of large grids, 0 for small ones (the compile's own search): a PE's
+    share of the model's width, or half of it (two blocks per PE and axis), whichever
+    pads the width less (the smaller on a tie).
     """
     p, q = grid
     if p * q <= 64:
         return 0
-    return max(1, math.ceil(get_config(model).dim / max(p, q) / 2))
+    dim, n, m = get_config(model).dim, max(p, q), math.lcm(p, q)
+    blocks = {max(1, math.ceil(dim / n / 2)), max(1, math.ceil(dim / n))}
+    return min(blocks, key=lambda b: (-(-dim // (m * b)) * m * b, b))
 
 
 def bench_config(model: str, grid: tuple[int, int], tokens: int) -> LlamaConfig:

@@ -262,3 +262,43 @@ def test_ring_attention_on_small_pes(gemm: str):
     assert moves
     assert {op.axis.data for op in moves} == {"x"}
     assert not any(isinstance(op, tile.TransposeOp) for op in ops)
+
+
+def test_keys_computed_along_one_axis_move_to_the_other_block_by_block():
+    """
+    A prefill layer on small PEs: the keys are computed with their rows split over x,
+    ring attention wants them split over y. Each PE gets its block from the PE of its
+    row whose column equals its row (a one-block sum along x), never a whole strip.
+    """
+    from plmr.models.llama import LlamaConfig, ProgramBuilder
+
+    config = LlamaConfig(
+        "t",
+        dim=24,
+        n_layers=1,
+        n_heads=2,
+        n_kv_heads=1,
+        ffn_dim=48,
+        vocab=8,
+        max_seq=24,
+        head_dim_override=128,
+    )
+    module = parse_module(ProgramBuilder(config, None).prefill(24, layers=[0], head=False))
+    opts = CompileOptions(
+        grid=(6, 6),
+        device="wse2:sram_kib=16",
+        substitute=False,
+        tile_sizes=(4, 4),
+        fit_tiles=True,
+        chunks=6,
+    )
+    compiled = _check(module, opts, seed=1)
+    ops = list(compiled.walk())
+    diagonal = [
+        op
+        for op in ops
+        if op.name == "arith.cmpi"
+        and {getattr(v, "name_hint", None) for v in op.operands} == {"py", "px"}
+    ]
+    assert diagonal
+    assert any(isinstance(op, mesh.ShiftOp) for op in ops)
