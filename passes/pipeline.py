@@ -157,7 +157,7 @@ def _route(ctx: Context, module: ModuleOp, opts: CompileOptions) -> None:
     if not opts.route:
         return
     try:
-        MeshRoutePass().apply(ctx, module)
+        MeshRoutePass(relay=opts.relay).apply(ctx, module)
         MeshVerifyPlmrPass(relay=opts.relay).apply(ctx, module)
     except DiagnosticException as e:
         raise PlmrError(str(e)) from e

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import sys
 from pathlib import Path
@@ -408,3 +409,21 @@ def test_compiling_a_mesh_program_says_so(
     code, _, err = run(["compile", str(out), "--grid", "2x2", "--no-substitute"], capsys)
     assert code == 1
     assert "already a mesh program" in err
+
+
+def test_relay_lets_routing_share_colors():
+    """Without --relay a program needing more colors than a router has is refused."""
+    from plmr.errors import PlmrError
+    from plmr.passes.pipeline import CompileOptions, compile_module
+    from plmr.tools.loading import load_module, make_context
+
+    path = EXAMPLES / "onnx" / "transformer_block.mlir"
+    opts = CompileOptions(grid=(4, 4), device="wse2:colors=5")
+    with pytest.raises(PlmrError, match="needs more than the 2 usable colors"):
+        compile_module(make_context(), load_module(path), opts)
+    relayed = compile_module(
+        make_context(),
+        load_module(path),
+        dataclasses.replace(opts, relay=True),
+    )
+    assert "relay" in str(relayed)
