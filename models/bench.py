@@ -96,7 +96,7 @@ class LlmBench:
     compile_seconds: float
     simulate_seconds: float
     gemm: str = "meshgemm"
-    """The GEMM algorithm of the compile (`summa` when MeshGEMM did not fit)."""
+    """The GEMM algorithm of the compile."""
 
     @property
     def tpot_ms(self) -> float:
@@ -187,11 +187,12 @@ def grid_block(model: str, grid: tuple[int, int]) -> int:
 
 def bench_config(model: str, grid: tuple[int, int], tokens: int) -> LlamaConfig:
     """
-    The preset with `tokens` positions, padded where its sizes need it so that every
-    dimension splits into whole blocks on every PE: to a multiple of lcm(P, Q) × block.
+    The preset with `tokens` positions, its sizes padded where they need it to a
+    multiple of lcm(P, Q), so that every dimension splits evenly over the PEs (the
+    blocks are then fitted to the grid: `convert-loop-to-tile{fit fit-grid}`).
     """
     base = dataclasses.replace(get_config(model), max_seq=tokens)
-    multiple = math.lcm(*grid) * max(1, grid_block(model, grid))
+    multiple = math.lcm(*grid)
     sizes = (base.dim, base.ffn_dim, base.vocab, base.max_seq)
     if all(s % multiple == 0 for s in sizes):
         return base
@@ -283,16 +284,7 @@ def bench_llm(
             return builder.decode(layers=layers, head=True)
         return builder.prefill(config.max_seq, layers=layers, head=True)
 
-    fallback = dataclasses.replace(opts, gemm="summa", relay=True)
-    try:
-        one, c1, s1 = _timed(program([0]), opts, dev)
-    except PlmrError as e:
-        # MeshGEMM needs its operands pre-skewed; an intermediate that cannot be
-        # realigned within SRAM falls back to SUMMA's broadcasts from the owners.
-        if options is not None or opts.gemm == "summa" or "SRAM" not in str(e):
-            raise
-        opts = fallback
-        one, c1, s1 = _timed(program([0]), opts, dev)
+    one, c1, s1 = _timed(program([0]), opts, dev)
     layer_cycles = float(one.cycles)
     c2 = s2 = 0.0
     two = one
