@@ -84,12 +84,13 @@ def section(
             notes.append(f"- {run} on {grid}: does not compile: {error}")
             continue
         ref = WAFERLLM[job.kind]
+        ref_tps = float(ref["tokens_per_second"])
         same = ref["model"] == job.model and tuple(ref["grid"]) == (job.grid, job.grid)
         step = r["tpot_ms"] if job.kind == "decode" else r["ttft_ms"]
         out.append(
             f"| {run} | {grid} | {r['tokens']} | {_cycles(r['layer_cycles'])} | "
             f"{_cycles(r['step_cycles'])} | {step:.3f} ms | {r['tokens_per_second']:,.0f} | "
-            f"{ref['tokens_per_second']:,.0f} {'' if same else '(llama3-8b)'} | "
+            f"{f'{ref_tps:,.0f}' if same else '—'} | "
             f"{r['stages']} | {r['sram_bytes_per_core']:,} B; "
             f"{r['model_sram_bytes_per_core']:,} B | {r['routes_per_router']} | "
             f"{took:.0f} s |"
