@@ -12,14 +12,17 @@ from them:
 - **prefill** (a prompt of `tokens` tokens): the same without the KV append.
 
 For a two-layer model (`tiny`) `T(2)` is the whole model. The KV append is WaferLLM's
-shift program (`lowering/kv_cache.kv_append`) for one token's K and V of a layer. **Pipeline stages** come from the KV-cache capacity model
-(`kv_capacity`): when the weights of all layers, the workspace and the cache do not fit
-the SRAM of one P×Q grid, the layers are split over several P×Q regions of the wafer
-and the hidden vector passes from one region to the next (`stage hop`: P hops down a
-column plus the vector's share per column over one link). One sequence goes through the
-stages one after another, so stages add a hop each but no compute.
+shift program (`lowering/kv_cache.kv_append`) for one token's K and V of a layer.
 
-The model is padded (dims, FFN and cache) to a multiple of the grid, as WaferLLM pads.
+**Pipeline stages** come from the KV-cache capacity model (`kv_capacity`): when the
+weights of all layers, the workspace and the cache do not fit the SRAM of one P×Q grid,
+the layers are split over several P×Q regions of the wafer and the hidden vector passes
+from one region to the next (`hop`: P hops down a column plus the vector's share per
+column over one link). One sequence goes through the stages one after another, so
+stages add a hop each but no compute.
+
+The model (width, FFN, vocabulary, tokens) is padded to a multiple of lcm(P, Q), as
+WaferLLM pads to the grid, and the blocks are fitted to the grid.
 """
 
 from __future__ import annotations

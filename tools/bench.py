@@ -379,7 +379,8 @@ def _llm_command(kind: str) -> click.Command:
     @click.option(
         "--tile-sizes",
         default=None,
-        help="Blocks P,R of the compile (default: one block of the width per PE pair).",
+        help="Blocks P,R of the compile (default: 16,16 on small grids, else a PE's "
+        "share of the width or half of it).",
     )
     @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
     def command(
@@ -410,9 +411,10 @@ def _llm_command(kind: str) -> click.Command:
             click.echo(line)
 
     command.__doc__ = (
-        f"Time {what} of a LLaMA-style model on the modelled wafer: one layer and the LM "
-        "head are compiled by plmr compile and simulated; reports cycles per layer and "
-        "per step, tokens/s, SRAM, routes and pipeline stages."
+        f"Time {what} of a LLaMA-style model on the modelled wafer: the model cut to one "
+        "and to two layers (with the LM head) is compiled by plmr compile and simulated "
+        "in timing mode; reports cycles per layer and per step, tokens/s, SRAM, routes "
+        "and pipeline stages."
     )
     return click.command(kind)(command)
 
