@@ -99,8 +99,10 @@ def to_loop_level(ctx: Context, module: ModuleOp, opts: CompileOptions) -> Modul
         if opts.eliminate_transposes:
             TransposeElimPass().apply(ctx, module)
         if opts.substitute:
+            # The mesh lowering has no concatenation of computed values: keep the
+            # substitutions whose concatenations fold into constants (fused weights).
             TasoSubstitutePass(
-                alpha=opts.alpha, budget=opts.budget, device=opts.device
+                alpha=opts.alpha, budget=opts.budget, device=opts.device, concats="constant"
             ).apply(ctx, module)
         ConvertGraphToLoopPass().apply(ctx, module)
     if _has(module, (loop.NestOp,)):

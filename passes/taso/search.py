@@ -13,7 +13,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from plmr.passes.taso.cost import CostModel
@@ -39,14 +39,31 @@ class SearchResult:
         return self.best.applied
 
 
+def folded_concats_only(dag: Dag) -> bool:
+    """Whether every `concat` of `dag` joins constants only (it then folds away)."""
+    nodes = dag.nodes
+
+    def constant(nid: int) -> bool:
+        node = nodes[nid]
+        if node.kind == "const":
+            return True
+        return node.kind == "concat" and all(constant(o[0]) for o in node.operands)
+
+    return all(constant(nid) for nid in dag.by_kind().get("concat", []))
+
+
 def optimize(
     dag: Dag,
     rules: Sequence[Directed],
     cost: CostModel,
     alpha: float = 1.05,
     budget: int = 1000,
+    accept: Callable[[Dag], bool] | None = None,
 ) -> SearchResult:
-    """Runs the backtracking search from `dag`."""
+    """
+    Runs the backtracking search from `dag`. With `accept`, only graphs it accepts can
+    be the result (the search still explores through the others).
+    """
     start = time.perf_counter()
     max_ops = 2 * dag.op_count()
     initial = cost.graph_cost(dag)
@@ -61,7 +78,7 @@ def optimize(
     while queue and explored < budget:
         c, _, g = heapq.heappop(queue)
         explored += 1
-        if c < best_cost:
+        if c < best_cost and (accept is None or accept(g)):
             best, best_cost = g, c
         kinds = g.by_kind()
         for kind, directed in by_kind.items():
@@ -84,7 +101,7 @@ def optimize(
                     if new_cost < alpha * best_cost:
                         generated += 1
                         heapq.heappush(queue, (new_cost, next(counter), new))
-                        if new_cost < best_cost:
+                        if new_cost < best_cost and (accept is None or accept(new)):
                             best, best_cost = new, new_cost
     return SearchResult(
         best, initial, best_cost, explored, generated, time.perf_counter() - start

@@ -33,7 +33,7 @@ from plmr.passes.taso.cost import CostModel
 from plmr.passes.taso.dag import DagContext, constant_attr, export_function, import_function
 from plmr.passes.taso.matcher import Directed, directions
 from plmr.passes.taso.rules import load_rules
-from plmr.passes.taso.search import optimize
+from plmr.passes.taso.search import folded_concats_only, optimize
 from plmr.passes.transpose_elim import (
     AbsorbIntoMatmul,
     ComposeTransposes,
@@ -138,11 +138,19 @@ class FunctionReport:
     seconds: float
 
 
-def check_options(alpha: float, budget: int) -> None:
+CONCATS = ("any", "constant")
+
+
+def check_options(alpha: float, budget: int, concats: str = "any") -> None:
     if not alpha > 0:
         raise PlmrError(f"taso-substitute: alpha must be positive, got {alpha}")
     if budget < 0:
         raise PlmrError(f"taso-substitute: budget must be >= 0, got {budget}")
+    if concats not in CONCATS:
+        raise PlmrError(
+            f"taso-substitute: unknown concats '{concats}' (any: every verified "
+            "substitution; constant: only those whose concatenations fold into constants)"
+        )
 
 
 def substitute_module(
@@ -152,9 +160,11 @@ def substitute_module(
     rules: str = "default",
     device: str = "wse2",
     functions: Sequence[str] | None = None,
+    concats: str = "any",
 ) -> list[FunctionReport]:
     """Optimizes every function (or the named ones) of `module` in place."""
-    check_options(alpha, budget)
+    check_options(alpha, budget, concats)
+    accept = folded_concats_only if concats == "constant" else None
     directed: list[Directed] = directions(load_rules(rules))
     cost = CostModel(get_device(device))
     ctx = DagContext()
@@ -165,7 +175,7 @@ def substitute_module(
         dag = import_function(fn, ctx)
         if dag is None or dag.op_count() == 0:
             continue
-        result = optimize(dag, directed, cost, alpha, budget)
+        result = optimize(dag, directed, cost, alpha, budget, accept)
         if result.best_cost < result.initial_cost and result.applied:
             export_function(result.best, fn)
         reports.append(
@@ -209,6 +219,11 @@ class TasoSubstitutePass(ModulePass):
     """The rule file (`default`: the rules shipped with plmr)."""
     device: str = "wse2"
     """The device whose cost model guides the search (a preset, e.g. `wse3`)."""
+    concats: str = "any"
+    """`constant`: only results whose concatenations join constants (weights), which
+    fold away; the mesh lowering has no concatenation of computed values."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        substitute_module(op, self.alpha, self.budget, self.rules, self.device)
+        substitute_module(
+            op, self.alpha, self.budget, self.rules, self.device, concats=self.concats
+        )

@@ -19,7 +19,7 @@ from plmr.models.llama import (
     rope_half_tables,
 )
 from plmr.passes.pipeline import CompileOptions
-from plmr.tools.loading import parse_module
+from plmr.tools.loading import make_context, parse_module
 from plmr.tools.running import run_function, select_function
 
 PROMPT = [1, 2, 3, 4, 5, 6, 7, 8]
@@ -152,3 +152,27 @@ def test_llama_examples_are_current():
     weights = len(random_weights(config, 0)) - 1  # no embedding
     split = config.n_layers * (config.n_heads + config.n_kv_heads)  # Q and K in halves
     assert len(fn.args) == 4 + caches + weights + split
+
+
+def test_taso_fuses_projections_of_the_decode_step():
+    """
+    The compile's TASO (concatenations of constants only) merges projections that share
+    their input into one matmul on concatenated weights and a split; same results.
+    """
+    from plmr.dialects import graph
+    from plmr.passes.taso.substitute import TasoSubstitutePass
+    from plmr.tools.running import random_inputs
+
+    config = get_config("tiny")
+    module = parse_module(ProgramBuilder(config, random_weights(config, 0)).decode())
+    fn = select_function(module, None)
+    args = random_inputs(fn, 0)
+    want = run_function(module, fn, args)
+    before = sum(isinstance(op, graph.MatmulOp) for op in module.walk())
+    TasoSubstitutePass(budget=3, concats="constant").apply(make_context(), module)
+    after = sum(isinstance(op, graph.MatmulOp) for op in module.walk())
+    assert after < before
+    assert any(isinstance(op, graph.SplitOp) for op in module.walk())
+    assert not any(isinstance(op, graph.ConcatOp) for op in module.walk())
+    for g, w in zip(run_function(module, fn, args), want, strict=True):
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-4)

@@ -85,6 +85,7 @@ def test_budget_zero_changes_nothing():
         ({"budget": -1}, "budget must be >= 0"),
         ({"device": "gpu"}, "unknown device 'gpu'"),
         ({"rules": "/nonexistent.mlir"}, "no such rule file"),
+        ({"concats": "some"}, "unknown concats 'some'"),
     ],
 )
 def test_bad_options_are_user_errors(options, message):
@@ -163,3 +164,40 @@ def test_intermediate_values_used_outside_block_a_rewrite():
     assert matches
     # %a is also returned, so add(x·w1, x·w2) -> x·(w1 + w2) would lose it.
     assert all(apply_match(dag, m) is None for m in matches)
+
+
+PROJECTIONS = """
+func.func @main(%x: tensor<4x16xf32>, %wa: tensor<16x8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>) {
+  %wb = graph.constant dense<0.25> : tensor<16x8xf32>
+  %wc = graph.constant dense<0.5> : tensor<16x8xf32>
+  %a = graph.matmul %x, %wa : (tensor<4x16xf32>, tensor<16x8xf32>) -> tensor<4x8xf32>
+  %b = graph.matmul %x, %wb : (tensor<4x16xf32>, tensor<16x8xf32>) -> tensor<4x8xf32>
+  %c = graph.matmul %x, %wc : (tensor<4x16xf32>, tensor<16x8xf32>) -> tensor<4x8xf32>
+  %bc = graph.add %b, %c : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  func.return %a, %bc : tensor<4x8xf32>, tensor<4x8xf32>
+}
+"""
+
+
+def test_constant_concats_fuse_weights_but_join_no_computed_values():
+    """
+    `concats=constant` keeps only results whose concatenations fold into constants:
+    the two constant projections may fuse, the argument weight never joins them.
+    """
+    from plmr.passes.taso.search import folded_concats_only
+
+    free = parse_module(PROJECTIONS)
+    run_and_compare(free, budget=30)
+    # Unrestricted, the search joins the argument weight with the folded constants.
+    (joined,) = [op for op in free.walk() if isinstance(op, graph.ConcatOp)]
+    assert any(v.name_hint == "wa" for v in joined.operands)
+    module = parse_module(PROJECTIONS)
+    run_and_compare(module, budget=30, concats="constant")
+    assert count(module, graph.ConcatOp) == 0
+    for op in module.walk():
+        if isinstance(op, graph.MatmulOp):
+            assert isinstance(op.rhs.owner, graph.ConstantOp) or op.rhs.name_hint == "wa"
+    fn = select_function(module, None)
+    dag = import_function(fn, DagContext())
+    assert dag is not None
+    assert folded_concats_only(dag)
