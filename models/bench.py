@@ -74,7 +74,7 @@ class LlmBench:
     tokens: int
     """decode: the KV cache's length (context); prefill: the prompt's length."""
     padded: dict[str, int]
-    """The sizes actually compiled (dim, ffn_dim, tokens) after padding to the grid."""
+    """The sizes compiled (dim, ffn_dim, vocab, tokens; `padded`: 1 if padded)."""
     n_layers: int
     layer_cycles: float
     first_cycles: float
@@ -124,7 +124,8 @@ class LlmBench:
         lines = [
             f"{self.model} {what} on {p}x{q} PEs of {self.device}",
             f"  compiled    dim {self.padded['dim']}, ffn {self.padded['ffn_dim']}, "
-            f"{self.padded['tokens']} tokens (padded to the grid)",
+            f"vocabulary {self.padded['vocab']}, {self.padded['tokens']} tokens"
+            + (" (padded to the grid)" if self.padded["padded"] else ""),
             f"  layer       {self.layer_cycles:,.0f} cycles in the steady state (compute "
             f"{self.layer_compute_fraction:.0%}, exposed communication "
             f"{self.layer_comm_fraction:.0%})",
@@ -207,7 +208,7 @@ def default_options(model: str, grid: tuple[int, int], device: str) -> CompileOp
     block = grid_block(model, grid)
     if not block:
         return CompileOptions(
-            grid=grid, device=device, substitute=False, tile_sizes=(16, 16)
+            grid=grid, device=device, substitute=False, tile_sizes=(16, 16), fit_tiles=True
         )
     return CompileOptions(
         grid=grid,
@@ -344,7 +345,13 @@ def bench_llm(
         device=dev.name,
         grid=grid,
         tokens=n,
-        padded={"dim": config.dim, "ffn_dim": config.ffn_dim, "tokens": config.max_seq},
+        padded={
+            "dim": config.dim,
+            "ffn_dim": config.ffn_dim,
+            "vocab": config.vocab,
+            "tokens": config.max_seq,
+            "padded": int(config.name != base.name),
+        },
         n_layers=base.n_layers,
         layer_cycles=layer_cycles,
         first_cycles=float(one.cycles),

@@ -128,3 +128,17 @@ def test_benchmark_quick_table(capsys: pytest.CaptureFixture[str]):
     text = capsys.readouterr().out
     rows = [line for line in text.splitlines() if line.startswith("| tiny")]
     assert [r.split("|")[1].strip() for r in rows] == ["tiny decode", "tiny prefill"]
+
+
+def test_odd_grids_pad_the_model():
+    result = bench_llm("prefill", "tiny", (3, 3), tokens=4)
+    assert result.padded == {
+        "dim": 66,
+        "ffn_dim": 129,
+        "vocab": 258,
+        "tokens": 6,
+        "padded": 1,
+    }
+    dev = get_device("wse2")
+    # Throughput counts the prompt's tokens, not the padding.
+    assert result.tokens_per_second == pytest.approx(4 * dev.clock_hz / result.step_cycles)
