@@ -622,12 +622,19 @@ class _Planner:
                 and len(set(m.paths.values())) == 2
                 and opts.gemm != "summa"
             )
+            block = _block_bytes(src, layout, grid)
             for j, a in enumerate(have):
                 if a == "-":
                     continue
                 stages = 2 * max(1, math.ceil(math.log2(opts.n(a))))
-                if not skewed and _diagonal_move(have, layout, j, opts, src):
-                    comm += stages * message(_block_bytes(src, layout, grid))
+                if (
+                    skewed
+                    and layout[j] == a == m.paths[src]
+                    and _ring_realignable((a, "", m.chunks), opts)
+                ):
+                    comm += opts.n(a) * message(block, 2.0)
+                elif not skewed and _diagonal_move(have, layout, j, opts, src):
+                    comm += stages * message(block)
                 else:
                     comm += stages * message(full)
         return compute + comm
@@ -687,6 +694,15 @@ def _diagonal_move(
         and opts.n(a) == opts.n(o)
         and static_shape(src, "source")[j] % opts.n(a) == 0
     )
+
+
+def _ring_realignable(skew: tuple[str, str, int], opts: Options) -> bool:
+    """Cannon's skew on a square grid with one chunk per PE: a ring pass realigns it."""
+    axis, _, chunks = skew
+    if not axis:
+        return False
+    n = opts.n(axis)
+    return n == opts.n(_other(axis)) == chunks and n > 1
 
 
 def _bytes(value: SSAValue) -> int:
@@ -988,8 +1004,15 @@ class _NestEmitter:
         shape = static_shape(src, "source")
         cur = list(have)
         value = blk
+        skew_done = False
         for j, a in enumerate(have):
             if a == "-" or (want[j] == a and skew[0] != a):
+                continue
+            if want[j] == a and _ring_realignable(skew, opts):
+                # Already split over the skew axis, one chunk per PE: the blocks pass
+                # once round the ring and each PE keeps the one it starts with.
+                value = self._realigned(src, value, j, skew)
+                skew_done = True
                 continue
             if not skew[0] and _diagonal_move(tuple(cur), want, j, opts, src):
                 # Split over a, wanted over the other axis (and replicated along it): the
@@ -1026,9 +1049,57 @@ class _NestEmitter:
         if taken:
             value = b.insert(tile.LoadOp(value, offs, self._shape(shape, target))).result
             cur = target
-        if skew[0]:
+        if skew[0] and not skew_done:
             value = self._skewed(src, value, cur, skew)
         return value
+
+    def _realigned(
+        self, src: SSAValue, blk: SSAValue, j: int, skew: tuple[str, str, int]
+    ) -> SSAValue:
+        """
+        Cannon's pre-skew of a value split over the skew axis (PE at position c holds
+        chunk c): PE (a, o) needs chunk (r(a) + r(o)) mod n, r the ring position. The
+        blocks move n - 1 times one step round the ring; after t steps the PE at ring
+        position p holds the block that started at ring position p - t, so it keeps the
+        one with t = (p - r(chunk)) mod n. Two blocks of SRAM, n - 1 one-step shifts.
+        """
+        b, opts = self.b, self.opts
+        axis, ring, chunks = skew
+        n = opts.n(axis)
+        ring = _ring_for(ring, n)
+        pos_a = _ring_pos(b, self.coord[axis], ring, n)
+        pos_o = _ring_pos(b, self.coord[_other(axis)], ring, n)
+        want = b.insert(arith.RemUIOp(_add(b, pos_a, pos_o), _index(b, chunks))).result
+        back = _add(b, pos_a, _index(b, n))
+        t_keep = b.insert(
+            arith.RemUIOp(
+                b.insert(arith.SubiOp(back, _ring_pos(b, want, ring, n))).result,
+                _index(b, n),
+            )
+        ).result
+        shape = static_shape(blk, "block")
+        rows = shape[j]
+        double = list(shape)
+        double[j] = 2 * rows
+        body = Block(arg_types=[IndexType(), blk.type, blk.type])
+        inner = Builder(InsertPoint.at_end(body))
+        step, moving, kept = body.args
+        # kept' = moving if step == t_keep else kept: both in one buffer, one load.
+        zero = inner.insert(tile.FillOp(0.0, TensorType(_elt(src), double))).result
+        at = [_index(inner, 0) for _ in shape]
+        at[j] = _index(inner, rows)
+        both = inner.insert(tile.StoreOp(kept, zero, [_index(inner, 0) for _ in shape]))
+        both = inner.insert(tile.StoreOp(moving, both.result, at)).result
+        take = inner.insert(arith.CmpiOp(step, t_keep, "eq")).result
+        offs = [_index(inner, 0) for _ in shape]
+        offs[j] = inner.insert(
+            arith.SelectOp(take, _index(inner, rows), _index(inner, 0))
+        ).result
+        new_kept = inner.insert(tile.LoadOp(both, offs, shape)).result
+        new_moving = inner.insert(mesh.ShiftOp(moving, axis, ring)).result
+        inner.insert(tile.YieldOp(new_moving, new_kept))
+        loop = b.insert(tile.ForOp(0, n, 1, "reduction", [blk, blk], Region(body)))
+        return loop.res[1]
 
     def _from_diagonal(
         self, src: SSAValue, blk: SSAValue, cur: list[str], j: int, a: str

@@ -11,10 +11,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects.builtin import ModuleOp, TensorType
 from xdsl.passes import PassPipeline
 
 from plmr.dialects import mesh, tile
+from plmr.dialects.graph import static_shape
 from plmr.errors import PlmrError
 from plmr.passes import get_all_passes
 from plmr.passes.pipeline import CompileOptions, compile_module
@@ -302,3 +303,52 @@ def test_keys_computed_along_one_axis_move_to_the_other_block_by_block():
     ]
     assert diagonal
     assert any(isinstance(op, mesh.ShiftOp) for op in ops)
+
+
+@pytest.mark.parametrize(
+    ("gemm", "grid"), [("meshgemm", 4), ("meshgemm", 3), ("cannon", 4)]
+)
+def test_an_intermediate_is_skewed_by_one_pass_round_the_ring(gemm: str, grid: int):
+    """
+    Cannon's pre-skew of a computed operand (relu(A·B) in (A·B)·D): each block passes
+    once round the ring and every PE keeps its own, in two blocks of SRAM; no row strip
+    is gathered.
+    """
+    n = 16 * grid
+    t = f"tensor<{n}x{n}xf32>"
+    module = parse_module(f"""
+    func.func @main(%a: {t}, %b: {t}, %d: {t}) -> {t} {{
+      %t = graph.matmul %a, %b : ({t}, {t}) -> {t}
+      %r = graph.relu %t : {t}
+      %c = graph.matmul %r, %d : ({t}, {t}) -> {t}
+      func.return %c : {t}
+    }}""")
+    opts = CompileOptions(
+        grid=(grid, grid),
+        gemm=gemm,
+        device="wse2:sram_kib=6",
+        substitute=False,
+        tile_sizes=(16, 16),
+    )
+    compiled = _check(module, opts)
+    realign = [
+        op
+        for op in compiled.walk()
+        if isinstance(op, tile.ForOp)
+        and any(isinstance(o, mesh.ShiftOp) for o in op.body.block.ops)
+        and any(o.name == "arith.cmpi" for o in op.body.block.ops)
+    ]
+    assert len(realign) == 1
+    (spmd,) = [
+        op
+        for op in compiled.walk()
+        if isinstance(op, mesh.SpmdOp) and any(o.name_hint == "c" for o in op.outputs)
+    ]
+    # No all-gathered strip of %r: every block in the nest is one 16x16 chunk.
+    shapes = {
+        tuple(static_shape(v, "v"))
+        for op in spmd.walk()
+        for v in op.results
+        if isinstance(v.type, TensorType)
+    }
+    assert max(math.prod(s) for s in shapes) <= 2 * 16 * 16
