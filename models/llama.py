@@ -574,13 +574,16 @@ class ProgramBuilder:
                 "prefill", args, t, [(x, "hidden", _t(length, c.dim)), *results]
             )
         if length > 1:
-            head_rows = t.fresh("rows")
-            last = t.fresh("last")
-            t.lines.append(
-                f"    {head_rows}, {last} = graph.split {x} axis = 0 sizes = [{length - 1}, 1] : "
-                f"{_t(length, c.dim)} -> ({_t(length - 1, c.dim)}, {_t(1, c.dim)})"
+            # The last position, picked by a one-hot row: a GEMV, which the mesh maps
+            # like any other (a row split at an offset would need the whole tensor).
+            pick = np.zeros((1, length), np.float32)
+            pick[0, -1] = 1.0
+            one_hot = t.op(
+                "last_pos",
+                f'graph.constant dense<"{_hex(pick)}"> : {_t(1, length)}',
+                _t(1, length),
             )
-            t.types[last] = _t(1, c.dim)
+            last = t.matmul(one_hot, x, _t(1, c.dim))
         else:
             last = x
         logits = t.matmul(t.rmsnorm(last, w["norm"], c.norm_eps), w["head"], _t(1, c.vocab))

@@ -190,8 +190,9 @@ func.func @prefill(%x: tensor<8x64xf32> {plmr.name = "x"}, %mask: tensor<8x8xf32
     %mul_186 = graph.mul %silu_185, %mm_184 : (tensor<8x128xf32>, tensor<8x128xf32>) -> tensor<8x128xf32>
     %mm_187 = graph.matmul %mul_186, %l1_w2 : (tensor<8x128xf32>, tensor<128x64xf32>) -> tensor<8x64xf32>
     %add_188 = graph.add %add_181, %mm_187 : (tensor<8x64xf32>, tensor<8x64xf32>) -> tensor<8x64xf32>
-    %rows_189, %last_190 = graph.split %add_188 axis = 0 sizes = [7, 1] : tensor<8x64xf32> -> (tensor<7x64xf32>, tensor<1x64xf32>)
-    %norm_191 = graph.rmsnorm %last_190, %norm epsilon = 1.000000e-05 : (tensor<1x64xf32>, tensor<64xf32>) -> tensor<1x64xf32>
+    %last_pos_189 = graph.constant dense<"0x000000000000000000000000000000000000000000000000000000000000803F"> : tensor<1x8xf32>
+    %mm_190 = graph.matmul %last_pos_189, %add_188 : (tensor<1x8xf32>, tensor<8x64xf32>) -> tensor<1x64xf32>
+    %norm_191 = graph.rmsnorm %mm_190, %norm epsilon = 1.000000e-05 : (tensor<1x64xf32>, tensor<64xf32>) -> tensor<1x64xf32>
     %mm_192 = graph.matmul %norm_191, %head : (tensor<1x64xf32>, tensor<64x256xf32>) -> tensor<1x256xf32>
     func.return %mm_192, %sub_6, %add_9, %mm_18, %sub_14, %add_17, %mm_19, %sub_100, %add_103, %mm_112, %sub_108, %add_111, %mm_113 : tensor<1x256xf32>, tensor<8x8xf32>, tensor<8x8xf32>, tensor<8x16xf32>, tensor<8x8xf32>, tensor<8x8xf32>, tensor<8x16xf32>, tensor<8x8xf32>, tensor<8x8xf32>, tensor<8x16xf32>, tensor<8x8xf32>, tensor<8x8xf32>, tensor<8x16xf32>
 }
