@@ -24,9 +24,12 @@ of `parallel` `tile.for` loops around a block body) becomes one `mesh.spmd`:
 - **Layouts.** Operands are placed at scatter time in the layout the nest reads them in,
   so weights read transposed (`tile.dot ... transpose_b`) are placed pre-transposed
   and no transpose ever runs on the mesh. When a value produced by an earlier nest is
-  needed in another layout, the change is explicit at the head of the consumer: an
-  all-gather along the axis (an allreduce of the zero-padded blocks), then each PE takes
-  its part. The mapping of each nest is chosen by a cost estimate (compute per PE,
+  needed in another layout, the change is explicit at the head of the consumer: a dim
+  split over one axis and wanted over the other comes from the diagonal PE of each line
+  (a one-block sum); an operand Cannon needs pre-skewed, already split one chunk per PE,
+  passes once round the ring and each PE keeps its chunk; otherwise an all-gather along
+  the axis (an allreduce of the zero-padded blocks), then each PE takes its part. The
+  mapping of each nest is chosen by a cost estimate (compute per PE,
   messages, layout changes) among the feasible ones, which is what makes consecutive
   GEMVs reduce along alternating axes, as WaferLLM does.
 - **SRAM.** The blocks each PE holds for a nest must fit the device's SRAM; if no
