@@ -1,7 +1,7 @@
 """
 LLaMA-style inference on the modelled wafer, next to WaferLLM's figures on a real WSE-2.
 
-    .venv/bin/python benchmarks/llm.py            # print the tables (a few minutes)
+    .venv/bin/python benchmarks/llm.py            # print the table (about 18 minutes)
     .venv/bin/python benchmarks/llm.py --readme   # also rewrite benchmarks/README.md's
                                                   # "LLM inference" section
     .venv/bin/python benchmarks/llm.py --quick    # the tiny model only (seconds)
