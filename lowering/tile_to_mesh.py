@@ -619,12 +619,7 @@ class _Planner:
             if have == layout and src not in m.paths:
                 continue
             full = math.prod(static_shape(src, "source")) * 4
-            skewed = (
-                m.mode == "rotate"
-                and src in m.paths
-                and len(set(m.paths.values())) == 2
-                and opts.gemm != "summa"
-            )
+            skewed = src in m.paths and _cannon_skew(m, opts)
             block = _block_bytes(src, layout, grid)
             for j, a in enumerate(have):
                 if a == "-":
@@ -697,6 +692,11 @@ def _diagonal_move(
         and opts.n(a) == opts.n(o)
         and static_shape(src, "source")[j] % opts.n(a) == 0
     )
+
+
+def _cannon_skew(m: Mapping, opts: Options) -> bool:
+    """Operands rotating in both directions are placed pre-skewed (SUMMA broadcasts)."""
+    return m.mode == "rotate" and len(set(m.paths.values())) == 2 and opts.gemm != "summa"
 
 
 def _ring_realignable(skew: tuple[str, str, int], opts: Options) -> bool:
@@ -924,11 +924,7 @@ class _NestEmitter:
         self.m = m
         self.opts = low.opts
         # Cannon's pre-alignment; SUMMA broadcasts from the owners instead.
-        self.skew = (
-            m.mode == "rotate"
-            and len(set(m.paths.values())) == 2
-            and self.opts.gemm != "summa"
-        )
+        self.skew = _cannon_skew(m, self.opts)
         self.ring = "interleaved" if self.opts.gemm == "meshgemm" else "torus"
         self.loads = {ld.op: ld for ld in nest.loads}
 

@@ -264,7 +264,7 @@ def bench_llm(
     options: CompileOptions | None = None,
 ) -> LlmBench:
     """Compiles and times one layer, the LM head and the KV append; assembles a step."""
-    from plmr.lowering.kv_cache import ModelConfig, kv_append, kv_capacity
+    from plmr.lowering.kv_cache import kv_append, kv_capacity
     from plmr.runtime.interpreter import run_mesh
 
     if kind not in KINDS:
@@ -295,16 +295,7 @@ def bench_llm(
     if base.n_layers > 1:
         two, c2, s2 = _timed(program([0, 1]), opts, dev)
         layer_cycles = float(two.cycles) - float(one.cycles)
-    shape = ModelConfig(
-        base.name,
-        base.dim,
-        base.n_layers,
-        base.n_heads,
-        base.n_kv_heads,
-        base.ffn_dim,
-        base.vocab,
-    )
-    capacity = kv_capacity(shape, grid, dev, "shift")
+    capacity = kv_capacity(base.model_config(), grid, dev, "shift")
     if kind == "decode" and capacity.max_tokens < n:
         raise PlmrError(
             f"{base.name}: a {n}-token KV cache does not fit {p}x{q} PEs of {dev.name} "

@@ -28,11 +28,15 @@ import dataclasses
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
 
 from plmr.errors import PlmrError
+
+if TYPE_CHECKING:
+    from plmr.lowering.kv_cache import ModelConfig
 
 F32 = npt.NDArray[np.float32]
 
@@ -87,6 +91,20 @@ class LlamaConfig:
             vocab=up(self.vocab),
             max_seq=up(self.max_seq),
             head_dim_override=self.head_dim,
+        )
+
+    def model_config(self) -> ModelConfig:
+        """The sizes the KV-cache capacity model (`lowering/kv_cache.py`) takes."""
+        from plmr.lowering.kv_cache import ModelConfig
+
+        return ModelConfig(
+            self.name,
+            self.dim,
+            self.n_layers,
+            self.n_heads,
+            self.n_kv_heads,
+            self.ffn_dim,
+            self.vocab,
         )
 
     @property
