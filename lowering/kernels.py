@@ -385,3 +385,82 @@ def gemv(
         ((1, m), (m, n)),
         f"gemv {algorithm}: y[1x{n}] = x[1x{m}]·W[{m}x{n}] on {grid[0]}x{grid[1]} ({label})",
     )
+
+
+# ---------------------------------------------------------------------------------------
+# Reductions (the pieces of a layer between its GEMVs/GEMMs)
+# ---------------------------------------------------------------------------------------
+
+
+def vector_allreduce(
+    n: int,
+    grid: tuple[int, int],
+    device: str,
+    axis: str = "y",
+    kind: str = "sum",
+    algorithm: str = "ktree",
+    k: int = 2,
+) -> Kernel:
+    """
+    An allreduce of an n-element block per PE along `axis`: a vector of n times the
+    other axis' size is split over the other axis and every PE along `axis` holds a
+    copy of its block; all of them end with the combined block (`kind`: sum or max).
+    """
+    _check_grid(grid, n=n)
+    if axis not in ("x", "y"):
+        raise PlmrError(f"axis must be x or y, got '{axis}'")
+    if algorithm not in GEMV_ALGORITHMS:
+        raise PlmrError(
+            f"unknown allreduce algorithm '{algorithm}' ({', '.join(GEMV_ALGORITHMS)})"
+        )
+    other = "x" if axis == "y" else "y"
+    across = grid[1] if axis == "y" else grid[0]
+    shape = (1, n * across)
+    v_d = _dist(shape, mesh.LayoutAttr(["-", other]))
+    program = _program(f"allreduce_{kind}_{axis}", [shape], shape, device, grid)
+    body = Block(arg_types=[IndexType(), IndexType(), _block(v_d, grid)])
+    with ImplicitBuilder(body) as (_, _, v):
+        mesh.YieldOp(mesh.AllreduceOp(kind, v, axis, algorithm, k).result)
+    _wire(program, [v_d], v_d, body)
+    return Kernel(
+        ModuleOp([program]),
+        program.sym_name.data,
+        (shape,),
+        f"allreduce {kind} of {n} element(s) per PE along {axis} on "
+        f"{grid[0]}x{grid[1]} ({algorithm})",
+    )
+
+
+def sum_of_squares(
+    rows: int,
+    m: int,
+    grid: tuple[int, int],
+    device: str,
+    algorithm: str = "ktree",
+    k: int = 2,
+) -> Kernel:
+    """
+    RMSNorm's reduction: the sum of squares of each row of X[rows×M]. For one row
+    (decode) X is split over y and replicated along x, and a scalar is allreduced along
+    y; for several rows (prefill) the rows are split over y and M over x, and a row's
+    sums are allreduced along x. Every PE squares and sums its block first.
+    """
+    _check_grid(grid, rows=rows, m=m)
+    axis = "y" if rows == 1 else "x"
+    x_layout = ["-", "y"] if rows == 1 else ["y", "x"]
+    x_d = _dist((rows, m), mesh.LayoutAttr(x_layout))
+    s_d = _dist((rows, 1), mesh.LayoutAttr(["-", "-"] if rows == 1 else ["y", "-"]))
+    program = _program("sum_of_squares", [(rows, m)], (rows, 1), device, grid)
+    body = Block(arg_types=[IndexType(), IndexType(), _block(x_d, grid)])
+    with ImplicitBuilder(body) as (_, _, x):
+        squares = tile.MapOp([x, x], "mul").result
+        part = tile.ReduceOp("sum", squares, 1).result
+        mesh.YieldOp(mesh.AllreduceOp("sum", part, axis, algorithm, k).result)
+    _wire(program, [x_d], s_d, body)
+    return Kernel(
+        ModuleOp([program]),
+        "sum_of_squares",
+        ((rows, m),),
+        f"sum of squares of X[{rows}x{m}] by rows on {grid[0]}x{grid[1]} "
+        f"(allreduce along {axis}, {algorithm})",
+    )

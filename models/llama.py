@@ -134,6 +134,32 @@ PRESETS: dict[str, LlamaConfig] = {
         vocab=128256,
         max_seq=8192,
     ),
+    # Llama-2-13b-hf's config.json.
+    "llama2-13b": LlamaConfig(
+        "llama2-13b",
+        dim=5120,
+        n_layers=40,
+        n_heads=40,
+        n_kv_heads=40,
+        ffn_dim=13824,
+        vocab=32000,
+        max_seq=4096,
+        rope_theta=10000.0,
+        norm_eps=1e-5,
+    ),
+    # Qwen2-72B-Instruct's config.json (its QKV biases are left out).
+    "qwen2-72b": LlamaConfig(
+        "qwen2-72b",
+        dim=8192,
+        n_layers=80,
+        n_heads=64,
+        n_kv_heads=8,
+        ffn_dim=29568,
+        vocab=152064,
+        max_seq=32768,
+        rope_theta=1000000.0,
+        norm_eps=1e-6,
+    ),
 }
 
 

@@ -1,0 +1,226 @@
+"""
+What a compiled mesh program is made of, and where its time goes, nest by nest.
+
+- `count_ops`: the `mesh.spmd` nests and the `mesh.allreduce` collectives of a module
+  (ops in the IR, not executions: an allreduce inside a `tile.for` counts once).
+- `run_nests`: runs a program in the runtime (`MeshRuntime`) and attributes its time to
+  its nests. The runtime runs the nests in program order; a nest's *end* is the latest
+  time any PE finishes one of its ops (compute, collective or message), and its
+  *critical-path cycles* are how far it moves the latest end of the program so far
+  (`max(0, end_i - max(end_j, j < i))`). Nests that overlap an earlier one count only the
+  time past it, so the parts sum to the program's end-to-end cycles.
+- `layer_window`: the nests of one steady-state layer, found by comparing the programs of
+  one and of two layers: the two-layer program is the one-layer program with one layer's
+  nests inserted; of the places where they fit, the last one (the layer whose input came
+  from a compiled layer) is taken.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import Operation
+
+from plmr.dialects import mesh, tile
+from plmr.runtime.device import Device
+from plmr.runtime.interpreter import MeshRuntime, Ready, find_program
+from plmr.runtime.report import Report
+
+
+@dataclass(frozen=True)
+class OpCounts:
+    """The nests and allreduce collectives of a module."""
+
+    spmds: int
+    allreduces: int
+
+
+def count_ops(module: ModuleOp | mesh.ProgramOp) -> OpCounts:
+    """Counts `mesh.spmd` and `mesh.allreduce` ops (in the IR, not executions)."""
+    spmds = allreduces = 0
+    for op in module.walk():
+        if isinstance(op, mesh.SpmdOp):
+            spmds += 1
+        elif isinstance(op, mesh.AllreduceOp):
+            allreduces += 1
+    return OpCounts(spmds, allreduces)
+
+
+@dataclass(frozen=True)
+class NestTime:
+    """One `mesh.spmd` of a program and its share of the critical path."""
+
+    index: int
+    """Position among the program's nests."""
+    name: str
+    """The SSA name of its first result (from the graph op it computes)."""
+    what: str
+    """Its ops (block products, collectives, reductions, maps) and its result."""
+    cycles: float
+    """Critical-path cycles (see the module docstring)."""
+    end: float
+    """When its last op finishes (the latest PE)."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "index": self.index,
+            "name": self.name,
+            "what": self.what,
+            "cycles": self.cycles,
+            "end": self.end,
+        }
+
+
+def _layout(t: Any) -> str:
+    if not isinstance(t, mesh.DistType):
+        return str(t)
+    shape = "x".join(str(s) for s in t.tensor.get_shape()) or "scalar"
+    axes = ", ".join(str(a) for a in t.layout.axes)
+    return f"{shape} [{axes}]"
+
+
+def describe(spmd: mesh.SpmdOp) -> str:
+    """`dot, allreduce y -> 1x64 [-, x]`: what a nest runs and what it yields."""
+    parts: list[str] = []
+
+    def add(item: str) -> None:
+        if item not in parts:
+            parts.append(item)
+
+    for op in spmd.walk():
+        if isinstance(op, tile.DotOp):
+            add("dot")
+        elif isinstance(op, mesh.AllreduceOp | mesh.ReduceOp | mesh.BroadcastOp):
+            add(f"{op.name.removeprefix('mesh.')} {getattr(op, 'axis').data}")
+        elif isinstance(op, mesh.ShiftOp):
+            add(f"shift {op.axis.data}")
+        elif isinstance(op, mesh.SendOp):
+            add("send")
+        elif isinstance(op, tile.ReduceOp):
+            add(f"reduce {op.kind.data}")
+        elif isinstance(op, tile.MapOp) and op.kind_name is not None:
+            add(op.kind_name)
+    ops = ", ".join(parts[:6]) + (", ..." if len(parts) > 6 else "") or "copy"
+    results = "; ".join(_layout(r.type) for r in spmd.outputs)
+    return f"{ops} -> {results}"
+
+
+def signature(spmd: mesh.SpmdOp) -> tuple[str, ...]:
+    """The nest's ops and types, without SSA names: equal for the same nest of two layers."""
+    return (
+        *(op.name for op in spmd.walk()),
+        *(str(r.type) for r in spmd.outputs),
+        *(str(v.type) for v in spmd.inputs),
+    )
+
+
+@dataclass
+class NestTimer(MeshRuntime):
+    """The runtime, also noting when each nest's ops finish (read-only use of its clocks)."""
+
+    nest_of: dict[Operation, int] = field(default_factory=dict[Operation, int])
+    ends: list[float] = field(default_factory=list[float])
+
+    def run_program(
+        self, program: mesh.ProgramOp, inputs: Sequence[Any]
+    ) -> tuple[list[Any], Report]:
+        nests = [op for op in program.body.block.ops if isinstance(op, mesh.SpmdOp)]
+        self.nest_of = {op: i for i, nest in enumerate(nests) for op in nest.walk()}
+        self.ends = [0.0] * len(nests)
+        return super().run_program(program, inputs)
+
+    def _note(self, op: Operation, value: Any) -> None:
+        i = self.nest_of.get(op)
+        if i is None:
+            return
+        end = float(np.max(value))
+        if end > self.ends[i]:
+            self.ends[i] = end
+
+    def account(self, op: Operation, cycles: float | Any) -> None:
+        super().account(op, cycles)
+        self._note(op, self.clocks.ce_free)
+        if isinstance(op, mesh.RecvOp):
+            self._note(op, self.clocks.finish)
+
+    def collective_time(self, op: Operation, root: int | None, ready: Ready) -> Any:
+        done = super().collective_time(op, root, ready)
+        self._note(op, done)
+        return done
+
+
+def critical_path(ends: Sequence[float]) -> list[float]:
+    """How far each end moves the running maximum of the ends before it."""
+    out: list[float] = []
+    front = 0.0
+    for end in ends:
+        out.append(max(0.0, end - front))
+        front = max(front, end)
+    return out
+
+
+def run_nests(
+    module: ModuleOp,
+    inputs: Sequence[Any],
+    device: Device,
+    *,
+    mode: str = "timing",
+    relay: bool = False,
+    runtime_options: dict[str, Any] | None = None,
+) -> tuple[Report, list[NestTime]]:
+    """Runs the module's program; returns the runtime's report and each nest's time."""
+    program = find_program(module, None)
+    timer = NestTimer(device, mode, relay, **(runtime_options or {}))
+    _, report = timer.run_program(program, inputs)
+    nests = [op for op in program.body.block.ops if isinstance(op, mesh.SpmdOp)]
+    times = [
+        NestTime(i, nest.outputs[0].name_hint or f"nest{i}", describe(nest), cycles, end)
+        for i, (nest, cycles, end) in enumerate(
+            zip(nests, critical_path(timer.ends), timer.ends, strict=True)
+        )
+    ]
+    return report, times
+
+
+def layer_window(one: Sequence[tuple[str, ...]], two: Sequence[tuple[str, ...]]) -> range:
+    """
+    The positions in `two` (nest signatures of the two-layer program) of one layer: the
+    last insertion point `s` with `two[:s] == one[:s]` and `two[s + d:] == one[s:]`,
+    `d = len(two) - len(one)`; without one, the nests after the common prefix.
+    """
+    d = len(two) - len(one)
+    if d <= 0:
+        return range(0)
+    prefix = 0
+    while prefix < len(one) and one[prefix] == two[prefix]:
+        prefix += 1
+    suffix = 0
+    while suffix < len(one) and one[-1 - suffix] == two[-1 - suffix]:
+        suffix += 1
+    # s is valid when s <= prefix (the heads agree) and len(one) - s <= suffix (the tails).
+    last = min(prefix, len(one))
+    if len(one) - last <= suffix:
+        return range(last, last + d)
+    return range(prefix, prefix + d)
+
+
+def program_signatures(module: ModuleOp) -> list[tuple[str, ...]]:
+    program = find_program(module, None)
+    return [signature(op) for op in program.body.block.ops if isinstance(op, mesh.SpmdOp)]
+
+
+__all__ = [
+    "NestTime",
+    "NestTimer",
+    "OpCounts",
+    "count_ops",
+    "critical_path",
+    "describe",
+    "layer_window",
+    "program_signatures",
+    "run_nests",
+]
