@@ -43,6 +43,11 @@ def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
 
         return TasoSubstitutePass
 
+    def graph_canonicalize() -> type[ModulePass]:
+        from plmr.passes.graph_canonicalize import GraphCanonicalizePass
+
+        return GraphCanonicalizePass
+
     def transpose_elim() -> type[ModulePass]:
         from plmr.passes.transpose_elim import TransposeElimPass
 
@@ -59,6 +64,7 @@ def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
         return PlmrCompilePass
 
     return {
+        "graph-canonicalize": graph_canonicalize,
         "taso-substitute": taso_substitute,
         "transpose-elim": transpose_elim,
         "mesh-route": mesh_route,

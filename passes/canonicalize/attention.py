@@ -1,0 +1,288 @@
+"""
+Attention idioms of exported models: SDPA's NaN guard and grouped-query attention.
+
+**NaN guard.** `torch.onnx` writes scaled dot-product attention as
+`where(isnan(p), 0, p)` after the softmax `p` (imported as
+`graph.where (graph.cmp ne p, p), c, p`), which guards rows whose scores are all `-inf`
+(fully masked). `RemoveNanGuard` replaces the guard by `p` when `p` provably holds no
+NaN. "Provably" here means: under the assumption that the function's floating-point
+arguments are finite and that no arithmetic overflows (the assumption every
+floating-point compiler makes when it reassociates), the analysis `finite_values` shows
+that every element of `p` is finite. It accepts:
+
+- function arguments, and integer or `i1` values;
+- constants whose elements are all finite;
+- the results of ops that map finite operands to finite results: `add`, `sub`, `mul`,
+  `scale`, `matmul`, `neg`, `abs`, `relu`, `gelu`, `silu`, `sigmoid`, `tanh`, `exp`,
+  `erf`, `floor`, `ceil`, `maximum`, `minimum`, `transpose`, `reshape`, `expand`,
+  `slice`, `concat`, `split`, `gather`, `gather_elements`, `pad` (finite fill), `cast`,
+  `where` (of finite branches), non-empty `reduce`s, and `rmsnorm` / `layernorm` with
+  a positive epsilon;
+- a `softmax` whose input has, in every row along the softmax axis, at least one finite
+  entry and nowhere a NaN or `+inf` (`rows_have_finite`): a finite input (no mask), or
+  `s + m` with `s` finite and `m` such a mask — a constant whose every row has a finite
+  entry (causal masks, `-inf` or the dtype's lowest value above the diagonal), possibly
+  broadcast by `expand`, moved by `transpose` or scaled by a positive factor. Then the
+  row maximum is finite, `exp(z - max)` is in `[0, 1]` with at least one 1, and the
+  normalising sum is at least 1.
+
+`div`, `sqrt`, `log`, `pow` and `reciprocal` (a zero or negative operand), masks that
+are function arguments, and anything else leave the guard in place.
+
+**Grouped-query attention.** HF's `repeat_kv` repeats each K/V head `g` times:
+`reshape(expand(unsqueeze(k)))`, `[b, hkv, s, d] -> [b, hkv, 1, s, d] -> [b, hkv, g, s, d]
+-> [b, hkv·g, s, d]`. `UnrepeatKv` rewrites a batched `graph.matmul` whose right operand
+is such a repetition to the matmul of the query heads regrouped as `[b, hkv, g, m, k]`
+against the un-repeated `[b, hkv, 1, s, d]` (broadcast over `g`), reshaped back: the
+repeated K/V is never built.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from xdsl.dialects import func
+from xdsl.ir import Block, Operation, SSAValue
+from xdsl.pattern_rewriter import PatternRewriter, RewritePattern, op_type_rewrite_pattern
+
+from plmr.dialects import graph
+from plmr.passes.canonicalize.match import Array, const_array, elt_of, owner_of, shape_of
+from plmr.passes.transpose_elim import perm_of
+
+FINITE_PRESERVING: tuple[type[Operation], ...] = (
+    graph.AddOp,
+    graph.SubOp,
+    graph.MulOp,
+    graph.ScaleOp,
+    graph.MatmulOp,
+    graph.NegOp,
+    graph.AbsOp,
+    graph.ReluOp,
+    graph.GeluOp,
+    graph.SiluOp,
+    graph.SigmoidOp,
+    graph.TanhOp,
+    graph.ExpOp,
+    graph.ErfOp,
+    graph.FloorOp,
+    graph.CeilOp,
+    graph.MaximumOp,
+    graph.MinimumOp,
+    graph.TransposeOp,
+    graph.ReshapeOp,
+    graph.ExpandOp,
+    graph.SliceOp,
+    graph.ConcatOp,
+    graph.SplitOp,
+    graph.GatherOp,
+    graph.GatherElementsOp,
+    graph.CastOp,
+)
+"""Ops whose results are finite when their operands are (barring overflow)."""
+
+_MAX_DEPTH = 16
+
+
+def _finite_constant(value: SSAValue) -> bool:
+    array = const_array(value)
+    return array is not None and (
+        array.dtype.kind != "f" or bool(np.all(np.isfinite(array)))
+    )
+
+
+def _is_finite_op(op: Operation, finite: set[SSAValue]) -> bool:
+    """Whether `op`'s results are finite, given the set of values known finite."""
+    if isinstance(op, graph.ConstantOp):
+        return _finite_constant(op.result)
+    if isinstance(op, graph.WhereOp):
+        return op.lhs in finite and op.rhs in finite
+    if isinstance(op, graph.GatherOp | graph.GatherElementsOp):
+        return op.data in finite
+    if isinstance(op, graph.PadOp):
+        return op.input in finite and bool(np.isfinite(op.value.value.data))
+    if isinstance(op, graph.ReduceOp):
+        return (
+            op.input in finite and bool(shape_of(op.input)) and 0 not in shape_of(op.input)
+        )
+    if isinstance(op, graph.RmsNormOp | graph.LayerNormOp):
+        return op.epsilon.value.data > 0 and all(v in finite for v in op.operands)
+    if isinstance(op, graph.SoftmaxOp):
+        axis = op.axis.value.data % len(shape_of(op.input))
+        return rows_have_finite(op.input, axis, finite)
+    if isinstance(op, graph.CmpOp | graph.NotOp | graph.AndOp | graph.OrOp | graph.XorOp):
+        return True
+    if isinstance(op, FINITE_PRESERVING):
+        return all(v in finite for v in op.operands)
+    return False
+
+
+def finite_values(block: Block, stop: Operation | None = None) -> set[SSAValue]:
+    """
+    The values of `block` (up to `stop`) whose elements are all finite, under the
+    assumptions of the module docstring: one forward sweep.
+    """
+    finite: set[SSAValue] = set()
+    parent = block.parent_op()
+    if isinstance(parent, func.FuncOp):
+        finite.update(block.args)
+    for op in block.ops:
+        if op is stop:
+            break
+        if op.results and _is_finite_op(op, finite):
+            finite.update(op.results)
+    return finite
+
+
+def rows_have_finite(
+    value: SSAValue, axis: int, finite: set[SSAValue], depth: int = 0
+) -> bool:
+    """
+    Whether `value` holds no NaN and no `+inf`, and every row along `axis` has a finite
+    entry (the condition under which its softmax along `axis` is NaN-free).
+    """
+    shape = shape_of(value)
+    if value in finite:
+        return shape[axis] > 0
+    if depth > _MAX_DEPTH:
+        return False
+    array = const_array(value)
+    if array is not None:
+        return _constant_rows_ok(array, axis)
+    op = value.owner
+    if isinstance(op, graph.AddOp):
+        for s, m in ((op.lhs, op.rhs), (op.rhs, op.lhs)):
+            if s in finite and _broadcast_rows_ok(m, shape, axis, finite, depth):
+                return True
+        return False
+    if isinstance(op, graph.ExpandOp):
+        return _broadcast_rows_ok(op.input, shape, axis, finite, depth)
+    if isinstance(op, graph.TransposeOp):
+        return rows_have_finite(op.input, perm_of(op)[axis], finite, depth + 1)
+    if isinstance(op, graph.ScaleOp) and op.factor.value.data > 0:
+        return rows_have_finite(op.input, axis, finite, depth + 1)
+    return False
+
+
+def _constant_rows_ok(array: Array, axis: int) -> bool:
+    if array.dtype.kind != "f":
+        return True
+    if bool(np.any(np.isnan(array))) or bool(np.any(array == np.inf)):
+        return False
+    return bool(np.all(np.any(np.isfinite(array), axis=axis)))
+
+
+def _broadcast_rows_ok(
+    m: SSAValue,
+    shape: tuple[int, ...],
+    axis: int,
+    finite: set[SSAValue],
+    depth: int,
+) -> bool:
+    """`rows_have_finite` of `m` broadcast to `shape`, along `axis` of `shape`."""
+    if m in finite:
+        return True
+    array = const_array(m)
+    if array is not None:
+        return _constant_rows_ok(np.broadcast_to(array, shape), axis)
+    m_axis = axis - (len(shape) - len(shape_of(m)))
+    if m_axis < 0:
+        return False
+    return rows_have_finite(m, m_axis, finite, depth + 1)
+
+
+def _guarded(op: graph.WhereOp) -> SSAValue | None:
+    """`p` if `op` is `where(isnan(p), c, p)` or `where(not(isnan(p)), p, c)`."""
+    cond = op.condition.owner
+    negated = isinstance(cond, graph.NotOp)
+    if isinstance(cond, graph.NotOp):
+        cond = cond.input.owner
+    if not isinstance(cond, graph.CmpOp) or cond.lhs != cond.rhs:
+        return None
+    predicate = cond.predicate.data
+    if predicate == graph.CmpPredicate.EQ:
+        negated = not negated
+    elif predicate != graph.CmpPredicate.NE:
+        return None
+    p = cond.lhs
+    kept = op.lhs if negated else op.rhs
+    if kept != p or op.result.type != p.type:
+        return None
+    return p
+
+
+class RemoveNanGuard(RewritePattern):
+    """`where(isnan(p), c, p)` -> `p` when `p` provably holds no NaN (see above)."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: graph.WhereOp, rewriter: PatternRewriter, /):
+        p = _guarded(op)
+        if p is None or not graph.is_float_type(elt_of(p)):
+            return
+        block = op.parent_block()
+        if block is None or p not in finite_values(block, stop=op):
+            return
+        rewriter.replace(op, [], [p])
+
+
+def repeated_heads(value: SSAValue) -> tuple[SSAValue, int] | None:
+    """
+    `(u, j)` if `value` is `reshape(expand(u))` (or `reshape(concat(u, ..., u))`) where
+    `u` has a unit dimension `j` that is repeated and then merged into dimension `j - 1`.
+    """
+    reshape = owner_of(value, graph.ReshapeOp)
+    if reshape is None:
+        return None
+    rep = reshape.input.owner
+    if isinstance(rep, graph.ExpandOp):
+        u = rep.input
+    elif (
+        isinstance(rep, graph.ConcatOp)
+        and len(rep.inputs) > 1
+        and len(set(rep.inputs)) == 1
+    ):
+        u = rep.inputs[0]
+    else:
+        return None
+    before, after = shape_of(u), shape_of(rep.results[0])
+    if len(before) != len(after):
+        return None
+    diff = [i for i, (a, b) in enumerate(zip(before, after, strict=True)) if a != b]
+    if len(diff) != 1 or before[diff[0]] != 1 or diff[0] == 0:
+        return None
+    j = diff[0]
+    if isinstance(rep, graph.ConcatOp) and rep.axis.value.data % len(after) != j:
+        return None
+    merged = (*after[: j - 1], after[j - 1] * after[j], *after[j + 1 :])
+    return (u, j) if shape_of(value) == merged else None
+
+
+class UnrepeatKv(RewritePattern):
+    """
+    `matmul(a, repeat_kv(u))` -> `reshape(matmul(reshape(a, [.., hkv, g, ..]), u))`: the
+    query heads are regrouped by K/V head and `u`'s unit dimension broadcasts over `g`.
+    """
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: graph.MatmulOp, rewriter: PatternRewriter, /):
+        rep = repeated_heads(op.rhs)
+        if rep is None:
+            return
+        u, j = rep
+        a_shape, rhs_shape = shape_of(op.lhs), shape_of(op.rhs)
+        if len(a_shape) != len(rhs_shape) or j - 1 >= len(rhs_shape) - 2:
+            return  # the repeated dimension must be a batch dimension of both operands
+        heads = rhs_shape[j - 1]
+        if a_shape[j - 1] != heads:
+            return
+        hkv = shape_of(u)[j - 1]
+        g = heads // hkv
+        grouped = graph.ReshapeOp(op.lhs, (*a_shape[: j - 1], hkv, g, *a_shape[j:]))
+        mm = graph.MatmulOp(
+            grouped, u, op.transpose_a is not None, op.transpose_b is not None
+        )
+        out = graph.ReshapeOp(mm, shape_of(op.result))
+        rewriter.replace(op, [grouped, mm, out])
+
+
+ATTENTION_PATTERNS: tuple[type[RewritePattern], ...] = (RemoveNanGuard, UnrepeatKv)
+
+__all__ = ["ATTENTION_PATTERNS", "finite_values", "rows_have_finite"]
