@@ -18,16 +18,15 @@ from typing import Any, ClassVar, cast
 
 from xdsl.dialects.builtin import (
     I64,
-    AnyFloat,
     DenseArrayBase,
     DenseIntOrFPElementsAttr,
     Float64Type,
     FloatAttr,
-    IndexType,
     IntegerAttr,
     IntegerType,
     TensorType,
     UnitAttr,
+    i1,
     i64,
 )
 from xdsl.dialects.utils import EnumAttribute
@@ -57,285 +56,38 @@ from xdsl.parser import Parser
 from xdsl.printer import Printer
 from xdsl.traits import Commutative, ConstantLike, Pure
 from xdsl.utils.exceptions import VerifyException
-from xdsl.utils.hints import isa
 from xdsl.utils.str_enum import StrEnum
 
-Shape = tuple[int, ...]
-
-
-# ---------------------------------------------------------------------------------------
-# Shape helpers (shared by the builders, the verifiers and the importer)
-# ---------------------------------------------------------------------------------------
-
-
-def fmt_shape(shape: Sequence[int]) -> str:
-    """Formats a shape the way MLIR spells it in a tensor type, e.g. `2x3` or `scalar`."""
-    if not shape:
-        return "scalar"
-    return "x".join(str(d) for d in shape)
-
-
-def tensor_type(value: SSAValue | Attribute, what: str) -> TensorType[Attribute]:
-    """Returns the ranked, static-shaped tensor type of a value, or raises."""
-    attr = value if isinstance(value, Attribute) else value.type
-    if type(attr) is TensorType and attr in _STATIC:
-        # The common case, checked once per type (interpreters ask for every op).
-        return attr
-    if not isa(attr, TensorType[Attribute]):
-        raise VerifyException(f"{what} must be a ranked tensor, got {attr}")
-    t = attr
-    if any(d < 0 for d in t.get_shape()):
-        raise VerifyException(
-            f"{what} must have a static shape, got {t} (plmr needs static shapes)"
-        )
-    if len(_STATIC) < 65536:
-        _STATIC.add(t)
-    return t
-
-
-_STATIC: set[Attribute] = set()
-"""Tensor types already found ranked and static."""
-
-
-def static_shape(value: SSAValue | Attribute, what: str) -> Shape:
-    return tensor_type(value, what).get_shape()
-
-
-def element_type(value: SSAValue | Attribute) -> Attribute:
-    attr = value if isinstance(value, Attribute) else value.type
-    if not isa(attr, TensorType[Attribute]):
-        raise VerifyException(f"expected a tensor, got {attr}")
-    return attr.element_type
-
-
-def is_float_type(attr: Attribute) -> bool:
-    return isinstance(attr, AnyFloat)
-
-
-def is_integer_type(attr: Attribute) -> bool:
-    return isinstance(attr, IntegerType | IndexType)
-
-
-def check_same_element_type(values: Sequence[SSAValue], names: Sequence[str]) -> None:
-    first = element_type(values[0])
-    for value, name in zip(values[1:], names[1:], strict=True):
-        if element_type(value) != first:
-            raise VerifyException(
-                f"{names[0]} and {name} must have the same element type, "
-                f"got {first} and {element_type(value)}"
-            )
-
-
-def normalize_axis(axis: int, rank: int, what: str = "axis") -> int:
-    """Maps a possibly negative axis into [0, rank), or raises."""
-    if rank == 0:
-        raise VerifyException(f"{what} {axis} is out of range: a rank-0 tensor has no axes")
-    if not -rank <= axis < rank:
-        raise VerifyException(
-            f"{what} {axis} is out of range for a tensor of rank {rank} "
-            f"(expected {-rank} <= {what} < {rank})"
-        )
-    return axis % rank
-
-
-def normalize_axes(axes: Sequence[int], rank: int) -> tuple[int, ...]:
-    result = tuple(normalize_axis(a, rank, "axis") for a in axes)
-    if len(set(result)) != len(result):
-        raise VerifyException(f"axes {list(axes)} contain a repeated axis")
-    return result
-
-
-def broadcast_shapes(lhs: Shape, rhs: Shape) -> Shape:
-    """Numpy broadcasting of two shapes, or a VerifyException naming the clash."""
-    rank = max(len(lhs), len(rhs))
-    a = (1,) * (rank - len(lhs)) + tuple(lhs)
-    b = (1,) * (rank - len(rhs)) + tuple(rhs)
-    out: list[int] = []
-    for i, (x, y) in enumerate(zip(a, b, strict=True)):
-        if x == y or y == 1:
-            out.append(x)
-        elif x == 1:
-            out.append(y)
-        else:
-            raise VerifyException(
-                f"shapes {fmt_shape(lhs)} and {fmt_shape(rhs)} are not "
-                f"broadcast-compatible (dimension {i - rank}: {x} vs {y})"
-            )
-    return tuple(out)
-
-
-def matmul_shape(lhs: Shape, rhs: Shape, transpose_a: bool, transpose_b: bool) -> Shape:
-    """Result shape of a batched matmul with numpy broadcasting of batch dims."""
-    if len(lhs) < 2 or len(rhs) < 2:
-        raise VerifyException(
-            f"matmul operands must have rank >= 2, got {fmt_shape(lhs)} and "
-            f"{fmt_shape(rhs)} (reshape vectors to matrices first)"
-        )
-    m, k = (lhs[-1], lhs[-2]) if transpose_a else (lhs[-2], lhs[-1])
-    k2, n = (rhs[-1], rhs[-2]) if transpose_b else (rhs[-2], rhs[-1])
-    if k != k2:
-        raise VerifyException(
-            f"contraction dimensions differ: lhs {fmt_shape(lhs)}"
-            f"{' (transposed)' if transpose_a else ''} has K = {k}, rhs "
-            f"{fmt_shape(rhs)}{' (transposed)' if transpose_b else ''} has K = {k2}"
-        )
-    try:
-        batch = broadcast_shapes(lhs[:-2], rhs[:-2])
-    except VerifyException as e:
-        raise VerifyException(f"matmul batch dimensions: {e}") from e
-    return (*batch, m, n)
-
-
-def transpose_shape(shape: Shape, perm: Sequence[int]) -> Shape:
-    if sorted(perm) != list(range(len(shape))):
-        raise VerifyException(
-            f"perm {list(perm)} is not a permutation of the {len(shape)} dimensions "
-            f"of a {fmt_shape(shape)} tensor"
-        )
-    return tuple(shape[p] for p in perm)
-
-
-def reduce_shape(shape: Shape, axes: Sequence[int], keepdims: bool) -> Shape:
-    if not axes:
-        raise VerifyException("reduce needs at least one axis")
-    norm = normalize_axes(axes, len(shape))
-    if keepdims:
-        return tuple(1 if i in norm else d for i, d in enumerate(shape))
-    return tuple(d for i, d in enumerate(shape) if i not in norm)
-
-
-def concat_shape(shapes: Sequence[Shape], axis: int) -> Shape:
-    if not shapes:
-        raise VerifyException("concat needs at least one input")
-    first = shapes[0]
-    ax = normalize_axis(axis, len(first))
-    total = 0
-    for i, s in enumerate(shapes):
-        if len(s) != len(first) or any(
-            a != b for j, (a, b) in enumerate(zip(s, first, strict=True)) if j != ax
-        ):
-            raise VerifyException(
-                f"concat input {i} has shape {fmt_shape(s)}, which differs from input 0 "
-                f"({fmt_shape(first)}) outside axis {ax}"
-            )
-        total += s[ax]
-    return tuple(total if j == ax else d for j, d in enumerate(first))
-
-
-def split_shapes(shape: Shape, axis: int, sizes: Sequence[int]) -> list[Shape]:
-    ax = normalize_axis(axis, len(shape))
-    if any(s < 0 for s in sizes):
-        raise VerifyException(f"split sizes {list(sizes)} must be non-negative")
-    if sum(sizes) != shape[ax]:
-        raise VerifyException(
-            f"split sizes {list(sizes)} sum to {sum(sizes)}, but axis {ax} of "
-            f"{fmt_shape(shape)} has size {shape[ax]}"
-        )
-    return [tuple(s if j == ax else d for j, d in enumerate(shape)) for s in sizes]
-
-
-def _window_out(
-    size: int, kernel: int, stride: int, pad_lo: int, pad_hi: int, dilation: int
-) -> int:
-    span = dilation * (kernel - 1) + 1
-    return (size + pad_lo + pad_hi - span) // stride + 1
-
-
-def _check_window_params(
-    strides: Sequence[int], pads: Sequence[int], dilations: Sequence[int]
-) -> None:
-    if len(strides) != 2 or any(s <= 0 for s in strides):
-        raise VerifyException(f"strides must be two positive integers, got {list(strides)}")
-    if len(pads) != 4 or any(p < 0 for p in pads):
-        raise VerifyException(
-            "pads must be four non-negative integers [top, left, bottom, right], "
-            f"got {list(pads)}"
-        )
-    if len(dilations) != 2 or any(d <= 0 for d in dilations):
-        raise VerifyException(
-            f"dilations must be two positive integers, got {list(dilations)}"
-        )
-
-
-def conv2d_shape(
-    x: Shape,
-    w: Shape,
-    strides: Sequence[int],
-    pads: Sequence[int],
-    dilations: Sequence[int],
-    groups: int,
-) -> Shape:
-    if len(x) != 4:
-        raise VerifyException(f"conv2d input must be NCHW (rank 4), got {fmt_shape(x)}")
-    if len(w) != 4:
-        raise VerifyException(f"conv2d weight must be MCkHkW (rank 4), got {fmt_shape(w)}")
-    _check_window_params(strides, pads, dilations)
-    n, c, h, wd = x
-    m, cg, kh, kw = w
-    if groups <= 0 or c % groups != 0 or m % groups != 0:
-        raise VerifyException(
-            f"groups = {groups} must be positive and divide both the {c} input channels "
-            f"and the {m} output channels"
-        )
-    if cg != c // groups:
-        raise VerifyException(
-            f"conv2d weight has {cg} channels per group, expected {c // groups} "
-            f"({c} input channels / {groups} groups)"
-        )
-    oh = _window_out(h, kh, strides[0], pads[0], pads[2], dilations[0])
-    ow = _window_out(wd, kw, strides[1], pads[1], pads[3], dilations[1])
-    if oh <= 0 or ow <= 0:
-        raise VerifyException(
-            f"conv2d kernel {kh}x{kw} does not fit the padded {h}x{wd} input"
-        )
-    return (n, m, oh, ow)
-
-
-def pool_shape(
-    x: Shape, kernel: Sequence[int], strides: Sequence[int], pads: Sequence[int]
-) -> Shape:
-    if len(x) != 4:
-        raise VerifyException(f"pool input must be NCHW (rank 4), got {fmt_shape(x)}")
-    if len(kernel) != 2 or any(k <= 0 for k in kernel):
-        raise VerifyException(f"kernel must be two positive integers, got {list(kernel)}")
-    _check_window_params(strides, pads, (1, 1))
-    if (
-        pads[0] >= kernel[0]
-        or pads[2] >= kernel[0]
-        or pads[1] >= kernel[1]
-        or (pads[3] >= kernel[1])
-    ):
-        raise VerifyException(
-            f"pads {list(pads)} must be smaller than the kernel {list(kernel)}"
-        )
-    n, c, h, w = x
-    oh = _window_out(h, kernel[0], strides[0], pads[0], pads[2], 1)
-    ow = _window_out(w, kernel[1], strides[1], pads[1], pads[3], 1)
-    if oh <= 0 or ow <= 0:
-        raise VerifyException(
-            f"pool kernel {kernel[0]}x{kernel[1]} does not fit the padded {h}x{w} input"
-        )
-    return (n, c, oh, ow)
-
-
-def gather_shape(data: Shape, indices: Shape, axis: int) -> Shape:
-    if not data:
-        raise VerifyException("gather data must have rank >= 1")
-    ax = normalize_axis(axis, len(data))
-    return (*data[:ax], *indices, *data[ax + 1 :])
-
-
-def _ints(attr: DenseArrayBase[IntegerType]) -> tuple[int, ...]:
-    return attr.get_values()
-
-
-def _i64_array(values: Sequence[int]) -> DenseArrayBase[IntegerType]:
-    return DenseArrayBase.from_list(i64, list(values))
-
-
-def _i64(value: int) -> IntegerAttr[IntegerType]:
-    return IntegerAttr(value, i64)
-
+from plmr.dialects.graph_shapes import (
+    Shape,
+    broadcast_shapes,
+    check_same_element_type,
+    concat_shape,
+    conv2d_shape,
+    element_type,
+    expand_shape,
+    fmt_shape,
+    gather_elements_shape,
+    gather_shape,
+    is_bool_type,
+    is_float_type,
+    is_integer_type,
+    matmul_shape,
+    normalize_axes,
+    normalize_axis,
+    pad_shape,
+    pool_shape,
+    reduce_shape,
+    slice_shape,
+    split_shapes,
+    static_shape,
+    tensor_type,
+    transpose_shape,
+    where_shape,
+)
+from plmr.dialects.graph_shapes import i64_array as _i64_array
+from plmr.dialects.graph_shapes import i64_attr as _i64
+from plmr.dialects.graph_shapes import ints as _ints
 
 # ---------------------------------------------------------------------------------------
 # Enums
@@ -370,6 +122,39 @@ class PoolKindAttr(EnumAttribute[PoolKind], SpacedOpaqueSyntaxAttribute):
     """`max` or `avg`."""
 
     name = "graph.pool_kind"
+
+
+class CmpPredicate(StrEnum):
+    """The relation tested by a `graph.cmp`."""
+
+    EQ = "eq"
+    NE = "ne"
+    LT = "lt"
+    LE = "le"
+    GT = "gt"
+    GE = "ge"
+
+
+@irdl_attr_definition
+class CmpPredicateAttr(EnumAttribute[CmpPredicate], SpacedOpaqueSyntaxAttribute):
+    """`eq`, `ne`, `lt`, `le`, `gt` or `ge`."""
+
+    name = "graph.cmp_predicate"
+
+
+class PadMode(StrEnum):
+    """How a `graph.pad` fills the border (ONNX Pad modes)."""
+
+    CONSTANT = "constant"
+    REFLECT = "reflect"
+    EDGE = "edge"
+
+
+@irdl_attr_definition
+class PadModeAttr(EnumAttribute[PadMode], SpacedOpaqueSyntaxAttribute):
+    """`constant`, `reflect` or `edge`."""
+
+    name = "graph.pad_mode"
 
 
 # ---------------------------------------------------------------------------------------
@@ -1416,6 +1201,576 @@ class GatherOp(GraphOp):
         return [TensorType(element_type(self.data), shape)]
 
 
+# ---------------------------------------------------------------------------------------
+# Selection, comparison and logic
+# ---------------------------------------------------------------------------------------
+
+
+def _check_bool(value: SSAValue, what: str, op: str) -> TensorType[Attribute]:
+    t = tensor_type(value, what)
+    if not is_bool_type(t.element_type):
+        raise VerifyException(f"'{op}' needs an i1 {what}, got {t}")
+    return t
+
+
+@irdl_op_definition
+class WhereOp(GraphOp):
+    """
+    ONNX Where: picks `lhs` where `condition` holds and `rhs` elsewhere, with numpy
+    broadcasting of all three operands.
+
+    ```mlir
+    %w = graph.where %c, %a, %b : (tensor<4x1xi1>, tensor<4x8xf32>, tensor<f32>) -> tensor<4x8xf32>
+    ```
+    """
+
+    name = "graph.where"
+
+    condition = operand_def(TensorType)
+    lhs = operand_def(TensorType)
+    rhs = operand_def(TensorType)
+    result = result_def(TensorType)
+
+    traits = traits_def(Pure())
+
+    assembly_format = (
+        "$condition `,` $lhs `,` $rhs attr-dict `:` `(` type($condition) `,` type($lhs) "
+        "`,` type($rhs) `)` `->` type($result)"
+    )
+
+    def __init__(
+        self,
+        condition: SSAValue | Operation,
+        lhs: SSAValue | Operation,
+        rhs: SSAValue | Operation,
+    ):
+        c, a, b = SSAValue.get(condition), SSAValue.get(lhs), SSAValue.get(rhs)
+        shape = where_shape(
+            static_shape(c, "condition"), static_shape(a, "lhs"), static_shape(b, "rhs")
+        )
+        super().__init__(
+            operands=[c, a, b], result_types=[TensorType(element_type(a), shape)]
+        )
+
+    def infer_result_types(self) -> Sequence[Attribute]:
+        _check_bool(self.condition, "condition", self.name)
+        check_same_element_type([self.lhs, self.rhs], ["lhs", "rhs"])
+        shape = where_shape(
+            static_shape(self.condition, "condition"),
+            static_shape(self.lhs, "lhs"),
+            static_shape(self.rhs, "rhs"),
+        )
+        return [TensorType(element_type(self.lhs), shape)]
+
+
+@irdl_op_definition
+class CmpOp(GraphOp):
+    """
+    Elementwise comparison with numpy broadcasting (ONNX Equal, Less, LessOrEqual,
+    Greater, GreaterOrEqual); the result is an `i1` tensor.
+
+    ```mlir
+    %m = graph.cmp lt %a, %b : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xi1>
+    ```
+    """
+
+    name = "graph.cmp"
+
+    predicate = prop_def(CmpPredicateAttr)
+    lhs = operand_def(TensorType)
+    rhs = operand_def(TensorType)
+    result = result_def(TensorType)
+
+    traits = traits_def(Pure())
+
+    assembly_format = (
+        "$predicate $lhs `,` $rhs attr-dict `:` `(` type($lhs) `,` type($rhs) `)` `->` "
+        "type($result)"
+    )
+
+    def __init__(
+        self,
+        predicate: CmpPredicate | str,
+        lhs: SSAValue | Operation,
+        rhs: SSAValue | Operation,
+    ):
+        a, b = SSAValue.get(lhs), SSAValue.get(rhs)
+        shape = broadcast_shapes(static_shape(a, "lhs"), static_shape(b, "rhs"))
+        super().__init__(
+            operands=[a, b],
+            result_types=[TensorType(i1, shape)],
+            properties={"predicate": CmpPredicateAttr(CmpPredicate(predicate))},
+        )
+
+    def infer_result_types(self) -> Sequence[Attribute]:
+        check_same_element_type([self.lhs, self.rhs], ["lhs", "rhs"])
+        shape = broadcast_shapes(
+            static_shape(self.lhs, "lhs"), static_shape(self.rhs, "rhs")
+        )
+        return [TensorType(i1, shape)]
+
+
+@irdl_op_definition
+class NotOp(UnaryElementwiseOp):
+    """
+    Logical negation of an `i1` tensor, elementwise.
+
+    ```mlir
+    %n = graph.not %m : tensor<4x8xi1>
+    ```
+    """
+
+    name = "graph.not"
+
+    def infer_result_types(self) -> Sequence[Attribute]:
+        return [_check_bool(self.input, "input", self.name)]
+
+
+class LogicalBinaryOp(BinaryElementwiseOp, ABC):
+    """Elementwise logic on `i1` tensors with numpy broadcasting."""
+
+    traits = traits_def(Pure(), Commutative())
+
+    def infer_result_types(self) -> Sequence[Attribute]:
+        _check_bool(self.lhs, "lhs", self.name)
+        return super().infer_result_types()
+
+
+@irdl_op_definition
+class AndOp(LogicalBinaryOp):
+    """
+    Elementwise logical and of `i1` tensors with numpy broadcasting.
+
+    ```mlir
+    %r = graph.and %a, %b : (tensor<4x8xi1>, tensor<8xi1>) -> tensor<4x8xi1>
+    ```
+    """
+
+    name = "graph.and"
+
+
+@irdl_op_definition
+class OrOp(LogicalBinaryOp):
+    """
+    Elementwise logical or of `i1` tensors with numpy broadcasting.
+
+    ```mlir
+    %r = graph.or %a, %b : (tensor<4x8xi1>, tensor<4x1xi1>) -> tensor<4x8xi1>
+    ```
+    """
+
+    name = "graph.or"
+
+
+@irdl_op_definition
+class XorOp(LogicalBinaryOp):
+    """
+    Elementwise exclusive or of `i1` tensors with numpy broadcasting.
+
+    ```mlir
+    %r = graph.xor %a, %b : (tensor<4x8xi1>, tensor<4x8xi1>) -> tensor<4x8xi1>
+    ```
+    """
+
+    name = "graph.xor"
+
+
+@irdl_op_definition
+class MaximumOp(BinaryElementwiseOp):
+    """
+    Elementwise maximum with numpy broadcasting (ONNX Max of two inputs).
+
+    ```mlir
+    %m = graph.maximum %a, %b : (tensor<4x8xf32>, tensor<f32>) -> tensor<4x8xf32>
+    ```
+    """
+
+    name = "graph.maximum"
+
+    traits = traits_def(Pure(), Commutative())
+
+
+@irdl_op_definition
+class MinimumOp(BinaryElementwiseOp):
+    """
+    Elementwise minimum with numpy broadcasting (ONNX Min of two inputs).
+
+    ```mlir
+    %m = graph.minimum %a, %b : (tensor<4x8xi64>, tensor<8xi64>) -> tensor<4x8xi64>
+    ```
+    """
+
+    name = "graph.minimum"
+
+    traits = traits_def(Pure(), Commutative())
+
+
+# ---------------------------------------------------------------------------------------
+# Casts and more elementwise arithmetic
+# ---------------------------------------------------------------------------------------
+
+
+@irdl_op_definition
+class CastOp(GraphOp):
+    """
+    Converts the elements to another element type (ONNX Cast): floats to integers
+    truncate toward zero, anything to `i1` tests `x != 0`, `i1` converts to 0 or 1.
+
+    ```mlir
+    %c = graph.cast %a : tensor<4x8xf32> -> tensor<4x8xi64>
+    ```
+    """
+
+    name = "graph.cast"
+
+    input = operand_def(TensorType)
+    result = result_def(TensorType)
+
+    traits = traits_def(Pure())
+
+    assembly_format = "$input attr-dict `:` type($input) `->` type($result)"
+
+    def __init__(self, input: SSAValue | Operation, element_type: Attribute):
+        value = SSAValue.get(input)
+        super().__init__(
+            operands=[value],
+            result_types=[TensorType(element_type, static_shape(value, "input"))],
+        )
+
+    def infer_result_types(self) -> Sequence[Attribute]:
+        src = tensor_type(self.input, "input")
+        dst = tensor_type(self.result, "result")
+        for what, t in (("input", src), ("result", dst)):
+            elt = t.element_type
+            if not (is_float_type(elt) or isinstance(elt, IntegerType)):
+                raise VerifyException(
+                    f"'graph.cast' converts between float and integer tensors, but its "
+                    f"{what} is {t}"
+                )
+        if src.get_shape() != dst.get_shape():
+            raise VerifyException(
+                f"'graph.cast' cannot change the shape ({fmt_shape(src.get_shape())} to "
+                f"{fmt_shape(dst.get_shape())})"
+            )
+        return [dst]
+
+
+@irdl_op_definition
+class AbsOp(UnaryElementwiseOp):
+    """
+    `|x|`, elementwise (floats and integers).
+
+    ```mlir
+    %r = graph.abs %a : tensor<4x8xf32>
+    ```
+    """
+
+    name = "graph.abs"
+
+    FLOAT_ONLY: ClassVar[bool] = False
+
+
+@irdl_op_definition
+class LogOp(UnaryElementwiseOp):
+    """
+    Natural logarithm, elementwise.
+
+    ```mlir
+    %r = graph.log %a : tensor<4x8xf32>
+    ```
+    """
+
+    name = "graph.log"
+
+
+@irdl_op_definition
+class FloorOp(UnaryElementwiseOp):
+    """
+    Rounds down to an integral value, elementwise.
+
+    ```mlir
+    %r = graph.floor %a : tensor<4x8xf32>
+    ```
+    """
+
+    name = "graph.floor"
+
+
+@irdl_op_definition
+class CeilOp(UnaryElementwiseOp):
+    """
+    Rounds up to an integral value, elementwise.
+
+    ```mlir
+    %r = graph.ceil %a : tensor<4x8xf32>
+    ```
+    """
+
+    name = "graph.ceil"
+
+
+@irdl_op_definition
+class ReciprocalOp(UnaryElementwiseOp):
+    """
+    `1 / x`, elementwise.
+
+    ```mlir
+    %r = graph.reciprocal %a : tensor<4x8xf32>
+    ```
+    """
+
+    name = "graph.reciprocal"
+
+
+@irdl_op_definition
+class PowOp(GraphOp):
+    """
+    Raises every element to a constant exponent (ONNX Pow with a scalar constant
+    exponent).
+
+    ```mlir
+    %p = graph.pow %a by 3.000000e+00 : tensor<4x8xf32>
+    ```
+    """
+
+    name = "graph.pow"
+
+    T: ClassVar = VarConstraint("T", base(TensorType))
+
+    input = operand_def(T)
+    exponent = prop_def(FloatAttr[Float64Type])
+    result = result_def(T)
+
+    traits = traits_def(Pure())
+
+    assembly_format = "$input `by` $exponent attr-dict `:` type($result)"
+
+    def __init__(
+        self, input: SSAValue | Operation, exponent: float | FloatAttr[Float64Type]
+    ):
+        value = SSAValue.get(input)
+        if not isinstance(exponent, FloatAttr):
+            exponent = FloatAttr(float(exponent), Float64Type())
+        super().__init__(
+            operands=[value], result_types=[value.type], properties={"exponent": exponent}
+        )
+
+    def infer_result_types(self) -> Sequence[Attribute]:
+        t = tensor_type(self.input, "input")
+        if not is_float_type(t.element_type):
+            raise VerifyException(f"'graph.pow' needs a floating-point tensor, got {t}")
+        return [t]
+
+
+# ---------------------------------------------------------------------------------------
+# Data movement
+# ---------------------------------------------------------------------------------------
+
+
+@irdl_op_definition
+class SliceOp(GraphOp):
+    """
+    A strided slice with one normalised `start`, `end` and non-zero `step` per dimension:
+    result dimension `i` takes the input's indices `range(start, end, step)` (ONNX Slice
+    after clamping; an `end` of -1 with a negative step runs down to index 0).
+
+    ```mlir
+    %s = graph.slice %a starts = [1, 7] ends = [3, -1] steps = [1, -2] : tensor<4x8xf32> -> tensor<2x4xf32>
+    ```
+    """
+
+    name = "graph.slice"
+
+    input = operand_def(TensorType)
+    starts = prop_def(DenseArrayBase.constr(I64))
+    ends = prop_def(DenseArrayBase.constr(I64))
+    steps = prop_def(DenseArrayBase.constr(I64))
+    result = result_def(TensorType)
+
+    traits = traits_def(Pure())
+
+    assembly_format = (
+        "$input `starts` `=` $starts `ends` `=` $ends `steps` `=` $steps attr-dict `:` "
+        "type($input) `->` type($result)"
+    )
+
+    def __init__(
+        self,
+        input: SSAValue | Operation,
+        starts: Sequence[int],
+        ends: Sequence[int],
+        steps: Sequence[int],
+    ):
+        value = SSAValue.get(input)
+        shape = slice_shape(static_shape(value, "input"), starts, ends, steps)
+        super().__init__(
+            operands=[value],
+            result_types=[TensorType(element_type(value), shape)],
+            properties={
+                "starts": _i64_array(starts),
+                "ends": _i64_array(ends),
+                "steps": _i64_array(steps),
+            },
+        )
+
+    def infer_result_types(self) -> Sequence[Attribute]:
+        shape = slice_shape(
+            static_shape(self.input, "input"),
+            _ints(self.starts),
+            _ints(self.ends),
+            _ints(self.steps),
+        )
+        return [TensorType(element_type(self.input), shape)]
+
+
+@irdl_op_definition
+class ExpandOp(GraphOp):
+    """
+    Broadcasts the input to a larger shape (ONNX Expand): the result shape is the numpy
+    broadcast of the input shape with the requested one, and the result type carries it.
+
+    ```mlir
+    %e = graph.expand %a : tensor<4x1xf32> -> tensor<2x4x8xf32>
+    ```
+    """
+
+    name = "graph.expand"
+
+    input = operand_def(TensorType)
+    result = result_def(TensorType)
+
+    traits = traits_def(Pure())
+
+    assembly_format = "$input attr-dict `:` type($input) `->` type($result)"
+
+    def __init__(self, input: SSAValue | Operation, shape: Sequence[int]):
+        value = SSAValue.get(input)
+        out = expand_shape(static_shape(value, "input"), tuple(shape))
+        super().__init__(
+            operands=[value], result_types=[TensorType(element_type(value), out)]
+        )
+
+    def infer_result_types(self) -> Sequence[Attribute]:
+        src = static_shape(self.input, "input")
+        dst = tensor_type(self.result, "result")
+        out = expand_shape(src, dst.get_shape())
+        if out != dst.get_shape():
+            raise VerifyException(
+                f"expanding {fmt_shape(src)} to {fmt_shape(dst.get_shape())} gives "
+                f"{fmt_shape(out)}; the result type must hold the broadcast shape"
+            )
+        return [TensorType(element_type(self.input), out)]
+
+
+@irdl_op_definition
+class PadOp(GraphOp):
+    """
+    Pads every dimension (ONNX Pad): `pads` holds the begin pads of all dimensions, then
+    their end pads. `constant` fills with `value`, `reflect` mirrors the input without
+    repeating the border, `edge` repeats the border.
+
+    ```mlir
+    %p = graph.pad %a pads = [0, 1, 2, 3] mode = constant value = 0.000000e+00 : tensor<4x8xf32> -> tensor<6x12xf32>
+    ```
+    """
+
+    name = "graph.pad"
+
+    input = operand_def(TensorType)
+    pads = prop_def(DenseArrayBase.constr(I64))
+    mode = prop_def(PadModeAttr)
+    value = prop_def(FloatAttr[Float64Type])
+    result = result_def(TensorType)
+
+    traits = traits_def(Pure())
+
+    assembly_format = (
+        "$input `pads` `=` $pads `mode` `=` $mode `value` `=` $value attr-dict `:` "
+        "type($input) `->` type($result)"
+    )
+
+    def __init__(
+        self,
+        input: SSAValue | Operation,
+        pads: Sequence[int],
+        mode: PadMode | str = PadMode.CONSTANT,
+        value: float = 0.0,
+    ):
+        x = SSAValue.get(input)
+        shape = pad_shape(static_shape(x, "input"), pads, PadMode(mode))
+        super().__init__(
+            operands=[x],
+            result_types=[TensorType(element_type(x), shape)],
+            properties={
+                "pads": _i64_array(pads),
+                "mode": PadModeAttr(PadMode(mode)),
+                "value": FloatAttr(float(value), Float64Type()),
+            },
+        )
+
+    def infer_result_types(self) -> Sequence[Attribute]:
+        t = tensor_type(self.input, "input")
+        value = self.value.value.data
+        if is_integer_type(t.element_type) and not float(value).is_integer():
+            raise VerifyException(
+                f"'graph.pad' of an integer tensor needs an integral value, got {value}"
+            )
+        shape = pad_shape(t.get_shape(), _ints(self.pads), self.mode.data)
+        return [TensorType(t.element_type, shape)]
+
+
+@irdl_op_definition
+class GatherElementsOp(GraphOp):
+    """
+    ONNX GatherElements: the result has the shape of `indices`, and its element at
+    position `p` is `data[p with p[axis] replaced by indices[p]]` (negative indices count
+    from the end).
+
+    ```mlir
+    %g = graph.gather_elements %d, %i axis = 1 : (tensor<4x8xf32>, tensor<4x3xi64>) -> tensor<4x3xf32>
+    ```
+    """
+
+    name = "graph.gather_elements"
+
+    data = operand_def(TensorType)
+    indices = operand_def(TensorType)
+    axis = prop_def(IntegerAttr[I64])
+    result = result_def(TensorType)
+
+    traits = traits_def(Pure())
+
+    assembly_format = (
+        "$data `,` $indices `axis` `=` $axis attr-dict `:` `(` type($data) `,` "
+        "type($indices) `)` `->` type($result)"
+    )
+
+    def __init__(
+        self, data: SSAValue | Operation, indices: SSAValue | Operation, axis: int = 0
+    ):
+        d, i = SSAValue.get(data), SSAValue.get(indices)
+        shape = gather_elements_shape(
+            static_shape(d, "data"), static_shape(i, "indices"), axis
+        )
+        super().__init__(
+            operands=[d, i],
+            result_types=[TensorType(element_type(d), shape)],
+            properties={"axis": _i64(axis)},
+        )
+
+    def infer_result_types(self) -> Sequence[Attribute]:
+        if not is_integer_type(element_type(self.indices)):
+            raise VerifyException(
+                f"gather_elements indices must be integers, got {self.indices.type}"
+            )
+        shape = gather_elements_shape(
+            static_shape(self.data, "data"),
+            static_shape(self.indices, "indices"),
+            self.axis.value.data,
+        )
+        return [TensorType(element_type(self.data), shape)]
+
+
 Graph = Dialect(
     "graph",
     [
@@ -1446,6 +1801,25 @@ Graph = Dialect(
         PoolOp,
         ConstantOp,
         GatherOp,
+        WhereOp,
+        CmpOp,
+        NotOp,
+        AndOp,
+        OrOp,
+        XorOp,
+        CastOp,
+        AbsOp,
+        LogOp,
+        FloorOp,
+        CeilOp,
+        ReciprocalOp,
+        PowOp,
+        MaximumOp,
+        MinimumOp,
+        SliceOp,
+        ExpandOp,
+        PadOp,
+        GatherElementsOp,
     ],
-    [ReduceKindAttr, PoolKindAttr],
+    [ReduceKindAttr, PoolKindAttr, CmpPredicateAttr, PadModeAttr],
 )

@@ -341,6 +341,54 @@ def gather(data: Array, indices: Array, axis: int = 0) -> Array:
     return np.take(data, indices.astype(np.int64), axis=axis)
 
 
+def cast_to(x: Array, dtype: np.dtype[Any]) -> Array:
+    """ONNX Cast: floats to integers truncate toward zero, anything to bool is `x != 0`."""
+    if dtype.kind == "b":
+        return x != 0
+    if x.dtype.kind == "f" and dtype.kind in "iu":
+        with np.errstate(invalid="ignore"):
+            return np.trunc(x).astype(dtype)
+    return x.astype(dtype)
+
+
+def slice_(
+    x: Array, starts: Sequence[int], ends: Sequence[int], steps: Sequence[int]
+) -> Array:
+    """A normalised strided slice: `range(start, end, step)` per dimension."""
+    index = tuple(
+        slice(s, e if e >= 0 else None, st)
+        for s, e, st in zip(starts, ends, steps, strict=True)
+    )
+    return x[index].copy(order="C")
+
+
+def pad(x: Array, pads: Sequence[int], mode: str = "constant", value: float = 0.0) -> Array:
+    """ONNX Pad: `pads` holds the begin pads of every dimension, then the end pads."""
+    rank = x.ndim
+    widths = [(pads[i], pads[i + rank]) for i in range(rank)]
+    if mode == "constant":
+        return np.pad(x, widths, mode="constant", constant_values=x.dtype.type(value))
+    if mode == "reflect":
+        return np.pad(x, widths, mode="reflect")
+    if mode == "edge":
+        return np.pad(x, widths, mode="edge")
+    raise PlmrError(f"unknown pad mode '{mode}'")
+
+
+def gather_elements(data: Array, indices: Array, axis: int) -> Array:
+    """ONNX GatherElements: `out[p] = data[p with p[axis] = indices[p]]`."""
+    size = data.shape[axis]
+    if indices.size and (indices.min() < -size or indices.max() >= size):
+        raise PlmrError(
+            f"gather_elements index out of range: indices span [{indices.min()}, "
+            f"{indices.max()}] but axis {axis} has size {size}"
+        )
+    idx = indices.astype(np.int64)
+    where: list[Array] = list(np.indices(indices.shape, sparse=True))
+    where[axis] = np.where(idx < 0, idx + size, idx)
+    return data[tuple(where)]
+
+
 # ---------------------------------------------------------------------------------------
 # Op dispatch
 # ---------------------------------------------------------------------------------------
@@ -477,6 +525,58 @@ def _run_gather(op: Operation, args: list[Array]) -> list[Array]:
     return [gather(data, indices, op.axis.value.data % max(data.ndim, 1))]
 
 
+def _run_where(op: Operation, args: list[Array]) -> list[Array]:
+    c, a, b = args
+    return [np.where(c, a, b).astype(a.dtype)]
+
+
+_COMPARE: dict[str, Callable[[Array, Array], Array]] = {
+    "eq": np.equal,
+    "ne": np.not_equal,
+    "lt": np.less,
+    "le": np.less_equal,
+    "gt": np.greater,
+    "ge": np.greater_equal,
+}
+
+
+def _run_cmp(op: Operation, args: list[Array]) -> list[Array]:
+    assert isinstance(op, graph.CmpOp)
+    a, b = args
+    return [np.asarray(_COMPARE[op.predicate.data](a, b), dtype=np.bool_)]
+
+
+def _run_cast(op: Operation, args: list[Array]) -> list[Array]:
+    return [cast_to(args[0], tensor_dtype(op.results[0].type))]
+
+
+def _run_pow(op: Operation, args: list[Array]) -> list[Array]:
+    assert isinstance(op, graph.PowOp)
+    (x,) = args
+    return [np.power(x, np.asarray(op.exponent.value.data, dtype=x.dtype))]
+
+
+def _run_slice(op: Operation, args: list[Array]) -> list[Array]:
+    assert isinstance(op, graph.SliceOp)
+    return [slice_(args[0], _ints(op.starts), _ints(op.ends), _ints(op.steps))]
+
+
+def _run_expand(op: Operation, args: list[Array]) -> list[Array]:
+    shape = graph.static_shape(op.results[0], "result")
+    return [np.broadcast_to(args[0], shape).copy()]
+
+
+def _run_pad(op: Operation, args: list[Array]) -> list[Array]:
+    assert isinstance(op, graph.PadOp)
+    return [pad(args[0], _ints(op.pads), op.mode.data, op.value.value.data)]
+
+
+def _run_gather_elements(op: Operation, args: list[Array]) -> list[Array]:
+    assert isinstance(op, graph.GatherElementsOp)
+    data, indices = args
+    return [gather_elements(data, indices, op.axis.value.data % max(data.ndim, 1))]
+
+
 OpImpl = Callable[[Operation, list[Array]], list[Array]]
 
 GRAPH_IMPLS: dict[type[Operation], OpImpl] = {
@@ -507,6 +607,25 @@ GRAPH_IMPLS: dict[type[Operation], OpImpl] = {
     graph.PoolOp: _run_pool,
     graph.ConstantOp: _run_constant,
     graph.GatherOp: _run_gather,
+    graph.WhereOp: _run_where,
+    graph.CmpOp: _run_cmp,
+    graph.NotOp: _unary(np.logical_not),
+    graph.AndOp: _binary(np.logical_and),
+    graph.OrOp: _binary(np.logical_or),
+    graph.XorOp: _binary(np.logical_xor),
+    graph.CastOp: _run_cast,
+    graph.AbsOp: _unary(np.abs),
+    graph.LogOp: _unary(np.log),
+    graph.FloorOp: _unary(np.floor),
+    graph.CeilOp: _unary(np.ceil),
+    graph.ReciprocalOp: _unary(np.reciprocal),
+    graph.PowOp: _run_pow,
+    graph.MaximumOp: _binary(np.maximum),
+    graph.MinimumOp: _binary(np.minimum),
+    graph.SliceOp: _run_slice,
+    graph.ExpandOp: _run_expand,
+    graph.PadOp: _run_pad,
+    graph.GatherElementsOp: _run_gather_elements,
 }
 """Reference implementation of every `graph` op: (op, operand arrays) -> result arrays."""
 

@@ -874,6 +874,264 @@ func.func @f(%d: tensor<100x16xf32>, %i: tensor<8x?xi64>) {
 
 // -----
 
+// The ops of ONNX models: i1 operands.
+func.func @f(%c: tensor<4xf32>, %a: tensor<4xf32>) {
+  %r = graph.where %c, %a, %a : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  func.return
+}
+// CHECK:      {{^}}//{{ -----$}}
+// CHECK-NEXT: 'graph.where' needs an i1 condition, got tensor<4xf32>
+
+// -----
+
+func.func @f(%c: tensor<4xi1>, %a: tensor<4xf32>, %b: tensor<4xf16>) {
+  %r = "graph.where"(%c, %a, %b) : (tensor<4xi1>, tensor<4xf32>, tensor<4xf16>) -> tensor<4xf32>
+  func.return
+}
+// CHECK:      {{^}}//{{ -----$}}
+// CHECK-NEXT: lhs and rhs must have the same element type, got f32 and f16
+
+// -----
+
+func.func @f(%c: tensor<4x1xi1>, %a: tensor<3xf32>, %b: tensor<2x1xf32>) {
+  %r = "graph.where"(%c, %a, %b) : (tensor<4x1xi1>, tensor<3xf32>, tensor<2x1xf32>) -> tensor<4x3xf32>
+  func.return
+}
+// CHECK:      {{^}}//{{ -----$}}
+// CHECK-NEXT: shapes 4x3 and 2x1 are not broadcast-compatible (dimension -2: 4 vs 2)
+
+// -----
+
+func.func @f(%a: tensor<4xf32>) {
+  %r = graph.not %a : tensor<4xf32>
+  func.return
+}
+// CHECK:      {{^}}//{{ -----$}}
+// CHECK-NEXT: 'graph.not' needs an i1 input, got tensor<4xf32>
+
+// -----
+
+func.func @f(%a: tensor<4xi32>) {
+  %r = graph.and %a, %a : (tensor<4xi32>, tensor<4xi32>) -> tensor<4xi32>
+  func.return
+}
+// CHECK:      {{^}}//{{ -----$}}
+// CHECK-NEXT: 'graph.and' needs an i1 lhs, got tensor<4xi32>
+
+// -----
+
+func.func @f(%a: tensor<4xf32>, %b: tensor<4xi32>) {
+  %r = "graph.cmp"(%a, %b) <{predicate = #graph<cmp_predicate lt>}> : (tensor<4xf32>, tensor<4xi32>) -> tensor<4xi1>
+  func.return
+}
+// CHECK:      {{^}}//{{ -----$}}
+// CHECK-NEXT: lhs and rhs must have the same element type, got f32 and i32
+
+// -----
+
+func.func @f(%a: tensor<4xf32>) {
+  %r = graph.cmp gt %a, %a : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  func.return
+}
+// CHECK:      {{^}}//{{ -----$}}
+// CHECK-NEXT: result type tensor<4xf32> does not match the inferred type tensor<4xi1>
+
+// -----
+
+// graph.cast converts between floats and integers and keeps the shape.
+func.func @f(%a: tensor<4xindex>) {
+  %r = graph.cast %a : tensor<4xindex> -> tensor<4xf32>
+  func.return
+}
+// CHECK:      {{^}}//{{ -----$}}
+// CHECK-NEXT: 'graph.cast' converts between float and integer tensors, but its input is tensor<4xindex>
+
+// -----
+
+func.func @f(%a: tensor<4xf32>) {
+  %r = graph.cast %a : tensor<4xf32> -> tensor<4x1xi64>
+  func.return
+}
+// CHECK:      {{^}}//{{ -----$}}
+// CHECK-NEXT: 'graph.cast' cannot change the shape (4 to 4x1)
+
+// -----
+
+func.func @f(%a: tensor<4xi32>) {
+  %r = graph.pow %a by 2.0 : tensor<4xi32>
+  func.return
+}
+// CHECK:      {{^}}//{{ -----$}}
+// CHECK-NEXT: 'graph.pow' needs a floating-point tensor, got tensor<4xi32>
+
+// -----
+
+func.func @f(%a: tensor<4xi32>) {
+  %r = graph.log %a : tensor<4xi32>
+  func.return
+}
+// CHECK:      {{^}}//{{ -----$}}
+// CHECK-NEXT: 'graph.log' needs a floating-point tensor, got tensor<4xi32>
+
+// -----
+
+// graph.slice: one normalised start, end and step per dimension.
+func.func @f(%a: tensor<4x8xf32>) {
+  %r = graph.slice %a starts = [0] ends = [4, 8] steps = [1, 1] : tensor<4x8xf32> -> tensor<4x8xf32>
+  func.return
+}
+// CHECK:      {{^}}//{{ -----$}}
+// CHECK-NEXT: starts has 1 entries, but the input has rank 2 (give one per dimension)
+
+// -----
+
+func.func @f(%a: tensor<4x8xf32>) {
+  %r = graph.slice %a starts = [0, 0] ends = [4, 8] steps = [1, 0] : tensor<4x8xf32> -> tensor<4x8xf32>
+  func.return
+}
+// CHECK:      {{^}}//{{ -----$}}
+// CHECK-NEXT: slice step of dimension 1 must not be 0
+
+// -----
+
+func.func @f(%a: tensor<0x8xf32>) {
+  %r = graph.slice %a starts = [0, 0] ends = [1, 8] steps = [1, 1] : tensor<0x8xf32> -> tensor<0x8xf32>
+  func.return
+}
+// CHECK:      {{^}}//{{ -----$}}
+// CHECK-NEXT: dimension 0 is empty, so its slice needs start = end = 0, got start 0 and end 1
+
+// -----
+
+func.func @f(%a: tensor<4x8xf32>) {
+  %r = graph.slice %a starts = [-1, 0] ends = [4, 8] steps = [1, 1] : tensor<4x8xf32> -> tensor<4x8xf32>
+  func.return
+}
+// CHECK:      {{^}}//{{ -----$}}
+// CHECK-NEXT: slice start -1 of dimension 0 is out of range (expected 0 <= start < 4; normalise negative starts first)
+
+// -----
+
+func.func @f(%a: tensor<4x8xf32>) {
+  %r = graph.slice %a starts = [0, 2] ends = [4, -1] steps = [1, 1] : tensor<4x8xf32> -> tensor<4x8xf32>
+  func.return
+}
+// CHECK:      {{^}}//{{ -----$}}
+// CHECK-NEXT: slice end -1 of dimension 1 is out of range for step 1 (expected 0 <= end <= 8; clamp ends first)
+
+// -----
+
+func.func @f(%a: tensor<4x8xf32>) {
+  %r = graph.slice %a starts = [3, 0] ends = [-1, 8] steps = [-2, 3] : tensor<4x8xf32> -> tensor<2x2xf32>
+  func.return
+}
+// CHECK:      {{^}}//{{ -----$}}
+// CHECK-NEXT: result type tensor<2x2xf32> does not match the inferred type tensor<2x3xf32>
+
+// -----
+
+// graph.expand: the result type holds the broadcast shape.
+func.func @f(%a: tensor<4x1xf32>) {
+  %r = graph.expand %a : tensor<4x1xf32> -> tensor<1x8xf32>
+  func.return
+}
+// CHECK:      {{^}}//{{ -----$}}
+// CHECK-NEXT: expanding 4x1 to 1x8 gives 4x8; the result type must hold the broadcast shape
+
+// -----
+
+func.func @f(%a: tensor<4x1xf32>) {
+  %r = graph.expand %a : tensor<4x1xf32> -> tensor<3x8xf32>
+  func.return
+}
+// CHECK:      {{^}}//{{ -----$}}
+// CHECK-NEXT: shapes 4x1 and 3x8 are not broadcast-compatible (dimension -2: 4 vs 3)
+
+// -----
+
+// graph.pad.
+func.func @f(%a: tensor<4x8xf32>) {
+  %r = graph.pad %a pads = [1, 1, 1] mode = constant value = 0.0 : tensor<4x8xf32> -> tensor<6x10xf32>
+  func.return
+}
+// CHECK:      {{^}}//{{ -----$}}
+// CHECK-NEXT: pads must be 4 non-negative integers (the begin pads of the 2 dimensions, then their end pads), got [1, 1, 1]
+
+// -----
+
+func.func @f(%a: tensor<4x8xf32>) {
+  %r = graph.pad %a pads = [4, 0, 0, 0] mode = reflect value = 0.0 : tensor<4x8xf32> -> tensor<8x8xf32>
+  func.return
+}
+// CHECK:      {{^}}//{{ -----$}}
+// CHECK-NEXT: reflect padding of dimension 0 by 4 needs a dimension larger than the padding, but it has size 4
+
+// -----
+
+func.func @f(%a: tensor<4x0xf32>) {
+  %r = graph.pad %a pads = [0, 0, 0, 1] mode = edge value = 0.0 : tensor<4x0xf32> -> tensor<4x1xf32>
+  func.return
+}
+// CHECK:      {{^}}//{{ -----$}}
+// CHECK-NEXT: edge padding of dimension 1 needs a non-empty dimension to repeat
+
+// -----
+
+func.func @f(%a: tensor<4xi32>) {
+  %r = graph.pad %a pads = [1, 1] mode = constant value = 0.5 : tensor<4xi32> -> tensor<6xi32>
+  func.return
+}
+// CHECK:      {{^}}//{{ -----$}}
+// CHECK-NEXT: 'graph.pad' of an integer tensor needs an integral value, got 0.5
+
+// -----
+
+// graph.gather_elements.
+func.func @f(%d: tensor<4x8xf32>, %i: tensor<4x3xf32>) {
+  %r = graph.gather_elements %d, %i axis = 1 : (tensor<4x8xf32>, tensor<4x3xf32>) -> tensor<4x3xf32>
+  func.return
+}
+// CHECK:      {{^}}//{{ -----$}}
+// CHECK-NEXT: gather_elements indices must be integers, got tensor<4x3xf32>
+
+// -----
+
+func.func @f(%d: tensor<f32>, %i: tensor<i64>) {
+  %r = graph.gather_elements %d, %i axis = 0 : (tensor<f32>, tensor<i64>) -> tensor<f32>
+  func.return
+}
+// CHECK:      {{^}}//{{ -----$}}
+// CHECK-NEXT: gather_elements data must have rank >= 1
+
+// -----
+
+func.func @f(%d: tensor<4x8xf32>, %i: tensor<3xi64>) {
+  %r = graph.gather_elements %d, %i axis = 0 : (tensor<4x8xf32>, tensor<3xi64>) -> tensor<3xf32>
+  func.return
+}
+// CHECK:      {{^}}//{{ -----$}}
+// CHECK-NEXT: gather_elements indices must have the rank of the data (2), got 3
+
+// -----
+
+func.func @f(%d: tensor<4x8xf32>, %i: tensor<5x3xi64>) {
+  %r = graph.gather_elements %d, %i axis = 1 : (tensor<4x8xf32>, tensor<5x3xi64>) -> tensor<5x3xf32>
+  func.return
+}
+// CHECK:      {{^}}//{{ -----$}}
+// CHECK-NEXT: gather_elements indices 5x3 exceed the data 4x8 in dimension 0 (5 > 4), which is not the axis
+
+// -----
+
+func.func @f(%d: tensor<4x8xf32>, %i: tensor<4x3xi64>) {
+  %r = graph.gather_elements %d, %i axis = 2 : (tensor<4x8xf32>, tensor<4x3xi64>) -> tensor<4x3xf32>
+  func.return
+}
+// CHECK:      {{^}}//{{ -----$}}
+// CHECK-NEXT: axis 2 is out of range for a tensor of rank 2 (expected -2 <= axis < 2)
+
+// -----
+
 // graph.constant's custom syntax only accepts dense elements (parse errors).
 %c = graph.constant 1.0 : f32
 // CHECK:      {{^}}//{{ -----$}}

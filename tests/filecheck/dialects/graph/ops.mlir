@@ -307,3 +307,100 @@ func.func @generic_defaults(%a: tensor<2x4x8xf32>, %x: tensor<1x4x8x8xf32>, %w: 
   %ge = graph.gather %a, %ids axis = 0 : (tensor<2x4x8xf32>, tensor<3xi64>) -> tensor<3x4x8xf32>
   func.return
 }
+
+// -----
+
+// The ops of ONNX models: selection, comparison, logic, casts, more elementwise
+// arithmetic and data movement, on i1, integer, scalar and empty tensors.
+
+// CHECK: builtin.module {
+// CHECK-GENERIC: "builtin.module"() ({
+
+// CHECK-LABEL: func.func @onnx_ops(%a: tensor<4x8xf32>, %b: tensor<8xf32>, %s: tensor<f32>, %m: tensor<4x1xi1>, %n: tensor<4x8xi1>, %i: tensor<4x8xi64>, %j: tensor<8xi32>, %ix: tensor<4x3xi64>, %e: tensor<0x4xf32>) -> tensor<4x8xf32> {
+// CHECK-NEXT:    %w = graph.where %m, %a, %s : (tensor<4x1xi1>, tensor<4x8xf32>, tensor<f32>) -> tensor<4x8xf32>
+// CHECK-NEXT:    %eq = graph.cmp eq %a, %b : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xi1>
+// CHECK-NEXT:    %ne = graph.cmp ne %i, %i : (tensor<4x8xi64>, tensor<4x8xi64>) -> tensor<4x8xi1>
+// CHECK-NEXT:    %lt = graph.cmp lt %s, %a : (tensor<f32>, tensor<4x8xf32>) -> tensor<4x8xi1>
+// CHECK-NEXT:    %le = graph.cmp le %a, %a : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xi1>
+// CHECK-NEXT:    %gt = graph.cmp gt %j, %j : (tensor<8xi32>, tensor<8xi32>) -> tensor<8xi1>
+// CHECK-NEXT:    %ge = graph.cmp ge %n, %m : (tensor<4x8xi1>, tensor<4x1xi1>) -> tensor<4x8xi1>
+// CHECK-NEXT:    %not = graph.not %n : tensor<4x8xi1>
+// CHECK-NEXT:    %and = graph.and %n, %m : (tensor<4x8xi1>, tensor<4x1xi1>) -> tensor<4x8xi1>
+// CHECK-NEXT:    %or = graph.or %n, %n : (tensor<4x8xi1>, tensor<4x8xi1>) -> tensor<4x8xi1>
+// CHECK-NEXT:    %xor = graph.xor %m, %n : (tensor<4x1xi1>, tensor<4x8xi1>) -> tensor<4x8xi1>
+// CHECK-NEXT:    %fi = graph.cast %a : tensor<4x8xf32> -> tensor<4x8xi64>
+// CHECK-NEXT:    %if = graph.cast %i : tensor<4x8xi64> -> tensor<4x8xf32>
+// CHECK-NEXT:    %fb = graph.cast %a : tensor<4x8xf32> -> tensor<4x8xi1>
+// CHECK-NEXT:    %bf = graph.cast %n : tensor<4x8xi1> -> tensor<4x8xf16>
+// CHECK-NEXT:    %ii = graph.cast %j : tensor<8xi32> -> tensor<8xi64>
+// CHECK-NEXT:    %abs = graph.abs %a : tensor<4x8xf32>
+// CHECK-NEXT:    %iabs = graph.abs %i : tensor<4x8xi64>
+// CHECK-NEXT:    %log = graph.log %a : tensor<4x8xf32>
+// CHECK-NEXT:    %floor = graph.floor %a : tensor<4x8xf32>
+// CHECK-NEXT:    %ceil = graph.ceil %a : tensor<4x8xf32>
+// CHECK-NEXT:    %rcp = graph.reciprocal %a : tensor<4x8xf32>
+// CHECK-NEXT:    %pow = graph.pow %a by 3.000000e+00 : tensor<4x8xf32>
+// CHECK-NEXT:    %psq = graph.pow %s by 5.000000e-01 : tensor<f32>
+// CHECK-NEXT:    %max = graph.maximum %a, %b : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+// CHECK-NEXT:    %min = graph.minimum %i, %i : (tensor<4x8xi64>, tensor<4x8xi64>) -> tensor<4x8xi64>
+// CHECK-NEXT:    %sl = graph.slice %a starts = [1, 7] ends = [3, -1] steps = [1, -2] : tensor<4x8xf32> -> tensor<2x4xf32>
+// CHECK-NEXT:    %se = graph.slice %e starts = [0, 0] ends = [0, 4] steps = [1, 3] : tensor<0x4xf32> -> tensor<0x2xf32>
+// CHECK-NEXT:    %ex = graph.expand %m : tensor<4x1xi1> -> tensor<2x4x8xi1>
+// CHECK-NEXT:    %ex2 = graph.expand %a : tensor<4x8xf32> -> tensor<4x8xf32>
+// CHECK-NEXT:    %pc = graph.pad %a pads = [0, 1, 2, 3] mode = constant value = 1.500000e+00 : tensor<4x8xf32> -> tensor<6x12xf32>
+// CHECK-NEXT:    %pr = graph.pad %a pads = [3, 0, 0, 7] mode = reflect value = 0.000000e+00 : tensor<4x8xf32> -> tensor<7x15xf32>
+// CHECK-NEXT:    %pe = graph.pad %i pads = [1, 1, 1, 1] mode = edge value = 0.000000e+00 : tensor<4x8xi64> -> tensor<6x10xi64>
+// CHECK-NEXT:    %ge0 = graph.gather_elements %a, %ix axis = 1 : (tensor<4x8xf32>, tensor<4x3xi64>) -> tensor<4x3xf32>
+// CHECK-NEXT:    %ge1 = graph.gather_elements %a, %ix axis = -2 : (tensor<4x8xf32>, tensor<4x3xi64>) -> tensor<4x3xf32>
+// CHECK-NEXT:    func.return %w : tensor<4x8xf32>
+// CHECK-NEXT:  }
+
+// CHECK-GENERIC-LABEL: "func.func"() <{sym_name = "onnx_ops", function_type = (tensor<4x8xf32>, tensor<8xf32>, tensor<f32>, tensor<4x1xi1>, tensor<4x8xi1>, tensor<4x8xi64>, tensor<8xi32>, tensor<4x3xi64>, tensor<0x4xf32>) -> tensor<4x8xf32>}> ({
+// CHECK-GENERIC:      %w = "graph.where"(%m, %a, %s) : (tensor<4x1xi1>, tensor<4x8xf32>, tensor<f32>) -> tensor<4x8xf32>
+// CHECK-GENERIC:      %lt = "graph.cmp"(%s, %a) <{predicate = #graph<cmp_predicate lt>}> : (tensor<f32>, tensor<4x8xf32>) -> tensor<4x8xi1>
+// CHECK-GENERIC:      %not = "graph.not"(%n) : (tensor<4x8xi1>) -> tensor<4x8xi1>
+// CHECK-GENERIC:      %fi = "graph.cast"(%a) : (tensor<4x8xf32>) -> tensor<4x8xi64>
+// CHECK-GENERIC:      %pow = "graph.pow"(%a) <{exponent = 3.000000e+00 : f64}> : (tensor<4x8xf32>) -> tensor<4x8xf32>
+// CHECK-GENERIC:      %sl = "graph.slice"(%a) <{starts = array<i64: 1, 7>, ends = array<i64: 3, -1>, steps = array<i64: 1, -2>}> : (tensor<4x8xf32>) -> tensor<2x4xf32>
+// CHECK-GENERIC:      %ex = "graph.expand"(%m) : (tensor<4x1xi1>) -> tensor<2x4x8xi1>
+// CHECK-GENERIC:      %pr = "graph.pad"(%a) <{pads = array<i64: 3, 0, 0, 7>, mode = #graph<pad_mode reflect>, value = 0.000000e+00 : f64}> : (tensor<4x8xf32>) -> tensor<7x15xf32>
+// CHECK-GENERIC:      %ge0 = "graph.gather_elements"(%a, %ix) <{axis = 1 : i64}> : (tensor<4x8xf32>, tensor<4x3xi64>) -> tensor<4x3xf32>
+
+func.func @onnx_ops(%a: tensor<4x8xf32>, %b: tensor<8xf32>, %s: tensor<f32>, %m: tensor<4x1xi1>, %n: tensor<4x8xi1>, %i: tensor<4x8xi64>, %j: tensor<8xi32>, %ix: tensor<4x3xi64>, %e: tensor<0x4xf32>) -> tensor<4x8xf32> {
+  %w = graph.where %m, %a, %s : (tensor<4x1xi1>, tensor<4x8xf32>, tensor<f32>) -> tensor<4x8xf32>
+  %eq = graph.cmp eq %a, %b : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xi1>
+  %ne = graph.cmp ne %i, %i : (tensor<4x8xi64>, tensor<4x8xi64>) -> tensor<4x8xi1>
+  %lt = graph.cmp lt %s, %a : (tensor<f32>, tensor<4x8xf32>) -> tensor<4x8xi1>
+  %le = graph.cmp le %a, %a : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xi1>
+  %gt = graph.cmp gt %j, %j : (tensor<8xi32>, tensor<8xi32>) -> tensor<8xi1>
+  %ge = graph.cmp ge %n, %m : (tensor<4x8xi1>, tensor<4x1xi1>) -> tensor<4x8xi1>
+  %not = graph.not %n : tensor<4x8xi1>
+  %and = graph.and %n, %m : (tensor<4x8xi1>, tensor<4x1xi1>) -> tensor<4x8xi1>
+  %or = graph.or %n, %n : (tensor<4x8xi1>, tensor<4x8xi1>) -> tensor<4x8xi1>
+  %xor = graph.xor %m, %n : (tensor<4x1xi1>, tensor<4x8xi1>) -> tensor<4x8xi1>
+  %fi = graph.cast %a : tensor<4x8xf32> -> tensor<4x8xi64>
+  %if = graph.cast %i : tensor<4x8xi64> -> tensor<4x8xf32>
+  %fb = graph.cast %a : tensor<4x8xf32> -> tensor<4x8xi1>
+  %bf = graph.cast %n : tensor<4x8xi1> -> tensor<4x8xf16>
+  %ii = graph.cast %j : tensor<8xi32> -> tensor<8xi64>
+  %abs = graph.abs %a : tensor<4x8xf32>
+  %iabs = graph.abs %i : tensor<4x8xi64>
+  %log = graph.log %a : tensor<4x8xf32>
+  %floor = graph.floor %a : tensor<4x8xf32>
+  %ceil = graph.ceil %a : tensor<4x8xf32>
+  %rcp = graph.reciprocal %a : tensor<4x8xf32>
+  %pow = graph.pow %a by 3.0 : tensor<4x8xf32>
+  %psq = graph.pow %s by 0.5 : tensor<f32>
+  %max = graph.maximum %a, %b : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+  %min = graph.minimum %i, %i : (tensor<4x8xi64>, tensor<4x8xi64>) -> tensor<4x8xi64>
+  %sl = graph.slice %a starts = [1, 7] ends = [3, -1] steps = [1, -2] : tensor<4x8xf32> -> tensor<2x4xf32>
+  %se = graph.slice %e starts = [0, 0] ends = [0, 4] steps = [1, 3] : tensor<0x4xf32> -> tensor<0x2xf32>
+  %ex = graph.expand %m : tensor<4x1xi1> -> tensor<2x4x8xi1>
+  %ex2 = graph.expand %a : tensor<4x8xf32> -> tensor<4x8xf32>
+  %pc = graph.pad %a pads = [0, 1, 2, 3] mode = constant value = 1.5 : tensor<4x8xf32> -> tensor<6x12xf32>
+  %pr = graph.pad %a pads = [3, 0, 0, 7] mode = reflect value = 0.0 : tensor<4x8xf32> -> tensor<7x15xf32>
+  %pe = graph.pad %i pads = [1, 1, 1, 1] mode = edge value = 0.0 : tensor<4x8xi64> -> tensor<6x10xi64>
+  %ge0 = graph.gather_elements %a, %ix axis = 1 : (tensor<4x8xf32>, tensor<4x3xi64>) -> tensor<4x3xf32>
+  %ge1 = graph.gather_elements %a, %ix axis = -2 : (tensor<4x8xf32>, tensor<4x3xi64>) -> tensor<4x3xf32>
+  func.return %w : tensor<4x8xf32>
+}
