@@ -20,10 +20,10 @@ Anything else (a dynamic dimension, an unsupported op or attribute value) raises
 `PlmrError` that names the offending input or node and says how to fix the model.
 
 The package is split by role: `core` (values, driver, entry points), `folding`,
-`elementwise`, `shapes`, `linalg` and `nn` (handlers).
+`elementwise`, `shapes`, `linalg`, `nn` and `conv` (handlers).
 """
 
-from plmr.tools.onnx_import import elementwise, linalg, nn, shapes
+from plmr.tools.onnx_import import conv, elementwise, linalg, nn, shapes
 from plmr.tools.onnx_import.core import (
     HANDLERS,
     MAX_OPSET,
@@ -36,7 +36,7 @@ from plmr.tools.onnx_import.core import (
     upgrade_opset,
 )
 
-del elementwise, linalg, nn, shapes
+del conv, elementwise, linalg, nn, shapes
 
 SUPPORTED_OPS: tuple[str, ...] = tuple(sorted(HANDLERS))
 """The ONNX ops `import_onnx` accepts (any op is accepted when its inputs are constant)."""

@@ -356,6 +356,8 @@ class Importer:
                 "the ONNX model has no graph (is it an empty or non-model protobuf?); "
                 "pass a model saved with onnx.save"
             )
+        self.source_opset = _default_opset(model)
+        """The default-domain opset the model was written for (before conversion)."""
         model = upgrade_opset(model, notify)
         self.model = model
         self.graph = model.graph

@@ -8,18 +8,22 @@ one exists (LeakyRelu and PRelu from relu, Elu and Selu from relu and exp).
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 from xdsl.ir import Operation, SSAValue
 
 from plmr.dialects import graph
 from plmr.tools.onnx_import.core import (
+    ELEMENT_KINDS,
     Handler,
     Importer,
     Node,
     fmt_shape,
     handles,
     kind_of_dtype,
+    numpy_dtype_of,
+    onnx_type_name,
     shape_of,
 )
 
@@ -90,23 +94,15 @@ def op_div(imp: Importer, node: Node) -> None:
     imp.result(node, graph.ScaleOp(x, 1.0 / c))
 
 
-@handles("Reciprocal")
-def op_reciprocal(imp: Importer, node: Node) -> None:
-    """`1 / x` as a division of a constant 1 (exact)."""
-    x = imp.tensor(node, 0)
-    one = imp.constant_like(x, 1.0, "one", node.where)
-    imp.result(node, graph.DivOp(one, x))
-
-
 @handles("Pow")
 def op_pow(imp: Importer, node: Node) -> None:
-    """`x^e` for a constant `e` of 2 (mul), 0.5 (sqrt) or 1 (identity)."""
+    """`x^e` for a constant `e`: 2 is a mul, 0.5 a sqrt, 1 the identity, else `graph.pow`."""
     exponent = imp.const(node, 1, "exponent")
     distinct = set(np.asarray(exponent, dtype=np.float64).reshape(-1).tolist())
     if len(distinct) != 1:
         raise node.error(
             f"the exponent must hold one value (it holds {len(distinct)} distinct "
-            "values); plmr supports Pow only with a constant exponent 0.5, 1 or 2"
+            "values); plmr supports Pow only with a constant scalar exponent"
         )
     e = float(distinct.pop())
     x = imp.tensor(node, 0)
@@ -117,17 +113,23 @@ def op_pow(imp: Importer, node: Node) -> None:
             f"base of shape {fmt_shape(shape)}; plmr supports only exponents that "
             "keep the base's shape"
         )
-    if e == 2.0:
-        imp.result(node, graph.MulOp(x, x))
-    elif e == 0.5:
-        imp.result(node, graph.SqrtOp(x))
-    elif e == 1.0:
-        imp.result(node, x)
-    else:
+    if e != 1.0 and not graph.is_float_type(graph.element_type(x)):
         raise node.error(
-            f"exponent {e:g} is not supported (only 0.5, 1 and 2); rewrite x^{e:g} "
-            "with Mul, Sqrt, Exp or other supported ops"
+            f"the base is a {graph.element_type(x)} tensor; plmr supports Pow of "
+            "floating-point tensors only (or an exponent of 1)"
         )
+    imp.result(node, power(imp, x, e))
+
+
+def power(imp: Importer, x: SSAValue, e: float) -> SSAValue:
+    """`x^e`: a mul for 2, a sqrt for 0.5, `x` for 1, else a `graph.pow`."""
+    if e == 2.0:
+        return imp.emit(graph.MulOp(x, x))
+    if e == 0.5:
+        return imp.emit(graph.SqrtOp(x))
+    if e == 1.0:
+        return x
+    return imp.emit(graph.PowOp(x, e))
 
 
 def _variadic(imp: Importer, node: Node, op: BinaryBuilder) -> SSAValue:
@@ -145,6 +147,19 @@ def _variadic(imp: Importer, node: Node, op: BinaryBuilder) -> SSAValue:
 def op_sum(imp: Importer, node: Node) -> None:
     """Variadic sum: a chain of `graph.add`."""
     imp.result(node, _variadic(imp, node, graph.AddOp))
+
+
+def _extreme(op: BinaryBuilder) -> Handler:
+    """A variadic Max / Min: a chain of `graph.maximum` / `graph.minimum`."""
+
+    def handle(imp: Importer, node: Node) -> None:
+        imp.result(node, _variadic(imp, node, op))
+
+    return handle
+
+
+handles("Max")(_extreme(graph.MaximumOp))
+handles("Min")(_extreme(graph.MinimumOp))
 
 
 @handles("Mean")
@@ -174,8 +189,14 @@ def _unary(op: Callable[[SSAValue], Operation]) -> Handler:
 
 
 for _name, _op in (
+    ("Abs", graph.AbsOp),
+    ("Ceil", graph.CeilOp),
     ("Erf", graph.ErfOp),
     ("Exp", graph.ExpOp),
+    ("Floor", graph.FloorOp),
+    ("Log", graph.LogOp),
+    ("Not", graph.NotOp),
+    ("Reciprocal", graph.ReciprocalOp),
     ("Neg", graph.NegOp),
     ("Relu", graph.ReluOp),
     ("Sigmoid", graph.SigmoidOp),
@@ -225,6 +246,10 @@ def op_prelu(imp: Importer, node: Node) -> None:
     x = _float_input(imp, node)
     slope = imp.tensor(node, 1)
     shape = shape_of(x)
+    slope_shape = shape_of(slope)
+    if imp.source_opset < 7 and len(shape) > 2 and slope_shape == (shape[1],):
+        # Before opset 7 a vector slope holds one value per channel (axis 1).
+        slope = imp.emit(graph.ReshapeOp(slope, (shape[1],) + (1,) * (len(shape) - 2)))
     if graph.broadcast_shapes(shape, shape_of(slope)) != shape:
         raise node.error(
             f"the slope of shape {fmt_shape(shape_of(slope))} does not broadcast to the "
@@ -287,3 +312,201 @@ def op_dropout(imp: Importer, node: Node) -> None:
                 "model in eval mode"
             )
     op_identity(imp, node)
+
+
+# ---------------------------------------------------------------------------------------
+# More activations
+# ---------------------------------------------------------------------------------------
+
+
+@handles("Softplus")
+def op_softplus(imp: Importer, node: Node) -> None:
+    """`log(exp(x) + 1)`."""
+    x = _float_input(imp, node)
+    one = imp.constant_like(x, 1.0, "one", node.where)
+    imp.result(node, graph.LogOp(imp.emit(graph.AddOp(imp.emit(graph.ExpOp(x)), one))))
+
+
+@handles("Softsign")
+def op_softsign(imp: Importer, node: Node) -> None:
+    """`x / (1 + |x|)`."""
+    x = _float_input(imp, node)
+    one = imp.constant_like(x, 1.0, "one", node.where)
+    imp.result(node, graph.DivOp(x, imp.emit(graph.AddOp(one, imp.emit(graph.AbsOp(x))))))
+
+
+def _clamp(
+    imp: Importer, x: SSAValue, lo: SSAValue | None, hi: SSAValue | None
+) -> SSAValue:
+    if lo is not None:
+        x = imp.emit(graph.MaximumOp(x, lo))
+    if hi is not None:
+        x = imp.emit(graph.MinimumOp(x, hi))
+    return x
+
+
+def _hard_sigmoid(
+    imp: Importer, node: Node, x: SSAValue, alpha: float, beta: float
+) -> SSAValue:
+    """`max(0, min(1, alpha·x + beta))`."""
+    beta_c = imp.constant_like(x, beta, "beta", node.where)
+    y = imp.emit(graph.AddOp(imp.emit(graph.ScaleOp(x, alpha)), beta_c))
+    zero = imp.constant_like(x, 0.0, "zero", node.where)
+    one = imp.constant_like(x, 1.0, "one", node.where)
+    return _clamp(imp, y, zero, one)
+
+
+@handles("HardSigmoid")
+def op_hard_sigmoid(imp: Importer, node: Node) -> None:
+    x = _float_input(imp, node)
+    alpha, beta = node.float_attr("alpha", 0.2), node.float_attr("beta", 0.5)
+    imp.result(node, _hard_sigmoid(imp, node, x, alpha, beta))
+
+
+@handles("HardSwish")
+def op_hard_swish(imp: Importer, node: Node) -> None:
+    """`x · hard_sigmoid(x)` with alpha 1/6, beta 0.5."""
+    x = _float_input(imp, node)
+    imp.result(node, graph.MulOp(x, _hard_sigmoid(imp, node, x, 1.0 / 6.0, 0.5)))
+
+
+@handles("Clip")
+def op_clip(imp: Importer, node: Node) -> None:
+    """`min(max(x, lo), hi)` with optional bounds (inputs 1 and 2)."""
+    x = imp.tensor(node, 0)
+    bounds: list[SSAValue | None] = []
+    for i, what in ((1, "min"), (2, "max")):
+        if not node.input(i):
+            bounds.append(None)
+            continue
+        if imp.is_const(node, i):
+            arr = imp.consts[node.input(i)]
+            if arr.size != 1:
+                raise node.error(f"the {what} bound must be a scalar; fix the model")
+            bounds.append(imp.constant_like(x, arr.reshape(()), node.input(i), node.where))
+        else:
+            bounds.append(imp.tensor(node, i))
+    imp.result(node, _clamp(imp, x, bounds[0], bounds[1]))
+
+
+@handles("Sign")
+def op_sign(imp: Importer, node: Node) -> None:
+    """`1` where positive, `-1` where negative, else `x` (zeros and NaN stay)."""
+    x = imp.tensor(node, 0)
+    zero = imp.constant_like(x, 0, "zero", node.where)
+    one = imp.constant_like(x, 1, "one", node.where)
+    minus = imp.constant_like(x, -1, "minus_one", node.where)
+    neg = imp.emit(graph.WhereOp(imp.emit(graph.CmpOp("lt", x, zero)), minus, x))
+    imp.result(node, graph.WhereOp(imp.emit(graph.CmpOp("gt", x, zero)), one, neg))
+
+
+@handles("Shrink")
+def op_shrink(imp: Importer, node: Node) -> None:
+    """`x - bias` above `lambd`, `x + bias` below `-lambd`, else 0."""
+    x = _float_input(imp, node)
+    lambd, bias = node.float_attr("lambd", 0.5), node.float_attr("bias", 0.0)
+    lam = imp.constant_like(x, lambd, "lambd", node.where)
+    neg_lam = imp.constant_like(x, -lambd, "neg_lambd", node.where)
+    b = imp.constant_like(x, bias, "bias", node.where)
+    zero = imp.constant_like(x, 0.0, "zero", node.where)
+    low = imp.emit(
+        graph.WhereOp(
+            imp.emit(graph.CmpOp("lt", x, neg_lam)), imp.emit(graph.AddOp(x, b)), zero
+        )
+    )
+    high = graph.WhereOp(
+        imp.emit(graph.CmpOp("gt", x, lam)), imp.emit(graph.SubOp(x, b)), low
+    )
+    imp.result(node, high)
+
+
+# ---------------------------------------------------------------------------------------
+# Comparisons, logic, selection and casts
+# ---------------------------------------------------------------------------------------
+
+
+def _compare(predicate: str) -> Handler:
+    def handle(imp: Importer, node: Node) -> None:
+        a, b = imp.tensor(node, 0), imp.tensor(node, 1)
+        imp.result(node, graph.CmpOp(predicate, a, b))
+
+    return handle
+
+
+for _name, _pred in (
+    ("Equal", "eq"),
+    ("Less", "lt"),
+    ("LessOrEqual", "le"),
+    ("Greater", "gt"),
+    ("GreaterOrEqual", "ge"),
+):
+    handles(_name)(_compare(_pred))
+
+handles("And")(lambda imp, node: binary(imp, node, graph.AndOp))
+handles("Or")(lambda imp, node: binary(imp, node, graph.OrOp))
+handles("Xor")(lambda imp, node: binary(imp, node, graph.XorOp))
+
+
+@handles("IsNaN")
+def op_is_nan(imp: Importer, node: Node) -> None:
+    """`x != x` (true exactly for NaN)."""
+    x = _float_input(imp, node)
+    imp.result(node, graph.CmpOp("ne", x, x))
+
+
+@handles("IsInf")
+def op_is_inf(imp: Importer, node: Node) -> None:
+    """`x == +inf` and / or `x == -inf`, as `detect_positive` / `detect_negative` say."""
+    x = _float_input(imp, node)
+    tests: list[SSAValue] = []
+    for attr, value in (("detect_positive", np.inf), ("detect_negative", -np.inf)):
+        if node.int_attr(attr, 1):
+            inf = imp.constant_like(x, value, attr, node.where)
+            tests.append(imp.emit(graph.CmpOp("eq", x, inf)))
+    if not tests:
+        false = np.zeros(shape_of(x), dtype=np.bool_)
+        imp.result(node, imp.materialize(false, node.output(0), node.where))
+        return
+    imp.result(node, tests[0] if len(tests) == 1 else imp.emit(graph.OrOp(*tests)))
+
+
+@handles("Where")
+def op_where(imp: Importer, node: Node) -> None:
+    c, a, b = imp.tensor(node, 0), imp.tensor(node, 1), imp.tensor(node, 2)
+    imp.result(node, graph.WhereOp(c, a, b))
+
+
+def cast_to(imp: Importer, node: Node, x: SSAValue, to: int) -> SSAValue:
+    """`x` converted to the ONNX element type `to` (itself if it already has it)."""
+    kind = ELEMENT_KINDS.get(to)
+    if kind is None:
+        raise node.error(
+            f"cast to {onnx_type_name(to)} is not supported (supported: "
+            f"{', '.join(k.name for k in ELEMENT_KINDS.values())}); fix the model"
+        )
+    if graph.element_type(x) == kind.mlir:
+        return x
+    return imp.emit(graph.CastOp(x, kind.mlir))
+
+
+@handles("Cast")
+def op_cast(imp: Importer, node: Node) -> None:
+    if node.attr("to") is None:
+        raise node.error("the required attribute 'to' is missing; fix the model")
+    imp.result(node, cast_to(imp, node, imp.tensor(node, 0), node.int_attr("to", 0)))
+
+
+@handles("CastLike")
+def op_cast_like(imp: Importer, node: Node) -> None:
+    target = kind_of_dtype(numpy_dtype_of_input(imp, node, 1))
+    if target is None:
+        raise node.error("the target type of CastLike is not supported; fix the model")
+    to = next(k for k, v in ELEMENT_KINDS.items() if v == target)
+    imp.result(node, cast_to(imp, node, imp.tensor(node, 0), to))
+
+
+def numpy_dtype_of_input(imp: Importer, node: Node, i: int) -> np.dtype[Any]:
+    arr = imp.consts.get(node.input(i))
+    if arr is not None:
+        return arr.dtype
+    return numpy_dtype_of(imp.tensor(node, i))

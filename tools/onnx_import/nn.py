@@ -4,10 +4,16 @@ Neural-network ONNX ops: reductions, softmax and normalizations, convolution and
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+from xdsl.ir import SSAValue
 
 from plmr.dialects import graph
 from plmr.tools.onnx_import.core import Importer, Node, Shape, fmt_shape, handles, shape_of
+from plmr.tools.onnx_import.elementwise import power
 
 
 def reduce(imp: Importer, node: Node, kind: graph.ReduceKind) -> None:
@@ -70,139 +76,197 @@ def op_layer_normalization(imp: Importer, node: Node) -> None:
 
 
 # ---------------------------------------------------------------------------------------
-# convolution and pooling
+# More reductions
 # ---------------------------------------------------------------------------------------
 
 
-def window_pads(
+def _reduce_with(
     imp: Importer,
     node: Node,
-    in_hw: Sequence[int],
-    kernel: Sequence[int],
-    strides: Sequence[int],
-    dilations: Sequence[int],
-) -> list[int]:
-    """`[top, left, bottom, right]` from the `pads` and `auto_pad` attributes."""
-    auto_pad = node.str_attr("auto_pad", "NOTSET")
-    if auto_pad == "NOTSET":
-        pads = node.ints_attr("pads") or [0, 0, 0, 0]
-        if len(pads) != 4 or any(p < 0 for p in pads):
-            raise node.error(
-                f"attribute pads = {pads} must be four non-negative integers "
-                "[top, left, bottom, right] for a 2-D window; fix the model"
-            )
-        return pads
-    if auto_pad == "VALID":
-        return [0, 0, 0, 0]
-    if auto_pad not in ("SAME_UPPER", "SAME_LOWER"):
-        raise node.unsupported_attr(
-            "auto_pad", f"'{auto_pad}'", "NOTSET, VALID, SAME_UPPER or SAME_LOWER"
-        )
-    lo: list[int] = []
-    hi: list[int] = []
-    for size, k, s, d in zip(in_hw, kernel, strides, dilations, strict=True):
-        out = -(-size // s)
-        total = max(0, (out - 1) * s + (k - 1) * d + 1 - size)
-        small, big = total // 2, total - total // 2
-        lo.append(small if auto_pad == "SAME_UPPER" else big)
-        hi.append(big if auto_pad == "SAME_UPPER" else small)
-    return [lo[0], lo[1], hi[0], hi[1]]
-
-
-def window_ints(imp: Importer, node: Node, name: str, default: Sequence[int]) -> list[int]:
-    """A two-element window attribute (`strides`, `dilations`, `kernel_shape`)."""
-    values = node.ints_attr(name)
-    if values is None:
-        return list(default)
-    if len(values) != 2 or any(v <= 0 for v in values):
-        raise node.error(
-            f"attribute {name} = {values} must be two positive integers for a 2-D "
-            "window; plmr supports only 2-D convolution and pooling"
-        )
-    return values
-
-
-def check_nchw(imp: Importer, node: Node, shape: Shape) -> None:
-    if len(shape) != 4:
-        raise node.error(
-            f"the input has shape {fmt_shape(shape)} (rank {len(shape)}), but plmr "
-            f"supports only 2-D {node.op_type} on NCHW (rank-4) inputs; reshape 1-D "
-            "or 3-D windows to 2-D in the model"
-        )
-
-
-@handles("Conv")
-def op_conv(imp: Importer, node: Node) -> None:
-    """2-D convolution (NCHW), with pads / auto_pad, strides, dilations and groups."""
-    x, w = imp.tensor(node, 0), imp.tensor(node, 1)
-    x_shape, w_shape = shape_of(x), shape_of(w)
-    check_nchw(imp, node, x_shape)
-    if len(w_shape) != 4:
-        raise node.error(
-            f"the weight has shape {fmt_shape(w_shape)}; plmr supports only 2-D "
-            "convolution (an MCkHkW weight)"
-        )
-    kernel = window_ints(imp, node, "kernel_shape", w_shape[2:])
-    if tuple(kernel) != w_shape[2:]:
-        raise node.error(
-            f"attribute kernel_shape = {kernel} does not match the weight shape "
-            f"{fmt_shape(w_shape)}; fix the model"
-        )
-    strides = window_ints(imp, node, "strides", (1, 1))
-    dilations = window_ints(imp, node, "dilations", (1, 1))
-    groups = node.int_attr("group", 1)
-    pads = window_pads(imp, node, x_shape[2:], kernel, strides, dilations)
-    bias = imp.tensor(node, 2) if node.input(2) else None
-    op = graph.Conv2dOp(
-        x, w, bias, strides=strides, pads=pads, dilations=dilations, groups=groups
-    )
-    imp.define(node.output(0), imp.emit(op))
-
-
-def pool(imp: Importer, node: Node, kind: graph.PoolKind) -> None:
-    """2-D max / average pooling; ceil_mode and dilations other than 1 are rejected."""
+    kind: graph.ReduceKind,
+    pre: Callable[[SSAValue], SSAValue],
+    post: Callable[[SSAValue], SSAValue],
+) -> None:
+    """`post(reduce(pre(x)))`: ReduceL1, ReduceL2, ReduceSumSquare, ReduceLogSum."""
     x = imp.tensor(node, 0)
-    x_shape = shape_of(x)
-    check_nchw(imp, node, x_shape)
-    if node.attr("kernel_shape") is None:
-        raise node.error("the required attribute 'kernel_shape' is missing")
-    kernel = window_ints(imp, node, "kernel_shape", (1, 1))
-    ceil_mode = node.int_attr("ceil_mode", 0)
-    if ceil_mode != 0:
-        raise node.unsupported_attr(
-            "ceil_mode",
-            ceil_mode,
-            "only ceil_mode = 0; pad the input so that the windows fit exactly, or "
-            "use explicit pads",
-        )
-    dilations = node.ints_attr("dilations")
-    if dilations is not None and any(d != 1 for d in dilations):
-        raise node.unsupported_attr("dilations", dilations, "only dilations of 1")
-    strides = window_ints(imp, node, "strides", (1, 1))
-    pads = window_pads(imp, node, x_shape[2:], kernel, strides, (1, 1))
-    count_include_pad = node.int_attr("count_include_pad", 0) != 0
-    op = graph.PoolOp(
-        kind,
-        x,
-        kernel,
-        strides=strides,
-        pads=pads,
-        count_include_pad=count_include_pad and kind == graph.PoolKind.AVG,
+    if not graph.is_float_type(graph.element_type(x)):
+        raise node.error(f"{node.op_type} needs a floating-point input; fix the model")
+    shape = shape_of(x)
+    axes = imp.axes(node, 1)
+    keepdims = node.int_attr("keepdims", 1) != 0
+    if not axes:
+        if node.int_attr("noop_with_empty_axes", 0) != 0 or not shape:
+            imp.result(node, post(pre(x)))
+            return
+        axes = list(range(len(shape)))
+    norm = imp.normalize_axes(node, axes, len(shape))
+    imp.result(node, post(imp.emit(graph.ReduceOp(kind, pre(x), norm, keepdims))))
+
+
+def _register_reductions() -> None:
+    def reg(
+        name: str,
+        pre: Callable[[Importer, SSAValue], SSAValue],
+        post: Callable[[Importer, SSAValue], SSAValue],
+    ) -> None:
+        def handle(imp: Importer, node: Node) -> None:
+            _reduce_with(
+                imp,
+                node,
+                graph.ReduceKind.SUM,
+                lambda v: pre(imp, v),
+                lambda v: post(imp, v),
+            )
+
+        handles(name)(handle)
+
+    reg("ReduceL1", lambda imp, v: imp.emit(graph.AbsOp(v)), lambda imp, v: v)
+    reg(
+        "ReduceL2",
+        lambda imp, v: imp.emit(graph.MulOp(v, v)),
+        lambda imp, v: imp.emit(graph.SqrtOp(v)),
     )
-    imp.define(node.output(0), imp.emit(op))
+    reg("ReduceSumSquare", lambda imp, v: imp.emit(graph.MulOp(v, v)), lambda imp, v: v)
+    reg("ReduceLogSum", lambda imp, v: v, lambda imp, v: imp.emit(graph.LogOp(v)))
+    reg(
+        "ReduceLogSumExp",
+        lambda imp, v: imp.emit(graph.ExpOp(v)),
+        lambda imp, v: imp.emit(graph.LogOp(v)),
+    )
 
 
-@handles("MaxPool")
-def op_max_pool(imp: Importer, node: Node) -> None:
-    imp.check_unused(node, 1, "the argmax indices")
-    pool(imp, node, graph.PoolKind.MAX)
+_register_reductions()
 
 
-@handles("AveragePool")
-def op_average_pool(imp: Importer, node: Node) -> None:
-    pool(imp, node, graph.PoolKind.AVG)
+@handles("LogSoftmax")
+def op_log_softmax(imp: Importer, node: Node) -> None:
+    """`(x - max) - log(sum(exp(x - max)))` along one axis (opset 13 semantics)."""
+    x = imp.tensor(node, 0)
+    rank = len(shape_of(x))
+    (axis,) = imp.normalize_axes(node, [node.int_attr("axis", -1)], rank)
+    top = imp.emit(graph.ReduceOp(graph.ReduceKind.MAX, x, [axis], True))
+    shifted = imp.emit(graph.SubOp(x, top))
+    total = imp.emit(
+        graph.ReduceOp(graph.ReduceKind.SUM, imp.emit(graph.ExpOp(shifted)), [axis], True)
+    )
+    imp.result(node, graph.SubOp(shifted, imp.emit(graph.LogOp(total))))
 
 
 # ---------------------------------------------------------------------------------------
-# constants
+# Per-channel normalizations
 # ---------------------------------------------------------------------------------------
+
+
+def channel_vector(imp: Importer, node: Node, i: int, rank: int) -> SSAValue:
+    """Input `i` (one value per channel) shaped `[C, 1, ...]` to broadcast over NC..."""
+    shape = imp.shape(node, i)
+    if len(shape) != 1:
+        raise node.error(
+            f"input {i} must be a vector (one value per channel), got shape "
+            f"{fmt_shape(shape)}; fix the model"
+        )
+    target = (shape[0],) + (1,) * (rank - 2)
+    arr = imp.consts.get(node.input(i))
+    if arr is not None:
+        return imp.materialize(arr.reshape(target), f"{node.input(i)}_c", node.where)
+    return imp.emit(graph.ReshapeOp(imp.tensor(node, i), target))
+
+
+def _channels(imp: Importer, node: Node) -> tuple[SSAValue, Shape]:
+    x = imp.tensor(node, 0)
+    shape = shape_of(x)
+    if len(shape) < 2 or not graph.is_float_type(graph.element_type(x)):
+        raise node.error(
+            f"{node.op_type} needs a floating-point N x C x ... input, got "
+            f"{x.type}; fix the model"
+        )
+    return x, shape
+
+
+@handles("BatchNormalization")
+def op_batch_normalization(imp: Importer, node: Node) -> None:
+    """
+    Inference batch norm with constant statistics: folded (in float64) into one
+    per-channel product and sum, `x·s + b` with `s = scale / sqrt(var + eps)` and
+    `b = bias - mean·s`.
+    """
+    if node.int_attr("training_mode", 0) != 0:
+        raise node.error(
+            "training_mode = 1; plmr imports inference graphs only: export in eval mode"
+        )
+    imp.check_unused(node, 1, "the running mean or variance")
+    x, shape = _channels(imp, node)
+    channels = shape[1]
+    params: list[np.ndarray[Any, np.dtype[np.float64]]] = []
+    for i, what in enumerate(("scale", "bias", "mean", "variance"), start=1):
+        arr = imp.const(node, i, what).astype(np.float64)
+        if arr.shape != (channels,):
+            raise node.error(
+                f"the {what} has shape {fmt_shape(arr.shape)}, expected [{channels}] "
+                "(one value per channel); fix the model"
+            )
+        params.append(arr)
+    scale, bias, mean, var = params
+    eps = node.float_attr("epsilon", 1e-5)
+    s = scale / np.sqrt(var + eps)
+    b = bias - mean * s
+    target = (channels,) + (1,) * (len(shape) - 2)
+    name = node.output(0)
+    s_v = imp.constant_like(x, s.reshape(target), f"{name}_scale", node.where)
+    b_v = imp.constant_like(x, b.reshape(target), f"{name}_shift", node.where)
+    imp.result(node, graph.AddOp(imp.emit(graph.MulOp(x, s_v)), b_v))
+
+
+@handles("InstanceNormalization")
+def op_instance_normalization(imp: Importer, node: Node) -> None:
+    """`(x - mean) / sqrt(var + eps)·scale + bias` over the spatial axes of each channel."""
+    x, shape = _channels(imp, node)
+    rank = len(shape)
+    if rank < 3:
+        raise node.error("InstanceNormalization needs spatial axes (rank >= 3)")
+    axes = list(range(2, rank))
+    mean = imp.emit(graph.ReduceOp(graph.ReduceKind.MEAN, x, axes, True))
+    centered = imp.emit(graph.SubOp(x, mean))
+    sq = imp.emit(graph.MulOp(centered, centered))
+    var = imp.emit(graph.ReduceOp(graph.ReduceKind.MEAN, sq, axes, True))
+    eps = imp.constant_like(x, node.float_attr("epsilon", 1e-5), "epsilon", node.where)
+    std = imp.emit(graph.SqrtOp(imp.emit(graph.AddOp(var, eps))))
+    normed = imp.emit(graph.DivOp(centered, std))
+    scaled = imp.emit(graph.MulOp(normed, channel_vector(imp, node, 1, rank)))
+    imp.result(node, graph.AddOp(scaled, channel_vector(imp, node, 2, rank)))
+
+
+@handles("LRN")
+def op_lrn(imp: Importer, node: Node) -> None:
+    """
+    Local response normalization across channels: the window sum of squares is an
+    average pool (count_include_pad) over the channel axis of `x²` seen as
+    `N x 1 x C x rest`, then `x / (bias + alpha·avg)^beta`.
+    """
+    x, shape = _channels(imp, node)
+    if node.attr("size") is None:
+        raise node.error("the required attribute 'size' is missing; fix the model")
+    size = node.int_attr("size", 1)
+    if size < 1:
+        raise node.error(f"size = {size} must be positive; fix the model")
+    alpha = node.float_attr("alpha", 1e-4)
+    beta = node.float_attr("beta", 0.75)
+    bias = node.float_attr("bias", 1.0)
+    n, c = shape[0], shape[1]
+    rest = math.prod(shape[2:])
+    sq = imp.emit(graph.ReshapeOp(imp.emit(graph.MulOp(x, x)), (n, 1, c, rest)))
+    lo = (size - 1) // 2
+    avg = imp.emit(
+        graph.PoolOp(
+            graph.PoolKind.AVG,
+            sq,
+            (size, 1),
+            strides=(1, 1),
+            pads=(lo, 0, size - 1 - lo, 0),
+            count_include_pad=True,
+        )
+    )
+    bias_v = imp.constant_like(x, bias, "bias", node.where)
+    base = imp.emit(graph.AddOp(imp.emit(graph.ScaleOp(avg, alpha)), bias_v))
+    base = imp.emit(graph.ReshapeOp(base, shape))
+    imp.result(node, graph.DivOp(x, power(imp, base, beta)))

@@ -10,6 +10,7 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
+from xdsl.utils.exceptions import VerifyException
 
 from plmr.dialects import graph
 from plmr.tools.onnx_import.core import (
@@ -330,16 +331,157 @@ def op_tile(imp: Importer, node: Node) -> None:
 
 @handles("Expand")
 def op_expand(imp: Importer, node: Node) -> None:
-    """Broadcast to a constant shape: a product with ones of the broadcast shape."""
+    """Broadcast to a constant shape (`graph.expand`; nothing if the shape is kept)."""
     target = tuple(int_list(imp.const(node, 1, "shape")))
     x = imp.tensor(node, 0)
     shape = shape_of(x)
     try:
         out = graph.broadcast_shapes(shape, target)
-    except Exception as e:
+    except VerifyException as e:
         raise node.error(f"cannot expand {fmt_shape(shape)} to {list(target)}: {e}") from e
     if out == shape:
         imp.result(node, x)
         return
-    ones = imp.constant_like(x, np.ones(out), f"{node.output(0)}_ones", node.where)
-    imp.result(node, graph.MulOp(x, ones))
+    imp.result(node, graph.ExpandOp(x, out))
+
+
+# ---------------------------------------------------------------------------------------
+# Slices, pads, masks
+# ---------------------------------------------------------------------------------------
+
+
+def _slice_params(
+    imp: Importer, node: Node, shape: Sequence[int]
+) -> tuple[list[int], list[int], list[int]]:
+    """Normalised full-rank `(starts, ends, steps)` of a Slice with constant inputs."""
+    rank = len(shape)
+    starts_in = int_list(imp.const(node, 1, "starts"))
+    ends_in = int_list(imp.const(node, 2, "ends"))
+    if len(starts_in) != len(ends_in):
+        raise node.error(
+            f"starts {starts_in} and ends {ends_in} differ in length; fix the model"
+        )
+    axes = (
+        int_list(imp.const(node, 3, "axes"))
+        if node.input(3)
+        else list(range(len(starts_in)))
+    )
+    steps_in = (
+        int_list(imp.const(node, 4, "steps")) if node.input(4) else [1] * len(starts_in)
+    )
+    if not len(axes) == len(steps_in) == len(starts_in):
+        raise node.error(
+            f"starts, ends, axes and steps must have one entry per sliced axis, got "
+            f"{len(starts_in)}, {len(ends_in)}, {len(axes)} and {len(steps_in)}"
+        )
+    axes = imp.normalize_axes(node, axes, rank)
+    starts, ends, steps = [0] * rank, list(shape), [1] * rank
+    for axis, start, end, step in zip(axes, starts_in, ends_in, steps_in, strict=True):
+        dim = shape[axis]
+        if step == 0:
+            raise node.error(f"the step of axis {axis} is 0; fix the model")
+        start = start + dim if start < 0 else start
+        end = end + dim if end < 0 else end
+        if step > 0:
+            start, end = min(max(start, 0), dim), min(max(end, 0), dim)
+        else:
+            start, end = min(max(start, 0), dim - 1), min(max(end, -1), dim - 1)
+        if len(range(start, end, step)) == 0:
+            raise node.error(
+                f"the slice of axis {axis} (size {dim}) is empty; plmr does not "
+                "represent empty tensors: remove it from the model"
+            )
+        starts[axis], ends[axis], steps[axis] = start, end, step
+    return starts, ends, steps
+
+
+@handles("Slice")
+def op_slice(imp: Importer, node: Node) -> None:
+    """A strided slice with constant starts, ends, axes and steps (`graph.slice`)."""
+    shape = imp.shape(node, 0)
+    starts, ends, steps = _slice_params(imp, node, shape)
+    if starts == [0] * len(shape) and ends == list(shape) and steps == [1] * len(shape):
+        if imp.is_const(node, 0):
+            imp.define_const(node.output(0), imp.consts[node.input(0)])
+        else:
+            imp.result(node, imp.tensor(node, 0))
+        return
+    x = imp.tensor(node, 0)
+    imp.result(node, graph.SliceOp(x, starts, ends, steps))
+
+
+@handles("Pad")
+def op_pad(imp: Importer, node: Node) -> None:
+    """
+    Pad with constant pads (negative pads crop first, with a `graph.slice`) in mode
+    constant, reflect or edge.
+    """
+    mode = node.str_attr("mode", "constant")
+    if mode not in ("constant", "reflect", "edge"):
+        raise node.unsupported_attr("mode", f"'{mode}'", "constant, reflect or edge")
+    x = imp.tensor(node, 0)
+    shape = shape_of(x)
+    rank = len(shape)
+    pads_in = int_list(imp.const(node, 1, "pads"))
+    axes = (
+        imp.normalize_axes(node, int_list(imp.const(node, 3, "axes")), rank)
+        if node.input(3)
+        else list(range(rank))
+    )
+    if len(pads_in) != 2 * len(axes):
+        raise node.error(
+            f"pads {pads_in} must hold a begin and an end pad for each of the "
+            f"{len(axes)} padded axes; fix the model"
+        )
+    begin, end = [0] * rank, [0] * rank
+    for i, axis in enumerate(axes):
+        begin[axis], end[axis] = pads_in[i], pads_in[i + len(axes)]
+    value = 0.0
+    if node.input(2):
+        arr = imp.const(node, 2, "constant_value")
+        if arr.size != 1:
+            raise node.error("the constant_value must be a scalar; fix the model")
+        value = float(arr.reshape(-1)[0])
+    if any(p < 0 for p in begin + end):
+        starts = [-min(b, 0) for b in begin]
+        stops = [d + min(e, 0) for d, e in zip(shape, end, strict=True)]
+        if any(b >= e for b, e in zip(starts, stops, strict=True)):
+            raise node.error(f"the negative pads {pads_in} remove the whole input")
+        x = imp.emit(graph.SliceOp(x, starts, stops, [1] * rank))
+        begin, end = [max(b, 0) for b in begin], [max(e, 0) for e in end]
+    if not any(begin + end):
+        imp.result(node, x)
+        return
+    imp.result(node, graph.PadOp(x, begin + end, mode, value))
+
+
+@handles("Trilu")
+def op_trilu(imp: Importer, node: Node) -> None:
+    """The lower / upper triangle of the last two axes: a `graph.where` on a mask."""
+    x = imp.tensor(node, 0)
+    shape = shape_of(x)
+    if len(shape) < 2:
+        raise node.error("Trilu needs a rank >= 2 input; fix the model")
+    k = int(imp.const(node, 1, "k").reshape(-1)[0]) if node.input(1) else 0
+    ones = np.ones(shape[-2:], dtype=np.bool_)
+    mask = np.triu(ones, k) if node.int_attr("upper", 1) else np.tril(ones, k)
+    zero = imp.constant_like(x, 0, "zero", node.where)
+    keep = imp.materialize(mask, f"{node.output(0)}_mask", node.where)
+    imp.result(node, graph.WhereOp(keep, x, zero))
+
+
+@handles("GatherElements")
+def op_gather_elements(imp: Importer, node: Node) -> None:
+    """GatherElements along `axis` (`graph.gather_elements`)."""
+    data_shape = imp.shape(node, 0)
+    (axis,) = imp.normalize_axes(node, [node.int_attr("axis", 0)], len(data_shape))
+    indices = imp.consts.get(node.input(1))
+    if indices is not None:
+        size = data_shape[axis]
+        if indices.size and (indices.min() < -size or indices.max() >= size):
+            raise node.error(
+                f"indices span [{indices.min()}, {indices.max()}] but axis {axis} of "
+                f"the data {fmt_shape(data_shape)} has size {size}; fix the indices"
+            )
+    data, idx = imp.tensor(node, 0), imp.tensor(node, 1)
+    imp.result(node, graph.GatherElementsOp(data, idx, axis))
