@@ -3,7 +3,7 @@ Text generation on the modelled wafer: a model's prefill and decode-step program
 compiled by `plmr compile` (graph passes, fusion, blocking, 2D partitioning, routing) and
 run by the mesh runtime, in functional mode (real numbers) or timing mode (shapes only).
 
-Each decode step reads the KV cache of every layer and KV head (`[max_seq, head_dim]`,
+Each decode step reads the KV cache of every layer (`[n_kv_heads, max_seq, head_dim]`,
 positions outside the valid ones masked) and returns the new K/V rows. Where they go:
 
 - `kv = "host"`: the host stores them after the valid rows (`KVCache`);
@@ -36,7 +36,9 @@ from plmr.models.llama import (
     ProgramBuilder,
     cache_mask,
     causal_mask,
-    rope_half_tables,
+    decode_cache_args,
+    rope_tables,
+    split_kv_rows,
 )
 from plmr.passes.pipeline import CompileOptions, compile_module
 from plmr.runtime.interpreter import run_mesh
@@ -112,18 +114,8 @@ class MeshLlama:
             ).module
 
     def _split(self, outs: Sequence[Any]) -> tuple[F32, list[list[F32]], list[list[F32]]]:
-        """logits, then per layer and KV head: K (its halves joined) and V."""
-        c = self.c
-        g = c.n_kv_heads
-
-        def at(layer: int, h: int, i: int) -> Any:
-            return outs[1 + 3 * (layer * g + h) + i]
-
-        ks = [
-            [np.concatenate([at(lay, h, 0), at(lay, h, 1)], axis=1) for h in range(g)]
-            for lay in range(c.n_layers)
-        ]
-        vs = [[at(lay, h, 2) for h in range(g)] for lay in range(c.n_layers)]
+        """logits, then per layer and KV head: K and V."""
+        ks, vs = split_kv_rows(list(outs[1:]), self.c)
         return outs[0], ks, vs
 
     def _recorded(
@@ -174,7 +166,7 @@ class MeshLlama:
         cache = KVCache.empty(c)
         wafer = _WaferCache(self, c) if self.kv != "host" else None
         x = self.w["embed"][np.asarray(prompt)]
-        cos, sin = rope_half_tables(c, range(len(prompt)))
+        cos, sin = rope_tables(c, range(len(prompt)))
         outs, report = run_mesh(
             self.prefill, [x, causal_mask(len(prompt)), cos, sin], mode="functional"
         )
@@ -188,14 +180,11 @@ class MeshLlama:
             token = int(np.argmax(logits[0]))
             result.tokens.append(token)
             length = cache.length if wafer is None else wafer.length
-            cos, sin = rope_half_tables(c, [length])
+            cos, sin = rope_tables(c, [length])
             mask = cache_mask(c, length) if wafer is None else wafer.mask()
             args: list[Any] = [self.w["embed"][[token]], mask, cos, sin]
-            for layer in range(c.n_layers):
-                for g in range(c.n_kv_heads):
-                    k, v = (cache if wafer is None else wafer).kv(layer, g)
-                    half = c.head_dim // 2
-                    args += [k[:, :half], k[:, half:], v]
+            held = cache if wafer is None else KVCache(wafer.k, wafer.v, wafer.length)
+            args += decode_cache_args(held, c)
             if not result.tokens[:-1] and (trace is not None or heatmap is not None):
                 outs, report = self._recorded(args, trace, heatmap)
             else:

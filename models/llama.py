@@ -9,13 +9,17 @@ The model: token embedding (looked up by the host), then per layer
 as a table multiply (`q·cos + rotate_half(q)·sin`, computed on the halves of a head), a
 causal mask, and a SwiGLU FFN `W2(silu(W1 x) ⊙ W3 x)`; a final RMSNorm and the LM head.
 
-The programs are written per head (one matmul per head and projection) so that they need
-no reshapes or transposes; `taso-substitute` merges the projections that share an input.
+`ProgramBuilder` writes the prefill and decode programs that plmr compiles. By default
+heads are a tensor dimension, as frameworks write the model and ONNX exports spell it
+(`models/llama_heads.py`: fused projections, reshape / transpose, batched GQA attention):
 
-- prefill(x[L, dim], mask[L, L], cos[L, hd/2], sin[L, hd/2]) ->
-  (logits[1, vocab] of the last token, K (two halves) and V of every layer and KV head)
-- decode(x[1, dim], mask[1, S], cos[1, hd/2], sin[1, hd/2], the K (halves) and V caches
-  [S, ·]) -> (logits[1, vocab], the new K halves and V rows of every layer and KV head)
+- prefill(x[L, dim], mask[L, L], cos[L, hd], sin[L, hd]) ->
+  (logits[1, vocab] of the last token, then per layer K[L, Hkv·hd] and V[L, Hkv·hd])
+- decode(x[1, dim], mask[1, S], cos[1, hd], sin[1, hd], per layer the caches
+  K[Hkv, S, hd] and V[Hkv, S, hd]) -> (logits[1, vocab], the new K and V rows)
+
+`form="per-head"` writes the baseline instead: one matmul per head and projection, RoPE
+on the halves of a head, K as two halves.
 
 The decode step attends over the cache (positions masked by `mask`) and the new token
 itself, combining the two softmax parts exactly (max, then exp-sums), so the cache never
@@ -34,6 +38,8 @@ import numpy as np
 import numpy.typing as npt
 
 from plmr.errors import PlmrError
+from plmr.models.llama_heads import HeadsBuilder, rotate_half_matrix
+from plmr.models.text import Text, hexdump, tensor_type
 
 if TYPE_CHECKING:
     from plmr.lowering.kv_cache import ModelConfig
@@ -210,16 +216,6 @@ def random_weights(config: LlamaConfig, seed: int = 0) -> dict[str, F32]:
     return w
 
 
-def rotate_half_matrix(hd: int) -> F32:
-    """R with `x @ R = [-x2, x1]` for `x = [x1, x2]` (the two halves)."""
-    half = hd // 2
-    r = np.zeros((hd, hd), np.float32)
-    for j in range(half):
-        r[j + half, j] = -1.0
-        r[j, j + half] = 1.0
-    return r
-
-
 def rope_tables(config: LlamaConfig, positions: Sequence[int]) -> tuple[F32, F32]:
     """cos and sin rows `[len(positions), head_dim]` of the rotary embedding."""
     hd = config.head_dim
@@ -245,6 +241,29 @@ def cache_mask(config: LlamaConfig, valid: int) -> F32:
     m = np.full((1, config.max_seq), NEG, np.float32)
     m[0, :valid] = 0.0
     return m
+
+
+def decode_cache_args(cache: KVCache, config: LlamaConfig) -> list[F32]:
+    """The decode program's cache arguments (heads form): K and V `[Hkv, S, hd]` per layer."""
+    out: list[F32] = []
+    for layer in range(config.n_layers):
+        out.append(np.stack(cache.k[layer]))
+        out.append(np.stack(cache.v[layer]))
+    return out
+
+
+def split_kv_rows(
+    rows: Sequence[F32], config: LlamaConfig
+) -> tuple[list[list[F32]], list[list[F32]]]:
+    """The programs' K and V results (heads form, `[n, Hkv·hd]` per layer) per KV head."""
+    hd, g = config.head_dim, config.n_kv_heads
+
+    def heads(a: F32) -> list[F32]:
+        return [np.ascontiguousarray(a[:, i * hd : (i + 1) * hd]) for i in range(g)]
+
+    return [heads(rows[2 * i]) for i in range(config.n_layers)], [
+        heads(rows[2 * i + 1]) for i in range(config.n_layers)
+    ]
 
 
 # ---------------------------------------------------------------------------------------
@@ -372,79 +391,14 @@ class NumpyLlama:
 # ---------------------------------------------------------------------------------------
 
 
-def _hex(a: F32) -> str:
-    return "0x" + np.ascontiguousarray(a, dtype="<f4").tobytes().hex().upper()
-
-
-def _t(*shape: int) -> str:
-    return "tensor<" + "x".join(str(s) for s in shape) + "xf32>"
-
-
-class _Text:
-    """An MLIR text builder with fresh SSA names."""
-
-    def __init__(self) -> None:
-        self.lines: list[str] = []
-        self.types: dict[str, str] = {}
-        self.count = 0
-
-    def fresh(self, hint: str) -> str:
-        self.count += 1
-        return f"%{hint}_{self.count}"
-
-    def op(self, hint: str, text: str, rtype: str) -> str:
-        name = self.fresh(hint)
-        self.lines.append(f"    {name} = {text}")
-        self.types[name] = rtype
-        return name
-
-    def binary(self, kind: str, a: str, b: str, rtype: str) -> str:
-        return self.op(
-            kind,
-            f"graph.{kind} {a}, {b} : ({self.types[a]}, {self.types[b]}) -> {rtype}",
-            rtype,
-        )
-
-    def matmul(self, a: str, b: str, rtype: str, transpose_b: bool = False) -> str:
-        tb = " transpose_b" if transpose_b else ""
-        return self.op(
-            "mm",
-            f"graph.matmul {a}, {b}{tb} : ({self.types[a]}, {self.types[b]}) -> {rtype}",
-            rtype,
-        )
-
-    def unary(self, kind: str, a: str) -> str:
-        return self.op(kind, f"graph.{kind} {a} : {self.types[a]}", self.types[a])
-
-    def scale(self, a: str, factor: float) -> str:
-        return self.op(
-            "sc", f"graph.scale {a} by {factor:.9e} : {self.types[a]}", self.types[a]
-        )
-
-    def reduce(self, kind: str, a: str, rtype: str) -> str:
-        return self.op(
-            "red",
-            f"graph.reduce {kind} {a} axes = [-1] keepdims : {self.types[a]} -> {rtype}",
-            rtype,
-        )
-
-    def rmsnorm(self, a: str, w: str, eps: float) -> str:
-        rt = self.types[a]
-        return self.op(
-            "norm",
-            f"graph.rmsnorm {a}, {w} epsilon = {eps:.6e} : ({rt}, {self.types[w]}) -> {rt}",
-            rt,
-        )
-
-
-Attend = Callable[[_Text, "Pair", "Pair", str, int, int], str]
+Attend = Callable[[Text, "Pair", "Pair", str, int, int], str]
 """Builds one head's attention output from (text, q halves, k halves, v, layer, kv head)."""
 
 Pair = tuple[str, str]
 """The two halves of a rotated head vector (RoPE rotates the halves into each other)."""
 
 
-class ProgramBuilder:
+class PerHeadBuilder:
     """
     Writes the prefill and decode programs of a model (weights inline or as arguments).
 
@@ -470,7 +424,7 @@ class ProgramBuilder:
         return self.w[key]
 
     def _weights(
-        self, t: _Text, args: list[str], layers: Sequence[int], head: bool = True
+        self, t: Text, args: list[str], layers: Sequence[int], head: bool = True
     ) -> dict[str, str]:
         c = self.c
         hd, half = c.head_dim, c.head_dim // 2
@@ -496,18 +450,18 @@ class ProgramBuilder:
         names: dict[str, str] = {}
         for key, shape in shapes.items():
             ssa = "%" + key.replace(".", "_")
-            t.types[ssa] = _t(*shape)
+            t.types[ssa] = tensor_type(*shape)
             names[key] = ssa
             if self.w is None:
-                args.append(f'{ssa}: {_t(*shape)} {{plmr.name = "{key}"}}')
+                args.append(f'{ssa}: {tensor_type(*shape)} {{plmr.name = "{key}"}}')
             else:
                 t.lines.append(
-                    f'    {ssa} = graph.constant dense<"{_hex(self._array(key))}"> : '
-                    f"{_t(*shape)}"
+                    f'    {ssa} = graph.constant dense<"{hexdump(self._array(key))}"> : '
+                    f"{tensor_type(*shape)}"
                 )
         return names
 
-    def _rope(self, t: _Text, lo: str, hi: str, cos: str, sin: str) -> Pair:
+    def _rope(self, t: Text, lo: str, hi: str, cos: str, sin: str) -> Pair:
         rt = t.types[lo]
         new_lo = t.binary(
             "sub", t.binary("mul", lo, cos, rt), t.binary("mul", hi, sin, rt), rt
@@ -518,21 +472,21 @@ class ProgramBuilder:
         return new_lo, new_hi
 
     def _rotated(
-        self, t: _Text, a: str, w: dict[str, str], key: str, n: int, cos: str, sin: str
+        self, t: Text, a: str, w: dict[str, str], key: str, n: int, cos: str, sin: str
     ) -> Pair:
         half = self.c.head_dim // 2
-        lo = t.matmul(a, w[f"{key}_lo"], _t(n, half))
-        hi = t.matmul(a, w[f"{key}_hi"], _t(n, half))
+        lo = t.matmul(a, w[f"{key}_lo"], tensor_type(n, half))
+        hi = t.matmul(a, w[f"{key}_hi"], tensor_type(n, half))
         return self._rope(t, lo, hi, cos, sin)
 
-    def _scores(self, t: _Text, q: Pair, k: Pair, rtype: str) -> str:
+    def _scores(self, t: Text, q: Pair, k: Pair, rtype: str) -> str:
         lo = t.matmul(q[0], k[0], rtype, transpose_b=True)
         hi = t.matmul(q[1], k[1], rtype, transpose_b=True)
         return t.binary("add", lo, hi, rtype)
 
     def _layer(
         self,
-        t: _Text,
+        t: Text,
         x: str,
         layer: int,
         n: int,
@@ -548,24 +502,24 @@ class ProgramBuilder:
         ks = [
             self._rotated(t, a, w, f"{p}.wk{g}", n, cos, sin) for g in range(c.n_kv_heads)
         ]
-        vs = [t.matmul(a, w[f"{p}.wv{g}"], _t(n, hd)) for g in range(c.n_kv_heads)]
+        vs = [t.matmul(a, w[f"{p}.wv{g}"], tensor_type(n, hd)) for g in range(c.n_kv_heads)]
         out: str | None = None
         for h in range(c.n_heads):
             g = h // c.group
             q = self._rotated(t, a, w, f"{p}.wq{h}", n, cos, sin)
             o = attend(t, q, ks[g], vs[g], layer, g)
-            y = t.matmul(o, w[f"{p}.wo{h}"], _t(n, c.dim))
-            out = y if out is None else t.binary("add", out, y, _t(n, c.dim))
+            y = t.matmul(o, w[f"{p}.wo{h}"], tensor_type(n, c.dim))
+            out = y if out is None else t.binary("add", out, y, tensor_type(n, c.dim))
         assert out is not None
-        h_ = t.binary("add", x, out, _t(n, c.dim))
+        h_ = t.binary("add", x, out, tensor_type(n, c.dim))
         f = t.rmsnorm(h_, w[f"{p}.ffn_norm"], c.norm_eps)
-        up = t.matmul(f, w[f"{p}.w1"], _t(n, c.ffn_dim))
-        gate = t.matmul(f, w[f"{p}.w3"], _t(n, c.ffn_dim))
-        act = t.binary("mul", t.unary("silu", up), gate, _t(n, c.ffn_dim))
-        down = t.matmul(act, w[f"{p}.w2"], _t(n, c.dim))
-        return t.binary("add", h_, down, _t(n, c.dim)), ks, vs
+        up = t.matmul(f, w[f"{p}.w1"], tensor_type(n, c.ffn_dim))
+        gate = t.matmul(f, w[f"{p}.w3"], tensor_type(n, c.ffn_dim))
+        act = t.binary("mul", t.unary("silu", up), gate, tensor_type(n, c.ffn_dim))
+        down = t.matmul(act, w[f"{p}.w2"], tensor_type(n, c.dim))
+        return t.binary("add", h_, down, tensor_type(n, c.dim)), ks, vs
 
-    def _inputs(self, t: _Text, n: int, s_len: int) -> list[str]:
+    def _inputs(self, t: Text, n: int, s_len: int) -> list[str]:
         c = self.c
         half = c.head_dim // 2
         shapes = (
@@ -576,8 +530,8 @@ class ProgramBuilder:
         )
         args: list[str] = []
         for name, shape in shapes:
-            args.append(f'%{name}: {_t(*shape)} {{plmr.name = "{name}"}}')
-            t.types[f"%{name}"] = _t(*shape)
+            args.append(f'%{name}: {tensor_type(*shape)} {{plmr.name = "{name}"}}')
+            t.types[f"%{name}"] = tensor_type(*shape)
         return args
 
     def _kv_results(
@@ -586,9 +540,9 @@ class ProgramBuilder:
         half, hd = self.c.head_dim // 2, self.c.head_dim
         out: list[tuple[str, str, str]] = []
         for g, (k, v) in enumerate(zip(ks, vs, strict=True)):
-            out.append((k[0], f"k_l{layer}_g{g}_lo", _t(n, half)))
-            out.append((k[1], f"k_l{layer}_g{g}_hi", _t(n, half)))
-            out.append((v, f"v_l{layer}_g{g}", _t(n, hd)))
+            out.append((k[0], f"k_l{layer}_g{g}_lo", tensor_type(n, half)))
+            out.append((k[1], f"k_l{layer}_g{g}_hi", tensor_type(n, half)))
+            out.append((v, f"v_l{layer}_g{g}", tensor_type(n, hd)))
         return out
 
     def prefill(
@@ -598,15 +552,15 @@ class ProgramBuilder:
         c = self.c
         hd = c.head_dim
         layers = list(range(c.n_layers)) if layers is None else list(layers)
-        t = _Text()
+        t = Text()
         args = self._inputs(t, length, length)
         w = self._weights(t, args, layers, head)
         scale = 1.0 / math.sqrt(hd)
 
-        def attend(t: _Text, q: Pair, k: Pair, v: str, layer: int, g: int) -> str:
-            s = self._scores(t, q, k, _t(length, length))
-            s = t.binary("add", t.scale(s, scale), "%mask", _t(length, length))
-            return t.matmul(t.unary("softmax", s), v, _t(length, hd))
+        def attend(t: Text, q: Pair, k: Pair, v: str, layer: int, g: int) -> str:
+            s = self._scores(t, q, k, tensor_type(length, length))
+            s = t.binary("add", t.scale(s, scale), "%mask", tensor_type(length, length))
+            return t.matmul(t.unary("softmax", s), v, tensor_type(length, hd))
 
         x = "%x"
         results: list[tuple[str, str, str]] = []
@@ -614,8 +568,8 @@ class ProgramBuilder:
             x, ks, vs = self._layer(t, x, layer, length, w, "%cos", "%sin", attend)
             results += self._kv_results(layer, ks, vs, length)
         if not head:
-            return self._func(
-                "prefill", args, t, [(x, "hidden", _t(length, c.dim)), *results]
+            return t.func(
+                "prefill", args, [(x, "hidden", tensor_type(length, c.dim)), *results]
             )
         if length > 1:
             # The last position, picked by a one-hot row: a GEMV, which the mesh maps
@@ -624,15 +578,17 @@ class ProgramBuilder:
             pick[0, -1] = 1.0
             one_hot = t.op(
                 "last_pos",
-                f'graph.constant dense<"{_hex(pick)}"> : {_t(1, length)}',
-                _t(1, length),
+                f'graph.constant dense<"{hexdump(pick)}"> : {tensor_type(1, length)}',
+                tensor_type(1, length),
             )
-            last = t.matmul(one_hot, x, _t(1, c.dim))
+            last = t.matmul(one_hot, x, tensor_type(1, c.dim))
         else:
             last = x
-        logits = t.matmul(t.rmsnorm(last, w["norm"], c.norm_eps), w["head"], _t(1, c.vocab))
-        return self._func(
-            "prefill", args, t, [(logits, "logits", _t(1, c.vocab)), *results]
+        logits = t.matmul(
+            t.rmsnorm(last, w["norm"], c.norm_eps), w["head"], tensor_type(1, c.vocab)
+        )
+        return t.func(
+            "prefill", args, [(logits, "logits", tensor_type(1, c.vocab)), *results]
         )
 
     def decode(self, layers: Sequence[int] | None = None, head: bool = True) -> str:
@@ -640,7 +596,7 @@ class ProgramBuilder:
         c = self.c
         hd, half, s_len = c.head_dim, c.head_dim // 2, c.max_seq
         layers = list(range(c.n_layers)) if layers is None else list(layers)
-        t = _Text()
+        t = Text()
         args = self._inputs(t, 1, s_len)
         for layer in layers:
             for g in range(c.n_kv_heads):
@@ -649,32 +605,39 @@ class ProgramBuilder:
                     (f"kcache_l{layer}_g{g}_hi", half),
                     (f"vcache_l{layer}_g{g}", hd),
                 ):
-                    args.append(f'%{key}: {_t(s_len, width)} {{plmr.name = "{key}"}}')
-                    t.types[f"%{key}"] = _t(s_len, width)
+                    args.append(
+                        f'%{key}: {tensor_type(s_len, width)} {{plmr.name = "{key}"}}'
+                    )
+                    t.types[f"%{key}"] = tensor_type(s_len, width)
         w = self._weights(t, args, layers, head)
         scale = 1.0 / math.sqrt(hd)
 
-        def attend(t: _Text, q: Pair, k: Pair, v: str, layer: int, g: int) -> str:
+        def attend(t: Text, q: Pair, k: Pair, v: str, layer: int, g: int) -> str:
             kc = (f"%kcache_l{layer}_g{g}_lo", f"%kcache_l{layer}_g{g}_hi")
             vc = f"%vcache_l{layer}_g{g}"
-            sc = self._scores(t, q, kc, _t(1, s_len))
-            sc = t.binary("add", t.scale(sc, scale), "%mask", _t(1, s_len))
-            sn = t.scale(self._scores(t, q, k, _t(1, 1)), scale)
-            mc = t.reduce("max", sc, _t(1, 1))
+            sc = self._scores(t, q, kc, tensor_type(1, s_len))
+            sc = t.binary("add", t.scale(sc, scale), "%mask", tensor_type(1, s_len))
+            sn = t.scale(self._scores(t, q, k, tensor_type(1, 1)), scale)
+            mc = t.reduce("max", sc, tensor_type(1, 1))
             # m = max(mc, sn) = sn + relu(mc - sn)
             m = t.binary(
-                "add", sn, t.unary("relu", t.binary("sub", mc, sn, _t(1, 1))), _t(1, 1)
+                "add",
+                sn,
+                t.unary("relu", t.binary("sub", mc, sn, tensor_type(1, 1))),
+                tensor_type(1, 1),
             )
-            pc = t.unary("exp", t.binary("sub", sc, m, _t(1, s_len)))
-            pn = t.unary("exp", t.binary("sub", sn, m, _t(1, 1)))
-            total = t.binary("add", t.reduce("sum", pc, _t(1, 1)), pn, _t(1, 1))
+            pc = t.unary("exp", t.binary("sub", sc, m, tensor_type(1, s_len)))
+            pn = t.unary("exp", t.binary("sub", sn, m, tensor_type(1, 1)))
+            total = t.binary(
+                "add", t.reduce("sum", pc, tensor_type(1, 1)), pn, tensor_type(1, 1)
+            )
             o = t.binary(
                 "add",
-                t.matmul(pc, vc, _t(1, hd)),
-                t.binary("mul", pn, v, _t(1, hd)),
-                _t(1, hd),
+                t.matmul(pc, vc, tensor_type(1, hd)),
+                t.binary("mul", pn, v, tensor_type(1, hd)),
+                tensor_type(1, hd),
             )
-            return t.binary("div", o, total, _t(1, hd))
+            return t.binary("div", o, total, tensor_type(1, hd))
 
         x = "%x"
         results: list[tuple[str, str, str]] = []
@@ -682,34 +645,69 @@ class ProgramBuilder:
             x, ks, vs = self._layer(t, x, layer, 1, w, "%cos", "%sin", attend)
             results += self._kv_results(layer, ks, vs, 1)
         if not head:
-            return self._func("decode", args, t, [(x, "hidden", _t(1, c.dim)), *results])
-        logits = t.matmul(t.rmsnorm(x, w["norm"], c.norm_eps), w["head"], _t(1, c.vocab))
-        return self._func("decode", args, t, [(logits, "logits", _t(1, c.vocab)), *results])
-
-    def _func(
-        self, name: str, args: list[str], t: _Text, results: list[tuple[str, str, str]]
-    ) -> str:
-        outs = ", ".join(f'{rt} {{plmr.name = "{n}"}}' for _, n, rt in results)
-        head = f"func.func @{name}({', '.join(args)}) -> ({outs}) {{"
-        ret = (
-            "    func.return "
-            + ", ".join(v for v, _, _ in results)
-            + " : "
-            + ", ".join(rt for _, _, rt in results)
+            return t.func("decode", args, [(x, "hidden", tensor_type(1, c.dim)), *results])
+        logits = t.matmul(
+            t.rmsnorm(x, w["norm"], c.norm_eps), w["head"], tensor_type(1, c.vocab)
         )
-        return "\n".join([head, *t.lines, ret, "}", ""])
+        return t.func(
+            "decode", args, [(logits, "logits", tensor_type(1, c.vocab)), *results]
+        )
+
+
+FORMS = ("heads", "per-head")
+
+
+class ProgramBuilder:
+    """
+    Writes the prefill and decode programs of a model (weights inline or as arguments),
+    in one of two forms:
+
+    - `heads` (default): heads are a tensor dimension (`models/llama_heads.py`): fused
+      projections, reshapes and transposes, batched attention. K and V come out as
+      `[n, Hkv·hd]` rows; the decode step takes the caches as `[Hkv, S, hd]` and the
+      full cos / sin tables `[n, hd]`.
+    - `per-head`: one matmul per head and projection, RoPE on the halves (the baseline;
+      K comes out as two halves per KV head, cos / sin are the half tables).
+    """
+
+    def __init__(
+        self, config: LlamaConfig, weights: dict[str, F32] | None, form: str = "heads"
+    ):
+        if form not in FORMS:
+            raise PlmrError(f"unknown program form '{form}' ({', '.join(FORMS)})")
+        self.form = form
+        self._impl = (
+            HeadsBuilder(config, weights)
+            if form == "heads"
+            else PerHeadBuilder(config, weights)
+        )
+
+    def prefill(
+        self, length: int, layers: Sequence[int] | None = None, head: bool = True
+    ) -> str:
+        """The prefill program of a prompt of `length` tokens (MLIR text)."""
+        return self._impl.prefill(length, layers, head)
+
+    def decode(self, layers: Sequence[int] | None = None, head: bool = True) -> str:
+        """One decode step over a cache of `max_seq` positions (MLIR text)."""
+        return self._impl.decode(layers, head)
 
 
 __all__ = [
+    "FORMS",
     "PRESETS",
     "KVCache",
     "LlamaConfig",
     "NumpyLlama",
+    "PerHeadBuilder",
     "ProgramBuilder",
     "cache_mask",
     "causal_mask",
+    "decode_cache_args",
     "get_config",
     "random_weights",
     "rope_half_tables",
     "rope_tables",
+    "rotate_half_matrix",
+    "split_kv_rows",
 ]

@@ -58,6 +58,11 @@ def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
 
         return ConvertTileToMeshPass
 
+    def loop_simplify_indices() -> type[ModulePass]:
+        from plmr.passes.loop_indices import LoopSimplifyIndicesPass
+
+        return LoopSimplifyIndicesPass
+
     def plmr_compile() -> type[ModulePass]:
         from plmr.passes.pipeline import PlmrCompilePass
 
@@ -71,6 +76,7 @@ def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
         "mesh-verify-plmr": mesh_verify_plmr,
         "convert-graph-to-loop": convert_graph_to_loop,
         "neptune-fuse": neptune_fuse,
+        "loop-simplify-indices": loop_simplify_indices,
         "convert-loop-to-tile": convert_loop_to_tile,
         "convert-loop-to-scf": convert_loop_to_scf,
         "convert-tile-to-mesh": convert_tile_to_mesh,

@@ -2,7 +2,7 @@
 `plmr-compile`: the whole default pipeline, from any level down to a routed mesh program.
 
     transpose-elim → taso-substitute → convert-graph-to-loop → neptune-fuse
-      → convert-loop-to-tile → convert-tile-to-mesh → mesh-route → mesh-verify-plmr
+      → loop-simplify-indices → convert-loop-to-tile → convert-tile-to-mesh → mesh-route → mesh-verify-plmr
 
 Stages whose input level is absent are skipped (a tile program starts at
 `convert-tile-to-mesh`). With `tile-sizes` unset, the blocking of the loop nests is
@@ -91,6 +91,7 @@ def _check_options(opts: CompileOptions) -> Options:
 def to_loop_level(ctx: Context, module: ModuleOp, opts: CompileOptions) -> ModuleOp:
     """The graph part of the pipeline and fusion: graph passes, to loops, neptune-fuse."""
     from plmr.lowering.graph_to_loop import ConvertGraphToLoopPass
+    from plmr.passes.loop_indices import LoopSimplifyIndicesPass
     from plmr.passes.neptune.fuse import NeptuneFusePass
     from plmr.passes.taso.substitute import TasoSubstitutePass
     from plmr.passes.transpose_elim import TransposeElimPass
@@ -109,6 +110,7 @@ def to_loop_level(ctx: Context, module: ModuleOp, opts: CompileOptions) -> Modul
         NeptuneFusePass(strategy=opts.fuse, chunks=opts.chunks, remarks=False).apply(
             ctx, module
         )
+        LoopSimplifyIndicesPass().apply(ctx, module)
     return module
 
 

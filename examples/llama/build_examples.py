@@ -1,6 +1,7 @@
 """
 Writes the `tiny` LLaMA-style model's prefill (8 tokens) and decode-step programs as
-`graph`-level MLIR, with the weights as arguments (named `l0.wq0`, ...), so the files stay
+`graph`-level MLIR, with the weights as arguments (named `l0.wqkv`, ...; heads are a tensor
+dimension: fused projections, reshapes, batched attention), so the files stay
 small and `plmr run`, `plmr compile` and `plmr-opt` take them like any other program:
 
     .venv/bin/python examples/llama/build_examples.py

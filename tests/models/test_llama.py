@@ -14,9 +14,12 @@ from plmr.models.llama import (
     ProgramBuilder,
     cache_mask,
     causal_mask,
+    decode_cache_args,
     get_config,
     random_weights,
     rope_half_tables,
+    rope_tables,
+    split_kv_rows,
 )
 from plmr.passes.pipeline import CompileOptions
 from plmr.tools.loading import make_context, parse_module
@@ -48,39 +51,52 @@ def test_numpy_decode_with_cache_equals_full_recompute(tiny):  # pyright: ignore
     del logits
 
 
-def test_graph_programs_equal_numpy(tiny):  # pyright: ignore[reportMissingParameterType, reportUnknownParameterType]
+@pytest.mark.parametrize("form", ["heads", "per-head"])
+def test_graph_programs_equal_numpy(tiny, form: str):  # pyright: ignore[reportMissingParameterType, reportUnknownParameterType]
     config, weights = tiny
     half = config.head_dim // 2
     model = NumpyLlama(config, weights)
-    builder = ProgramBuilder(config, weights)
+    builder = ProgramBuilder(config, weights, form=form)
     prefill = parse_module(builder.prefill(len(PROMPT)))
     decode = parse_module(builder.decode())
     x = weights["embed"][np.asarray(PROMPT)]
-    cos, sin = rope_half_tables(config, range(len(PROMPT)))
+    tables = rope_tables if form == "heads" else rope_half_tables
+    cos, sin = tables(config, range(len(PROMPT)))
     fn = select_function(prefill, "prefill")
     outs = run_function(prefill, fn, [x, causal_mask(8), cos, sin])
     want, ks, vs = model.forward(x, range(8), KVCache.empty(config))
     np.testing.assert_allclose(outs[0], want, rtol=1e-4, atol=1e-4)
-    # K comes out as its two halves, then V.
-    np.testing.assert_allclose(
-        np.concatenate([outs[1], outs[2]], axis=1), ks[0][0], rtol=1e-4, atol=1e-5
-    )
-    np.testing.assert_allclose(outs[3], vs[0][0], rtol=1e-4, atol=1e-5)
+    if form == "heads":
+        # K and V of every KV head side by side, per layer.
+        got_k, got_v = split_kv_rows(outs[1:], config)
+    else:
+        # K comes out as its two halves, then V, per KV head.
+        got_k = [[np.concatenate([outs[1], outs[2]], axis=1)]]
+        got_v = [[outs[3]]]
+    np.testing.assert_allclose(got_k[0][0], ks[0][0], rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(got_v[0][0], vs[0][0], rtol=1e-4, atol=1e-5)
     cache = KVCache.empty(config)
     cache.store(ks, vs)
     token = int(np.argmax(want[0]))
-    cos, sin = rope_half_tables(config, [8])
+    cos, sin = tables(config, [8])
     args = [weights["embed"][[token]], cache_mask(config, 8), cos, sin]
-    for layer in range(config.n_layers):
-        for g in range(config.n_kv_heads):
-            k, v = cache.kv(layer, g)
-            args += [k[:, :half], k[:, half:], v]
+    if form == "heads":
+        args += decode_cache_args(cache, config)
+    else:
+        for layer in range(config.n_layers):
+            for g in range(config.n_kv_heads):
+                k, v = cache.kv(layer, g)
+                args += [k[:, :half], k[:, half:], v]
     got = run_function(decode, select_function(decode, "decode"), args)
     step, k_new, _ = model.forward(weights["embed"][[token]], [8], cache)
     np.testing.assert_allclose(got[0], step, rtol=1e-4, atol=1e-4)
-    np.testing.assert_allclose(
-        np.concatenate([got[1], got[2]], axis=1), k_new[0][0], rtol=1e-4, atol=1e-5
-    )
+    if form == "heads":
+        new_k = split_kv_rows(got[1:], config)[0][0][1]
+        np.testing.assert_allclose(new_k, k_new[0][1], rtol=1e-4, atol=1e-5)
+    else:
+        np.testing.assert_allclose(
+            np.concatenate([got[1], got[2]], axis=1), k_new[0][0], rtol=1e-4, atol=1e-5
+        )
 
 
 @pytest.mark.parametrize("grid", [(2, 2), (2, 4)])
@@ -147,11 +163,9 @@ def test_llama_examples_are_current():
     module = parse_module(decode)
     fn = select_function(module, "decode")
     config = get_config("tiny")
-    # x, mask, cos, sin; K halves and V per layer and KV head; then the weights.
-    caches = 3 * config.n_layers * config.n_kv_heads
-    weights = len(random_weights(config, 0)) - 1  # no embedding
-    split = config.n_layers * (config.n_heads + config.n_kv_heads)  # Q and K in halves
-    assert len(fn.args) == 4 + caches + weights + split
+    # x, mask, cos, sin; the K and V caches of every layer; per layer the norms and
+    # the fused QKV, output, fused W1|W3 and W2 weights; the final norm and the LM head.
+    assert len(fn.args) == 4 + 2 * config.n_layers + 6 * config.n_layers + 2
 
 
 def test_taso_fuses_projections_of_the_decode_step():
@@ -164,7 +178,8 @@ def test_taso_fuses_projections_of_the_decode_step():
     from plmr.tools.running import random_inputs
 
     config = get_config("tiny")
-    module = parse_module(ProgramBuilder(config, random_weights(config, 0)).decode())
+    builder = ProgramBuilder(config, random_weights(config, 0), form="per-head")
+    module = parse_module(builder.decode())
     fn = select_function(module, None)
     args = random_inputs(fn, 0)
     want = run_function(module, fn, args)

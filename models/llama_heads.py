@@ -1,0 +1,260 @@
+"""
+The LLaMA programs with heads as a tensor dimension, as frameworks write them and ONNX
+exports spell them.
+
+Per layer: one fused projection `a @ [Wq | Wk | Wv | Wq·R | Wk·R]` whose result is split
+(R is the signed permutation of `rotate_half`, so the rotated projections are exact), the
+heads split by reshape and transpose, RoPE as `q·cos + (q·R)·sin` on the head dimension,
+grouped-query attention as batched matmuls that broadcast the K/V heads
+(`[Hkv, G, L, hd] × [Hkv, 1, S, hd]`), the heads merged by transpose and reshape, one
+output projection, and a fused `[W1 | W3]` FFN projection.
+
+- prefill(x[L, dim], mask[L, L], cos[L, hd], sin[L, hd]) ->
+  (logits[1, vocab], then per layer K[L, Hkv·hd] (rotated) and V[L, Hkv·hd])
+- decode(x[1, dim], mask[1, S], cos[1, hd], sin[1, hd], then per layer the caches
+  K[Hkv, S, hd] and V[Hkv, S, hd]) -> (logits[1, vocab], per layer the new K and V rows)
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from plmr.models.text import F32, Text, hexdump, tensor_type
+
+if TYPE_CHECKING:
+    from plmr.models.llama import LlamaConfig
+
+
+def rotate_half_matrix(hd: int) -> F32:
+    """R with `x @ R = [-x2, x1]` for `x = [x1, x2]` (the two halves)."""
+    half = hd // 2
+    r = np.zeros((hd, hd), np.float32)
+    for j in range(half):
+        r[j + half, j] = -1.0
+        r[j, j + half] = 1.0
+    return r
+
+
+def layer_shapes(c: LlamaConfig) -> dict[str, tuple[int, ...]]:
+    """The weights of one layer of the heads program (name suffix -> shape)."""
+    hd = c.head_dim
+    return {
+        "attn_norm": (c.dim,),
+        "wqkv": (c.dim, (2 * c.n_heads + 3 * c.n_kv_heads) * hd),
+        "wo": (c.n_heads * hd, c.dim),
+        "ffn_norm": (c.dim,),
+        "w13": (c.dim, 2 * c.ffn_dim),
+        "w2": (c.ffn_dim, c.dim),
+    }
+
+
+def fused_weights(c: LlamaConfig, w: dict[str, F32], layer: int) -> dict[str, F32]:
+    """One layer's weights of the heads program from the per-head weights."""
+    p = f"l{layer}"
+    r = rotate_half_matrix(c.head_dim)
+    wq = np.concatenate([w[f"{p}.wq{h}"] for h in range(c.n_heads)], axis=1)
+    wk = np.concatenate([w[f"{p}.wk{g}"] for g in range(c.n_kv_heads)], axis=1)
+    wv = np.concatenate([w[f"{p}.wv{g}"] for g in range(c.n_kv_heads)], axis=1)
+    wqr = np.concatenate([w[f"{p}.wq{h}"] @ r for h in range(c.n_heads)], axis=1)
+    wkr = np.concatenate([w[f"{p}.wk{g}"] @ r for g in range(c.n_kv_heads)], axis=1)
+    return {
+        "attn_norm": w[f"{p}.attn_norm"],
+        "wqkv": np.concatenate([wq, wk, wv, wqr, wkr], axis=1).astype(np.float32),
+        "wo": np.concatenate([w[f"{p}.wo{h}"] for h in range(c.n_heads)], axis=0),
+        "ffn_norm": w[f"{p}.ffn_norm"],
+        "w13": np.concatenate([w[f"{p}.w1"], w[f"{p}.w3"]], axis=1),
+        "w2": w[f"{p}.w2"],
+    }
+
+
+class HeadsBuilder:
+    """Writes the prefill and decode programs with heads as a dimension."""
+
+    def __init__(self, config: LlamaConfig, weights: dict[str, F32] | None):
+        self.c = config
+        self.w = weights
+
+    def _weights(
+        self, t: Text, args: list[str], layers: Sequence[int], head: bool
+    ) -> dict[str, str]:
+        c = self.c
+        names: dict[str, str] = {}
+        for layer in layers:
+            fused = None if self.w is None else fused_weights(c, self.w, layer)
+            for key, shape in layer_shapes(c).items():
+                name = f"l{layer}.{key}"
+                names[name] = t.value(
+                    name, shape, args, None if fused is None else fused[key]
+                )
+        if head:
+            for key, shape in (("norm", (c.dim,)), ("head", (c.dim, c.vocab))):
+                names[key] = t.value(
+                    key, shape, args, None if self.w is None else self.w[key]
+                )
+        return names
+
+    def _inputs(self, t: Text, n: int, s_len: int) -> list[str]:
+        hd = self.c.head_dim
+        args: list[str] = []
+        for name, shape in (
+            ("x", (n, self.c.dim)),
+            ("mask", (n, s_len)),
+            ("cos", (n, hd)),
+            ("sin", (n, hd)),
+        ):
+            t.value(name, shape, args, None)
+        return args
+
+    def _heads(self, t: Text, v: str, n: int, heads: int, group: int) -> str:
+        """`[n, heads·group·hd]` -> `[heads, group, n, hd]` (a reshape and a transpose)."""
+        hd = self.c.head_dim
+        r = t.reshape(v, (n, heads, group, hd))
+        return t.transpose(r, (1, 2, 0, 3))
+
+    def _rope(self, t: Text, x: str, xr: str, n: int, heads: int) -> str:
+        """`x·cos + (x·R)·sin` over `[n, heads, hd]` (cos, sin `[n, 1, hd]`)."""
+        hd = self.c.head_dim
+        shape = (n, heads, hd)
+        x3 = t.reshape(x, shape)
+        r3 = t.reshape(xr, shape)
+        cos = t.reshape("%cos", (n, 1, hd))
+        sin = t.reshape("%sin", (n, 1, hd))
+        rt = tensor_type(*shape)
+        out = t.binary(
+            "add", t.binary("mul", x3, cos, rt), t.binary("mul", r3, sin, rt), rt
+        )
+        return t.reshape(out, (n, heads * hd))
+
+    def _layer(
+        self, t: Text, x: str, layer: int, n: int, w: dict[str, str], attend: Attend
+    ) -> tuple[str, str, str]:
+        c = self.c
+        hd, h, hkv = c.head_dim, c.n_heads, c.n_kv_heads
+        p = f"l{layer}"
+        a = t.rmsnorm(x, w[f"{p}.attn_norm"], c.norm_eps)
+        qkv = t.matmul(a, w[f"{p}.wqkv"], tensor_type(n, (2 * h + 3 * hkv) * hd))
+        q, k, v, qr, kr = t.split(qkv, 1, [h * hd, hkv * hd, hkv * hd, h * hd, hkv * hd])
+        q = self._rope(t, q, qr, n, h)
+        k = self._rope(t, k, kr, n, hkv)
+        o = attend(
+            t,
+            self._heads(t, q, n, hkv, c.group),
+            self._heads(t, k, n, hkv, 1),
+            self._heads(t, v, n, hkv, 1),
+            layer,
+        )
+        # [Hkv, G, n, hd] -> [n, H·hd]
+        merged = t.reshape(t.transpose(o, (2, 0, 1, 3)), (n, h * hd))
+        out = t.matmul(merged, w[f"{p}.wo"], tensor_type(n, c.dim))
+        h_ = t.binary("add", x, out, tensor_type(n, c.dim))
+        f = t.rmsnorm(h_, w[f"{p}.ffn_norm"], c.norm_eps)
+        up_gate = t.matmul(f, w[f"{p}.w13"], tensor_type(n, 2 * c.ffn_dim))
+        up, gate = t.split(up_gate, 1, [c.ffn_dim, c.ffn_dim])
+        act = t.binary("mul", t.unary("silu", up), gate, tensor_type(n, c.ffn_dim))
+        down = t.matmul(act, w[f"{p}.w2"], tensor_type(n, c.dim))
+        return t.binary("add", h_, down, tensor_type(n, c.dim)), k, v
+
+    def _head(self, t: Text, x: str, n: int, w: dict[str, str]) -> str:
+        c = self.c
+        last = x
+        if n > 1:
+            # The last position, picked by a one-hot row: a GEMV.
+            pick = np.zeros((1, n), np.float32)
+            pick[0, -1] = 1.0
+            one_hot = t.op(
+                "last_pos",
+                f'graph.constant dense<"{hexdump(pick)}"> : {tensor_type(1, n)}',
+                tensor_type(1, n),
+            )
+            last = t.matmul(one_hot, x, tensor_type(1, c.dim))
+        normed = t.rmsnorm(last, w["norm"], c.norm_eps)
+        return t.matmul(normed, w["head"], tensor_type(1, c.vocab))
+
+    def _program(
+        self,
+        name: str,
+        n: int,
+        s_len: int,
+        layers: Sequence[int],
+        head: bool,
+        attend: Attend,
+        caches: bool,
+    ) -> str:
+        c = self.c
+        kv_width = c.n_kv_heads * c.head_dim
+        t = Text()
+        args = self._inputs(t, n, s_len)
+        if caches:
+            for layer in layers:
+                for kind in ("kcache", "vcache"):
+                    t.value(
+                        f"{kind}_l{layer}", (c.n_kv_heads, s_len, c.head_dim), args, None
+                    )
+        w = self._weights(t, args, layers, head)
+        x = "%x"
+        results: list[tuple[str, str, str]] = []
+        for layer in layers:
+            x, k, v = self._layer(t, x, layer, n, w, attend)
+            results.append((k, f"k_l{layer}", tensor_type(n, kv_width)))
+            results.append((v, f"v_l{layer}", tensor_type(n, kv_width)))
+        if head:
+            first = (self._head(t, x, n, w), "logits", tensor_type(1, c.vocab))
+        else:
+            first = (x, "hidden", tensor_type(n, c.dim))
+        return t.func(name, args, [first, *results])
+
+    def prefill(
+        self, length: int, layers: Sequence[int] | None = None, head: bool = True
+    ) -> str:
+        """The prefill program of a prompt of `length` tokens (MLIR text)."""
+        c = self.c
+        hd, hkv, g = c.head_dim, c.n_kv_heads, c.group
+        scale = 1.0 / math.sqrt(hd)
+
+        def attend(t: Text, q: str, k: str, v: str, layer: int) -> str:
+            del layer
+            st = tensor_type(hkv, g, length, length)
+            s = t.matmul(q, k, st, transpose_b=True)
+            s = t.binary("add", t.scale(s, scale), "%mask", st)
+            return t.matmul(t.unary("softmax", s), v, tensor_type(hkv, g, length, hd))
+
+        chosen = list(range(c.n_layers)) if layers is None else list(layers)
+        return self._program("prefill", length, length, chosen, head, attend, False)
+
+    def decode(self, layers: Sequence[int] | None = None, head: bool = True) -> str:
+        """One decode step over a cache of `max_seq` positions (MLIR text)."""
+        c = self.c
+        hd, hkv, g, s_len = c.head_dim, c.n_kv_heads, c.group, c.max_seq
+        scale = 1.0 / math.sqrt(hd)
+
+        def attend(t: Text, q: str, k: str, v: str, layer: int) -> str:
+            kc = t.reshape(f"%kcache_l{layer}", (hkv, 1, s_len, hd))
+            vc = t.reshape(f"%vcache_l{layer}", (hkv, 1, s_len, hd))
+            one = tensor_type(hkv, g, 1, 1)
+            row = tensor_type(hkv, g, 1, s_len)
+            out = tensor_type(hkv, g, 1, hd)
+            sc = t.matmul(q, kc, row, transpose_b=True)
+            sc = t.binary("add", t.scale(sc, scale), "%mask", row)
+            sn = t.scale(t.matmul(q, k, one, transpose_b=True), scale)
+            mc = t.reduce("max", sc, one)
+            # m = max(mc, sn) = sn + relu(mc - sn)
+            m = t.binary("add", sn, t.unary("relu", t.binary("sub", mc, sn, one)), one)
+            pc = t.unary("exp", t.binary("sub", sc, m, row))
+            pn = t.unary("exp", t.binary("sub", sn, m, one))
+            total = t.binary("add", t.reduce("sum", pc, one), pn, one)
+            o = t.binary("add", t.matmul(pc, vc, out), t.binary("mul", pn, v, out), out)
+            return t.binary("div", o, total, out)
+
+        chosen = list(range(c.n_layers)) if layers is None else list(layers)
+        return self._program("decode", 1, s_len, chosen, head, attend, True)
+
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    Attend = Callable[[Text, str, str, str, int], str]
+    """Builds the attention output `[Hkv, G, n, hd]` from q, k, v and the layer."""
