@@ -32,7 +32,7 @@ from xdsl.dialects.builtin import (
     i32,
     i64,
 )
-from xdsl.ir import Attribute
+from xdsl.ir import Attribute, Operation
 
 from plmr.dialects import graph
 from plmr.errors import PlmrError
@@ -46,6 +46,7 @@ _NP_TO_ONNX = {
     np.dtype(np.float64): TensorProto.DOUBLE,
     np.dtype(np.int64): TensorProto.INT64,
     np.dtype(np.int32): TensorProto.INT32,
+    np.dtype(np.bool_): TensorProto.BOOL,
 }
 
 
@@ -480,3 +481,294 @@ def test_scale_integer_tensor():
     (got,) = ref.evaluate_function(ModuleOp([fn]), "f", [x])
     np.testing.assert_array_equal(got, x * 3)
     assert got.dtype == np.int64
+
+
+# ---------------------------------------------------------------------------------------
+# The ops of ONNX models, run as one-op graph functions against ONNX's evaluator
+# ---------------------------------------------------------------------------------------
+
+_ELT: dict[Any, Attribute] = {
+    np.dtype(np.float32): f32,
+    np.dtype(np.float64): f64,
+    np.dtype(np.int64): i64,
+    np.dtype(np.int32): i32,
+    np.dtype(np.bool_): i1,
+}
+
+
+def run_graph(make: Any, *args: Array) -> Array:
+    """Builds `@f(args) { return make(*args) }`, verifies it and runs the reference."""
+    types = [TensorType(_ELT[a.dtype], a.shape) for a in args]
+    fn = func.FuncOp("f", (types, ()))
+    with ImplicitBuilder(fn.body) as values:
+        op: Operation = make(*values)
+        func.ReturnOp(op)
+    fn.function_type = func.FunctionType.from_lists(types, [op.results[0].type])
+    module = ModuleOp([fn])
+    module.verify()
+    (got,) = ref.evaluate_function(module, "f", list(args))
+    return got
+
+
+def bools(*shape: int, seed: int = 0) -> Array:
+    return np.random.default_rng(seed).random(shape) < 0.5
+
+
+def ints(*shape: int, seed: int = 0, dtype: Any = np.int64) -> Array:
+    return np.random.default_rng(seed).integers(-5, 6, shape).astype(dtype)
+
+
+def test_where_broadcasts_like_onnx():
+    c, a, b = bools(4, 1), rand(3, 1, 5, seed=1), rand(5, seed=2)
+    got = run_graph(graph.WhereOp, c, a, b)
+    (want,) = onnx_op("Where", [c, a, b])
+    assert_close(got, want)
+    ci, ai = bools(2, 3, seed=3), ints(2, 3)
+    got = run_graph(graph.WhereOp, ci, ai, ints(3, seed=4))
+    (want,) = onnx_op("Where", [ci, ai, ints(3, seed=4)])
+    np.testing.assert_array_equal(got, want)
+
+
+_CMP_ONNX = {
+    "eq": "Equal",
+    "lt": "Less",
+    "le": "LessOrEqual",
+    "gt": "Greater",
+    "ge": "GreaterOrEqual",
+}
+
+
+@pytest.mark.parametrize("predicate", list(graph.CmpPredicate))
+@pytest.mark.parametrize("dtype", [np.float32, np.int64, np.int32])
+def test_cmp_matches_onnx(predicate: graph.CmpPredicate, dtype: Any):
+    a, b = ints(4, 6, dtype=dtype), ints(6, seed=1, dtype=dtype)
+    got = run_graph(lambda x, y: graph.CmpOp(predicate, x, y), a, b)
+    assert got.dtype == np.bool_
+    assert got.shape == (4, 6)
+    if predicate == "ne":
+        (eq,) = onnx_op("Equal", [a, b])
+        np.testing.assert_array_equal(got, ~eq)
+    else:
+        (want,) = onnx_op(_CMP_ONNX[predicate], [a, b])
+        np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize(
+    ("cls", "onnx"), [(graph.AndOp, "And"), (graph.OrOp, "Or"), (graph.XorOp, "Xor")]
+)
+def test_logic_matches_onnx(cls: Any, onnx: str):
+    a, b = bools(3, 4), bools(4, seed=1)
+    (want,) = onnx_op(onnx, [a, b])
+    np.testing.assert_array_equal(run_graph(cls, a, b), want)
+
+
+def test_not_matches_onnx():
+    a = bools(3, 4)
+    (want,) = onnx_op("Not", [a])
+    np.testing.assert_array_equal(run_graph(graph.NotOp, a), want)
+
+
+@pytest.mark.parametrize(
+    ("src", "dst", "to"),
+    [
+        (np.float32, i64, TensorProto.INT64),
+        (np.float32, i32, TensorProto.INT32),
+        (np.float32, i1, TensorProto.BOOL),
+        (np.int64, f32, TensorProto.FLOAT),
+        (np.int64, i1, TensorProto.BOOL),
+        (np.int32, i64, TensorProto.INT64),
+        (np.bool_, f32, TensorProto.FLOAT),
+        (np.bool_, i64, TensorProto.INT64),
+        (np.float32, f64, TensorProto.DOUBLE),
+    ],
+)
+def test_cast_matches_onnx(src: Any, dst: Attribute, to: int):
+    if src == np.bool_:
+        x = bools(5, 4)
+    elif src == np.float32:
+        x = (rand(5, 4) * 4).astype(np.float32)
+        x[0, :3] = [0.0, -0.0, -2.5]  # truncation toward zero, and zeros to false
+    else:
+        x = ints(5, 4, dtype=src)
+    got = run_graph(lambda v: graph.CastOp(v, dst), x)
+    (want,) = onnx_op("Cast", [x], to=to)
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize(
+    ("cls", "onnx", "positive"),
+    [
+        (graph.AbsOp, "Abs", False),
+        (graph.LogOp, "Log", True),
+        (graph.FloorOp, "Floor", False),
+        (graph.CeilOp, "Ceil", False),
+        (graph.ReciprocalOp, "Reciprocal", True),
+    ],
+)
+def test_unary_matches_onnx(cls: Any, onnx: str, positive: bool):
+    x = rand(3, 7) * 3
+    if positive:
+        x = np.abs(x) + np.float32(0.1)
+    (want,) = onnx_op(onnx, [x])
+    assert_close(run_graph(cls, x), want)
+
+
+def test_abs_of_integers():
+    x = ints(3, 4)
+    (want,) = onnx_op("Abs", [x])
+    np.testing.assert_array_equal(run_graph(graph.AbsOp, x), want)
+
+
+@pytest.mark.parametrize("exponent", [2.0, 3.0, 0.5, -1.0])
+def test_pow_matches_onnx(exponent: float):
+    x = np.abs(rand(3, 4)) + np.float32(0.1)
+    got = run_graph(lambda v: graph.PowOp(v, exponent), x)
+    (want,) = onnx_op("Pow", [x, np.array(exponent, np.float32)])
+    assert_close(got, want)
+
+
+@pytest.mark.parametrize(
+    ("cls", "onnx"), [(graph.MaximumOp, "Max"), (graph.MinimumOp, "Min")]
+)
+@pytest.mark.parametrize("dtype", [np.float32, np.int64])
+def test_maximum_minimum_match_onnx(cls: Any, onnx: str, dtype: Any):
+    a, b = ints(4, 1, dtype=dtype), ints(5, seed=1, dtype=dtype)
+    (want,) = onnx_op(onnx, [a, b])
+    np.testing.assert_array_equal(run_graph(cls, a, b), want)
+
+
+@pytest.mark.parametrize(
+    ("shape", "starts", "ends", "steps"),
+    [
+        ((4, 8), (1, 7), (3, -1), (1, -2)),
+        ((10,), (0,), (10,), (3,)),
+        ((10,), (9,), (-1,), (-1,)),
+        ((10,), (9,), (10,), (-1,)),
+        ((3, 4, 5), (2, 0, 4), (0, 4, 1), (-1, 2, -3)),
+        ((0, 3), (0, 2), (0, 0), (1, -1)),
+    ],
+)
+def test_slice_matches_onnx(
+    shape: tuple[int, ...],
+    starts: tuple[int, ...],
+    ends: tuple[int, ...],
+    steps: tuple[int, ...],
+):
+    x = rand(*shape)
+    got = run_graph(lambda v: graph.SliceOp(v, starts, ends, steps), x)
+    # ONNX reads a negative end as counting from the back: -(dim + 1) is "before 0".
+    onnx_ends = [e if e >= 0 else -(d + 1) for e, d in zip(ends, shape, strict=True)]
+    (want,) = onnx_op(
+        "Slice",
+        [
+            x,
+            np.array(starts, np.int64),
+            np.array(onnx_ends, np.int64),
+            np.arange(len(shape), dtype=np.int64),
+            np.array(steps, np.int64),
+        ],
+    )
+    assert_close(got, want)
+
+
+@pytest.mark.parametrize(
+    ("shape", "target"),
+    [((4, 1), (2, 4, 8)), ((4, 8), (1,)), ((3, 1), (1, 5)), ((), (2, 2))],
+)
+def test_expand_matches_onnx(shape: tuple[int, ...], target: tuple[int, ...]):
+    x = rand(*shape)
+    got = run_graph(lambda v: graph.ExpandOp(v, target), x)
+    (want,) = onnx_op("Expand", [x, np.array(target, np.int64)])
+    assert_close(got, want)
+
+
+@pytest.mark.parametrize("mode", list(graph.PadMode))
+@pytest.mark.parametrize(
+    ("shape", "pads"),
+    [((4, 5), (1, 2, 3, 0)), ((3, 4, 5), (0, 3, 2, 2, 1, 4)), ((6,), (0, 0))],
+)
+def test_pad_matches_onnx(
+    mode: graph.PadMode, shape: tuple[int, ...], pads: tuple[int, ...]
+):
+    x = rand(*shape)
+    value = 1.5 if mode == "constant" else 0.0
+    got = run_graph(lambda v: graph.PadOp(v, pads, mode, value), x)
+    (want,) = onnx_op(
+        "Pad",
+        [x, np.array(pads, np.int64), np.array(value, np.float32)],
+        mode=str(mode),
+    )
+    assert_close(got, want)
+
+
+def test_pad_integer_constant():
+    x = ints(2, 3)
+    got = run_graph(lambda v: graph.PadOp(v, (1, 0, 0, 2), "constant", -7), x)
+    (want,) = onnx_op("Pad", [x, np.array([1, 0, 0, 2], np.int64), np.array(-7, np.int64)])
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize(
+    ("data_shape", "indices_shape", "axis"),
+    [((4, 6), (4, 3), 1), ((4, 6), (7, 6), 0), ((3, 4, 5), (3, 4, 2), -1), ((5,), (9,), 0)],
+)
+def test_gather_elements_matches_onnx(
+    data_shape: tuple[int, ...], indices_shape: tuple[int, ...], axis: int
+):
+    data = rand(*data_shape)
+    size = data_shape[axis]
+    rng = np.random.default_rng(1)
+    indices = rng.integers(-size, size, indices_shape).astype(np.int64)
+    got = run_graph(lambda d, i: graph.GatherElementsOp(d, i, axis), data, indices)
+    # ONNX's numpy evaluator mishandles a negative axis; the op itself accepts one.
+    (want,) = onnx_op("GatherElements", [data, indices], axis=axis % len(data_shape))
+    assert_close(got, want)
+
+
+def test_gather_elements_with_indices_smaller_than_the_data():
+    # ONNX Runtime accepts indices smaller than the data outside the axis (ONNX's numpy
+    # evaluator does not): out[i, j, k] = data[i, j, indices[i, j, k]].
+    data = rand(3, 4, 5)
+    indices = np.random.default_rng(2).integers(-5, 5, (2, 3, 7)).astype(np.int64)
+    got = run_graph(lambda d, i: graph.GatherElementsOp(d, i, 2), data, indices)
+    want = np.empty((2, 3, 7), np.float32)
+    for i, j, k in np.ndindex(2, 3, 7):
+        want[i, j, k] = data[i, j, indices[i, j, k]]
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("bad", [6, -7])
+def test_gather_elements_out_of_range(bad: int):
+    indices = np.array([[0, bad]], np.int64)
+    with pytest.raises(PlmrError, match="gather_elements index out of range"):
+        ref.gather_elements(rand(2, 6), indices, 1)
+
+
+def test_pad_unknown_mode():
+    with pytest.raises(PlmrError, match="unknown pad mode 'wrap'"):
+        ref.pad(rand(3), (1, 1), "wrap")
+
+
+def test_constants_of_every_element_type_evaluate():
+    from xdsl.parser import Parser
+
+    from plmr.tools.loading import make_context
+
+    source = """
+    func.func @f() -> (tensor<3xi1>, tensor<2xi32>, tensor<2xi64>, tensor<2x2xi1>) {
+      %b = graph.constant dense<[true, false, true]> : tensor<3xi1>
+      %i = graph.constant dense<[1, -2]> : tensor<2xi32>
+      %j = graph.constant dense<[3, -4]> : tensor<2xi64>
+      %s = graph.constant dense<true> : tensor<2x2xi1>
+      func.return %b, %i, %j, %s : tensor<3xi1>, tensor<2xi32>, tensor<2xi64>, tensor<2x2xi1>
+    }
+    """
+    module = Parser(make_context(), source).parse_module()
+    b, i, j, s = ref.evaluate_function(module, "f", [])
+    np.testing.assert_array_equal(b, [True, False, True])
+    assert b.dtype == np.bool_
+    assert s.dtype == np.bool_
+    assert s.all()
+    np.testing.assert_array_equal(i, np.array([1, -2], np.int32))
+    np.testing.assert_array_equal(j, np.array([3, -4], np.int64))
