@@ -22,7 +22,16 @@ column over one link). One sequence goes through the stages one after another, s
 stages add a hop each but no compute.
 
 The model (width, FFN, vocabulary, tokens) is padded to a multiple of lcm(P, Q), as
-WaferLLM pads to the grid, and the blocks are fitted to the grid.
+WaferLLM pads to the grid, and the blocks are fitted to the grid. A model is a preset
+(`--model`) or a Hugging Face `config.json` (`--config`, `models/hf_config.py`).
+
+What a layer is made of: `spmds_per_layer` and `allreduces_per_layer` count the
+`mesh.spmd` nests and `mesh.allreduce` ops of the two-layer program minus the one-layer
+program's, and `layer_nests` lists the nests of the steady-state layer with their
+critical-path cycles (`models/nests.py`). Next to the compiled layer, the hand-composed
+layer (`models/reference_layer.py`: the same GEMVs / GEMMs, attention and norms built
+from the kernel library and simulated) and the compute floor say how far it is from the
+physical reference.
 """
 
 from __future__ import annotations
@@ -37,8 +46,18 @@ import numpy as np
 
 from plmr.errors import PlmrError
 from plmr.models.llama import LlamaConfig, ProgramBuilder, get_config
+from plmr.models.nests import (
+    NestTime,
+    count_ops,
+    layer_window,
+    program_signatures,
+    run_nests,
+)
+from plmr.models.reference_layer import ReferenceLayer, hand_composed_layer
 from plmr.passes.pipeline import CompileOptions, compile_module
 from plmr.runtime.device import Device, get_device
+from plmr.runtime.interpreter import MeshRuntime
+from plmr.runtime.report import Report
 
 KINDS = ("decode", "prefill")
 
@@ -100,6 +119,25 @@ class LlmBench:
     simulate_seconds: float
     gemm: str = "meshgemm"
     """The GEMM algorithm of the compile."""
+    spmds_per_layer: int = 0
+    """`mesh.spmd` nests of the two-layer program minus the one-layer program's."""
+    allreduces_per_layer: int = 0
+    """`mesh.allreduce` ops (in the IR) of the two-layer program minus the one-layer's."""
+    layer_nests: list[NestTime] = dataclasses.field(default_factory=list[NestTime])
+    """The steady-state layer's nests and their critical-path cycles."""
+    hand_composed: ReferenceLayer | None = None
+    """The layer composed from the kernel library (None when not asked for)."""
+    exact: bool = False
+    """Simulated every iteration (no steady-state extrapolation)."""
+
+    @property
+    def hand_composed_cycles(self) -> float | None:
+        return None if self.hand_composed is None else self.hand_composed.cycles
+
+    @property
+    def compiled_over_hand_composed(self) -> float | None:
+        ref = self.hand_composed_cycles
+        return self.layer_cycles / ref if ref else None
 
     @property
     def tpot_ms(self) -> float:
@@ -107,8 +145,18 @@ class LlmBench:
         return self.step_seconds * 1e3
 
     def to_json(self) -> dict[str, Any]:
-        out = dataclasses.asdict(self)
+        out = {
+            f.name: getattr(self, f.name)
+            for f in dataclasses.fields(self)
+            if f.name not in ("layer_nests", "hand_composed")
+        }
         out["grid"] = list(self.grid)
+        out["layer_nests"] = [n.to_json() for n in self.layer_nests]
+        ref = self.hand_composed
+        out["hand_composed_cycles"] = self.hand_composed_cycles
+        out["compute_floor_cycles"] = None if ref is None else ref.floor_cycles
+        out["compiled_over_hand_composed"] = self.compiled_over_hand_composed
+        out["hand_composed"] = None if ref is None else ref.to_json()
         out["tpot_ms" if self.kind == "decode" else "ttft_ms"] = self.tpot_ms
         ref = WAFERLLM[self.kind]
         out["waferllm"] = {**ref, "grid": list(ref["grid"])}
@@ -131,7 +179,18 @@ class LlmBench:
             f"{self.layer_comm_fraction:.0%})",
             f"  first       {self.first_cycles:,.0f} cycles: the first layer (input from the "
             "host) and the LM head",
+            f"  nests       {self.spmds_per_layer} mesh.spmd and {self.allreduces_per_layer} "
+            "mesh.allreduce per layer",
         ]
+        lines += self.nest_lines()
+        ref = self.hand_composed
+        if ref is not None:
+            lines.append(
+                f"  reference   hand-composed {ref.cycles:,.0f} cycles per layer "
+                f"(compiled / hand-composed {self.layer_cycles / ref.cycles:,.2f}); "
+                f"compute floor {ref.floor_cycles:,.0f}"
+            )
+            lines += ["  " + line for line in ref.summary()[1:]]
         if self.kind == "decode":
             lines.append(
                 f"  KV append   {self.kv_append_cycles:,.0f} cycles per layer (shift)"
@@ -167,15 +226,43 @@ class LlmBench:
         ]
         return lines
 
+    def nest_lines(self, limit: int = 12) -> list[str]:
+        """The layer's nests, the slowest `limit` of them, in program order."""
+        if not self.layer_nests:
+            return []
+        keep = sorted(self.layer_nests, key=lambda n: -n.cycles)[:limit]
+        shown = sorted(keep, key=lambda n: n.index)
+        total = sum(n.cycles for n in self.layer_nests)
+        lines = [
+            f"    by nest   {total:,.0f} cycles on the critical path over "
+            f"{len(self.layer_nests)} nests"
+            + (
+                f" (the {len(shown)} slowest shown)"
+                if len(shown) < len(self.layer_nests)
+                else ""
+            )
+        ]
+        for n in shown:
+            lines.append(f"    #{n.index:<4} {n.cycles:>10,.0f}  %{n.name}: {n.what}")
+        return lines
+
 
 def default_tokens(kind: str, config: LlamaConfig) -> int:
-    """The default context (decode) or prompt (prefill) of a preset."""
+    """
+    The default context (decode) or prompt (prefill): 4096 tokens (WaferLLM's), or the
+    model's positions if fewer; tiny: its cache (decode) or 8 tokens (prefill).
+    """
     if config.name == "tiny":
         return config.max_seq if kind == "decode" else 8
-    return 4096
+    return min(4096, config.max_seq)
 
 
-def grid_block(model: str, grid: tuple[int, int]) -> int:
+def resolve_model(model: str | LlamaConfig) -> LlamaConfig:
+    """A preset by name, or the config itself."""
+    return get_config(model) if isinstance(model, str) else model
+
+
+def grid_block(model: str | LlamaConfig, grid: tuple[int, int]) -> int:
     """
     The block size of large grids, 0 for small ones (the compile's own search): a PE's
     share of the model's width, or half of it (two blocks per PE and axis), whichever
@@ -184,18 +271,20 @@ def grid_block(model: str, grid: tuple[int, int]) -> int:
     p, q = grid
     if p * q <= 64:
         return 0
-    dim, n, m = get_config(model).dim, max(p, q), math.lcm(p, q)
+    dim, n, m = resolve_model(model).dim, max(p, q), math.lcm(p, q)
     blocks = {max(1, math.ceil(dim / n / 2)), max(1, math.ceil(dim / n))}
     return min(blocks, key=lambda b: (-(-dim // (m * b)) * m * b, b))
 
 
-def bench_config(model: str, grid: tuple[int, int], tokens: int) -> LlamaConfig:
+def bench_config(
+    model: str | LlamaConfig, grid: tuple[int, int], tokens: int
+) -> LlamaConfig:
     """
     The preset with `tokens` positions, its sizes padded where they need it to a
     multiple of lcm(P, Q), so that every dimension splits evenly over the PEs (the
     blocks are then fitted to the grid: `convert-loop-to-tile{fit fit-grid}`).
     """
-    base = dataclasses.replace(get_config(model), max_seq=tokens)
+    base = dataclasses.replace(resolve_model(model), max_seq=tokens)
     multiple = math.lcm(*grid)
     sizes = (base.dim, base.ffn_dim, base.vocab, base.max_seq)
     if all(s % multiple == 0 for s in sizes):
@@ -203,7 +292,9 @@ def bench_config(model: str, grid: tuple[int, int], tokens: int) -> LlamaConfig:
     return base.padded(multiple)
 
 
-def default_options(model: str, grid: tuple[int, int], device: str) -> CompileOptions:
+def default_options(
+    model: str | LlamaConfig, grid: tuple[int, int], device: str
+) -> CompileOptions:
     """16×16 blocks on small grids, `grid_block` blocks on large ones."""
     block = grid_block(model, grid)
     if not block:
@@ -220,11 +311,23 @@ def default_options(model: str, grid: tuple[int, int], device: str) -> CompileOp
     )
 
 
-def _timed(text: str, options: CompileOptions, dev: Device) -> tuple[Any, float, float]:
-    """Compiles and simulates (timing mode) one program: (report, compile s, simulate s)."""
+@dataclass
+class Timed:
+    """One compiled and simulated program."""
+
+    report: Report
+    nests: list[NestTime]
+    signatures: list[tuple[str, ...]]
+    spmds: int
+    allreduces: int
+    compile_seconds: float
+    simulate_seconds: float
+
+
+def _timed(text: str, options: CompileOptions, dev: Device, exact: bool = False) -> Timed:
+    """Compiles and simulates (timing mode) one program, timing each nest."""
     from plmr.dialects import mesh
     from plmr.dialects.graph import static_shape
-    from plmr.runtime.interpreter import run_mesh
     from plmr.tools.loading import make_context, parse_module
 
     start = time.perf_counter()
@@ -235,8 +338,29 @@ def _timed(text: str, options: CompileOptions, dev: Device) -> tuple[Any, float,
         np.zeros(static_shape(arg, "input"), np.float32) for arg in program.body.block.args
     ]
     start = time.perf_counter()
-    _, report = run_mesh(module, inputs, device=dev, mode="timing", relay=options.relay)
-    return report, compiled, time.perf_counter() - start
+    report, nests = run_nests(
+        module, inputs, dev, relay=options.relay, runtime_options=runtime_options(exact)
+    )
+    counts = count_ops(module)
+    return Timed(
+        report,
+        nests,
+        program_signatures(module),
+        counts.spmds,
+        counts.allreduces,
+        compiled,
+        time.perf_counter() - start,
+    )
+
+
+def runtime_options(exact: bool) -> dict[str, Any]:
+    """
+    The runtime's options for `--exact` (every loop iteration simulated, no steady-state
+    extrapolation); a runtime without the option always simulates every iteration.
+    """
+    if "exact" in {f.name for f in dataclasses.fields(MeshRuntime)}:
+        return {"exact": exact}
+    return {}
 
 
 def stage_hop_cycles(config: LlamaConfig, grid: tuple[int, int], dev: Device) -> float:
@@ -257,13 +381,20 @@ def stage_hop_cycles(config: LlamaConfig, grid: tuple[int, int], dev: Device) ->
 
 def bench_llm(
     kind: str,
-    model: str,
+    model: str | LlamaConfig,
     grid: tuple[int, int],
     device: str = "wse2",
     tokens: int | None = None,
     options: CompileOptions | None = None,
+    *,
+    reference: bool = True,
+    exact: bool = False,
 ) -> LlmBench:
-    """Compiles and times one layer, the LM head and the KV append; assembles a step."""
+    """
+    Compiles and times one layer, the LM head and the KV append; assembles a step.
+    `model`: a preset's name or a config; `reference`: also compose and time the
+    hand-composed layer; `exact`: no steady-state extrapolation in the runtime.
+    """
     from plmr.lowering.kv_cache import kv_append, kv_capacity
     from plmr.runtime.interpreter import run_mesh
 
@@ -275,12 +406,12 @@ def bench_llm(
         raise PlmrError(
             f"a {p}x{q} grid does not fit {dev.name} ({dev.height}x{dev.width} PEs)"
         )
-    base = get_config(model)
+    base = resolve_model(model)
     n = default_tokens(kind, base) if tokens is None else tokens
     if n < 1:
         raise PlmrError(f"the {'context' if kind == 'decode' else 'prompt'} must be >= 1")
-    config = bench_config(model, grid, n)
-    opts = options or default_options(model, grid, device)
+    config = bench_config(base, grid, n)
+    opts = options or default_options(base, grid, device)
     builder = ProgramBuilder(config, None)
 
     def program(layers: list[int]) -> str:
@@ -288,13 +419,21 @@ def bench_llm(
             return builder.decode(layers=layers, head=True)
         return builder.prefill(config.max_seq, layers=layers, head=True)
 
-    one, c1, s1 = _timed(program([0]), opts, dev)
+    first = _timed(program([0]), opts, dev, exact)
+    one = first.report
     layer_cycles = float(one.cycles)
-    c2 = s2 = 0.0
+    second = None
     two = one
+    spmds, allreduces = first.spmds, first.allreduces
+    nests = first.nests
     if base.n_layers > 1:
-        two, c2, s2 = _timed(program([0, 1]), opts, dev)
+        second = _timed(program([0, 1]), opts, dev, exact)
+        two = second.report
         layer_cycles = float(two.cycles) - float(one.cycles)
+        spmds = second.spmds - first.spmds
+        allreduces = second.allreduces - first.allreduces
+        window = layer_window(first.signatures, second.signatures)
+        nests = second.nests[window.start : window.stop]
     capacity = kv_capacity(base.model_config(), grid, dev, "shift")
     if kind == "decode" and capacity.max_tokens < n:
         raise PlmrError(
@@ -314,6 +453,12 @@ def bench_llm(
         _, appended = run_mesh(kernel.module, zeros, device=dev, mode="timing")
         append_cycles = float(appended.cycles)
         s3 = time.perf_counter() - start
+    hand = None
+    s4 = 0.0
+    if reference:
+        start = time.perf_counter()
+        hand = hand_composed_layer(kind, dataclasses.replace(base, max_seq=n), grid, dev, n)
+        s4 = time.perf_counter() - start
     hop = stage_hop_cycles(config, grid, dev)
     step = (
         float(one.cycles)
@@ -361,9 +506,17 @@ def bench_llm(
         routes_per_router=max(int(one.max_routes), int(two.max_routes)),
         route_capacity=dev.usable_colors,
         gemm=opts.gemm + (" (relayed)" if opts.relay else ""),
-        compile_seconds=c1 + c2,
-        simulate_seconds=s1 + s2 + s3,
+        compile_seconds=first.compile_seconds + (second.compile_seconds if second else 0.0),
+        simulate_seconds=first.simulate_seconds
+        + (second.simulate_seconds if second else 0.0)
+        + s3
+        + s4,
+        spmds_per_layer=spmds,
+        allreduces_per_layer=allreduces,
+        layer_nests=nests,
+        hand_composed=hand,
+        exact=exact,
     )
 
 
-__all__ = ["KINDS", "WAFERLLM", "LlmBench", "bench_llm"]
+__all__ = ["KINDS", "WAFERLLM", "LlmBench", "Timed", "bench_llm", "resolve_model"]

@@ -361,9 +361,16 @@ def _llm_command(kind: str) -> click.Command:
 
     @click.option(
         "--model",
-        default="tiny",
-        show_default=True,
-        help="Model preset: tiny or llama3-8b.",
+        default=None,
+        help="Model preset: tiny (the default), llama3-8b, llama2-13b or qwen2-72b.",
+    )
+    @click.option(
+        "--config",
+        "config_path",
+        type=click.Path(dir_okay=False, path_type=Path),
+        default=None,
+        help="A Hugging Face config.json of the model (instead of --model), e.g. "
+        "examples/configs/qwen2-72b.json.",
     )
     @click.option("--device", default="wse2", show_default=True, help="wse2 or wse3.")
     @click.option("--grid", default="4x4", show_default=True, help="PEs as ROWSxCOLS.")
@@ -382,17 +389,38 @@ def _llm_command(kind: str) -> click.Command:
         help="Blocks P,R of the compile (default: 16,16 on small grids, else a PE's "
         "share of the width or half of it).",
     )
+    @click.option(
+        "--exact",
+        is_flag=True,
+        help="Simulate every loop iteration (no steady-state extrapolation).",
+    )
+    @click.option(
+        "--no-reference",
+        "no_reference",
+        is_flag=True,
+        help="Leave out the hand-composed reference layer.",
+    )
     @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
     def command(
-        model: str,
+        model: str | None,
+        config_path: Path | None,
         device: str,
         grid: str,
         tokens: int | None,
         tile_sizes: str | None,
+        exact: bool,
+        no_reference: bool,
         as_json: bool,
     ) -> None:
         from plmr.models.bench import bench_llm, default_options
+        from plmr.models.hf_config import load_hf_config
+        from plmr.models.llama import LlamaConfig
 
+        if model is not None and config_path is not None:
+            raise PlmrError("give either --model or --config, not both")
+        chosen: str | LlamaConfig = model or "tiny"
+        if config_path is not None:
+            chosen = load_hf_config(config_path)
         shape = parse_grid(grid)
         options = None
         if tile_sizes is not None:
@@ -401,9 +429,18 @@ def _llm_command(kind: str) -> click.Command:
                 sizes = (int(p), int(r or p))
             except ValueError as e:
                 raise PlmrError(f"bad --tile-sizes '{tile_sizes}': expected P,R") from e
-            base = default_options(model, shape, device)
+            base = default_options(chosen, shape, device)
             options = dataclasses.replace(base, tile_sizes=sizes, fit_tiles=True)
-        result = bench_llm(kind, model, shape, device, tokens, options)
+        result = bench_llm(
+            kind,
+            chosen,
+            shape,
+            device,
+            tokens,
+            options,
+            reference=not no_reference,
+            exact=exact,
+        )
         if as_json:
             click.echo(json.dumps(result.to_json()))
             return
@@ -413,8 +450,9 @@ def _llm_command(kind: str) -> click.Command:
     command.__doc__ = (
         f"Time {what} of a LLaMA-style model on the modelled wafer: the model cut to one "
         "and to two layers (with the LM head) is compiled by plmr compile and simulated "
-        "in timing mode; reports cycles per layer and per step, tokens/s, SRAM, routes "
-        "and pipeline stages."
+        "in timing mode; reports cycles per layer and per step, tokens/s, SRAM, routes, "
+        "pipeline stages, the layer's nests and allreduces with their cycles, and the "
+        "hand-composed reference layer and compute floor."
     )
     return click.command(kind)(command)
 

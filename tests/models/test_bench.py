@@ -2,28 +2,54 @@
 `plmr bench decode|prefill` (`plmr.models.bench`): the step is assembled from compiled
 and simulated programs, and for the two-layer `tiny` model it is exactly the whole
 model's decode program plus its KV appends; the CLI prints one JSON object or one
-clean error; `benchmarks/llm.py --quick` writes its table.
+clean error; `benchmarks/llm.py --quick` writes its table. Models come from presets or
+Hugging Face configs (`models/hf_config.py`); a layer's nests and allreduces are counted
+and timed (`models/nests.py`); the hand-composed reference layer is built from the
+kernel library and its parts are the kernels simulated on their own
+(`models/reference_layer.py`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import runpy
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import cast
 
+import numpy as np
 import pytest
+from xdsl.dialects.builtin import ModuleOp
 
+from plmr.errors import PlmrError
+from plmr.lowering.kernels import (
+    Kernel,
+    cannon_gemm,
+    gemm_t,
+    gemv,
+    sum_of_squares,
+    vector_allreduce,
+)
 from plmr.models.bench import (
+    LlmBench,
     _timed,  # pyright: ignore[reportPrivateUsage]
     bench_config,
     bench_llm,
     default_options,
     stage_hop_cycles,
 )
-from plmr.models.llama import ProgramBuilder, get_config
+from plmr.models.hf_config import load_hf_config, to_hf
+from plmr.models.llama import LlamaConfig, ProgramBuilder, get_config
+from plmr.models.nests import OpCounts, count_ops, critical_path, layer_window, run_nests
+from plmr.models.reference_layer import (
+    compute_floor,
+    hand_composed_layer,
+    head_tiles,
+    layer_macs,
+)
 from plmr.runtime.device import get_device
+from plmr.runtime.interpreter import find_program, run_mesh
 from plmr.tools.cli import main as plmr_main
 
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "llm.py"
@@ -33,9 +59,9 @@ def test_tiny_decode_is_the_whole_model_plus_its_appends():
     result = bench_llm("decode", "tiny", (4, 4))
     config = bench_config("tiny", (4, 4), result.tokens)
     dev = get_device("wse2")
-    whole, _, _ = _timed(
+    whole = _timed(
         ProgramBuilder(config, None).decode(), default_options("tiny", (4, 4), "wse2"), dev
-    )
+    ).report
     assert result.n_layers == 2
     assert result.stages == 1
     assert result.kv_append_cycles > 0
@@ -142,3 +168,316 @@ def test_odd_grids_pad_the_model():
     dev = get_device("wse2")
     # Throughput counts the prompt's tokens, not the padding.
     assert result.tokens_per_second == pytest.approx(4 * dev.clock_hz / result.step_cycles)
+
+
+# ---------------------------------------------------------------------------------------
+# Model configs (`--config`, models/hf_config.py) and presets
+# ---------------------------------------------------------------------------------------
+
+CONFIGS = Path(__file__).resolve().parents[2] / "examples" / "configs"
+
+PUBLISHED = {
+    # name: (hidden, heads, KV heads, FFN, layers, vocabulary)
+    "llama3-8b": (4096, 32, 8, 14336, 32, 128256),
+    "llama2-13b": (5120, 40, 40, 13824, 40, 32000),
+    "qwen2-72b": (8192, 64, 8, 29568, 80, 152064),
+}
+
+
+def sizes(config: LlamaConfig) -> tuple[int, ...]:
+    c = config
+    return (c.dim, c.n_heads, c.n_kv_heads, c.ffn_dim, c.n_layers, c.vocab)
+
+
+@pytest.mark.parametrize("name", sorted(PUBLISHED))
+def test_presets_have_the_published_sizes_and_agree_with_their_json(name: str):
+    preset = get_config(name)
+    assert sizes(preset) == PUBLISHED[name]
+    assert preset.head_dim == 128
+    loaded = load_hf_config(CONFIGS / f"{name}.json")
+    assert loaded == preset
+
+
+def write(tmp_path: Path, data: object, name: str = "model.json") -> Path:
+    path = tmp_path / name
+    path.write_text(json.dumps(data))
+    return path
+
+
+SMALL: dict[str, object] = {
+    "architectures": ["LlamaForCausalLM"],
+    "hidden_size": 64,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "intermediate_size": 128,
+    "num_hidden_layers": 2,
+    "vocab_size": 256,
+    "max_position_embeddings": 32,
+    "rope_theta": 500000.0,
+    "rms_norm_eps": 1e-5,
+    "torch_dtype": "bfloat16",
+    "rope_scaling": None,
+}
+
+
+def test_config_reads_the_hf_keys_and_ignores_the_others(tmp_path: Path):
+    config = load_hf_config(write(tmp_path, SMALL, "small.json"))
+    assert config == dataclasses.replace(get_config("tiny"), name="small")
+    assert to_hf(config) == {
+        k: v
+        for k, v in SMALL.items()
+        if k not in ("architectures", "torch_dtype", "rope_scaling")
+    }
+
+
+def test_config_defaults_and_head_dim(tmp_path: Path):
+    data = {
+        k: SMALL[k]
+        for k in (
+            "hidden_size",
+            "num_attention_heads",
+            "intermediate_size",
+            "num_hidden_layers",
+            "vocab_size",
+        )
+    }
+    config = load_hf_config(write(tmp_path, {**data, "head_dim": 32}, "config.json"))
+    assert config.name == tmp_path.name
+    assert config.n_kv_heads == config.n_heads == 4
+    assert config.head_dim == 32
+    assert (config.rope_theta, config.norm_eps, config.max_seq) == (10000.0, 1e-6, 4096)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"hidden_size": None}, "missing key 'hidden_size'"),
+        (
+            {"vocab_size": None, "num_hidden_layers": None},
+            "missing keys 'num_hidden_layers'",
+        ),
+        ({"num_attention_heads": 5}, "'hidden_size' 64 is not a multiple of"),
+        ({"num_key_value_heads": 3}, "'num_attention_heads' 4 is not a multiple of"),
+        ({"hidden_size": 12, "num_attention_heads": 4}, "head dimension 3 is odd"),
+        ({"intermediate_size": "128"}, "'intermediate_size' must be a positive integer"),
+        ({"num_hidden_layers": 0}, "'num_hidden_layers' must be a positive integer"),
+        ({"rope_theta": -1}, "'rope_theta' must be a positive number"),
+    ],
+)
+def test_config_errors_name_the_key_and_the_file(
+    tmp_path: Path, change: dict[str, object], message: str
+):
+    data = {k: v for k, v in {**SMALL, **change}.items() if v is not None}
+    path = write(tmp_path, data)
+    with pytest.raises(PlmrError) as info:
+        load_hf_config(path)
+    assert message in str(info.value)
+    assert str(path) in str(info.value)
+
+
+def test_config_bad_json_and_missing_file(tmp_path: Path):
+    path = tmp_path / "broken.json"
+    path.write_text('{"hidden_size": 64,\n')
+    with pytest.raises(PlmrError, match=r"broken\.json: not valid JSON \(line 2"):
+        load_hf_config(path)
+    with pytest.raises(PlmrError, match="expected a JSON object"):
+        load_hf_config(write(tmp_path, [1, 2]))
+    with pytest.raises(PlmrError, match="cannot read the model config"):
+        load_hf_config(tmp_path / "absent.json")
+
+
+def test_a_config_file_benches_like_its_preset(tmp_path: Path):
+    path = write(tmp_path, to_hf(get_config("tiny")), "tiny-copy.json")
+    from_file = bench_llm(
+        "prefill", load_hf_config(path), (2, 2), tokens=4, reference=False
+    )
+    preset = bench_llm("prefill", "tiny", (2, 2), tokens=4, reference=False)
+    assert from_file.model == "tiny-copy"
+    assert from_file.layer_cycles == preset.layer_cycles
+    assert from_file.step_cycles == preset.step_cycles
+
+
+# ---------------------------------------------------------------------------------------
+# What a layer is made of: counts and nests (models/nests.py)
+# ---------------------------------------------------------------------------------------
+
+
+def test_count_ops_counts_nests_and_allreduces_in_the_ir():
+    # By construction: a GEMV (one nest, one allreduce), a sum of squares (one nest, one
+    # allreduce), MeshGEMM (one nest, shifts only) and dist-GEMM-T (one nest whose
+    # allreduce sits in a tile.for: one op in the IR, however often it runs).
+    kernels = [
+        gemv("ktree", 16, 8, (4, 4), "wse2"),
+        sum_of_squares(1, 16, (4, 4), "wse2"),
+        cannon_gemm(8, 8, 8, (4, 4), "wse2", "interleaved"),
+        gemm_t(8, 8, 8, (4, 4), "wse2"),
+    ]
+    programs = [find_program(k.module, None).clone() for k in kernels]
+    assert count_ops(ModuleOp(programs)) == OpCounts(spmds=4, allreduces=3)
+    assert count_ops(kernels[2].module) == OpCounts(spmds=1, allreduces=0)
+
+
+def test_critical_path_counts_what_each_nest_adds():
+    assert critical_path([10.0, 5.0, 30.0, 25.0, 31.0]) == [10.0, 0.0, 20.0, 0.0, 1.0]
+    assert sum(critical_path([3.0, 9.0, 4.0])) == 9.0
+
+
+def test_layer_window_finds_the_inserted_layer():
+    one = [("in",), ("a",), ("b",), ("head",)]
+    two = [("in",), ("a",), ("b",), ("a",), ("b",), ("head",)]
+    assert layer_window(one, two) == range(3, 5)
+    # No insertion point fits: the nests after the common prefix.
+    assert layer_window([("x",), ("y",)], [("x",), ("p",), ("q",), ("z",)]) == range(1, 3)
+    assert layer_window(one, one) == range(0)
+
+
+def test_run_nests_times_like_the_runtime():
+    kernel = gemv("ktree", 64, 32, (4, 4), "wse2")
+    zeros = [np.zeros(s, np.float32) for s in kernel.inputs]
+    dev = get_device("wse2")
+    _, plain = run_mesh(kernel.module, zeros, device=dev, mode="timing")
+    report, nests = run_nests(kernel.module, zeros, dev)
+    assert report.cycles == plain.cycles
+    assert len(nests) == 1
+    assert nests[0].cycles == pytest.approx(report.cycles)
+    assert nests[0].what.startswith("dot, allreduce y -> 1x32")
+
+
+@pytest.fixture(scope="module")
+def tiny_decode() -> LlmBench:
+    return bench_llm("decode", "tiny", (4, 4))
+
+
+def test_bench_counts_a_layer_from_the_two_programs(tiny_decode: LlmBench):
+    r = tiny_decode
+    config = bench_config("tiny", (4, 4), r.tokens)
+    options = default_options("tiny", (4, 4), "wse2")
+    dev = get_device("wse2")
+    builder = ProgramBuilder(config, None)
+    one = _timed(builder.decode(layers=[0]), options, dev)
+    two = _timed(builder.decode(layers=[0, 1]), options, dev)
+    assert r.spmds_per_layer == two.spmds - one.spmds > 0
+    assert r.allreduces_per_layer == two.allreduces - one.allreduces > 0
+    assert len(r.layer_nests) == r.spmds_per_layer
+    # The layer's nests cover its time: their critical-path cycles add up to it.
+    total = sum(n.cycles for n in r.layer_nests)
+    assert total == pytest.approx(r.layer_cycles, rel=0.05)
+    assert sum(n.cycles for n in one.nests) == pytest.approx(float(one.report.cycles))
+
+
+def test_bench_json_and_summary_have_the_layer_and_the_reference(tiny_decode: LlmBench):
+    data = tiny_decode.to_json()
+    json.dumps(data)
+    assert data["spmds_per_layer"] == tiny_decode.spmds_per_layer
+    assert data["allreduces_per_layer"] == tiny_decode.allreduces_per_layer
+    assert len(data["layer_nests"]) == tiny_decode.spmds_per_layer
+    assert {"index", "name", "what", "cycles"} <= set(data["layer_nests"][0])
+    ref = tiny_decode.hand_composed
+    assert ref is not None
+    assert data["hand_composed_cycles"] == ref.cycles
+    assert data["compute_floor_cycles"] == ref.floor_cycles
+    assert data["compiled_over_hand_composed"] == pytest.approx(
+        tiny_decode.layer_cycles / ref.cycles
+    )
+    text = "\n".join(tiny_decode.summary())
+    assert f"{tiny_decode.spmds_per_layer} mesh.spmd" in text
+    assert "hand-composed" in text
+    assert "compute floor" in text
+
+
+# ---------------------------------------------------------------------------------------
+# The hand-composed reference layer (models/reference_layer.py)
+# ---------------------------------------------------------------------------------------
+
+DECODE_PARTS = [
+    "attention norm",
+    "QKV",
+    "scores",
+    "softmax max",
+    "softmax sum",
+    "PV",
+    "O",
+    "FFN norm",
+    "up + gate",
+    "down",
+]
+
+
+def simulate(kernel: Kernel) -> float:
+    zeros = [np.zeros(s, np.float32) for s in kernel.inputs]
+    return float(run_mesh(kernel.module, zeros, device="wse2", mode="timing")[1].cycles)
+
+
+def test_hand_composed_decode_of_tiny():
+    ref = hand_composed_layer("decode", get_config("tiny"), (4, 4), "wse2", 32)
+    parts = {p.name: p for p in ref.parts}
+    assert [p.name for p in ref.parts] == DECODE_PARTS
+    assert ref.cycles == pytest.approx(sum(p.count * p.cycles for p in ref.parts))
+    # Sizes: dim 64, 4 heads of 16 (2 KV heads), FFN 128, a 32-token cache.
+    want = {
+        "QKV": gemv("ktree", 64, 128, (4, 4), "wse2"),
+        "scores": gemv("ktree", 16, 32, (1, 4), "wse2"),
+        "PV": gemv("ktree", 32, 64, (4, 4), "wse2"),
+        "O": gemv("ktree", 64, 64, (4, 4), "wse2"),
+        "up + gate": gemv("ktree", 64, 256, (4, 4), "wse2"),
+        "down": gemv("ktree", 128, 64, (4, 4), "wse2"),
+        "attention norm": sum_of_squares(1, 64, (4, 4), "wse2"),
+        "softmax max": vector_allreduce(1, (4, 4), "wse2", "y", "max"),
+    }
+    for name, kernel in want.items():
+        assert parts[name].kernel == kernel.description
+        assert parts[name].cycles == simulate(kernel), name
+    assert parts["scores"].grid == (1, 4)
+    assert all(p.count == 1 for p in ref.parts)
+    # Ten allreduces, one per part.
+    assert len(ref.parts) == 10
+
+
+def test_hand_composed_prefill_of_tiny():
+    ref = hand_composed_layer("prefill", get_config("tiny"), (4, 4), "wse2", 8)
+    parts = {p.name: p for p in ref.parts}
+    assert [p.name for p in ref.parts] == DECODE_PARTS
+    assert (
+        parts["QKV"].kernel
+        == cannon_gemm(8, 64, 128, (4, 4), "wse2", "interleaved").description
+    )
+    # Four heads on 2x2 tiles at once; QK^T and PV of one head each.
+    assert parts["scores"].grid == parts["PV"].grid == (2, 2)
+    assert parts["scores"].cycles == simulate(
+        cannon_gemm(8, 16, 8, (2, 2), "wse2", "interleaved")
+    )
+    assert parts["softmax sum"].cycles == simulate(vector_allreduce(4, (2, 2), "wse2", "x"))
+    assert ref.cycles == pytest.approx(sum(p.total for p in ref.parts))
+    assert sum(p.macs for p in ref.parts) == ref.macs
+
+
+def test_heads_share_columns_and_tiles_when_the_grid_is_small():
+    ref = hand_composed_layer("decode", get_config("tiny"), (2, 2), "wse2", 32)
+    scores = next(p for p in ref.parts if p.name == "scores")
+    assert (scores.count, scores.grid) == (2, (1, 2))
+    assert head_tiles(32, (480, 480)) == ((80, 80), 1)
+    assert head_tiles(4, (4, 4)) == ((2, 2), 1)
+    assert head_tiles(65, (4, 4)) == ((1, 1), 5)
+
+
+def test_compute_floor_arithmetic():
+    dev = get_device("wse2")
+    c = get_config("llama3-8b")
+    # QKV 4096·6144, O 4096·4096, FFN 3·4096·14336, attention 2·32·128 per position.
+    dense = 4096 * 6144 + 4096 * 4096 + 3 * 4096 * 14336
+    assert layer_macs("decode", c, 4096) == dense + 2 * 32 * 128 * 4096 == 251_658_240
+    assert layer_macs("prefill", c, 10) == 10 * dense + 2 * 32 * 128 * 100
+    assert compute_floor(251_658_240, (420, 420), dev) == pytest.approx(
+        251_658_240 / (420 * 420 * 4)
+    )
+    tiny = hand_composed_layer("decode", get_config("tiny"), (4, 4), dev, 32)
+    assert tiny.macs == 64 * 128 + 64 * 64 + 3 * 64 * 128 + 2 * 4 * 16 * 32 == 40960
+    assert tiny.floor_cycles == 40960 / (16 * 4)
+    assert tiny.floor_cycles < tiny.cycles
+
+
+def test_hand_composed_errors():
+    with pytest.raises(PlmrError, match="unknown layer kind"):
+        hand_composed_layer("train", get_config("tiny"), (4, 4))
+    with pytest.raises(PlmrError, match="does not fit wse2"):
+        hand_composed_layer("decode", get_config("tiny"), (4000, 4))
