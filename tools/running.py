@@ -176,14 +176,31 @@ def load_inputs(fn: Entry, path: Path) -> list[Array]:
     return args
 
 
-def _index_bound(value: SSAValue) -> int | None:
-    """The size of the gathered axis if `value` is used as gather indices."""
+_VALUE_PRESERVING = (
+    graph.CastOp,
+    graph.ReshapeOp,
+    graph.TransposeOp,
+    graph.ExpandOp,
+    graph.SliceOp,
+)
+"""Ops whose result holds (some of) their input's values: indices flow through them."""
+
+
+def _index_bound(value: SSAValue, depth: int = 0) -> int | None:
+    """
+    The smallest size of a gathered axis that `value` indexes (as the indices of a
+    gather or gather_elements, directly or through casts and reshapes), else None.
+    """
     bound: int | None = None
     for use in value.uses:
         op = use.operation
-        if isinstance(op, graph.GatherOp) and use.index == 1:
+        size: int | None = None
+        if isinstance(op, graph.GatherOp | graph.GatherElementsOp) and use.index == 1:
             shape = graph.static_shape(op.data, "data")
             size = shape[op.axis.value.data % len(shape)]
+        elif isinstance(op, _VALUE_PRESERVING) and depth < 8:
+            size = _index_bound(op.results[0], depth + 1)
+        if size is not None:
             bound = size if bound is None else min(bound, size)
     return bound
 
@@ -204,8 +221,9 @@ def random_inputs(fn: Entry, seed: int) -> list[Array]:
         elif dtype.kind == "b":
             args.append(rng.integers(0, 2, shape).astype(dtype))
         else:
-            high = _index_bound(value) or 8
-            args.append(rng.integers(0, high, shape).astype(dtype))
+            high = _index_bound(value)
+            top = 8 if high is None else max(1, high)
+            args.append(rng.integers(0, top, shape).astype(dtype))
     return args
 
 
