@@ -464,3 +464,124 @@ def test_run_mesh_program_errors(mesh_program: Path, tmp_path: Path, capsys):
     )
     assert code == 1
     assert err == "error: PE (7, 7) is outside the 3x3 grid\n"
+
+
+# ---------------------------------------------------------------------------------------
+# plmr bench decode|prefill --config / --exact
+# ---------------------------------------------------------------------------------------
+
+CONFIGS = Path(__file__).resolve().parents[2] / "examples" / "configs"
+
+SMALL_CONFIG: dict[str, Any] = {
+    "architectures": ["LlamaForCausalLM"],
+    "hidden_size": 64,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "intermediate_size": 128,
+    "num_hidden_layers": 3,
+    "vocab_size": 256,
+    "max_position_embeddings": 16,
+}
+
+
+def config_file(tmp_path: Path, data: Any, text: str | None = None) -> Path:
+    path = tmp_path / "model.json"
+    path.write_text(json.dumps(data) if text is None else text)
+    return path
+
+
+def test_llm_bench_reads_a_config(tmp_path: Path, capsys):
+    path = config_file(tmp_path, SMALL_CONFIG)
+    code, out, err = run(
+        [
+            "bench",
+            "prefill",
+            "--config",
+            str(path),
+            "--grid",
+            "2x2",
+            "--tokens",
+            "4",
+            "--json",
+        ],
+        capsys,
+    )
+    assert code == 0, err
+    data = one_json_object(out)
+    assert data["model"] == "model"
+    assert data["n_layers"] == 3
+    assert data["spmds_per_layer"] == len(data["layer_nests"]) > 0
+    assert data["allreduces_per_layer"] > 0
+    assert data["hand_composed_cycles"] == pytest.approx(
+        sum(p["total_cycles"] for p in data["hand_composed"]["parts"])
+    )
+    assert 0 < data["compute_floor_cycles"] < data["hand_composed_cycles"]
+    assert data["compiled_over_hand_composed"] == pytest.approx(
+        data["layer_cycles"] / data["hand_composed_cycles"]
+    )
+    assert data["exact"] is False
+
+
+def test_llm_bench_text_summary_has_the_layer_and_reference(capsys):
+    code, out, err = run(
+        ["bench", "decode", "--model", "tiny", "--grid", "2x2", "--exact"], capsys
+    )
+    assert code == 0, err
+    assert "mesh.spmd and" in out
+    assert "by nest" in out
+    assert "hand-composed" in out
+    assert "compute floor" in out
+    code, out, _ = run(
+        ["bench", "decode", "--model", "tiny", "--grid", "2x2", "--no-reference"], capsys
+    )
+    assert code == 0
+    assert "hand-composed" not in out
+
+
+@pytest.mark.parametrize(
+    ("data", "text", "message"),
+    [
+        ({"hidden_size": 64}, None, "missing keys 'num_attention_heads'"),
+        ({**SMALL_CONFIG, "num_key_value_heads": 3}, None, "'num_key_value_heads' 3"),
+        (None, '{"hidden_size": 64,', "not valid JSON (line 1"),
+    ],
+)
+def test_llm_bench_bad_configs_are_one_clean_error(
+    tmp_path: Path, data: Any, text: str | None, message: str, capsys
+):
+    path = config_file(tmp_path, data, text)
+    code, out, err = run(["bench", "decode", "--config", str(path), "--json"], capsys)
+    assert code == 1
+    assert out == ""
+    assert err.startswith(f"error: {path}: ")
+    assert message in err
+    assert "Traceback" not in err
+
+
+def test_llm_bench_model_or_config(capsys):
+    path = CONFIGS / "llama2-13b.json"
+    code, out, err = run(
+        ["bench", "decode", "--model", "tiny", "--config", str(path)], capsys
+    )
+    assert code == 1
+    assert out == ""
+    assert err == "error: give either --model or --config, not both\n"
+    code, _, err = run(["bench", "decode", "--config", "absent.json"], capsys)
+    assert code == 1
+    assert "cannot read the model config absent.json" in err
+
+
+def test_llm_bench_config_error_in_a_real_process(tmp_path: Path):
+    path = config_file(tmp_path, {**SMALL_CONFIG, "num_attention_heads": 5})
+    plmr = Path(sys.executable).parent / "plmr"
+    done = subprocess.run(
+        [str(plmr), "bench", "prefill", "--config", str(path)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 1
+    assert done.stdout == ""
+    assert "'hidden_size' 64 is not a multiple of 'num_attention_heads' 5" in done.stderr
+    assert str(path) in done.stderr
+    assert "Traceback" not in done.stderr
