@@ -93,11 +93,17 @@ def cli() -> None:
 )
 @click.option("--generic", is_flag=True, help="Print the generic MLIR form.")
 def import_cmd(model: Path, output: Path | None, func_name: str, generic: bool) -> None:
-    """Import an ONNX MODEL (opset 13-20, static shapes) into the `graph` dialect."""
+    """
+    Import an ONNX MODEL (static shapes) into the `graph` dialect. Models older than
+    opset 13 are converted to 13 first (a note on stderr says so).
+    """
     from plmr.tools.onnx_import import import_onnx_file
     from plmr.tools.printing import module_text
 
-    module = import_onnx_file(str(model), func_name=func_name)
+    def notify(message: str) -> None:
+        click.echo(message, err=True)
+
+    module = import_onnx_file(str(model), func_name=func_name, notify=notify)
     text = module_text(module, generic=generic)
     if output is None:
         click.echo(text, nl=False)

@@ -8,7 +8,7 @@ into `graph.constant` ops only where a run-time op uses them.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -44,13 +44,6 @@ def foldable(node: onnx.NodeProto) -> bool:
 
 
 _GRAPH_ATTRS = (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
-
-
-def _ints_attr(node: onnx.NodeProto, name: str) -> list[int] | None:
-    for a in node.attribute:
-        if a.name == name:
-            return [int(v) for v in a.ints]
-    return None
 
 
 def _int_attr(node: onnx.NodeProto, name: str, default: int) -> int:
@@ -98,10 +91,8 @@ _FAST: dict[str, _Fast] = {
 
 
 def _as_array(value: object) -> Array:
-    if isinstance(value, np.ndarray):
-        return np.ascontiguousarray(value)
-    if isinstance(value, np.generic):
-        return np.asarray(value)
+    if isinstance(value, np.ndarray | np.generic):
+        return np.array(cast(Array, value), order="C")
     raise FoldError(f"it produced a {type(value).__name__}, not a tensor")
 
 
@@ -128,7 +119,7 @@ def fold_node(
         )
         evaluator = ReferenceEvaluator(g, opsets={"": opset})
         feeds = {n: x for n, x in zip(names, inputs, strict=True) if x is not None}
-        results: list[Any] = evaluator.run(None, feeds)
+        results = cast(list[object], evaluator.run(None, feeds))  # pyright: ignore[reportUnknownMemberType]
     except FoldError:
         raise
     except Exception as e:  # the reference evaluator raises anything
