@@ -8,7 +8,10 @@
    runtime's report gives tokens/s on the simulated device, the time split, SRAM and
    route peaks, and a Chrome trace and heatmap of a decode step.
 2. Every ONNX model under `examples/onnx/` is imported into the `graph` dialect, run with
-   plmr's reference semantics and compared with ONNX's own `ReferenceEvaluator`.
+   plmr's reference semantics and compared with ONNX's own `ReferenceEvaluator`; so is a
+   real Hugging Face export, `examples/hf/llama.onnx` (`transformers`' LlamaForCausalLM
+   written by `torch.onnx.export(..., dynamo=True)`), compared with the logits torch
+   computed for its stored inputs (`examples/hf/llama.npz`).
 """
 
 from __future__ import annotations
@@ -23,6 +26,8 @@ import numpy as np
 from plmr.runtime.reference import Array
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "onnx"
+HF_EXPORT = EXAMPLES.parent / "hf" / "llama.onnx"
+"""The Hugging Face export the demo runs; its inputs and torch's outputs are in `.npz`."""
 
 RTOL = 1e-4
 
@@ -49,6 +54,12 @@ def onnx_outputs(path: Path, feeds: dict[str, Array]) -> list[Array]:
     evaluator = ReferenceEvaluator(load(str(path)))
     run = cast(Callable[[None, dict[str, Array]], list[Any]], getattr(evaluator, "run"))
     return [np.asarray(o) for o in run(None, feeds)]
+
+
+def torch_outputs(path: Path) -> dict[str, Array]:
+    """The stored inputs and torch's outputs of a Hugging Face export, by ONNX name."""
+    with np.load(path.with_suffix(".npz"), allow_pickle=False) as data:
+        return {k: np.asarray(data[k]) for k in data.files}
 
 
 def run_llm_demo(
@@ -137,16 +148,34 @@ def run_llm_demo(
     return ok
 
 
+def _row(
+    name: str, n_ops: int, n_out: int, err: float, elapsed: float, passed: bool, ref: str
+) -> str:
+    return (
+        f"{name:<20} {n_ops:>9} {n_out:>7} {err:>12.2e} {elapsed * 1e3:>6.0f}ms  "
+        f"{'ok' if passed else 'MISMATCH'} ({ref})"
+    )
+
+
 def run_demo(seed: int, echo: Callable[[str], None]) -> bool:
-    """Runs every bundled ONNX model; prints a table; True when all match."""
+    """Runs every bundled ONNX model and the Hugging Face export; True when all match."""
     from plmr.tools.onnx_import import import_onnx_file
-    from plmr.tools.running import arg_names, random_inputs, run_function, select_function
+    from plmr.tools.running import (
+        arg_names,
+        random_inputs,
+        result_names,
+        run_function,
+        select_function,
+    )
 
     models = example_models()
     if not models:
         echo(f"no ONNX models found in {EXAMPLES}")
         return False
-    echo(f"plmr demo: ONNX -> graph dialect -> reference semantics, vs onnx (seed {seed})")
+    echo(
+        "plmr demo: ONNX -> graph dialect -> reference semantics, vs onnx "
+        f"(seed {seed}) and vs torch"
+    )
     header = f"{'model':<20} {'graph ops':>9} {'outputs':>7} {'max rel err':>12} {'time':>8}  check"
     echo(header)
     echo("-" * len(header))
@@ -165,9 +194,29 @@ def run_demo(seed: int, echo: Callable[[str], None]) -> bool:
         passed = len(got) == len(want) and err <= RTOL
         ok = ok and passed
         n_ops = sum(1 for op in fn.walk() if op.name.startswith("graph."))
-        echo(
-            f"{path.stem:<20} {n_ops:>9} {len(got):>7} {err:>12.2e} "
-            f"{elapsed * 1e3:>6.0f}ms  {'ok' if passed else 'MISMATCH'}"
+        echo(_row(path.stem, n_ops, len(got), err, elapsed, passed, "onnx"))
+    if HF_EXPORT.is_file():
+        start = time.perf_counter()
+        module = import_onnx_file(str(HF_EXPORT))
+        fn = select_function(module, None)
+        stored = torch_outputs(HF_EXPORT)
+        got = run_function(module, fn, [stored[name] for name in arg_names(fn)])
+        elapsed = time.perf_counter() - start
+        want = [stored[name] for name in result_names(fn)]
+        err = max(
+            (max_relative_error(g, w) for g, w in zip(got, want, strict=True)), default=0.0
         )
+        hf_ok = len(got) == len(want) and err <= RTOL
+        n_ops = sum(1 for op in fn.walk() if op.name.startswith("graph."))
+        name = f"hf/{HF_EXPORT.stem}"
+        echo(_row(name, n_ops, len(got), err, elapsed, hf_ok, "torch, stored"))
+    else:
+        echo(f"no Hugging Face export at {HF_EXPORT}")
+        hf_ok = False
     echo(f"{'all outputs equal ONNX within' if ok else 'MISMATCH above rtol'} {RTOL:g}")
-    return ok
+    echo(
+        f"the Hugging Face export ({HF_EXPORT.parent.name}/{HF_EXPORT.name}, transformers' "
+        f"LlamaForCausalLM) {'equals torch within' if hf_ok else 'MISMATCH with torch above'} "
+        f"{RTOL:g}"
+    )
+    return ok and hf_ok
