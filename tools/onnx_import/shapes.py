@@ -485,3 +485,36 @@ def op_gather_elements(imp: Importer, node: Node) -> None:
             )
     data, idx = imp.tensor(node, 0), imp.tensor(node, 1)
     imp.result(node, graph.GatherElementsOp(data, idx, axis))
+
+
+@handles("GatherND")
+def op_gather_nd(imp: Importer, node: Node) -> None:
+    """
+    GatherND (batch_dims = 0) with constant indices: a `graph.gather` of the data with
+    its indexed leading axes flattened into one, at the row-major linear indices.
+    """
+    if node.int_attr("batch_dims", 0) != 0:
+        raise node.unsupported_attr("batch_dims", node.int_attr("batch_dims", 0), "only 0")
+    data_shape = imp.shape(node, 0)
+    indices = imp.const(node, 1, "indices").astype(np.int64)
+    if indices.ndim < 1 or indices.shape[-1] > len(data_shape):
+        raise node.error(
+            f"indices of shape {fmt_shape(indices.shape)} cannot index data of shape "
+            f"{fmt_shape(data_shape)}; fix the model"
+        )
+    k = indices.shape[-1]
+    lead = np.asarray(data_shape[:k], dtype=np.int64)
+    if indices.size and (np.any(indices < -lead) or np.any(indices >= lead)):
+        raise node.error(
+            f"indices are out of range for the leading axes {list(data_shape[:k])} of the "
+            "data; fix the indices"
+        )
+    normalized = np.where(indices < 0, indices + lead, indices)
+    strides = np.asarray([math.prod(data_shape[j + 1 : k]) for j in range(k)], np.int64)
+    linear = (normalized * strides).sum(axis=-1).astype(np.int64)
+    flat = (math.prod(data_shape[:k]), *data_shape[k:])
+    x = imp.tensor(node, 0)
+    if data_shape != flat:
+        x = imp.emit(graph.ReshapeOp(x, flat))
+    idx = imp.materialize(linear, f"{node.output(0)}_linear", node.where)
+    imp.result(node, graph.GatherOp(x, idx, 0))
