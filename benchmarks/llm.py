@@ -5,10 +5,14 @@ LLaMA-style inference on the modelled wafer, next to WaferLLM's figures on a rea
     .venv/bin/python benchmarks/llm.py --readme   # also rewrite benchmarks/README.md's
                                                   # "LLM inference" section
     .venv/bin/python benchmarks/llm.py --quick    # the tiny model only (seconds)
+    .venv/bin/python benchmarks/llm.py --reference  # the hand-composed layers only, at
+                                                    # WaferLLM's grids (about a minute)
 
 Every row is what `plmr bench decode|prefill --json` prints (`plmr.models.bench`): one
 layer and the LM head compiled by `plmr compile` and simulated in timing mode, the KV
-append of WaferLLM's shift cache, and the pipeline stages of the capacity model.
+append of WaferLLM's shift cache, and the pipeline stages of the capacity model; next to
+it the hand-composed layer (`models/reference_layer.py`: the layer's kernels from the
+kernel library, simulated and summed) and the compute floor.
 Independent runs go to `--jobs` processes.
 """
 
@@ -26,6 +30,9 @@ from typing import Any
 
 from plmr.errors import PlmrError
 from plmr.models.bench import WAFERLLM, bench_llm
+from plmr.models.llama import get_config
+from plmr.models.reference_layer import hand_composed_layer
+from plmr.runtime.device import get_device
 
 README = Path(__file__).resolve().parent / "README.md"
 BEGIN = "<!-- llm:begin (benchmarks/llm.py --readme writes this section) -->"
@@ -40,6 +47,20 @@ class Job:
     device: str = "wse2"
     tokens: int | None = None
 
+
+WAFERLLM_SCALING: dict[str, dict[int, float]] = {
+    # LLaMA3-8B tokens/s on a real WSE-2 by grid side: decode (Table 4 of the OSDI'25
+    # paper, one request) and prefill of a 4K prompt (Table 3).
+    "decode": {420: 2699.9, 540: 2501.5, 660: 2243.3},
+    "prefill": {480: 20321.0, 600: 25037.0, 720: 27687.0},
+}
+
+REFERENCE_JOBS = (
+    Job("decode", "llama3-8b", 420, tokens=4096),
+    Job("decode", "llama3-8b", 540, tokens=4096),
+    Job("decode", "llama3-8b", 660, tokens=4096),
+    Job("prefill", "llama3-8b", 480, tokens=4096),
+)
 
 JOBS = (
     Job("decode", "tiny", 4),
@@ -64,13 +85,49 @@ def _cycles(v: float) -> str:
     return f"{v:,.0f}"
 
 
+def reference(job: Job) -> tuple[Job, dict[str, Any], float]:
+    """The hand-composed layer of a job (no compile)."""
+    start = time.perf_counter()
+    config = get_config(job.model)
+    layer = hand_composed_layer(
+        job.kind, config, (job.grid, job.grid), job.device, job.tokens or 4096
+    )
+    return job, layer.to_json(), time.perf_counter() - start
+
+
+def reference_section(results: Sequence[tuple[Job, dict[str, Any], float]]) -> list[str]:
+    """The hand-composed layers next to WaferLLM's measured figures at the same grids."""
+    out = [
+        "| run | grid | tokens | hand-composed cycles / layer | compute floor | "
+        "layers × hand-composed → tokens/s | WaferLLM tokens/s | WaferLLM cycles / layer "
+        "| time |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for job, r, took in results:
+        n_layers = get_config(job.model).n_layers
+        clock = get_device(job.device).clock_hz
+        per_step = 1 if job.kind == "decode" else r["tokens"]
+        tps = per_step * clock / (r["cycles"] * n_layers)
+        ref = WAFERLLM_SCALING[job.kind].get(job.grid)
+        ref_cycles = per_step * clock / (ref * n_layers) if ref else None
+        out.append(
+            f"| {job.model} {job.kind} | {job.grid}² | {r['tokens']} | "
+            f"{_cycles(r['cycles'])} | {_cycles(r['compute_floor_cycles'])} | "
+            f"{tps:,.0f} | {f'{ref:,.0f}' if ref else '—'} | "
+            f"{_cycles(ref_cycles) if ref_cycles else '—'} | {took:.0f} s |"
+        )
+    return out
+
+
 def section(
     results: Sequence[tuple[Job, dict[str, Any] | None, str | None, float]],
 ) -> list[str]:
     out = [
         "| run | grid | tokens | cycles / layer | step cycles | TPOT / TTFT | tokens/s "
-        "| WaferLLM tokens/s | stages | SRAM / core (layer; stage) | routes | time |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| WaferLLM tokens/s | hand-composed cycles / layer | compute floor "
+        "| compiled / hand-composed | nests / allreduces per layer "
+        "| stages | SRAM / core (layer; stage) | routes | time |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     notes: list[str] = []
     for job, r, error, took in results:
@@ -79,7 +136,7 @@ def section(
         if r is None:
             out.append(
                 f"| {run} | {grid} | {job.tokens or ''} | — | — | — | — | — | — | — | — | "
-                f"{took:.0f} s |"
+                f"— | — | — | — | {took:.0f} s |"
             )
             notes.append(f"- {run} on {grid}: does not compile: {error}")
             continue
@@ -87,10 +144,16 @@ def section(
         ref_tps = float(ref["tokens_per_second"])
         same = ref["model"] == job.model and tuple(ref["grid"]) == (job.grid, job.grid)
         step = r["tpot_ms"] if job.kind == "decode" else r["ttft_ms"]
+        hand = r.get("hand_composed_cycles")
+        floor = r.get("compute_floor_cycles")
+        ratio_hand = r.get("compiled_over_hand_composed")
         out.append(
             f"| {run} | {grid} | {r['tokens']} | {_cycles(r['layer_cycles'])} | "
             f"{_cycles(r['step_cycles'])} | {step:.3f} ms | {r['tokens_per_second']:,.0f} | "
             f"{f'{ref_tps:,.0f}' if same else '—'} | "
+            f"{_cycles(hand) if hand else '—'} | {_cycles(floor) if floor else '—'} | "
+            f"{f'{ratio_hand:,.2f}×' if ratio_hand else '—'} | "
+            f"{r.get('spmds_per_layer', '—')} / {r.get('allreduces_per_layer', '—')} | "
             f"{r['stages']} | {r['sram_bytes_per_core']:,} B; "
             f"{r['model_sram_bytes_per_core']:,} B | {r['routes_per_router']} | "
             f"{took:.0f} s |"
@@ -124,7 +187,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--readme", action="store_true", help="Rewrite the section of benchmarks/README.md."
     )
+    parser.add_argument(
+        "--reference",
+        action="store_true",
+        help="Only the hand-composed layers at WaferLLM's grids (no compile).",
+    )
     args = parser.parse_args(argv)
+    if args.reference:
+        start = time.perf_counter()
+        done_ref = [reference(j) for j in REFERENCE_JOBS]
+        lines = reference_section(done_ref)
+        lines += ["", f"Wall time: {time.perf_counter() - start:.0f} s."]
+        sys.stdout.write("\n".join(lines) + "\n")
+        return 0
     jobs = [j for j in JOBS if j.model == "tiny"] if args.quick else list(JOBS)
     start = time.perf_counter()
     # The largest runs first, so that two workers finish together.

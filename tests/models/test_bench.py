@@ -154,6 +154,32 @@ def test_benchmark_quick_table(capsys: pytest.CaptureFixture[str]):
     text = capsys.readouterr().out
     rows = [line for line in text.splitlines() if line.startswith("| tiny")]
     assert [r.split("|")[1].strip() for r in rows] == ["tiny decode", "tiny prefill"]
+    header = [c.strip() for c in text.splitlines()[0].split("|")]
+    for column in (
+        "hand-composed cycles / layer",
+        "compute floor",
+        "compiled / hand-composed",
+    ):
+        assert column in header
+    for row in rows:
+        cells = [c.strip() for c in row.split("|")]
+        layer = float(cells[header.index("cycles / layer")].replace(",", ""))
+        hand = float(cells[header.index("hand-composed cycles / layer")].replace(",", ""))
+        ratio = cells[header.index("compiled / hand-composed")]
+        assert ratio == f"{layer / hand:,.2f}×"
+
+
+def test_benchmark_reference_rows():
+    namespace = runpy.run_path(str(SCRIPT), run_name="llm_bench")
+    job = namespace["Job"]("decode", "tiny", 4, tokens=32)
+    result = namespace["reference"](job)
+    want = hand_composed_layer("decode", get_config("tiny"), (4, 4), "wse2", 32)
+    assert result[1]["cycles"] == want.cycles
+    lines = namespace["reference_section"]([result])
+    cells = [c.strip() for c in lines[2].split("|")]
+    assert cells[1:6] == ["tiny decode", "4²", "32", f"{want.cycles:,.0f}", "640"]
+    # tokens/s of the layers alone: the clock over n_layers hand-composed layers.
+    assert cells[6] == f"{1.1e9 / (2 * want.cycles):,.0f}"
 
 
 def test_odd_grids_pad_the_model():
