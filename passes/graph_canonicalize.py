@@ -16,9 +16,9 @@ compile alike. Its patterns (run greedily to a fixed point), by module:
   broadcasts the un-repeated K/V over the query heads of each group;
 - `canonicalize.rope`: RoPE's `rotate_half` -> a matmul with a constant signed
   permutation;
-- from `transpose-elim`: composing transposes, folding transposes of constants and
-  absorbing last-two-dimension transposes into `graph.matmul` (so that `Kᵀ` of repeated
-  heads reaches the matmul). The rest of the transpose work (splitting and merging
+- from `transpose-elim`: composing transposes, folding transposes of constants, sinking
+  transposes below unary ops and absorbing last-two-dimension transposes into
+  `graph.matmul` (so that the `Kᵀ` of repeated heads reaches the matmul). The rest of the transpose work (splitting and merging
   heads) stays in `transpose-elim`, which `plmr compile` runs next.
 """
 
@@ -43,6 +43,7 @@ from plmr.passes.transpose_elim import (
     AbsorbIntoMatmul,
     ComposeTransposes,
     FoldConstantTranspose,
+    SinkThroughUnary,
 )
 
 CANONICALIZE_PATTERNS: tuple[type[RewritePattern], ...] = (
@@ -50,6 +51,7 @@ CANONICALIZE_PATTERNS: tuple[type[RewritePattern], ...] = (
     ComposeTransposes,
     FoldConstantTranspose,
     AbsorbIntoMatmul,
+    SinkThroughUnary,
     *NORM_PATTERNS,
     *ATTENTION_PATTERNS,
     *ROPE_PATTERNS,

@@ -10,24 +10,27 @@ arguments are finite and that no arithmetic overflows (the assumption every
 floating-point compiler makes when it reassociates), the analysis `finite_values` shows
 that every element of `p` is finite. It accepts:
 
-- function arguments, and integer or `i1` values;
+- function arguments (activations, weights), and integer or `i1` values;
 - constants whose elements are all finite;
 - the results of ops that map finite operands to finite results: `add`, `sub`, `mul`,
   `scale`, `matmul`, `neg`, `abs`, `relu`, `gelu`, `silu`, `sigmoid`, `tanh`, `exp`,
   `erf`, `floor`, `ceil`, `maximum`, `minimum`, `transpose`, `reshape`, `expand`,
   `slice`, `concat`, `split`, `gather`, `gather_elements`, `pad` (finite fill), `cast`,
-  `where` (of finite branches), non-empty `reduce`s, and `rmsnorm` / `layernorm` with
-  a positive epsilon;
+  `where` (of finite branches), non-empty `reduce`s, `pow` by a non-negative integer,
+  `div` by a constant without zeros, and `rmsnorm` / `layernorm` with a positive
+  epsilon;
 - a `softmax` whose input has, in every row along the softmax axis, at least one finite
   entry and nowhere a NaN or `+inf` (`rows_have_finite`): a finite input (no mask), or
-  `s + m` with `s` finite and `m` such a mask — a constant whose every row has a finite
-  entry (causal masks, `-inf` or the dtype's lowest value above the diagonal), possibly
+  `s + m` with `s` finite and `m` a mask that is either computed from finite values
+  (BERT's `where(mask, 0, lowest)`) or a constant whose every row has a finite entry
+  (causal masks, `-inf` or the dtype's lowest value above the diagonal), possibly
   broadcast by `expand`, moved by `transpose` or scaled by a positive factor. Then the
   row maximum is finite, `exp(z - max)` is in `[0, 1]` with at least one 1, and the
-  normalising sum is at least 1.
+  normalising sum is at least 1. A mask `m` that is a function argument (or one moved,
+  cast or scaled) is not assumed finite: it may hold `-inf` rows.
 
-`div`, `sqrt`, `log`, `pow` and `reciprocal` (a zero or negative operand), masks that
-are function arguments, and anything else leave the guard in place.
+Other `div`s, `sqrt`, `log`, other `pow`s and `reciprocal` (a zero or negative
+operand), masks passed as arguments, and anything else leave the guard in place.
 
 **Grouped-query attention.** HF's `repeat_kv` repeats each K/V head `g` times:
 `reshape(expand(unsqueeze(k)))`, `[b, hkv, s, d] -> [b, hkv, 1, s, d] -> [b, hkv, g, s, d]
@@ -41,12 +44,12 @@ from __future__ import annotations
 
 import numpy as np
 from xdsl.dialects import func
-from xdsl.ir import Block, Operation, SSAValue
+from xdsl.ir import Block, BlockArgument, Operation, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern, op_type_rewrite_pattern
 
 from plmr.dialects import graph
 from plmr.passes.canonicalize.match import Array, const_array, elt_of, owner_of, shape_of
-from plmr.passes.transpose_elim import perm_of
+from plmr.passes.transpose_elim import perm_of, swaps_last_two
 
 FINITE_PRESERVING: tuple[type[Operation], ...] = (
     graph.AddOp,
@@ -105,6 +108,16 @@ def _is_finite_op(op: Operation, finite: set[SSAValue]) -> bool:
         )
     if isinstance(op, graph.RmsNormOp | graph.LayerNormOp):
         return op.epsilon.value.data > 0 and all(v in finite for v in op.operands)
+    if isinstance(op, graph.PowOp):
+        e = op.exponent.value.data
+        return op.input in finite and float(e).is_integer() and e >= 0
+    if isinstance(op, graph.DivOp):
+        divisor = const_array(op.rhs)
+        return (
+            op.lhs in finite
+            and divisor is not None
+            and bool(np.all(np.isfinite(divisor) & (divisor != 0)))
+        )
     if isinstance(op, graph.SoftmaxOp):
         axis = op.axis.value.data % len(shape_of(op.input))
         return rows_have_finite(op.input, axis, finite)
@@ -140,6 +153,16 @@ def rows_have_finite(
     entry (the condition under which its softmax along `axis` is NaN-free).
     """
     shape = shape_of(value)
+    op = value.owner
+    if isinstance(op, graph.AddOp):
+        for s, m in ((op.lhs, op.rhs), (op.rhs, op.lhs)):
+            if (
+                s in finite
+                and not _from_argument(m)
+                and _broadcast_rows_ok(m, shape, axis, finite, depth)
+            ):
+                return True
+        return False
     if value in finite:
         return shape[axis] > 0
     if depth > _MAX_DEPTH:
@@ -147,12 +170,6 @@ def rows_have_finite(
     array = const_array(value)
     if array is not None:
         return _constant_rows_ok(array, axis)
-    op = value.owner
-    if isinstance(op, graph.AddOp):
-        for s, m in ((op.lhs, op.rhs), (op.rhs, op.lhs)):
-            if s in finite and _broadcast_rows_ok(m, shape, axis, finite, depth):
-                return True
-        return False
     if isinstance(op, graph.ExpandOp):
         return _broadcast_rows_ok(op.input, shape, axis, finite, depth)
     if isinstance(op, graph.TransposeOp):
@@ -160,6 +177,29 @@ def rows_have_finite(
     if isinstance(op, graph.ScaleOp) and op.factor.value.data > 0:
         return rows_have_finite(op.input, axis, finite, depth + 1)
     return False
+
+
+_MOVES = (
+    graph.ExpandOp,
+    graph.ReshapeOp,
+    graph.TransposeOp,
+    graph.SliceOp,
+    graph.CastOp,
+    graph.ScaleOp,
+    graph.NegOp,
+)
+
+
+def _from_argument(value: SSAValue) -> bool:
+    """Whether `value` is a function argument, possibly moved, cast or scaled: a mask input."""
+    for _ in range(_MAX_DEPTH):
+        if isinstance(value, BlockArgument):
+            return True
+        op = value.owner
+        if not isinstance(op, _MOVES):
+            return False
+        value = op.operands[0]
+    return True
 
 
 def _constant_rows_ok(array: Array, axis: int) -> bool:
@@ -283,6 +323,56 @@ class UnrepeatKv(RewritePattern):
         rewriter.replace(op, [grouped, mm, out])
 
 
-ATTENTION_PATTERNS: tuple[type[RewritePattern], ...] = (RemoveNanGuard, UnrepeatKv)
+def _transposed_below_reshape(value: SSAValue) -> tuple[SSAValue, tuple[int, ...]] | None:
+    """
+    `(x, shape)` if `value` is `reshape(transpose(x))` with the transpose swapping the
+    last two dimensions and the reshape regrouping only the others: then `value` is
+    `reshape(x, shape)` with its last two dimensions swapped.
+    """
+    reshape = owner_of(value, graph.ReshapeOp)
+    if reshape is None:
+        return None
+    t = owner_of(reshape.input, graph.TransposeOp)
+    if t is None or not swaps_last_two(perm_of(t)):
+        return None
+    src, dst = shape_of(t.result), shape_of(value)
+    if len(dst) < 2 or src[-2:] != dst[-2:]:
+        return None
+    return t.input, (*dst[:-2], dst[-1], dst[-2])
+
+
+class TransposedOperandThroughReshape(RewritePattern):
+    """
+    `matmul(a, reshape(transpose(x)))` -> `matmul(a, reshape(x)) transpose_b` (likewise
+    for `a`) when the transpose swaps the last two dimensions and the reshape regroups
+    only batch dimensions: the `Kᵀ` of repeated heads (unsqueezed after transposing)
+    disappears into the matmul's flags.
+    """
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: graph.MatmulOp, rewriter: PatternRewriter, /):
+        ta, tb = op.transpose_a is not None, op.transpose_b is not None
+        lhs, rhs = op.lhs, op.rhs
+        new_ops: list[Operation] = []
+        for side in (0, 1):
+            found = _transposed_below_reshape(lhs if side == 0 else rhs)
+            if found is None:
+                continue
+            r = graph.ReshapeOp(found[0], found[1])
+            new_ops.append(r)
+            if side == 0:
+                lhs, ta = r.result, not ta
+            else:
+                rhs, tb = r.result, not tb
+        if not new_ops:
+            return
+        rewriter.replace(op, [*new_ops, graph.MatmulOp(lhs, rhs, ta, tb)])
+
+
+ATTENTION_PATTERNS: tuple[type[RewritePattern], ...] = (
+    RemoveNanGuard,
+    TransposedOperandThroughReshape,
+    UnrepeatKv,
+)
 
 __all__ = ["ATTENTION_PATTERNS", "finite_values", "rows_have_finite"]

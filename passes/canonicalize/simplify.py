@@ -6,8 +6,9 @@ Local simplifications: no-op removal, reshape composition and constant folding.
   `graph.pow` by 1 and a one-input `graph.concat` are their input;
 - `graph.where` with a constant condition that is all true (all false) is its `lhs`
   (`rhs`) when that already has the result's type;
-- `reshape(reshape(x))` is one reshape, and a `graph.transpose` that only moves unit
-  dimensions (the others keep their order) is a reshape, so that the reshapes and
+- `reshape(reshape(x))` is one reshape, a `graph.transpose` that only moves unit
+  dimensions (the others keep their order) is a reshape, and transposes move above
+  expands and above reshapes of the dimensions they keep, so that the reshapes and
   transposes that split and merge attention heads compose;
 - an op whose operands are all constants is evaluated with the reference semantics when
   that is cheap: its results hold at most `FOLD_LIMIT` elements or no more than its
@@ -39,7 +40,7 @@ from plmr.passes.canonicalize.match import (
     owner_of,
     shape_of,
 )
-from plmr.passes.transpose_elim import perm_of
+from plmr.passes.transpose_elim import UNARY_ELEMENTWISE, perm_of, rebuild_unary
 from plmr.runtime.reference import GRAPH_IMPLS, tensor_dtype
 
 FOLD_LIMIT = 1024
@@ -124,6 +125,66 @@ class UnitTransposeToReshape(RewritePattern):
         rewriter.replace(op, graph.ReshapeOp(op.input, shape_of(op.result)))
 
 
+class HoistTranspose(RewritePattern):
+    """
+    Moves a transpose above the op that made its input, when that op has no other user:
+    `transpose(expand(u))` -> `expand(transpose(u))` (fewer elements move), and
+    `transpose(reshape(x))` -> `reshape(transpose(x))` when the reshape only regroups
+    leading dimensions that the transpose keeps in place (exporters flatten
+    `[b, h, s, d]` to `[b·h, s, d]` to transpose `Kᵀ`); the transpose then meets the
+    one that split the heads, or the repeated K/V, or the matmul.
+    """
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: graph.TransposeOp, rewriter: PatternRewriter, /):
+        perm = perm_of(op)
+        inner = op.input.owner
+        if not op.input.has_one_use():
+            return
+        if isinstance(inner, graph.ExpandOp):
+            u = inner.input
+            if len(shape_of(u)) != len(perm):
+                return
+            t = graph.TransposeOp(u, perm)
+            rewriter.replace(op, [t, graph.ExpandOp(t, shape_of(op.result))])
+            return
+        if not isinstance(inner, graph.ReshapeOp):
+            return
+        fixed = next((i for i, p in enumerate(perm) if p != i), len(perm))
+        tail = len(perm) - fixed
+        src = shape_of(inner.input)
+        if tail > len(src) or src[len(src) - tail :] != shape_of(inner.result)[fixed:]:
+            return
+        lead = len(src) - tail
+        new_perm = (*range(lead), *(lead + p - fixed for p in perm[fixed:]))
+        t = graph.TransposeOp(inner.input, new_perm)
+        rewriter.replace(op, [t, graph.ReshapeOp(t, shape_of(op.result))])
+
+
+class HoistUnary(RewritePattern):
+    """
+    `f(m(x))` -> `m(f(x))` for a unary elementwise `f` (e.g. the `scale` exporters put
+    on `Kᵀ`) and `m` a reshape or an expand with no other user: `f` runs on fewer
+    elements (before an expand), and the reshapes and transposes that follow meet.
+    """
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: graph.GraphOp, rewriter: PatternRewriter, /):
+        if not isinstance(op, UNARY_ELEMENTWISE):
+            return
+        m = op.operands[0].owner
+        if not isinstance(m, graph.ExpandOp | graph.ReshapeOp):
+            return
+        if not m.result.has_one_use():
+            return
+        inner = rebuild_unary(op, m.input)
+        if isinstance(m, graph.ExpandOp):
+            outer = graph.ExpandOp(inner, shape_of(m.result))
+        else:
+            outer = graph.ReshapeOp(inner, shape_of(m.result))
+        rewriter.replace(op, [inner, outer])
+
+
 _FOLDABLE: tuple[type[Attribute], ...] = (
     Float16Type,
     Float32Type,
@@ -180,5 +241,7 @@ SIMPLIFY_PATTERNS: tuple[type[RewritePattern], ...] = (
     RemoveNoOps,
     ComposeReshapes,
     UnitTransposeToReshape,
+    HoistTranspose,
+    HoistUnary,
     FoldConstants,
 )

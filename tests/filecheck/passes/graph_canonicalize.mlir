@@ -112,3 +112,50 @@ func.func @no_inflate() -> tensor<64x64xf32> {
   %e = graph.expand %c : tensor<f32> -> tensor<64x64xf32>
   func.return %e : tensor<64x64xf32>
 }
+
+// -----
+
+// Kᵀ as exporters write it — flattened to 3-D, transposed, unflattened, scaled — moves
+// into the matmul's `transpose_b` flag (the scale runs on K itself).
+// CHECK-LABEL: func.func @kt_flattened
+// CHECK-NEXT:    %[[K:.*]] = graph.scale %k by 5.000000e-01 : tensor<1x4x8x16xf32>
+// CHECK-NEXT:    %s = graph.matmul %q, %[[K]] transpose_b : (tensor<1x4x8x16xf32>, tensor<1x4x8x16xf32>) -> tensor<1x4x8x8xf32>
+// CHECK-NEXT:    func.return %s : tensor<1x4x8x8xf32>
+func.func @kt_flattened(%q: tensor<1x4x8x16xf32>, %k: tensor<1x4x8x16xf32>) -> tensor<1x4x8x8xf32> {
+  %k3 = graph.reshape %k : tensor<1x4x8x16xf32> -> tensor<4x8x16xf32>
+  %kt = graph.transpose %k3 perm = [0, 2, 1] : tensor<4x8x16xf32> -> tensor<4x16x8xf32>
+  %k4 = graph.reshape %kt : tensor<4x16x8xf32> -> tensor<1x4x16x8xf32>
+  %ks = graph.scale %k4 by 5.000000e-01 : tensor<1x4x16x8xf32>
+  %s = graph.matmul %q, %ks : (tensor<1x4x8x16xf32>, tensor<1x4x16x8xf32>) -> tensor<1x4x8x8xf32>
+  func.return %s : tensor<1x4x8x8xf32>
+}
+
+// -----
+
+// A transpose stays below a reshape that splits a dimension it moves (the heads split),
+// and below a reshape or an expand with another user.
+// CHECK-LABEL: func.func @transpose_stays
+// CHECK-NEXT:    %r = graph.reshape %x : tensor<2x3x32xf32> -> tensor<2x3x4x8xf32>
+// CHECK-NEXT:    %t = graph.transpose %r perm = [0, 2, 1, 3]
+// CHECK-NEXT:    %e = graph.expand %y : tensor<2x1x8xf32> -> tensor<2x4x8xf32>
+// CHECK-NEXT:    %u = graph.transpose %e perm = [0, 2, 1]
+func.func @transpose_stays(%x: tensor<2x3x32xf32>, %y: tensor<2x1x8xf32>) -> (tensor<2x4x3x8xf32>, tensor<2x8x4xf32>, tensor<2x4x8xf32>) {
+  %r = graph.reshape %x : tensor<2x3x32xf32> -> tensor<2x3x4x8xf32>
+  %t = graph.transpose %r perm = [0, 2, 1, 3] : tensor<2x3x4x8xf32> -> tensor<2x4x3x8xf32>
+  %e = graph.expand %y : tensor<2x1x8xf32> -> tensor<2x4x8xf32>
+  %u = graph.transpose %e perm = [0, 2, 1] : tensor<2x4x8xf32> -> tensor<2x8x4xf32>
+  func.return %t, %u, %e : tensor<2x4x3x8xf32>, tensor<2x8x4xf32>, tensor<2x4x8xf32>
+}
+
+// -----
+
+// A transpose of an expand with no other user transposes the smaller tensor instead
+// (which, moving a unit dimension only, is a reshape).
+// CHECK-LABEL: func.func @transpose_above_expand
+// CHECK-NEXT:    %[[T:.*]] = graph.reshape %y : tensor<2x1x8xf32> -> tensor<2x8x1xf32>
+// CHECK-NEXT:    %{{.*}} = graph.expand %[[T]] : tensor<2x8x1xf32> -> tensor<2x8x4xf32>
+func.func @transpose_above_expand(%y: tensor<2x1x8xf32>) -> tensor<2x8x4xf32> {
+  %e = graph.expand %y : tensor<2x1x8xf32> -> tensor<2x4x8xf32>
+  %u = graph.transpose %e perm = [0, 2, 1] : tensor<2x4x8xf32> -> tensor<2x8x4xf32>
+  func.return %u : tensor<2x8x4xf32>
+}
