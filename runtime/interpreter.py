@@ -40,12 +40,21 @@ from plmr.runtime.reference import Array, ReferenceEvaluator, dense_to_numpy, te
 from plmr.runtime.report import OpTime, Report
 from plmr.runtime.routing import RouteTable
 from plmr.runtime.sram import SramReport, spmd_sram
+from plmr.runtime.steady import (
+    Extrapolated,
+    ExtrapolationLog,
+    external_operands,
+    iteration_invariant,
+    watch_loop,
+)
 from plmr.runtime.trace import TraceRecorder
 
 FloatArray = npt.NDArray[np.floating[Any]]
 
-CLOCK = np.float32
-"""Clocks are float32: exact to 1 cycle up to 16.7 M cycles, 6e-8 relative beyond."""
+CLOCK = np.float64
+"""Clocks are float64: their rounding (1e-16 relative per operation) stays far below a
+cycle even on 10⁹-cycle programs, and periodic loops show equal increments
+(`plmr.runtime.steady`)."""
 
 MODES = ("functional", "timing")
 
@@ -420,12 +429,22 @@ def _run_for(ev: ReferenceEvaluator, op: Operation, args: list[Any]) -> list[Any
     values = list(args)
     yield_op = block.last_op
     assert yield_op is not None
-    for i in range(op.lb.value.data, op.ub.value.data, op.step.value.data):
+    # Timing mode: once the iterations are periodic, the rest are extrapolated.
+    watch = watch_loop(ev.runtime, op, ev.ready)
+    trips = range(op.lb.value.data, op.ub.value.data, op.step.value.data)
+    for n, i in enumerate(trips):
         ev.ready[block.args[0]] = 0.0
         for arg, r in zip(block.args[1:], carried_ready, strict=True):
             ev.ready[arg] = r
+        if watch is not None:
+            watch.begin_iteration()
         values = ev.run_block(block, [np.int64(i), *values])
         carried_ready = [ev.ready.get(v, 0.0) for v in yield_op.operands]
+        if watch is not None:
+            jumped = watch.end_iteration(carried_ready, values, len(trips) - n - 1)
+            if jumped is not None:
+                carried_ready = jumped
+                break
     for res, r in zip(op.res, carried_ready, strict=True):
         ev.ready[res] = r
     return values
@@ -501,6 +520,14 @@ class MeshRuntime:
     _last_issue: dict[Operation, FloatArray] = field(
         default_factory=dict[Operation, FloatArray]
     )
+    exact: bool = False
+    """Step every loop iteration; by default timing mode extrapolates periodic loops
+    (`plmr.runtime.steady`). Functional mode always steps."""
+    extrapolation: ExtrapolationLog = field(default_factory=ExtrapolationLog)
+    _invariant: dict[Operation, bool] = field(default_factory=dict[Operation, bool])
+    _externals: dict[Operation, list[SSAValue]] = field(
+        default_factory=dict[Operation, list[SSAValue]]
+    )
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -536,6 +563,7 @@ class MeshRuntime:
         self._pending = {}
         self._last_issue = {}
         self._placeholders = {}
+        self.extrapolation = ExtrapolationLog()
         routing = route_program(program, self.relay, self.device)
         self.table = routing.table
         self.relayed = routing.relayed
@@ -585,6 +613,9 @@ class MeshRuntime:
             time.perf_counter() - started,
         )
         report.relayed_collectives = len(self.relayed)
+        report.exact = self.exact or self.mode != "timing"
+        report.extrapolated_loops = self.extrapolation.loops
+        report.extrapolated_iterations = self.extrapolation.iterations
         return outputs, report
 
     def _execute(self, program: mesh.ProgramOp, inputs: Sequence[Array]) -> list[Array]:
@@ -640,6 +671,38 @@ class MeshRuntime:
                     "a mesh.spmd body)"
                 )
         raise PlmrError(f"@{program.sym_name.data} has no mesh.return")
+
+    # -- steady-state extrapolation (plmr.runtime.steady) --------------------------------
+
+    def loop_invariant(self, op: tile.ForOp) -> bool:
+        cached = self._invariant.get(op)
+        if cached is None:
+            cached = self._invariant[op] = iteration_invariant(op)
+        return cached
+
+    def loop_externals(self, op: tile.ForOp) -> list[SSAValue]:
+        cached = self._externals.get(op)
+        if cached is None:
+            cached = self._externals[op] = external_operands(op)
+        return cached
+
+    def pending_messages(self) -> list[list[_Pending]]:
+        return list(self._pending.values())
+
+    def last_issue(self, op: Operation) -> FloatArray | None:
+        return self._last_issue.get(op)
+
+    def set_last_issue(self, op: Operation, issue: FloatArray) -> None:
+        self._last_issue[op] = issue
+
+    def log_extrapolation(self, jump: Extrapolated) -> None:
+        self.extrapolation.loops += 1
+        self.extrapolation.iterations += jump.iterations
+        self.extrapolation.jumps.append(jump)
+        if self.recorder is not None:
+            self.recorder.record_extrapolated(
+                jump.what, jump.iterations, jump.start, jump.end, self.grid
+            )
 
     # -- data placement --------------------------------------------------------------
 
@@ -1012,11 +1075,16 @@ def run_mesh(
     name: str | None = None,
     relay: bool = False,
     recorder: TraceRecorder | None = None,
+    exact: bool = False,
 ) -> tuple[list[Array], Report]:
-    """Runs a mesh program (on its own device unless `device` is given)."""
+    """
+    Runs a mesh program (on its own device unless `device` is given). In timing mode,
+    loops that reach a periodic regime are extrapolated unless `exact` is set
+    (`plmr.runtime.steady`); the report says how many iterations were.
+    """
     program = find_program(module, name)
     if device is None:
         device = program.device.spec.data
     dev = get_device(device) if isinstance(device, str) else device
-    runtime = MeshRuntime(dev, mode, relay, recorder=recorder)
+    runtime = MeshRuntime(dev, mode, relay, recorder=recorder, exact=exact)
     return runtime.run_program(program, inputs)

@@ -63,6 +63,12 @@ class Report:
     simulation_seconds: float = 0.0
     relayed_collectives: int = 0
     """Collectives that ran out of colors and relay through software (β per hop)."""
+    exact: bool = True
+    """Every loop iteration was stepped (functional mode, or timing mode with `exact`)."""
+    extrapolated_loops: int = 0
+    """Loop executions whose periodic tail was extrapolated (`plmr.runtime.steady`)."""
+    extrapolated_iterations: int = 0
+    """Loop iterations extrapolated instead of stepped (an outer loop's counts once)."""
     finish: FloatArray | None = None
     """Per-PE finishing times (not serialised)."""
     compute: FloatArray | None = None
@@ -160,5 +166,12 @@ class Report:
             lines.append("  time by op (PE (0, 0)):")
             for op in self.ops[:8]:
                 lines.append(f"    {op.name:<18} x{op.count:<6} {op.cycles:>12,.0f} cycles")
+        if self.extrapolated_iterations:
+            lines.append(
+                f"  steady state {self.extrapolated_iterations:,} loop iteration(s) of "
+                f"{self.extrapolated_loops:,} loop run(s) extrapolated (--exact steps them)"
+            )
+        elif not self.exact:
+            lines.append("  steady state no loop extrapolated")
         lines.append(f"  simulated in {self.simulation_seconds:.2f} s")
         return lines

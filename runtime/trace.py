@@ -51,6 +51,17 @@ class TraceRecorder:
                 }
             )
 
+    def record_extrapolated(
+        self, what: str, iterations: int, start: Any, end: Any, grid: tuple[int, int]
+    ) -> None:
+        """One slice for `iterations` iterations of `what` extrapolated, not stepped."""
+        before = len(self.events)
+        self.record(f"×{iterations} extrapolated", start, end, grid)
+        for event in self.events[before:]:
+            event["cat"] = "extrapolated"
+            event["args"]["extrapolated"] = what
+            event["args"]["iterations"] = iterations
+
     def write(self, path: Path) -> None:
         meta = [
             {
