@@ -574,6 +574,12 @@ def tune_cmd(
     default=None,
     help="mesh programs: write a per-PE heatmap PNG.",
 )
+@click.option(
+    "--exact",
+    is_flag=True,
+    help="mesh programs, timing mode: step every loop iteration instead of "
+    "extrapolating loops that reached a steady state.",
+)
 def run_cmd(
     program: Path,
     entry: str | None,
@@ -587,6 +593,7 @@ def run_cmd(
     trace_path: Path | None,
     trace_pes: str | None,
     heatmap_path: Path | None,
+    exact: bool,
 ) -> None:
     """
     Run PROGRAM (an .mlir file at any level) with plmr's reference semantics; a
@@ -614,10 +621,16 @@ def run_cmd(
         args = random_inputs(fn, seed)
         origin = f"random inputs (seed {seed})"
     if not isinstance(fn, MeshEntry) and (
-        device or relay or report_path or trace_path or heatmap_path or mode != "functional"
+        device
+        or relay
+        or report_path
+        or trace_path
+        or heatmap_path
+        or exact
+        or mode != "functional"
     ):
         raise PlmrError(
-            "--device, --mode, --relay, --report, --trace and --heatmap apply to "
+            "--device, --mode, --relay, --report, --trace, --heatmap and --exact apply to "
             "mesh.program entries only"
         )
     results, report = run_entry(
@@ -630,6 +643,7 @@ def run_cmd(
         trace_path=trace_path,
         trace_pes=trace_pes,
         heatmap_path=heatmap_path,
+        exact=exact,
     )
     names = result_names(fn)
     if report is not None and report_path is not None:

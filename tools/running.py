@@ -245,8 +245,12 @@ def run_entry(
     trace_path: Path | None = None,
     trace_pes: str | None = None,
     heatmap_path: Path | None = None,
+    exact: bool = False,
 ) -> tuple[list[Array], Report | None]:
-    """Runs a function (reference semantics) or a mesh program (the mesh runtime)."""
+    """
+    Runs a function (reference semantics) or a mesh program (the mesh runtime; in
+    timing mode `exact` steps every loop iteration instead of extrapolating).
+    """
     if isinstance(fn, func.FuncOp):
         return run_function(module, fn, args), None
     from plmr.runtime.device import get_device
@@ -259,7 +263,7 @@ def run_entry(
         grid = fn.grid_shape
         pes = parse_pes(trace_pes, grid) if trace_pes else default_pes(grid)
         recorder = TraceRecorder(pes, dev.clock_hz)
-    runtime = MeshRuntime(dev, mode, relay, recorder=recorder)
+    runtime = MeshRuntime(dev, mode, relay, recorder=recorder, exact=exact)
     with np.errstate(all="ignore"):
         results, report = runtime.run_program(fn, args)
     if recorder is not None and trace_path is not None:
