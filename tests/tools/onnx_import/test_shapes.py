@@ -1,0 +1,230 @@
+"""Shape and data-movement handlers of `plmr.tools.onnx_import`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+from onnx import helper
+
+I64 = np.int64
+
+
+@pytest.mark.parametrize(
+    ("starts", "ends", "axes", "steps"),
+    [
+        ([1], [3], None, None),
+        ([0, 1], [2, -1], [0, 2], None),
+        ([-1], [-100], [1], [-1]),
+        ([4], [0], [2], [-2]),
+        ([0, 0], [9223372036854775807, 5], [1, 2], [2, 3]),
+        ([-3], [10], [-1], [1]),
+    ],
+)
+def test_slice(kit: Any, starts: list[int], ends: list[int], axes: Any, steps: Any):
+    x = kit.rand(3, 4, 6)
+    inits = {"s": np.array(starts, I64), "e": np.array(ends, I64)}
+    inputs = ["x", "s", "e"]
+    if axes is not None:
+        inits["a"] = np.array(axes, I64)
+        inputs.append("a")
+    if steps is not None:
+        if axes is None:
+            inputs.append("")
+        inits["t"] = np.array(steps, I64)
+        inputs.append("t")
+    module = kit.check(
+        kit.model([kit.node("Slice", inputs)], {"x": x}, ["out"], inits), {"x": x}
+    )
+    assert kit.ops(module) == ["graph.slice"]
+
+
+def test_slice_of_everything_is_identity(kit: Any):
+    x = kit.rand(3, 4)
+    inits = {"s": np.array([0], I64), "e": np.array([4], I64), "a": np.array([1], I64)}
+    model = kit.model([kit.node("Slice", ["x", "s", "e", "a"])], {"x": x}, ["out"], inits)
+    assert kit.ops(kit.check(model, {"x": x})) == []
+
+
+def test_error_empty_slice(kit: Any):
+    x = kit.rand(3, 4)
+    inits = {"s": np.array([2], I64), "e": np.array([2], I64)}
+    model = kit.model([kit.node("Slice", ["x", "s", "e"])], {"x": x}, ["out"], inits)
+    kit.raises(model, "(Slice)", "empty")
+
+
+def test_error_slice_runtime_starts(kit: Any):
+    x = kit.rand(3, 4)
+    feeds = {"x": x, "s": np.array([1], I64)}
+    model = kit.model(
+        [kit.node("Slice", ["x", "s", "e"])], feeds, ["out"], {"e": np.array([3], I64)}
+    )
+    kit.raises(model, "(Slice)", "starts", "compile-time constant")
+
+
+@pytest.mark.parametrize("mode", ["constant", "reflect", "edge"])
+@pytest.mark.parametrize(
+    ("pads", "axes"),
+    [([0, 1, 2, 1, 0, 2], None), ([1, 2], [1]), ([2, 0, 1, 0, 0, 3], None)],
+)
+def test_pad(kit: Any, mode: str, pads: list[int], axes: Any):
+    x = kit.rand(3, 4, 5)
+    inits: dict[str, Any] = {"p": np.array(pads, I64)}
+    inputs = ["x", "p"]
+    if mode == "constant":
+        inits["v"] = np.array(1.5, np.float32)
+        inputs.append("v")
+    if axes is not None:
+        if mode != "constant":
+            inputs.append("")
+        inits["a"] = np.array(axes, I64)
+        inputs.append("a")
+    model = kit.model([kit.node("Pad", inputs, mode=mode)], {"x": x}, ["out"], inits)
+    kit.check(model, {"x": x}, rtol=0, atol=0)
+
+
+def test_pad_negative_pads_crop(kit: Any):
+    # ONNX's reference evaluator rejects negative pads: compare with numpy.
+    from plmr.runtime.reference import evaluate_function
+    from plmr.tools.onnx_import import import_onnx
+
+    x = kit.rand(3, 4, 5)
+    model = kit.model(
+        [kit.node("Pad", ["x", "p"], mode="edge")],
+        {"x": x},
+        ["out"],
+        {"p": np.array([2, -1, 1, 0, 0, -2], I64)},
+    )
+    module = import_onnx(model)
+    (got,) = evaluate_function(module, "main", [x])
+    want = np.pad(x[:, 1:, :3], ((2, 0), (0, 0), (1, 0)), mode="edge")
+    np.testing.assert_array_equal(got, want)
+    assert kit.ops(module) == ["graph.slice", "graph.pad"]
+
+
+def test_error_pad_wrap(kit: Any):
+    x = kit.rand(3, 4)
+    model = kit.model(
+        [kit.node("Pad", ["x", "p"], mode="wrap")],
+        {"x": x},
+        ["out"],
+        {"p": np.array([1, 1, 1, 1], I64)},
+    )
+    kit.raises(model, "(Pad)", "mode", "constant, reflect or edge")
+
+
+@pytest.mark.parametrize("shape", [[2, 3, 4], [3, 1], [1, 1, 1, 4]])
+def test_expand(kit: Any, shape: list[int]):
+    x = kit.rand(3, 4)[:, :1] if shape == [3, 1] else kit.rand(3, 4)
+    model = kit.model(
+        [kit.node("Expand", ["x", "s"])], {"x": x}, ["out"], {"s": np.array(shape, I64)}
+    )
+    kit.check(model, {"x": x}, rtol=0, atol=0)
+
+
+def test_expand_of_int_input(kit: Any):
+    x = np.arange(3, dtype=I64).reshape(3, 1)
+    model = kit.model(
+        [kit.node("Expand", ["x", "s"])], {"x": x}, ["out"], {"s": np.array([3, 5], I64)}
+    )
+    assert kit.ops(kit.check(model, {"x": x})) == ["graph.expand"]
+
+
+@pytest.mark.parametrize("repeats", [[1, 1], [2, 1], [3, 2]])
+def test_tile(kit: Any, repeats: list[int]):
+    x = kit.rand(2, 3)
+    model = kit.model(
+        [kit.node("Tile", ["x", "r"])], {"x": x}, ["out"], {"r": np.array(repeats, I64)}
+    )
+    kit.check(model, {"x": x}, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("upper", [0, 1])
+@pytest.mark.parametrize("k", [None, -1, 2])
+def test_trilu_of_runtime_tensor(kit: Any, upper: int, k: Any):
+    x = kit.rand(2, 4, 5)
+    inputs, inits = ["x"], {}
+    if k is not None:
+        inputs.append("k")
+        inits["k"] = np.array(k, I64)
+    model = kit.model([kit.node("Trilu", inputs, upper=upper)], {"x": x}, ["out"], inits)
+    assert kit.ops(kit.check(model, {"x": x}, rtol=0, atol=0))[-1] == "graph.where"
+
+
+@pytest.mark.parametrize("axis", [0, 1])
+@pytest.mark.parametrize("const", [True, False])
+def test_gather_elements(kit: Any, axis: int, const: bool):
+    x = kit.rand(3, 4)
+    rng = np.random.default_rng(1)
+    if axis == 0:
+        idx = rng.integers(-3, 3, size=(2, 4))
+    else:
+        idx = rng.integers(-4, 4, size=(3, 2))
+    idx = idx.astype(I64)
+    feeds = {"x": x}
+    inits: dict[str, Any] = {}
+    (inits if const else feeds)["i"] = idx
+    model = kit.model(
+        [kit.node("GatherElements", ["x", "i"], axis=axis)], feeds, ["out"], inits
+    )
+    kit.check(model, feeds, rtol=0, atol=0)
+
+
+def test_error_gather_elements_constant_index_out_of_range(kit: Any):
+    x = kit.rand(3, 4)
+    model = kit.model(
+        [kit.node("GatherElements", ["x", "i"], axis=1)],
+        {"x": x},
+        ["out"],
+        {"i": np.array([[4]], I64)},
+        infer=False,
+    )
+    kit.raises(model, "(GatherElements)", "indices span", "size 4")
+
+
+@pytest.mark.parametrize(
+    "indices",
+    [np.array([[0, 1], [2, 3]]), np.array([[[1]], [[-1]]]), np.array([[1, 0, 2]])],
+)
+def test_gather_nd(kit: Any, indices: Any):
+    x = kit.rand(3, 4, 5)
+    model = kit.model(
+        [kit.node("GatherND", ["x", "i"])], {"x": x}, ["out"], {"i": indices.astype(I64)}
+    )
+    kit.check(model, {"x": x}, rtol=0, atol=0)
+
+
+def test_error_gather_nd_batch_dims(kit: Any):
+    x = kit.rand(3, 4)
+    model = kit.model(
+        [kit.node("GatherND", ["x", "i"], batch_dims=1)],
+        {"x": x},
+        ["out"],
+        {"i": np.zeros((3, 1), I64)},
+    )
+    kit.raises(model, "(GatherND)", "batch_dims")
+
+
+@pytest.mark.parametrize(("start", "end"), [(None, None), (1, None), (-2, -1), (0, 10)])
+def test_shape_of_runtime_tensor_folds(kit: Any, start: Any, end: Any):
+    x = kit.rand(2, 3, 4)
+    attrs = {k: v for k, v in (("start", start), ("end", end)) if v is not None}
+    nodes = [
+        helper.make_node("Shape", ["x"], ["s"], **attrs),
+        kit.node("Cast", ["s"], to=1),
+    ]
+    module = kit.check(kit.model(nodes, {"x": x}, ["out"]), {"x": x})
+    assert kit.ops(module) == ["graph.constant"]
+
+
+def test_size_folds(kit: Any):
+    x = kit.rand(2, 3, 4)
+    module = kit.check(kit.model([kit.node("Size", ["x"])], {"x": x}, ["out"]), {"x": x})
+    assert kit.ops(module) == ["graph.constant"]
+
+
+def test_error_constant_of_shape_runtime_shape(kit: Any):
+    s = np.array([2, 3], I64)
+    model = kit.model([kit.node("ConstantOfShape", ["s"])], {"s": s}, ["out"], infer=False)
+    kit.raises(model, "(ConstantOfShape)", "compile-time constant")
