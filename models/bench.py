@@ -56,7 +56,6 @@ from plmr.models.nests import (
 from plmr.models.reference_layer import ReferenceLayer, hand_composed_layer
 from plmr.passes.pipeline import CompileOptions, compile_module
 from plmr.runtime.device import Device, get_device
-from plmr.runtime.interpreter import MeshRuntime
 from plmr.runtime.report import Report
 
 KINDS = ("decode", "prefill")
@@ -355,12 +354,10 @@ def _timed(text: str, options: CompileOptions, dev: Device, exact: bool = False)
 
 def runtime_options(exact: bool) -> dict[str, Any]:
     """
-    The runtime's options for `--exact` (every loop iteration simulated, no steady-state
-    extrapolation); a runtime without the option always simulates every iteration.
+    The runtime's options (`MeshRuntime` fields): `exact` simulates every loop iteration
+    instead of extrapolating loops that reached their steady state.
     """
-    if "exact" in {f.name for f in dataclasses.fields(MeshRuntime)}:
-        return {"exact": exact}
-    return {}
+    return {"exact": exact}
 
 
 def stage_hop_cycles(config: LlamaConfig, grid: tuple[int, int], dev: Device) -> float:
@@ -519,4 +516,12 @@ def bench_llm(
     )
 
 
-__all__ = ["KINDS", "WAFERLLM", "LlmBench", "Timed", "bench_llm", "resolve_model"]
+__all__ = [
+    "KINDS",
+    "WAFERLLM",
+    "LlmBench",
+    "Timed",
+    "bench_llm",
+    "resolve_model",
+    "runtime_options",
+]

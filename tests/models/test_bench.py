@@ -37,6 +37,7 @@ from plmr.models.bench import (
     bench_config,
     bench_llm,
     default_options,
+    runtime_options,
     stage_hop_cycles,
 )
 from plmr.models.hf_config import load_hf_config, to_hf
@@ -507,3 +508,20 @@ def test_hand_composed_errors():
         hand_composed_layer("train", get_config("tiny"), (4, 4))
     with pytest.raises(PlmrError, match="does not fit wse2"):
         hand_composed_layer("decode", get_config("tiny"), (4000, 4))
+
+
+def test_exact_reaches_the_runtime():
+    kernel = cannon_gemm(64, 64, 64, (8, 8), "wse2", "interleaved")
+    zeros = [np.zeros(s, np.float32) for s in kernel.inputs]
+    dev = get_device("wse2")
+    exact, nests = run_nests(
+        kernel.module, zeros, dev, runtime_options=runtime_options(True)
+    )
+    fast, _ = run_nests(kernel.module, zeros, dev, runtime_options=runtime_options(False))
+    assert exact.exact is True
+    assert fast.exact is False
+    assert fast.cycles == pytest.approx(exact.cycles, rel=1e-6)
+    assert sum(n.cycles for n in nests) == pytest.approx(exact.cycles)
+    result = bench_llm("prefill", "tiny", (2, 2), tokens=4, reference=False, exact=True)
+    assert result.exact is True
+    assert result.to_json()["exact"] is True
