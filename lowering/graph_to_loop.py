@@ -18,204 +18,56 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import cast
+from typing import Any, cast
 
-import numpy as np
 from xdsl.builder import Builder, ImplicitBuilder
 from xdsl.context import Context
 from xdsl.dialects import arith
 from xdsl.dialects import math as mathd
 from xdsl.dialects.builtin import (
     AnyFloat,
-    FloatAttr,
+    BytesAttr,
+    DenseIntOrFPElementsAttr,
     IndexType,
-    IntegerAttr,
     IntegerType,
     ModuleOp,
+    Signedness,
+    TensorType,
+    i1,
 )
-from xdsl.ir import Attribute, BlockArgument, Operation, SSAValue
+from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint
+from xdsl.utils.hints import isa
 
 from plmr.dialects import graph
-from plmr.dialects.loop import IteratorKind, ReadOp, build_nest
+from plmr.dialects.loop import ReadOp
 from plmr.errors import PlmrError
-
-P = IteratorKind.PARALLEL
-R = IteratorKind.REDUCTION
-
-Shape = tuple[int, ...]
-
-
-# ---------------------------------------------------------------------------------------
-# Scalar helpers (used inside nest bodies under an implicit builder)
-# ---------------------------------------------------------------------------------------
-
-
-def index(v: int) -> SSAValue:
-    """An `index` constant."""
-    return arith.ConstantOp(IntegerAttr(v, IndexType())).result
-
-
-def const(v: float, elt: Attribute) -> SSAValue:
-    """A scalar constant of element type `elt`."""
-    if isinstance(elt, AnyFloat):
-        return arith.ConstantOp(FloatAttr(float(v), elt)).result
-    if isinstance(elt, IntegerType):
-        width = cast(IntegerType, elt).width.data
-        return arith.ConstantOp(IntegerAttr(int(v), width)).result
-    raise PlmrError(f"no constants of type {elt}")
-
-
-def is_float(v: SSAValue) -> bool:
-    return isinstance(v.type, AnyFloat)
-
-
-def add(a: SSAValue, b: SSAValue) -> SSAValue:
-    return (arith.AddfOp(a, b) if is_float(a) else arith.AddiOp(a, b)).result
-
-
-def sub(a: SSAValue, b: SSAValue) -> SSAValue:
-    return (arith.SubfOp(a, b) if is_float(a) else arith.SubiOp(a, b)).result
-
-
-def mul(a: SSAValue, b: SSAValue) -> SSAValue:
-    return (arith.MulfOp(a, b) if is_float(a) else arith.MuliOp(a, b)).result
-
-
-def div(a: SSAValue, b: SSAValue) -> SSAValue:
-    return (arith.DivfOp(a, b) if is_float(a) else arith.DivSIOp(a, b)).result
-
-
-def maximum(a: SSAValue, b: SSAValue) -> SSAValue:
-    return (arith.MaximumfOp(a, b) if is_float(a) else arith.MaxSIOp(a, b)).result
-
-
-def minimum(a: SSAValue, b: SSAValue) -> SSAValue:
-    return (arith.MinimumfOp(a, b) if is_float(a) else arith.MinSIOp(a, b)).result
-
-
-def neg(a: SSAValue) -> SSAValue:
-    if is_float(a):
-        return arith.NegfOp(a).result
-    return arith.SubiOp(const(0, a.type), a).result
-
-
-def exp(a: SSAValue) -> SSAValue:
-    return mathd.ExpOp(a).result
-
-
-def lowest(elt: Attribute) -> float:
-    """The lowest finite value of an element type (the start of a running max)."""
-    if isinstance(elt, AnyFloat):
-        return float(np.finfo(_np_float(elt)).min)
-    if isinstance(elt, IntegerType):
-        return -(2 ** (cast(IntegerType, elt).width.data - 1))
-    raise PlmrError(f"no lowest value for {elt}")
-
-
-def highest(elt: Attribute) -> float:
-    if isinstance(elt, AnyFloat):
-        return float(np.finfo(_np_float(elt)).max)
-    if isinstance(elt, IntegerType):
-        return 2 ** (cast(IntegerType, elt).width.data - 1) - 1
-    raise PlmrError(f"no highest value for {elt}")
-
-
-def _np_float(elt: AnyFloat) -> type[np.floating]:
-    return {16: np.float16, 32: np.float32, 64: np.float64}.get(elt.bitwidth, np.float32)
-
-
-def _shape(v: SSAValue) -> Shape:
-    return graph.static_shape(v, "value")
-
-
-def _elt(v: SSAValue) -> Attribute:
-    return graph.element_type(v)
-
-
-def broadcast_read(src: SSAValue, out_idx: Sequence[SSAValue]) -> SSAValue:
-    """Reads `src` at the output index `out_idx` under numpy broadcasting."""
-    shape = _shape(src)
-    off = len(out_idx) - len(shape)
-    idx = [index(0) if d == 1 else out_idx[off + a] for a, d in enumerate(shape)]
-    return ReadOp(src, idx).result
-
-
-# ---------------------------------------------------------------------------------------
-# Nest helpers
-# ---------------------------------------------------------------------------------------
-
-
-def map_nest(
-    shape: Shape, fn: Callable[[Sequence[SSAValue]], SSAValue], elt: Attribute
-) -> SSAValue:
-    """
-    A parallel nest over `shape` whose body yields `fn(indices)`. A rank-0 result is a
-    nest with one reduction dimension of extent 1 whose body ignores the accumulator.
-    """
-    if not shape:
-        init = const(0, elt)
-        nest = build_nest([1], [R], [init], lambda d, a: [fn(())], scalar_results=False)
-        return nest.res[0]
-    nest = build_nest(shape, [P] * len(shape), [], lambda d, a: [fn(d)])
-    return nest.res[0]
-
-
-def reduce_nest(
-    par_shape: Shape,
-    red_shape: Shape,
-    init: float,
-    elt: Attribute,
-    term: Callable[[Sequence[SSAValue], Sequence[SSAValue]], SSAValue],
-    combine: Callable[[SSAValue, SSAValue], SSAValue],
-) -> SSAValue:
-    """
-    A nest with parallel dims `par_shape` then reduction dims `red_shape`, computing
-    `acc = combine(acc, term(par indices, red indices))` from `init`.
-    """
-    start = const(init, elt)
-    npar = len(par_shape)
-
-    def body(d: Sequence[BlockArgument], a: Sequence[BlockArgument]) -> list[SSAValue]:
-        return [combine(a[0], term(d[:npar], d[npar:]))]
-
-    nest = build_nest(
-        [*par_shape, *red_shape],
-        [P] * npar + [R] * len(red_shape),
-        [start],
-        body,
-        scalar_results=False,
-    )
-    return nest.res[0]
-
-
-# ---------------------------------------------------------------------------------------
-# Lowerings, one per graph op
-# ---------------------------------------------------------------------------------------
-
-Lowering = Callable[[Operation], list[SSAValue]]
-
-
-def _binary(fn: Callable[[SSAValue, SSAValue], SSAValue]) -> Lowering:
-    def lower(op: Operation) -> list[SSAValue]:
-        lhs, rhs = op.operands
-        out = op.results[0]
-
-        def body(idx: Sequence[SSAValue]) -> SSAValue:
-            return fn(broadcast_read(lhs, idx), broadcast_read(rhs, idx))
-
-        return [map_nest(_shape(out), body, _elt(out))]
-
-    return lower
-
-
-def _unary(fn: Callable[[SSAValue], SSAValue]) -> Lowering:
-    def lower(op: Operation) -> list[SSAValue]:
-        x = op.operands[0]
-        return [map_nest(_shape(x), lambda idx: fn(ReadOp(x, idx).result), _elt(x))]
-
-    return lower
+from plmr.lowering.data_movement import DATA_MOVEMENT_LOWERINGS
+from plmr.lowering.loop_builders import (
+    Lowering,
+    Shape,
+    add,
+    broadcast_read,
+    const,
+    div,
+    exp,
+    highest,
+    index,
+    is_float,
+    lowest,
+    map_nest,
+    maximum,
+    minimum,
+    mul,
+    neg,
+    reduce_nest,
+    sub,
+)
+from plmr.lowering.loop_builders import binary_lowering as _binary
+from plmr.lowering.loop_builders import element_of as _elt
+from plmr.lowering.loop_builders import shape_of as _shape
+from plmr.lowering.loop_builders import unary_lowering as _unary
 
 
 def _relu(x: SSAValue) -> SSAValue:
@@ -689,6 +541,109 @@ def _lower_gather(op: Operation) -> list[SSAValue]:
     return [map_nest(_shape(op.result), body, _elt(op.result))]
 
 
+# ---------------------------------------------------------------------------------------
+# Selection, comparison, logic and casts
+# ---------------------------------------------------------------------------------------
+
+_CMPF = {"eq": "oeq", "ne": "une", "lt": "olt", "le": "ole", "gt": "ogt", "ge": "oge"}
+"""ONNX comparisons of floats: false against NaN, except `ne` (`Not(Equal)`)."""
+_CMPI = {"eq": "eq", "ne": "ne", "lt": "slt", "le": "sle", "gt": "sgt", "ge": "sge"}
+_CMPU = {"eq": "eq", "ne": "ne", "lt": "ult", "le": "ule", "gt": "ugt", "ge": "uge"}
+"""Booleans compare unsigned (`false < true`); signed, `true` would be -1."""
+
+
+def compare(predicate: str, a: SSAValue, b: SSAValue) -> SSAValue:
+    """`a <predicate> b` as an `i1`, with ONNX semantics."""
+    if is_float(a):
+        return arith.CmpfOp(a, b, _CMPF[predicate]).result
+    table = _CMPU if a.type == i1 else _CMPI
+    return arith.CmpiOp(a, b, table[predicate]).result
+
+
+def _lower_cmp(op: Operation) -> list[SSAValue]:
+    assert isinstance(op, graph.CmpOp)
+    predicate = op.predicate.data.value
+    return _binary(lambda a, b: compare(predicate, a, b))(op)
+
+
+def _lower_where(op: Operation) -> list[SSAValue]:
+    assert isinstance(op, graph.WhereOp)
+    c, a, b = op.condition, op.lhs, op.rhs
+
+    def body(idx: Sequence[SSAValue]) -> SSAValue:
+        pick = broadcast_read(c, idx)
+        return arith.SelectOp(pick, broadcast_read(a, idx), broadcast_read(b, idx)).result
+
+    return [map_nest(_shape(op.result), body, _elt(op.result))]
+
+
+def _not(x: SSAValue) -> SSAValue:
+    return arith.XOrIOp(x, const(1, i1)).result
+
+
+def _is_int(elt: Attribute) -> bool:
+    return isinstance(elt, IntegerType)
+
+
+def _width(elt: Attribute) -> int:
+    if isinstance(elt, AnyFloat):
+        return elt.bitwidth
+    return cast(IntegerType, elt).width.data
+
+
+def convert(x: SSAValue, dst: Attribute) -> SSAValue:
+    """
+    `x` converted to `dst` with ONNX Cast semantics: floats to integers truncate toward
+    zero, anything to `i1` is `x != 0`, `i1` converts to 0 or 1.
+    """
+    src = x.type
+    if src == dst:
+        return x
+    if dst == i1:
+        zero = const(0, src)
+        if is_float(x):
+            return arith.CmpfOp(x, zero, "une").result
+        return arith.CmpiOp(x, zero, "ne").result
+    from_float, to_float = graph.is_float_type(src), graph.is_float_type(dst)
+    from_int, to_int = _is_int(src), _is_int(dst)
+    if from_float and to_float and _width(src) != _width(dst):
+        wider = _width(src) < _width(dst)
+        fdst = cast(AnyFloat, dst)
+        return (arith.ExtFOp(x, fdst) if wider else arith.TruncFOp(x, fdst)).result
+    if from_int and to_float:
+        if src == i1:
+            return arith.UIToFPOp(x, cast(AnyFloat, dst)).result
+        return arith.SIToFPOp(x, cast(AnyFloat, dst)).result
+    idst = cast(IntegerType[int, Signedness], dst)
+    if from_float and to_int:
+        return arith.FPToSIOp(x, idst).result
+    if from_int and to_int:
+        if src == i1:
+            return arith.ExtUIOp(x, idst).result
+        if _width(src) < _width(dst):
+            return arith.ExtSIOp(x, idst).result
+        if _width(src) > _width(dst):
+            return arith.TruncIOp(x, idst).result
+    raise PlmrError(f"convert-graph-to-loop: no cast from {src} to {dst}")
+
+
+def _lower_cast(op: Operation) -> list[SSAValue]:
+    assert isinstance(op, graph.CastOp)
+    x = op.input
+    dst = _elt(op.result)
+    return [map_nest(_shape(x), lambda idx: convert(ReadOp(x, idx).result, dst), dst)]
+
+
+def _abs(x: SSAValue) -> SSAValue:
+    return (mathd.AbsFOp(x) if is_float(x) else mathd.AbsIOp(x)).result
+
+
+def _lower_pow(op: Operation) -> list[SSAValue]:
+    assert isinstance(op, graph.PowOp)
+    exponent = op.exponent.value.data
+    return _unary(lambda x: mathd.PowFOp(x, const(exponent, x.type)).result)(op)
+
+
 LOWERINGS: dict[type[Operation], Lowering] = {
     graph.MatmulOp: _lower_matmul,
     graph.AddOp: _binary(add),
@@ -717,8 +672,34 @@ LOWERINGS: dict[type[Operation], Lowering] = {
     graph.PoolOp: _lower_pool,
     graph.ConstantOp: _lower_constant,
     graph.GatherOp: _lower_gather,
+    graph.WhereOp: _lower_where,
+    graph.CmpOp: _lower_cmp,
+    graph.NotOp: _unary(_not),
+    graph.AndOp: _binary(lambda a, b: arith.AndIOp(a, b).result),
+    graph.OrOp: _binary(lambda a, b: arith.OrIOp(a, b).result),
+    graph.XorOp: _binary(lambda a, b: arith.XOrIOp(a, b).result),
+    graph.CastOp: _lower_cast,
+    graph.AbsOp: _unary(_abs),
+    graph.LogOp: _unary(lambda x: mathd.LogOp(x).result),
+    graph.FloorOp: _unary(lambda x: mathd.FloorOp(x).result),
+    graph.CeilOp: _unary(lambda x: mathd.CeilOp(x).result),
+    graph.ReciprocalOp: _unary(lambda x: div(const(1, x.type), x)),
+    graph.PowOp: _lower_pow,
+    graph.MaximumOp: _binary(maximum),
+    graph.MinimumOp: _binary(minimum),
+    **DATA_MOVEMENT_LOWERINGS,
 }
 """How each `graph` op becomes loop nests: (op) -> replacement values (built in place)."""
+
+
+def _is_empty(t: Attribute) -> bool:
+    return isa(t, TensorType[Attribute]) and 0 in t.get_shape()
+
+
+def _empty_constant(t: Attribute) -> SSAValue:
+    tt = graph.tensor_type(t, "result")
+    empty = DenseIntOrFPElementsAttr[Any](cast(Any, tt), BytesAttr(b""))
+    return arith.ConstantOp(empty).result
 
 
 def lower_graph_op(op: Operation) -> None:
@@ -727,7 +708,11 @@ def lower_graph_op(op: Operation) -> None:
     if lowering is None:
         raise PlmrError(f"convert-graph-to-loop: no lowering for '{op.name}'")
     with ImplicitBuilder(Builder(InsertPoint.before(op))):
-        values = lowering(op)
+        if all(_is_empty(r.type) for r in op.results):
+            # A loop nest has positive extents: an empty result is an empty constant.
+            values = [_empty_constant(r.type) for r in op.results]
+        else:
+            values = lowering(op)
     for old, new in zip(op.results, values, strict=True):
         if old.type != new.type:
             raise PlmrError(

@@ -399,6 +399,23 @@ def _convert(ev: ReferenceEvaluator, op: Operation, args: list[Any]) -> list[Any
     return [np.asarray(args[0]).astype(numpy_dtype(op.results[0].type))]
 
 
+def _extsi(ev: ReferenceEvaluator, op: Operation, args: list[Any]) -> list[Any]:
+    """Sign extension: an `i1` true is all ones (-1)."""
+    x = np.asarray(args[0])
+    dtype = numpy_dtype(op.results[0].type)
+    if x.dtype.kind == "b":
+        return [np.where(x, -1, 0).astype(dtype)]
+    return [x.astype(dtype)]
+
+
+def _from_unsigned(ev: ReferenceEvaluator, op: Operation, args: list[Any]) -> list[Any]:
+    """`arith.uitofp` / `arith.extui`: the integer read as unsigned (`i1` true is 1)."""
+    x = np.asarray(args[0])
+    if x.dtype.kind == "i":
+        x = x.astype(f"u{x.dtype.itemsize}")
+    return [x.astype(numpy_dtype(op.results[0].type))]
+
+
 def _rsqrt_scalar(x: Any) -> Any:
     return 1 / np.sqrt(x)
 
@@ -452,6 +469,10 @@ EVAL_IMPLS: dict[type[Operation], EvalImpl] = {
     arith.FPToSIOp: _convert,
     arith.ExtFOp: _convert,
     arith.TruncFOp: _convert,
+    arith.ExtSIOp: _extsi,
+    arith.ExtUIOp: _from_unsigned,
+    arith.TruncIOp: _convert,
+    arith.UIToFPOp: _from_unsigned,
     mathd.ExpOp: _unary_scalar(np.exp),
     mathd.LogOp: _unary_scalar(np.log),
     mathd.SqrtOp: _unary_scalar(np.sqrt),
@@ -459,6 +480,9 @@ EVAL_IMPLS: dict[type[Operation], EvalImpl] = {
     mathd.TanhOp: _unary_scalar(np.tanh),
     mathd.ErfOp: _unary_scalar(erf),
     mathd.AbsFOp: _unary_scalar(np.abs),
+    mathd.AbsIOp: _unary_scalar(np.abs),
+    mathd.FloorOp: _unary_scalar(np.floor),
+    mathd.CeilOp: _unary_scalar(np.ceil),
     mathd.PowFOp: _binary_scalar(np.power),
     mathd.FmaOp: _fma,
 }

@@ -1,0 +1,134 @@
+"""
+The lowerings of `convert-graph-to-loop` for the ops that only move data: slice,
+expand, pad and gather_elements. Each is one parallel nest over its result whose
+`loop.read` index is computed from the loop indices:
+
+- `graph.slice`: `start + i·step` per dimension;
+- `graph.expand`: a broadcasting read (index 0 along the size-1 dimensions);
+- `graph.pad`: `i - begin`; a `constant` pad reads with the pad value as `padding`,
+  `edge` clamps the index into the tensor, `reflect` mirrors it at both borders
+  (`r = min(|j|, 2(n-1) - |j|)` with `j = i - begin`, valid for pads smaller than `n`);
+- `graph.gather_elements`: the indices tensor, read at the result's position, replaces
+  the index along `axis` (negative indices count from the end), as for `graph.gather`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from xdsl.dialects import arith
+from xdsl.dialects.builtin import IndexType
+from xdsl.ir import Operation, SSAValue
+
+from plmr.dialects import graph
+from plmr.dialects.loop import ReadOp
+from plmr.lowering.loop_builders import (
+    Lowering,
+    broadcast_read,
+    element_of,
+    index,
+    map_nest,
+    shape_of,
+)
+
+
+def _lower_slice(op: Operation) -> list[SSAValue]:
+    assert isinstance(op, graph.SliceOp)
+    x = op.input
+    starts, steps = op.starts.get_values(), op.steps.get_values()
+
+    def body(idx: Sequence[SSAValue]) -> SSAValue:
+        src: list[SSAValue] = []
+        for i, start, step in zip(idx, starts, steps, strict=True):
+            v = i if step == 1 else arith.MuliOp(i, index(step)).result
+            src.append(arith.AddiOp(v, index(start)).result if start else v)
+        return ReadOp(x, src).result
+
+    return [map_nest(shape_of(op.result), body, element_of(op.result))]
+
+
+def _lower_expand(op: Operation) -> list[SSAValue]:
+    assert isinstance(op, graph.ExpandOp)
+    x = op.input
+    return [
+        map_nest(
+            shape_of(op.result), lambda idx: broadcast_read(x, idx), element_of(op.result)
+        )
+    ]
+
+
+def _magnitude(j: SSAValue) -> SSAValue:
+    """`|j|` of an index."""
+    return arith.MaxSIOp(j, arith.SubiOp(index(0), j).result).result
+
+
+def _edge(i: SSAValue, begin: int, end: int, size: int) -> SSAValue:
+    """The index of `i - begin` clamped into `[0, size)`."""
+    j = arith.SubiOp(i, index(begin)).result if begin else i
+    if begin:
+        j = arith.MaxSIOp(j, index(0)).result
+    if end:
+        j = arith.MinSIOp(j, index(size - 1)).result
+    return j
+
+
+def _reflect(i: SSAValue, begin: int, end: int, size: int) -> SSAValue:
+    """The index of `i - begin` mirrored at both borders (without repeating them)."""
+    j = arith.SubiOp(i, index(begin)).result if begin else i
+    if begin:
+        j = _magnitude(j)
+    if end:
+        mirrored = arith.SubiOp(index(2 * (size - 1)), j).result
+        j = arith.MinSIOp(j, mirrored).result
+    return j
+
+
+def _lower_pad(op: Operation) -> list[SSAValue]:
+    assert isinstance(op, graph.PadOp)
+    x = op.input
+    shape = shape_of(x)
+    rank = len(shape)
+    pads = op.pads.get_values()
+    mode = op.mode.data
+    value = op.value.value.data
+
+    def body(idx: Sequence[SSAValue]) -> SSAValue:
+        src: list[SSAValue] = []
+        for a, (i, size) in enumerate(zip(idx, shape, strict=True)):
+            begin, end = pads[a], pads[a + rank]
+            if mode == graph.PadMode.CONSTANT:
+                src.append(arith.SubiOp(i, index(begin)).result if begin else i)
+            elif mode == graph.PadMode.EDGE:
+                src.append(_edge(i, begin, end, size))
+            else:
+                src.append(_reflect(i, begin, end, size))
+        padded = mode == graph.PadMode.CONSTANT and any(pads)
+        return ReadOp(x, src, padding=value if padded else None).result
+
+    return [map_nest(shape_of(op.result), body, element_of(op.result))]
+
+
+def _lower_gather_elements(op: Operation) -> list[SSAValue]:
+    assert isinstance(op, graph.GatherElementsOp)
+    data, indices = op.data, op.indices
+    dshape = shape_of(data)
+    ax = graph.normalize_axis(op.axis.value.data, len(dshape))
+    size = dshape[ax]
+
+    def body(idx: Sequence[SSAValue]) -> SSAValue:
+        raw = ReadOp(indices, list(idx)).result
+        i = arith.IndexCastOp(raw, IndexType()).result
+        negative = arith.CmpiOp(i, index(0), "slt").result
+        i = arith.SelectOp(negative, arith.AddiOp(i, index(size)).result, i).result
+        return ReadOp(data, [*idx[:ax], i, *idx[ax + 1 :]]).result
+
+    return [map_nest(shape_of(op.result), body, element_of(op.result))]
+
+
+DATA_MOVEMENT_LOWERINGS: dict[type[Operation], Lowering] = {
+    graph.SliceOp: _lower_slice,
+    graph.ExpandOp: _lower_expand,
+    graph.PadOp: _lower_pad,
+    graph.GatherElementsOp: _lower_gather_elements,
+}
+"""The lowerings of the data-movement ops, by op class."""
