@@ -11,6 +11,8 @@ compile alike. Its patterns (run greedily to a fixed point), by module:
 - `canonicalize.norms`: RMSNorm and LayerNorm spelled out (`pow`/`mean`/`add`/`sqrt`/
   `reciprocal`/`div`/`mul`, with or without the weight and bias) -> `graph.rmsnorm` /
   `graph.layernorm`;
+- `canonicalize.activations`: `x · sigmoid(x)` -> `graph.silu`, GELU's erf and tanh
+  spellings -> `graph.gelu`;
 - `canonicalize.attention`: SDPA's NaN guard `where(isnan(p), 0, p)` -> `p` when `p`
   provably holds no NaN; K/V heads repeated for grouped-query attention -> a matmul that
   broadcasts the un-repeated K/V over the query heads of each group;
@@ -35,6 +37,7 @@ from xdsl.pattern_rewriter import (
     RewritePattern,
 )
 
+from plmr.passes.canonicalize.activations import ACTIVATION_PATTERNS
 from plmr.passes.canonicalize.attention import ATTENTION_PATTERNS
 from plmr.passes.canonicalize.norms import NORM_PATTERNS
 from plmr.passes.canonicalize.rope import ROPE_PATTERNS
@@ -53,6 +56,7 @@ CANONICALIZE_PATTERNS: tuple[type[RewritePattern], ...] = (
     AbsorbIntoMatmul,
     SinkThroughUnary,
     *NORM_PATTERNS,
+    *ACTIVATION_PATTERNS,
     *ATTENTION_PATTERNS,
     *ROPE_PATTERNS,
 )

@@ -13,7 +13,8 @@ Local simplifications: no-op removal, reshape composition and constant folding.
 - an op whose operands are all constants is evaluated with the reference semantics when
   that is cheap: its results hold at most `FOLD_LIMIT` elements or no more than its
   largest operand (folding never inflates a small constant into a large one, such as an
-  `expand` of a scalar).
+  `expand` of a scalar), and products (`matmul`, `conv2d`, `pool`) only of operands of
+  at most `FOLD_LIMIT` elements.
 """
 
 from __future__ import annotations
@@ -45,6 +46,9 @@ from plmr.runtime.reference import GRAPH_IMPLS, tensor_dtype
 
 FOLD_LIMIT = 1024
 """Results of at most this many elements are always folded."""
+
+_NOT_LINEAR = (graph.MatmulOp, graph.Conv2dOp, graph.PoolOp)
+"""Ops whose cost grows faster than their operands: folded only on small constants."""
 
 
 def _noop_input(op: Operation) -> SSAValue | None:
@@ -221,6 +225,8 @@ class FoldConstants(RewritePattern):
         results = list(op.results)
         if any(math.prod(shape_of(r)) > limit or not _foldable_type(r) for r in results):
             return
+        if isinstance(op, _NOT_LINEAR) and largest > FOLD_LIMIT:
+            return  # a product of large constants is work for the wafer, not the compiler
         if not all(_foldable_type(v) for v in op.operands):
             return
         try:

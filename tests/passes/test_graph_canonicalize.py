@@ -164,6 +164,9 @@ def test_llama_export_is_recognised():
     # The NaN guards (causal mask with the lowest float) are gone.
     assert before["graph.where"] == 2
     assert after["graph.where"] == after["graph.cmp"] == 0
+    # SiLU in both MLPs.
+    assert after["graph.silu"] == 2
+    assert after["graph.sigmoid"] == 0
     assert sum(after.values()) < sum(before.values()) - 40
     (got,) = evaluate_function(module, "main", inputs)
     scale = float(np.max(np.abs(logits)))
@@ -195,6 +198,9 @@ def test_gpt2_export_loses_its_nan_guards_and_keeps_torch_outputs():
     assert before["graph.where"] == 2
     assert after["graph.where"] == 0
     assert after["graph.layernorm"] == 5
+    # NewGELU (tanh) in both MLPs.
+    assert after["graph.gelu"] == 2
+    assert after["graph.tanh"] == 0
     assert sum(after.values()) < sum(before.values())
     (got,) = evaluate_function(module, "main", inputs)
     scale = float(np.max(np.abs(logits)))

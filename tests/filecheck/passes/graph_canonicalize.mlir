@@ -159,3 +159,15 @@ func.func @transpose_above_expand(%y: tensor<2x1x8xf32>) -> tensor<2x8x4xf32> {
   %u = graph.transpose %e perm = [0, 2, 1] : tensor<2x4x8xf32> -> tensor<2x8x4xf32>
   func.return %u : tensor<2x8x4xf32>
 }
+
+// -----
+
+// A product of large constants is left to the wafer.
+// CHECK-LABEL: func.func @no_large_product
+// CHECK:         graph.matmul %a, %b
+func.func @no_large_product() -> tensor<2x2xf32> {
+  %a = graph.constant dense<1.0> : tensor<2x2048xf32>
+  %b = graph.constant dense<1.0> : tensor<2048x2xf32>
+  %c = graph.matmul %a, %b : (tensor<2x2048xf32>, tensor<2048x2xf32>) -> tensor<2x2xf32>
+  func.return %c : tensor<2x2xf32>
+}
