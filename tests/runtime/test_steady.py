@@ -51,7 +51,8 @@ def both(module: ModuleOp, **kw: Any) -> tuple[Report, Report]:
 
 def assert_same_report(fast: Report, exact: Report) -> None:
     assert exact.extrapolated_iterations == 0
-    assert exact.exact and not fast.exact
+    assert exact.exact
+    assert not fast.exact
     assert fast.cycles == pytest.approx(exact.cycles, rel=REL)
     for name in ("compute_cycles", "comm_cycles", "idle_cycles", "comm_busy_cycles"):
         assert getattr(fast, name) == pytest.approx(
@@ -68,7 +69,8 @@ def assert_same_report(fast: Report, exact: Report) -> None:
     assert [(o.name, o.count) for o in fast.ops] == [(o.name, o.count) for o in exact.ops]
     for a, b in zip(fast.ops, exact.ops, strict=True):
         assert a.cycles == pytest.approx(b.cycles, rel=REL, abs=REL * exact.cycles)
-    assert fast.finish is not None and exact.finish is not None
+    assert fast.finish is not None
+    assert exact.finish is not None
     np.testing.assert_allclose(fast.finish, exact.finish, rtol=REL, atol=REL * exact.cycles)
 
 
@@ -136,7 +138,8 @@ def test_functional_mode_never_extrapolates():
     rng = np.random.default_rng(0)
     a, b = (rng.standard_normal(s).astype(np.float32) for s in kernel.inputs)
     (c,), report = run_mesh(kernel.module, [a, b])
-    assert report.exact and report.extrapolated_iterations == 0
+    assert report.exact
+    assert report.extrapolated_iterations == 0
     np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-4)
     _, timed = run_mesh(kernel.module, [a, b], mode="timing", exact=True)
     assert report.cycles == timed.cycles
@@ -299,9 +302,11 @@ def test_the_report_and_the_trace_mark_extrapolated_iterations(tmp_path: Path):
         kernel.module, zeros_for(kernel.module), mode="timing", recorder=recorder
     )
     n = report.extrapolated_iterations
-    assert n > 0 and report.extrapolated_loops == 1
+    assert n > 0
+    assert report.extrapolated_loops == 1
     data = report.to_json()
-    assert data["extrapolated_iterations"] == n and data["exact"] is False
+    assert data["extrapolated_iterations"] == n
+    assert data["exact"] is False
     assert any(f"{n:,} loop iteration(s)" in line for line in report.summary())
     path = tmp_path / "trace.json"
     recorder.write(path)
@@ -334,4 +339,5 @@ def test_plmr_run_exact_from_the_command_line(tmp_path: Path):
     assert reports[False]["extrapolated_iterations"] > 0
     assert reports[False]["cycles"] == pytest.approx(reports[True]["cycles"], rel=REL)
     bad = CliRunner().invoke(cli, ["run", str(EXAMPLES / "onnx" / "mlp.mlir"), "--exact"])
-    assert bad.exit_code != 0 and "mesh.program entries only" in bad.output
+    assert bad.exit_code != 0
+    assert "mesh.program entries only" in bad.output
