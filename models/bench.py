@@ -128,6 +128,9 @@ class LlmBench:
     """The layer composed from the kernel library (None when not asked for)."""
     exact: bool = False
     """Simulated every iteration (no steady-state extrapolation)."""
+    form: str = "heads"
+    """How the program is written (`ProgramBuilder`): heads as a tensor dimension, or
+    one matmul per head (`per-head`)."""
 
     @property
     def hand_composed_cycles(self) -> float | None:
@@ -386,11 +389,13 @@ def bench_llm(
     *,
     reference: bool = True,
     exact: bool = False,
+    form: str = "heads",
 ) -> LlmBench:
     """
     Compiles and times one layer, the LM head and the KV append; assembles a step.
     `model`: a preset's name or a config; `reference`: also compose and time the
-    hand-composed layer; `exact`: no steady-state extrapolation in the runtime.
+    hand-composed layer; `exact`: no steady-state extrapolation in the runtime;
+    `form`: how the program is written (`ProgramBuilder`'s forms).
     """
     from plmr.lowering.kv_cache import kv_append, kv_capacity
     from plmr.runtime.interpreter import run_mesh
@@ -409,7 +414,7 @@ def bench_llm(
         raise PlmrError(f"the {'context' if kind == 'decode' else 'prompt'} must be >= 1")
     config = bench_config(base, grid, n)
     opts = options or default_options(base, grid, device)
-    builder = ProgramBuilder(config, None)
+    builder = ProgramBuilder(config, None, form)
 
     def program(layers: list[int]) -> str:
         if kind == "decode":
@@ -513,6 +518,7 @@ def bench_llm(
         layer_nests=nests,
         hand_composed=hand,
         exact=exact,
+        form=form,
     )
 
 

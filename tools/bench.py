@@ -395,6 +395,14 @@ def _llm_command(kind: str) -> click.Command:
         help="Simulate every loop iteration (no steady-state extrapolation).",
     )
     @click.option(
+        "--form",
+        type=click.Choice(["heads", "per-head"]),
+        default="heads",
+        show_default=True,
+        help="How the program is written: heads as a tensor dimension, or one matmul "
+        "per head.",
+    )
+    @click.option(
         "--no-reference",
         "no_reference",
         is_flag=True,
@@ -409,6 +417,7 @@ def _llm_command(kind: str) -> click.Command:
         tokens: int | None,
         tile_sizes: str | None,
         exact: bool,
+        form: str,
         no_reference: bool,
         as_json: bool,
     ) -> None:
@@ -440,6 +449,7 @@ def _llm_command(kind: str) -> click.Command:
             options,
             reference=not no_reference,
             exact=exact,
+            form=form,
         )
         if as_json:
             click.echo(json.dumps(result.to_json()))

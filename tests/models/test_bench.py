@@ -525,3 +525,13 @@ def test_exact_reaches_the_runtime():
     result = bench_llm("prefill", "tiny", (2, 2), tokens=4, reference=False, exact=True)
     assert result.exact is True
     assert result.to_json()["exact"] is True
+
+
+def test_form_chooses_how_the_program_is_written():
+    per_head = bench_llm(
+        "prefill", "tiny", (2, 2), tokens=4, reference=False, form="per-head"
+    )
+    assert per_head.form == "per-head"
+    assert per_head.to_json()["form"] == "per-head"
+    with pytest.raises(PlmrError, match="unknown program form 'fused'"):
+        bench_llm("prefill", "tiny", (2, 2), tokens=4, reference=False, form="fused")
