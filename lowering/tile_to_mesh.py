@@ -304,7 +304,24 @@ class Mapping:
 
 
 def _extent_ok(loop: tile.ForOp, n: int) -> bool:
-    return loop.lb.value.data == 0 and n > 1 and loop.trip_count % n == 0
+    """
+    Whether `loop` can be split over an axis of `n` PEs: evenly, or unevenly when each
+    PE's share of blocks is exactly its block of the padded layout (`ceil(extent / n)`
+    elements, e.g. blocks of one element); the PEs past the end then work on padding,
+    which their stores and accumulations ignore (`_NestEmitter`).
+    """
+    if loop.lb.value.data != 0 or n < 2:
+        return False
+    trips = loop.trip_count
+    if trips % n == 0:
+        return True
+    step = loop.step.value.data
+    return -(-trips // n) * step == -(-(trips * step) // n)
+
+
+def _uneven(loop: tile.ForOp, n: int) -> bool:
+    """Whether splitting `loop` over `n` PEs leaves some PEs blocks of padding."""
+    return loop.trip_count % n != 0
 
 
 def _plain_accumulators(red: tile.ForOp) -> list[str] | None:
@@ -415,11 +432,13 @@ class _Planner:
                     and blk[j] == loop.step.value.data
                     and shape[j] == loop.ub.value.data
                 )
+                n = self.opts.n(a)
                 chunked = (
                     isinstance(v, Composite)
                     and v.outer is loop.induction_var
                     and v.inner not in mapped
                     and shape[j] == loop.trip_count * v.scale
+                    and -(-loop.trip_count // n) * v.scale == -(-shape[j] // n)
                 )
                 if direct or chunked:
                     dims[j] = a if a not in dims else "-"
@@ -461,7 +480,8 @@ class _Planner:
                     if kinds is not None and _extent_ok(red, opts.n(a)):
                         m = Mapping({**axes, a: red}, "allreduce", outputs=outs)
                         result.append(self._finish(m))
-                if axes:
+                even = all(not _uneven(lp, opts.n(a)) for a, lp in axes.items())
+                if axes and even:
                     rot = self._rotation(axes, outs)
                     if rot is not None:
                         result.append(self._finish(rot))
@@ -569,7 +589,7 @@ class _Planner:
                 t = parent.trip_count
                 axis = m.axis_of(parent)
                 if axis is not None:
-                    t //= self.opts.n(axis)
+                    t = -(-t // self.opts.n(axis))
                 trips *= t
             parent = parent.parent_op()
         return trips
@@ -962,6 +982,8 @@ class _NestEmitter:
         self.operands: dict[SSAValue, _Operand] = {}
         self.vmap: dict[SSAValue, SSAValue] = {}
         self.local: dict[SSAValue, SSAValue] = {}
+        self.guards: list[SSAValue] = []
+        """Conditions of the enclosing loops split unevenly: this block is not padding."""
         for (src, layout, skew), value, arg in zip(
             wants, inputs, body.args[2:], strict=True
         ):
@@ -1020,10 +1042,11 @@ class _NestEmitter:
                 value = self._from_diagonal(src, value, cur, j, a)
                 cur[j] = _other(a)
                 continue
-            # All-gather dim j along a: place the block in a zero tensor, sum along a.
+            # All-gather dim j along a: place the block in a zero tensor, sum along a
+            # (over the padded length when the axis does not divide the dim).
             cur_shape = self._shape(shape, cur)
             full = list(cur_shape)
-            full[j] = shape[j]
+            full[j] = cur_shape[j] * opts.n(a)
             zero = b.insert(tile.FillOp(0.0, TensorType(_elt(src), full))).result
             offs = [_index(b, 0) for _ in shape]
             offs[j] = _mul(b, self.coord[a], cur_shape[j])
@@ -1033,19 +1056,31 @@ class _NestEmitter:
                     "sum", placed, a, self.opts.gemv, self.opts.k, _groups(self.opts, a)
                 )
             ).result
+            if full[j] != shape[j]:
+                exact = list(full)
+                exact[j] = shape[j]
+                zeros = [_index(b, 0) for _ in shape]
+                value = b.insert(tile.LoadOp(value, zeros, exact)).result
             cur[j] = "-"
-        # Take this PE's part of the dims now whole.
+        # Take this PE's part of the dims now whole (of their padded length).
         offs = [_index(b, 0) for _ in shape]
         target = list(cur)
+        padded = self._shape(shape, cur)
         taken = False
         for j, a in enumerate(want):
             if a == "-" or cur[j] == a or skew[0] == a:
                 continue
             size = -(-shape[j] // opts.n(a))
             offs[j] = _mul(b, self.coord[a], size)
+            padded[j] = size * opts.n(a)
             target[j] = a
             taken = True
         if taken:
+            whole = self._shape(shape, cur)
+            if padded != whole:
+                buf = b.insert(tile.FillOp(0.0, TensorType(_elt(src), padded))).result
+                zeros = [_index(b, 0) for _ in shape]
+                value = b.insert(tile.StoreOp(value, buf, zeros)).result
             value = b.insert(tile.LoadOp(value, offs, self._shape(shape, target))).result
             cur = target
         if skew[0] and not skew_done:
@@ -1180,23 +1215,49 @@ class _NestEmitter:
         if loop is self.nest.reduction and m.mode == "rotate":
             return self._emit_rotation(loop, inits)
         lb, ub, step = loop.lb.value.data, loop.ub.value.data, loop.step.value.data
+        uneven = axis is not None and _uneven(loop, opts.n(axis))
         if axis is not None:
-            lb, ub = 0, ub // opts.n(axis)
+            lb, ub = 0, -(-loop.trip_count // opts.n(axis)) * step
         body = Block(arg_types=[IndexType(), *(v.type for v in inits)])
         outer = self.b
         self.b = Builder(InsertPoint.at_end(body))
         old = loop.body.block
         iv = body.args[0]
         iv.name_hint = old.args[0].name_hint
+        valid: SSAValue | None = None
         if axis is not None:
             origin = _mul(self.b, self.coord[axis], ub)
-            self.vmap[old.args[0]] = _add(self.b, origin, iv)
+            index = _add(self.b, origin, iv)
+            if uneven:
+                # Past the end: padding. Clamp the index for whatever reads it whole,
+                # and ignore the block (stores and accumulations below).
+                end = loop.ub.value.data
+                valid = self.b.insert(
+                    arith.CmpiOp(index, _index(self.b, end), "ult")
+                ).result
+                last = _index(self.b, end - step)
+                index = self.b.insert(arith.SelectOp(valid, index, last)).result
+                self.guards.append(valid)
+            self.vmap[old.args[0]] = index
             self.local[old.args[0]] = iv
         else:
             self.vmap[old.args[0]] = iv
         for o, n in zip(old.args[1:], body.args[1:], strict=True):
             self.vmap[o] = n
         self._emit_ops(old.ops)
+        if valid is not None:
+            self.guards.pop()
+            if loop.kind.data == tile.LoopKind.REDUCTION:
+                # A block of padding leaves the accumulators as they were.
+                yield_op = body.last_op
+                assert isinstance(yield_op, tile.YieldOp)
+                kept = [
+                    self.b.insert(tile.SelectOp(valid, new, prev)).result
+                    for new, prev in zip(yield_op.values, body.args[1:], strict=True)
+                ]
+                yield_op.detach()
+                yield_op.erase()
+                self.b.insert(tile.YieldOp(*kept))
         self.b = outer
         new = self.b.insert(tile.ForOp(lb, ub, step, loop.kind.data, inits, Region(body)))
         results = list(new.res)
@@ -1413,9 +1474,17 @@ class _NestEmitter:
         offs = [
             self._index_for(v, a != "-") for v, a in zip(op.offsets, layout, strict=True)
         ]
-        new = self.b.insert(tile.StoreOp(self._value(op.block), self._value(op.dest), offs))
-        new.result.name_hint = op.result.name_hint
-        self.vmap[op.result] = new.result
+        dest = self._value(op.dest)
+        new = self.b.insert(tile.StoreOp(self._value(op.block), dest, offs))
+        result = new.result
+        if self.guards:
+            # Inside a block of padding the output keeps its (zero) padding.
+            cond = self.guards[0]
+            for g in self.guards[1:]:
+                cond = self.b.insert(arith.AndIOp(cond, g)).result
+            result = self.b.insert(tile.SelectOp(cond, result, dest)).result
+        result.name_hint = op.result.name_hint
+        self.vmap[op.result] = result
 
 
 def _groups(opts: Options, axis: str) -> int | None:

@@ -284,7 +284,8 @@ def test_keys_computed_along_one_axis_move_to_the_other_block_by_block():
         max_seq=24,
         head_dim_override=128,
     )
-    module = parse_module(ProgramBuilder(config, None).prefill(24, layers=[0], head=False))
+    builder = ProgramBuilder(config, None, form="per-head")
+    module = parse_module(builder.prefill(24, layers=[0], head=False))
     opts = CompileOptions(
         grid=(6, 6),
         device="wse2:sram_kib=16",
