@@ -200,9 +200,10 @@ def run_nests(
 
 def layer_window(one: Sequence[tuple[str, ...]], two: Sequence[tuple[str, ...]]) -> range:
     """
-    The positions in `two` (nest signatures of the two-layer program) of one layer: the
-    last insertion point `s` with `two[:s] == one[:s]` and `two[s + d:] == one[s:]`,
-    `d = len(two) - len(one)`; without one, the nests after the common prefix.
+    The positions in `two` (nest signatures of the two-layer program) of one layer: `d =
+    len(two) - len(one)` nests from the end of the common prefix. When `two` is `one`
+    with `d` nests inserted, that is the last place they fit (`two[:s] == one[:s]` and
+    `two[s + d:] == one[s:]`); otherwise, the nests after the common prefix.
     """
     d = len(two) - len(one)
     if d <= 0:
@@ -210,13 +211,6 @@ def layer_window(one: Sequence[tuple[str, ...]], two: Sequence[tuple[str, ...]])
     prefix = 0
     while prefix < len(one) and one[prefix] == two[prefix]:
         prefix += 1
-    suffix = 0
-    while suffix < len(one) and one[-1 - suffix] == two[-1 - suffix]:
-        suffix += 1
-    # s is valid when s <= prefix (the heads agree) and len(one) - s <= suffix (the tails).
-    last = min(prefix, len(one))
-    if len(one) - last <= suffix:
-        return range(last, last + d)
     return range(prefix, prefix + d)
 
 
