@@ -857,10 +857,12 @@ class _Lowering:
                 outs = [self._gathered(v) for v in op.arguments]
                 self.builder.insert(mesh.ReturnOp(*outs))
                 continue
+            remark = op.attributes.get("loop.remark")
+            why = f" ({remark.data})" if isinstance(remark, StringAttr) else ""
             raise PlmrError(
                 f"convert-tile-to-mesh: '{op.name}' at the top of @{fn.sym_name.data} "
                 "cannot be placed on the mesh (expected tile nests; a 'loop.nest' here "
-                "was left untiled by convert-loop-to-tile)"
+                f"was left untiled by convert-loop-to-tile){why}"
             )
         # Placements made for mappings that were then rejected.
         for dead in [o for o in pblock.ops if isinstance(o, mesh.ScatterOp)]:
@@ -1046,11 +1048,21 @@ class _NestEmitter:
             # (over the padded length when the axis does not divide the dim).
             cur_shape = self._shape(shape, cur)
             full = list(cur_shape)
-            full[j] = cur_shape[j] * opts.n(a)
+            owners = -(-shape[j] // cur_shape[j])
+            full[j] = cur_shape[j] * owners
             zero = b.insert(tile.FillOp(0.0, TensorType(_elt(src), full))).result
             offs = [_index(b, 0) for _ in shape]
             offs[j] = _mul(b, self.coord[a], cur_shape[j])
-            placed = b.insert(tile.StoreOp(value, zero, offs)).result
+            if owners < opts.n(a):
+                # The PEs past the last block hold padding only: they add zeros.
+                owner = b.insert(
+                    arith.CmpiOp(self.coord[a], _index(b, owners), "ult")
+                ).result
+                offs[j] = b.insert(arith.SelectOp(owner, offs[j], _index(b, 0))).result
+                stored = b.insert(tile.StoreOp(value, zero, offs)).result
+                placed = b.insert(tile.SelectOp(owner, stored, zero)).result
+            else:
+                placed = b.insert(tile.StoreOp(value, zero, offs)).result
             value = b.insert(
                 mesh.AllreduceOp(
                     "sum", placed, a, self.opts.gemv, self.opts.k, _groups(self.opts, a)
@@ -1457,7 +1469,9 @@ class _NestEmitter:
                 )
             else:
                 offs.append(self._index_for(v, a != "-"))
-        new = self.b.insert(tile.LoadOp(operand.block, offs, static_shape(op.result, "r")))
+        padding = None if op.padding is None else op.padding.value.data
+        shape = static_shape(op.result, "r")
+        new = self.b.insert(tile.LoadOp(operand.block, offs, shape, padding))
         new.result.name_hint = op.result.name_hint
         self.vmap[op.result] = new.result
 

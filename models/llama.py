@@ -11,10 +11,10 @@ causal mask, and a SwiGLU FFN `W2(silu(W1 x) ⊙ W3 x)`; a final RMSNorm and the
 
 `ProgramBuilder` writes the prefill and decode programs that plmr compiles. By default
 heads are a tensor dimension, as frameworks write the model and ONNX exports spell it
-(`models/llama_heads.py`: fused projections, reshape / transpose, batched GQA attention):
+(`models/llama_heads.py`: batched projections, reshape / transpose, batched GQA attention):
 
 - prefill(x[L, dim], mask[L, L], cos[L, hd], sin[L, hd]) ->
-  (logits[1, vocab] of the last token, then per layer K[L, Hkv·hd] and V[L, Hkv·hd])
+  (logits[1, vocab] of the last token, then per layer K[Hkv, L, hd] and V[Hkv, L, hd])
 - decode(x[1, dim], mask[1, S], cos[1, hd], sin[1, hd], per layer the caches
   K[Hkv, S, hd] and V[Hkv, S, hd]) -> (logits[1, vocab], the new K and V rows)
 
@@ -255,11 +255,10 @@ def decode_cache_args(cache: KVCache, config: LlamaConfig) -> list[F32]:
 def split_kv_rows(
     rows: Sequence[F32], config: LlamaConfig
 ) -> tuple[list[list[F32]], list[list[F32]]]:
-    """The programs' K and V results (heads form, `[n, Hkv·hd]` per layer) per KV head."""
-    hd, g = config.head_dim, config.n_kv_heads
+    """The programs' K and V results (heads form, `[Hkv, n, hd]` per layer) per KV head."""
 
     def heads(a: F32) -> list[F32]:
-        return [np.ascontiguousarray(a[:, i * hd : (i + 1) * hd]) for i in range(g)]
+        return [np.ascontiguousarray(a[g]) for g in range(config.n_kv_heads)]
 
     return [heads(rows[2 * i]) for i in range(config.n_layers)], [
         heads(rows[2 * i + 1]) for i in range(config.n_layers)
@@ -662,9 +661,9 @@ class ProgramBuilder:
     Writes the prefill and decode programs of a model (weights inline or as arguments),
     in one of two forms:
 
-    - `heads` (default): heads are a tensor dimension (`models/llama_heads.py`): fused
-      projections, reshapes and transposes, batched attention. K and V come out as
-      `[n, Hkv·hd]` rows; the decode step takes the caches as `[Hkv, S, hd]` and the
+    - `heads` (default): heads are a tensor dimension (`models/llama_heads.py`):
+      batched projections over per-head weights, reshapes and transposes, batched
+      attention. K and V come out as `[Hkv, n, hd]`; the decode step takes the caches as `[Hkv, S, hd]` and the
       full cos / sin tables `[n, hd]`.
     - `per-head`: one matmul per head and projection, RoPE on the halves (the baseline;
       K comes out as two halves per KV head, cos / sin are the half tables).

@@ -2,15 +2,18 @@
 The LLaMA programs with heads as a tensor dimension, as frameworks write them and ONNX
 exports spell them.
 
-Per layer: one fused projection `a @ [Wq | Wk | Wv | Wq·R | Wk·R]` whose result is split
-(R is the signed permutation of `rotate_half`, so the rotated projections are exact), the
-heads split by reshape and transpose, RoPE as `q·cos + (q·R)·sin` on the head dimension,
+Per layer: the projections of all heads at once as batched matmuls over per-head weights
+(`a[1, 1, n, dim] @ Wq[Hkv, G, dim, hd] -> q[Hkv, G, n, hd]`, likewise K and V with one
+head per group, and the rotated `Wq·R`, `Wk·R`: R is the signed permutation of
+`rotate_half`, so they are exact), RoPE as `q·cos + (q·R)·sin` on the head dimension,
 grouped-query attention as batched matmuls that broadcast the K/V heads
 (`[Hkv, G, L, hd] × [Hkv, 1, S, hd]`), the heads merged by transpose and reshape, one
-output projection, and a fused `[W1 | W3]` FFN projection.
+output projection, and the SwiGLU FFN. The projections that share an input are separate
+matmuls: a fused matmul whose result is split at offsets would need the mesh to move
+the pieces.
 
 - prefill(x[L, dim], mask[L, L], cos[L, hd], sin[L, hd]) ->
-  (logits[1, vocab], then per layer K[L, Hkv·hd] (rotated) and V[L, Hkv·hd])
+  (logits[1, vocab], then per layer K[Hkv, L, hd] (rotated) and V[Hkv, L, hd])
 - decode(x[1, dim], mask[1, S], cos[1, hd], sin[1, hd], then per layer the caches
   K[Hkv, S, hd] and V[Hkv, S, hd]) -> (logits[1, vocab], per layer the new K and V rows)
 """
@@ -41,13 +44,18 @@ def rotate_half_matrix(hd: int) -> F32:
 
 def layer_shapes(c: LlamaConfig) -> dict[str, tuple[int, ...]]:
     """The weights of one layer of the heads program (name suffix -> shape)."""
-    hd = c.head_dim
+    hd, hkv, g = c.head_dim, c.n_kv_heads, c.group
     return {
         "attn_norm": (c.dim,),
-        "wqkv": (c.dim, (2 * c.n_heads + 3 * c.n_kv_heads) * hd),
+        "wq": (hkv, g, c.dim, hd),
+        "wk": (hkv, 1, c.dim, hd),
+        "wv": (hkv, 1, c.dim, hd),
+        "wqr": (hkv, g, c.dim, hd),
+        "wkr": (hkv, 1, c.dim, hd),
         "wo": (c.n_heads * hd, c.dim),
         "ffn_norm": (c.dim,),
-        "w13": (c.dim, 2 * c.ffn_dim),
+        "w1": (c.dim, c.ffn_dim),
+        "w3": (c.dim, c.ffn_dim),
         "w2": (c.ffn_dim, c.dim),
     }
 
@@ -56,17 +64,30 @@ def fused_weights(c: LlamaConfig, w: dict[str, F32], layer: int) -> dict[str, F3
     """One layer's weights of the heads program from the per-head weights."""
     p = f"l{layer}"
     r = rotate_half_matrix(c.head_dim)
-    wq = np.concatenate([w[f"{p}.wq{h}"] for h in range(c.n_heads)], axis=1)
-    wk = np.concatenate([w[f"{p}.wk{g}"] for g in range(c.n_kv_heads)], axis=1)
-    wv = np.concatenate([w[f"{p}.wv{g}"] for g in range(c.n_kv_heads)], axis=1)
-    wqr = np.concatenate([w[f"{p}.wq{h}"] @ r for h in range(c.n_heads)], axis=1)
-    wkr = np.concatenate([w[f"{p}.wk{g}"] @ r for g in range(c.n_kv_heads)], axis=1)
+    hkv, g = c.n_kv_heads, c.group
+
+    def heads(name: str, count: int, per: int, rot: bool) -> F32:
+        mats = [
+            w[f"{p}.{name}{h}"] @ r if rot else w[f"{p}.{name}{h}"] for h in range(count)
+        ]
+        return np.stack(mats).reshape(count // per, per, c.dim, c.head_dim)
+
+    wq = heads("wq", c.n_heads, g, False)
+    wk = heads("wk", hkv, 1, False)
+    wv = heads("wv", hkv, 1, False)
+    wqr = heads("wq", c.n_heads, g, True)
+    wkr = heads("wk", hkv, 1, True)
     return {
         "attn_norm": w[f"{p}.attn_norm"],
-        "wqkv": np.concatenate([wq, wk, wv, wqr, wkr], axis=1).astype(np.float32),
+        "wq": wq,
+        "wk": wk,
+        "wv": wv,
+        "wqr": wqr,
+        "wkr": wkr,
         "wo": np.concatenate([w[f"{p}.wo{h}"] for h in range(c.n_heads)], axis=0),
         "ffn_norm": w[f"{p}.ffn_norm"],
-        "w13": np.concatenate([w[f"{p}.w1"], w[f"{p}.w3"]], axis=1),
+        "w1": w[f"{p}.w1"],
+        "w3": w[f"{p}.w3"],
         "w2": w[f"{p}.w2"],
     }
 
@@ -109,25 +130,15 @@ class HeadsBuilder:
             t.value(name, shape, args, None)
         return args
 
-    def _heads(self, t: Text, v: str, n: int, heads: int, group: int) -> str:
-        """`[n, heads·group·hd]` -> `[heads, group, n, hd]` (a reshape and a transpose)."""
+    def _rope(self, t: Text, x: str, xr: str, n: int) -> str:
+        """`x·cos + (x·R)·sin` over `[Hkv, G, n, hd]` (cos, sin broadcast over heads)."""
         hd = self.c.head_dim
-        r = t.reshape(v, (n, heads, group, hd))
-        return t.transpose(r, (1, 2, 0, 3))
-
-    def _rope(self, t: Text, x: str, xr: str, n: int, heads: int) -> str:
-        """`x·cos + (x·R)·sin` over `[n, heads, hd]` (cos, sin `[n, 1, hd]`)."""
-        hd = self.c.head_dim
-        shape = (n, heads, hd)
-        x3 = t.reshape(x, shape)
-        r3 = t.reshape(xr, shape)
-        cos = t.reshape("%cos", (n, 1, hd))
-        sin = t.reshape("%sin", (n, 1, hd))
-        rt = tensor_type(*shape)
-        out = t.binary(
-            "add", t.binary("mul", x3, cos, rt), t.binary("mul", r3, sin, rt), rt
+        cos = t.reshape("%cos", (1, 1, n, hd))
+        sin = t.reshape("%sin", (1, 1, n, hd))
+        rt = t.types[x]
+        return t.binary(
+            "add", t.binary("mul", x, cos, rt), t.binary("mul", xr, sin, rt), rt
         )
-        return t.reshape(out, (n, heads * hd))
 
     def _layer(
         self, t: Text, x: str, layer: int, n: int, w: dict[str, str], attend: Attend
@@ -136,27 +147,35 @@ class HeadsBuilder:
         hd, h, hkv = c.head_dim, c.n_heads, c.n_kv_heads
         p = f"l{layer}"
         a = t.rmsnorm(x, w[f"{p}.attn_norm"], c.norm_eps)
-        qkv = t.matmul(a, w[f"{p}.wqkv"], tensor_type(n, (2 * h + 3 * hkv) * hd))
-        q, k, v, qr, kr = t.split(qkv, 1, [h * hd, hkv * hd, hkv * hd, h * hd, hkv * hd])
-        q = self._rope(t, q, qr, n, h)
-        k = self._rope(t, k, kr, n, hkv)
-        o = attend(
-            t,
-            self._heads(t, q, n, hkv, c.group),
-            self._heads(t, k, n, hkv, 1),
-            self._heads(t, v, n, hkv, 1),
-            layer,
+        a4 = t.reshape(a, (1, 1, n, c.dim))
+        q, k, v, qr, kr = (
+            t.matmul(a4, w[f"{p}.{key}"], tensor_type(hkv, group, n, hd))
+            for key, group in (
+                ("wq", c.group),
+                ("wk", 1),
+                ("wv", 1),
+                ("wqr", c.group),
+                ("wkr", 1),
+            )
         )
+        q = self._rope(t, q, qr, n)
+        k = self._rope(t, k, kr, n)
+        o = attend(t, q, k, v, layer)
         # [Hkv, G, n, hd] -> [n, H·hd]
         merged = t.reshape(t.transpose(o, (2, 0, 1, 3)), (n, h * hd))
         out = t.matmul(merged, w[f"{p}.wo"], tensor_type(n, c.dim))
         h_ = t.binary("add", x, out, tensor_type(n, c.dim))
         f = t.rmsnorm(h_, w[f"{p}.ffn_norm"], c.norm_eps)
-        up_gate = t.matmul(f, w[f"{p}.w13"], tensor_type(n, 2 * c.ffn_dim))
-        up, gate = t.split(up_gate, 1, [c.ffn_dim, c.ffn_dim])
+        up = t.matmul(f, w[f"{p}.w1"], tensor_type(n, c.ffn_dim))
+        gate = t.matmul(f, w[f"{p}.w3"], tensor_type(n, c.ffn_dim))
         act = t.binary("mul", t.unary("silu", up), gate, tensor_type(n, c.ffn_dim))
         down = t.matmul(act, w[f"{p}.w2"], tensor_type(n, c.dim))
-        return t.binary("add", h_, down, tensor_type(n, c.dim)), k, v
+        kv = (hkv, n, hd)
+        return (
+            t.binary("add", h_, down, tensor_type(n, c.dim)),
+            t.reshape(k, kv),
+            t.reshape(v, kv),
+        )
 
     def _head(self, t: Text, x: str, n: int, w: dict[str, str]) -> str:
         c = self.c
@@ -185,7 +204,7 @@ class HeadsBuilder:
         caches: bool,
     ) -> str:
         c = self.c
-        kv_width = c.n_kv_heads * c.head_dim
+        kv = (c.n_kv_heads, n, c.head_dim)
         t = Text()
         args = self._inputs(t, n, s_len)
         if caches:
@@ -199,8 +218,8 @@ class HeadsBuilder:
         results: list[tuple[str, str, str]] = []
         for layer in layers:
             x, k, v = self._layer(t, x, layer, n, w, attend)
-            results.append((k, f"k_l{layer}", tensor_type(n, kv_width)))
-            results.append((v, f"v_l{layer}", tensor_type(n, kv_width)))
+            results.append((k, f"k_l{layer}", tensor_type(*kv)))
+            results.append((v, f"v_l{layer}", tensor_type(*kv)))
         if head:
             first = (self._head(t, x, n, w), "logits", tensor_type(1, c.vocab))
         else:
