@@ -38,7 +38,7 @@ with the stepped one to about `iterations × TOLERANCE` relative.
 
 from __future__ import annotations
 
-import itertools
+import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
@@ -167,19 +167,6 @@ def comm_ops(op: tile.ForOp) -> list[Operation]:
 # ---------------------------------------------------------------------------------------
 
 
-def _agree(steps: list[list[F64]], tol: float) -> bool:
-    """Whether consecutive increments (each a list of arrays) agree within `tol`."""
-    for older, newer in itertools.pairwise(steps):
-        for a, b in zip(older, newer, strict=True):
-            if a.size and float(np.abs(a - b).max()) > tol:
-                return False
-    return True
-
-
-def _grid_f64(value: Any, grid: tuple[int, int]) -> F64:
-    return np.array(np.broadcast_to(np.asarray(value, dtype=np.float64), grid))
-
-
 def _same_data(a: Any, b: Any) -> bool:
     if a is b:
         return True
@@ -200,12 +187,57 @@ def _same_data(a: Any, b: Any) -> bool:
 
 @dataclass
 class _Snapshot:
-    clocks: list[F64]
-    """Carried ready times, compute engine, this iteration's finish, collectives' issue."""
+    clocks: list[Any]
+    """Distinct clock objects: carried ready times, compute engine, this iteration's
+    finish, the collectives' last issue (arrays are never updated in place, so they
+    are kept by reference; floats are clocks uniform over the grid)."""
+    layout: tuple[int, ...]
+    """For each clock component, the index of its object in `clocks`."""
     counters: F64
     counter_keys: tuple[str, ...]
     busy: F64 | None
     values: list[Any]
+
+
+@dataclass
+class _Step:
+    """The increments from one snapshot to the next."""
+
+    clocks: list[Any]
+    counters: F64
+    busy: F64 | None
+
+    def agrees(self, other: _Step, tol: float) -> bool:
+        pairs = [
+            *zip(self.clocks, other.clocks, strict=True),
+            (self.counters, other.counters),
+        ]
+        if self.busy is not None and other.busy is not None:
+            pairs.append((self.busy, other.busy))
+        for a, b in pairs:
+            diff = np.abs(np.subtract(a, b))
+            if diff.size and float(np.max(diff)) > tol:
+                return False
+        return True
+
+
+def _distinct(components: list[Any]) -> tuple[list[Any], tuple[int, ...]]:
+    objects: list[Any] = []
+    where: dict[int, int] = {}
+    layout: list[int] = []
+    for c in components:
+        key = id(c)
+        if key not in where:
+            where[key] = len(objects)
+            objects.append(c)
+        layout.append(where[key])
+    return objects, tuple(layout)
+
+
+def _as_clock(value: Any) -> Any:
+    if isinstance(value, np.ndarray):
+        return cast(F64, value)
+    return float(np.max(value))
 
 
 class LoopWatch:
@@ -216,7 +248,10 @@ class LoopWatch:
         self.op = op
         self.comms = comm_ops(op)
         self.constants = constants
-        self.history: list[_Snapshot] = []
+        self.last: _Snapshot | None = None
+        self.step: _Step | None = None
+        self.run = 0
+        """Consecutive iterations whose increments agree (with `step`)."""
         self._finish_before: Any = None
 
     def begin_iteration(self) -> None:
@@ -232,23 +267,28 @@ class LoopWatch:
         Records the state after an iteration; if the loop is periodic, jumps the
         `remaining` iterations and returns the carried ready times after the last one.
         """
-        rt = self.rt
-        clocks = rt.clocks
+        clocks = self.rt.clocks
         iteration_finish = clocks.finish
         clocks.finish = np.maximum(self._finish_before, iteration_finish)
         snap = self._snapshot(carried, iteration_finish, values)
-        if snap is None:
-            self.history.clear()
+        prev, self.last = self.last, snap
+        if snap is None or prev is None or not self._comparable(prev, snap):
+            self.step, self.run = None, 0
             return None
-        self.history.append(snap)
-        if len(self.history) > WINDOW + 1:
-            self.history.pop(0)
-        if remaining < 1 or len(self.history) < WINDOW + 1:
+        step = _Step(
+            [np.subtract(b, a) for a, b in zip(prev.clocks, snap.clocks, strict=True)],
+            snap.counters - prev.counters,
+            None if snap.busy is None or prev.busy is None else snap.busy - prev.busy,
+        )
+        tol = TOLERANCE * self._scale(snap)
+        if self.step is not None and step.agrees(self.step, tol):
+            self.run += 1
+        else:
+            self.run = 1
+        self.step = step
+        if remaining < 1 or self.run < WINDOW or not self._uniform(snap, step, tol):
             return None
-        deltas = self._periodic()
-        if deltas is None:
-            return None
-        return self._jump(deltas, carried, remaining)
+        return self._jump(snap, step, carried, remaining, tol)
 
     def _snapshot(
         self, carried: list[Any], finish: Any, values: list[Any]
@@ -256,15 +296,13 @@ class LoopWatch:
         rt = self.rt
         if any(q for q in rt.pending_messages()):
             return None
-        issues: list[F64] = []
+        components = [*carried, rt.clocks.ce_free, finish]
         for c in self.comms:
             last = rt.last_issue(c)
             if last is None:
                 return None
-            issues.append(_grid_f64(last, rt.grid))
-        clocks = [_grid_f64(r, rt.grid) for r in carried]
-        clocks += [_grid_f64(rt.clocks.ce_free, rt.grid), _grid_f64(finish, rt.grid)]
-        clocks += issues
+            components.append(last)
+        objects, layout = _distinct(components)
         keys = tuple(sorted(rt.op_times))
         counters = [
             rt.clocks.compute,
@@ -274,111 +312,94 @@ class LoopWatch:
         ]
         for k in keys:
             counters += [float(rt.op_times[k].count), rt.op_times[k].cycles]
-        busy = _grid_f64(rt.clocks.comm_busy, rt.grid) if rt.track_busy else None
-        return _Snapshot(clocks, np.asarray(counters), keys, busy, list(values))
-
-    def _periodic(self) -> tuple[list[F64], F64, F64 | None] | None:
-        """The per-iteration increments if the last WINDOW agree (see the module doc)."""
-        h = self.history
-        last = h[-1]
-        if any(s.counter_keys != last.counter_keys for s in h):
-            return None
-        if any(
-            not all(_same_data(a, b) for a, b in zip(s.values, last.values, strict=True))
-            for s in h[:-1]
-        ):
-            return None
-        scale = max(
-            max((float(np.abs(c).max()) for c in last.clocks), default=0.0),
-            float(np.abs(last.counters).max()) if last.counters.size else 0.0,
-            1.0,
+        # comm_busy is accumulated in place: copy it.
+        busy = np.array(rt.clocks.comm_busy, dtype=np.float64) if rt.track_busy else None
+        return _Snapshot(
+            [_as_clock(o) for o in objects],
+            layout,
+            np.asarray(counters),
+            keys,
+            busy,
+            list(values),
         )
-        tol = TOLERANCE * scale
-        steps = [
-            [b - a for a, b in zip(h[i].clocks, h[i + 1].clocks, strict=True)]
-            for i in range(WINDOW)
-        ]
-        if not _agree(steps, tol):
-            return None
-        counter_steps = [[h[i + 1].counters - h[i].counters] for i in range(WINDOW)]
-        if not _agree(counter_steps, tol):
-            return None
-        busy_step: F64 | None = None
-        busies = [s.busy for s in h]
-        if all(b is not None for b in busies):
-            known = [b for b in busies if b is not None]
-            if not _agree([[b - a] for a, b in itertools.pairwise(known)], tol):
-                return None
-            busy_step = (known[-1] - known[0]) / WINDOW
-        newest = steps[-1]
-        growing = [d > tol for d in newest]
-        if any(float(d.min()) < -tol for d in newest):
-            return None
-        grow_values = [d[g] for d, g in zip(newest, growing, strict=True) if g.any()]
-        if grow_values:
-            high = max(float(v.max()) for v in grow_values)
-            low = min(float(v.min()) for v in grow_values)
-            if high - low > tol:
-                return None
-            smallest_growing = min(
-                float(c[g].min())
-                for c, g in zip(last.clocks, growing, strict=True)
-                if g.any()
-            )
-            largest_constant = max(
-                [self.constants]
-                + [
-                    float(c[~g].max())
-                    for c, g in zip(last.clocks, growing, strict=True)
-                    if (~g).any()
-                ]
-            )
-            if largest_constant > smallest_growing:
-                return None
-        clock_step = [
-            (b - a) / WINDOW for a, b in zip(h[0].clocks, last.clocks, strict=True)
-        ]
-        clock_step = [np.where(g, d, 0.0) for d, g in zip(clock_step, growing, strict=True)]
-        counter_step = (last.counters - h[0].counters) / WINDOW
-        return clock_step, counter_step, busy_step
+
+    @staticmethod
+    def _comparable(a: _Snapshot, b: _Snapshot) -> bool:
+        return (
+            a.layout == b.layout
+            and a.counter_keys == b.counter_keys
+            and all(_same_data(x, y) for x, y in zip(a.values, b.values, strict=True))
+        )
+
+    @staticmethod
+    def _scale(snap: _Snapshot) -> float:
+        biggest = max((float(np.max(np.abs(c))) for c in snap.clocks), default=0.0)
+        if snap.counters.size:
+            biggest = max(biggest, float(np.abs(snap.counters).max()))
+        return max(biggest, 1.0)
+
+    def _uniform(self, snap: _Snapshot, step: _Step, tol: float) -> bool:
+        """Every increment is λ or 0, and no constant is ahead of an advancing clock."""
+        high, low = -math.inf, math.inf
+        smallest_growing, largest_constant = math.inf, self.constants
+        for clock, d in zip(snap.clocks, step.clocks, strict=True):
+            d = np.asarray(d)
+            if float(np.min(d)) < -tol:
+                return False
+            growing = d > tol
+            if growing.any():
+                high = max(high, float(np.max(d[growing])))
+                low = min(low, float(np.min(d[growing])))
+                smallest_growing = min(
+                    smallest_growing,
+                    float(np.min(np.broadcast_to(clock, d.shape)[growing])),
+                )
+            if not growing.all():
+                largest_constant = max(
+                    largest_constant,
+                    float(np.max(np.broadcast_to(clock, d.shape)[~growing])),
+                )
+        if high > -math.inf and high - low > tol:
+            return False
+        return largest_constant <= smallest_growing or high == -math.inf
 
     def _jump(
-        self,
-        deltas: tuple[list[F64], F64, F64 | None],
-        carried: list[Any],
-        remaining: int,
+        self, snap: _Snapshot, step: _Step, carried: list[Any], remaining: int, tol: float
     ) -> list[Any]:
         rt = self.rt
-        clock_step, counter_step, busy_step = deltas
-        last = self.history[-1]
         m = float(remaining)
-        dtype = rt.clocks.ce_free.dtype
-        moved = [
-            (c + m * d).astype(dtype) for c, d in zip(last.clocks, clock_step, strict=True)
-        ]
+        moved: list[Any] = []
+        for clock, d in zip(snap.clocks, step.clocks, strict=True):
+            d = np.asarray(d)
+            growing = d > tol
+            if not growing.any():
+                moved.append(clock)
+                continue
+            jumped = np.asarray(clock, dtype=np.float64) + m * np.where(growing, d, 0.0)
+            moved.append(jumped if jumped.ndim else float(jumped))
+        new = [moved[i] for i in snap.layout]
         n = len(carried)
-        new_carried: list[Any] = [
-            r if not clock_step[i].any() else moved[i] for i, r in enumerate(carried)
-        ]
-        start = np.array(rt.clocks.ce_free, dtype=np.float64)
-        rt.clocks.ce_free = moved[n]
-        rt.clocks.finish = np.maximum(rt.clocks.finish, moved[n + 1])
-        for c, issue in zip(self.comms, moved[n + 2 :], strict=True):
-            rt.set_last_issue(c, issue)
+        start = np.array(np.broadcast_to(rt.clocks.ce_free, rt.grid), dtype=np.float64)
+        new_carried = new[:n]
+        rt.clocks.ce_free = np.array(np.broadcast_to(new[n], rt.grid), dtype=np.float64)
+        rt.clocks.finish = np.maximum(rt.clocks.finish, new[n + 1])
+        for c, issue in zip(self.comms, new[n + 2 :], strict=True):
+            rt.set_last_issue(
+                c, np.array(np.broadcast_to(issue, rt.grid), dtype=np.float64)
+            )
+        counter_step = step.counters
         rt.clocks.compute += m * float(counter_step[0])
         rt.traffic.bytes += m * float(counter_step[1])
         rt.traffic.hop_bytes += m * float(counter_step[2])
         rt.traffic.messages += round(m * float(counter_step[3]))
-        for i, k in enumerate(last.counter_keys):
+        for i, k in enumerate(snap.counter_keys):
             entry = rt.op_times[k]
             entry.count += round(m * float(counter_step[4 + 2 * i]))
             entry.cycles += m * float(counter_step[5 + 2 * i])
-        if busy_step is not None:
-            rt.clocks.comm_busy = (rt.clocks.comm_busy + m * busy_step).astype(dtype)
-        rt.log_extrapolation(
-            Extrapolated("tile.for", remaining, start, np.asarray(moved[n], np.float64))
-        )
-        self.history.clear()
+        if step.busy is not None:
+            rt.clocks.comm_busy = rt.clocks.comm_busy + m * step.busy
+        rt.log_extrapolation(Extrapolated("tile.for", remaining, start, rt.clocks.ce_free))
+        self.last, self.step, self.run = None, None, 0
         return new_carried
 
 

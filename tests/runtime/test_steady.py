@@ -269,7 +269,7 @@ def watch_increments(increments: list[list[float]], constants: float = 0.0) -> i
     loop: Any = None
     watch = steady.LoopWatch.__new__(steady.LoopWatch)
     watch.rt, watch.op, watch.comms, watch.constants = rt, loop, [], constants
-    watch.history = []
+    watch.last, watch.step, watch.run = None, None, 0
     clock = np.array([[100.0, 100.0]])
     for i, inc in enumerate(increments):
         watch.begin_iteration()
