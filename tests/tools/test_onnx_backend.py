@@ -33,6 +33,7 @@ import numpy.typing as npt
 import onnx
 import pytest
 from onnx import numpy_helper
+from onnx.reference import ReferenceEvaluator
 
 from plmr.errors import PlmrError
 from plmr.runtime.reference import evaluate_function
@@ -257,6 +258,51 @@ def test_light_models_import_and_run(outcomes: tuple[dict[str, str], list[Outcom
     light = {o.name: o for o in results if o.name.startswith("light/")}
     assert sorted(light) == [f"light/light_{m}" for m in LIGHT_MODELS]
     assert all(o.status == "exact" for o in light.values()), light
+
+
+def _with_random_weights(model: onnx.ModelProto, seed: int) -> onnx.ModelProto:
+    """
+    `model` at opset 15 with each `ConstantOfShape` weight replaced by an initializer of
+    its value times uniform noise in [0.5, 1.5] (the light models' weights are constant,
+    so their stored outputs are uniform and check little).
+    """
+    rng = np.random.default_rng(seed)
+    model = onnx.version_converter.convert_version(model, 15)
+    shapes = {i.name: numpy_helper.to_array(i) for i in model.graph.initializer}
+    kept: list[onnx.NodeProto] = []
+    weights: dict[str, onnx.TensorProto] = {i.name: i for i in model.graph.initializer}
+    for node in model.graph.node:
+        if node.op_type != "ConstantOfShape" or node.input[0] not in shapes:
+            kept.append(node)
+            continue
+        value = numpy_helper.to_array(node.attribute[0].t).reshape(())
+        shape = tuple(int(d) for d in shapes[node.input[0]])
+        noisy = (value * rng.uniform(0.5, 1.5, shape)).astype(np.float32)
+        weights[node.output[0]] = numpy_helper.from_array(noisy, node.output[0])
+    del model.graph.node[:]
+    model.graph.node.extend(kept)
+    del model.graph.initializer[:]
+    model.graph.initializer.extend(weights.values())
+    return model
+
+
+def test_light_shufflenet_with_random_weights():
+    # At opset 15 BatchNormalization says it runs in inference mode; ONNX's reference
+    # evaluator runs the opset-9 one with batch statistics, so compare at opset 15.
+    model = _with_random_weights(
+        onnx.load(str(DATA / "light" / "light_shufflenet.onnx")), 0
+    )
+    (x,) = _light_inputs(model)
+    x = np.random.default_rng(1).standard_normal(x.shape).astype(np.float32)
+    (got,) = evaluate_function(import_onnx(model), "main", [x])
+    name = next(
+        i.name
+        for i in model.graph.input
+        if i.name not in {w.name for w in model.graph.initializer}
+    )
+    (want,) = ReferenceEvaluator(model).run(None, {name: x})
+    assert np.unique(want).size > 900  # the logits differ
+    assert _max_error(got, np.asarray(want)) < TOLERANCE
 
 
 def test_filters_drop_what_they_say():
