@@ -128,11 +128,6 @@ def _register_reductions() -> None:
     )
     reg("ReduceSumSquare", lambda imp, v: imp.emit(graph.MulOp(v, v)), lambda imp, v: v)
     reg("ReduceLogSum", lambda imp, v: v, lambda imp, v: imp.emit(graph.LogOp(v)))
-    reg(
-        "ReduceLogSumExp",
-        lambda imp, v: imp.emit(graph.ExpOp(v)),
-        lambda imp, v: imp.emit(graph.LogOp(v)),
-    )
 
 
 _register_reductions()
@@ -270,3 +265,24 @@ def op_lrn(imp: Importer, node: Node) -> None:
     base = imp.emit(graph.AddOp(imp.emit(graph.ScaleOp(avg, alpha)), bias_v))
     base = imp.emit(graph.ReshapeOp(base, shape))
     imp.result(node, graph.DivOp(x, power(imp, base, beta)))
+
+
+@handles("ReduceLogSumExp")
+def op_reduce_log_sum_exp(imp: Importer, node: Node) -> None:
+    """`log(sum(exp(x - m))) + m` with `m` the maximum over the axes (no overflow)."""
+    x = imp.tensor(node, 0)
+    shape = shape_of(x)
+    axes = imp.axes(node, 1)
+    keepdims = node.int_attr("keepdims", 1) != 0
+    if not axes:
+        if node.int_attr("noop_with_empty_axes", 0) != 0 or not shape:
+            imp.result(node, x)
+            return
+        axes = list(range(len(shape)))
+    norm = imp.normalize_axes(node, axes, len(shape))
+    top = imp.emit(graph.ReduceOp(graph.ReduceKind.MAX, x, norm, True))
+    exp = imp.emit(graph.ExpOp(imp.emit(graph.SubOp(x, top))))
+    total = imp.emit(graph.ReduceOp(graph.ReduceKind.SUM, exp, norm, keepdims))
+    if not keepdims:
+        top = imp.emit(graph.ReshapeOp(top, shape_of(total)))
+    imp.result(node, graph.AddOp(imp.emit(graph.LogOp(total)), top))

@@ -305,7 +305,7 @@ def _const_only(imp: Importer, node: Node) -> None:
     for i, name in enumerate(node.proto.input):
         if name:
             imp.const(node, i, "input")
-    raise node.error("it could not be evaluated at import; fix the model")
+    imp.fold(node, required=True)
 
 
 for _name in ("ConstantOfShape", "Range"):

@@ -116,3 +116,21 @@ def test_error_lrn_without_size(kit: Any):
     x = kit.rand(1, 3, 2, 2)
     model = kit.model([kit.node("LRN", ["x"])], {"x": x}, ["out"], infer=False)
     kit.raises(model, "(LRN)", "'size'")
+
+
+def test_reduce_log_sum_exp_of_large_values(kit: Any):
+    x = kit.rand(2, 3) * 10 + 200  # exp overflows float32
+    model = kit.model(
+        [kit.node("ReduceLogSumExp", ["x", "a"], keepdims=0)],
+        {"x": x},
+        ["out"],
+        {"a": np.array([1], np.int64)},
+    )
+    from plmr.runtime.reference import evaluate_function
+    from plmr.tools.onnx_import import import_onnx
+
+    (got,) = evaluate_function(import_onnx(model), "main", [x])
+    x64 = x.astype(np.float64)
+    m = x64.max(axis=1)
+    want = np.log(np.exp(x64 - m[:, None]).sum(axis=1)) + m
+    np.testing.assert_allclose(got, want, rtol=1e-6)

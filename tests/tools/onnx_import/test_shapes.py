@@ -228,3 +228,13 @@ def test_error_constant_of_shape_runtime_shape(kit: Any):
     s = np.array([2, 3], I64)
     model = kit.model([kit.node("ConstantOfShape", ["s"])], {"s": s}, ["out"], infer=False)
     kit.raises(model, "(ConstantOfShape)", "compile-time constant")
+
+
+def test_error_constant_of_shape_negative_shape_names_the_failure(kit: Any):
+    x = kit.rand(2)
+    nodes = [
+        helper.make_node("ConstantOfShape", ["s"], ["c"], name="fill"),
+        helper.make_node("Add", ["x", "c"], ["out"]),
+    ]
+    model = kit.model(nodes, {"x": x}, ["out"], {"s": np.array([-2], I64)}, infer=False)
+    kit.raises(model, "node 'fill' (ConstantOfShape)", "evaluating it at import failed")
