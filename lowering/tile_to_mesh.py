@@ -303,6 +303,36 @@ class Mapping:
         return None
 
 
+@dataclass(frozen=True)
+class NestPlan:
+    """The mapping chosen for one nest: what `plmr compile --explain` prints."""
+
+    name: str
+    """The SSA name of the nest's first result."""
+    loops: tuple[tuple[str, int], ...]
+    """The nest's parallel loops, then its reduction: (name, blocks)."""
+    axes: tuple[tuple[str, str], ...]
+    """(mesh axis, loop name) for every split loop."""
+    mode: str
+    """`local`, `allreduce` or `rotate`."""
+    estimate: float
+    """The cost model's cycles for the nest on the critical PE."""
+    spmd: mesh.SpmdOp
+
+    def mapping(self) -> str:
+        """`i1(2816) -> x, i2(840) -> y [allreduce]`."""
+        axis = {loop: a for a, loop in self.axes}
+        loops = ", ".join(
+            f"{name}({blocks})" + (f" -> {axis[name]}" if name in axis else "")
+            for name, blocks in self.loops
+        )
+        return f"{loops} [{self.mode}]"
+
+
+def _loop_name(loop: tile.ForOp) -> str:
+    return loop.induction_var.name_hint or "?"
+
+
 def _extent_ok(loop: tile.ForOp, n: int) -> bool:
     """
     Whether `loop` can be split over an axis of `n` PEs: evenly, or unevenly when each
@@ -802,6 +832,7 @@ class _Lowering:
         self.host: dict[SSAValue, SSAValue] = {}
         self.cost = 0.0
         """The estimated cycles of the chosen mappings, summed over the nests."""
+        self.plans: list[NestPlan] = []
 
     # -- program ----------------------------------------------------------------------
 
@@ -914,6 +945,17 @@ class _Lowering:
             peak = spmd_sram(spmd, self.opts.device).peak_bytes
             if peak <= sram:
                 self.cost += m.cost
+                loops = [*nest.chain, *([nest.reduction] if nest.reduction else [])]
+                self.plans.append(
+                    NestPlan(
+                        nest.outputs[0].name_hint or "?",
+                        tuple((_loop_name(lp), lp.trip_count) for lp in loops),
+                        tuple((a, _loop_name(lp)) for a, lp in sorted(m.axes.items())),
+                        m.mode,
+                        m.cost,
+                        spmd,
+                    )
+                )
                 return
             needed.append(peak)
             for out in nest.outputs:
@@ -1636,10 +1678,12 @@ def parse_options(
     return Options((grid[0], grid[1]), dev, device, gemm, gemv, k, groups)
 
 
-def lower_module(module: ModuleOp, opts: Options) -> float:
+def lower_module(
+    module: ModuleOp, opts: Options, plans: list[NestPlan] | None = None
+) -> float:
     """
     Replaces every function of `module` by its mesh program (all or nothing) and returns
-    the estimated cycles of the chosen mappings.
+    the estimated cycles of the chosen mappings; `plans` receives each nest's mapping.
     """
     fns = [op for op in module.ops if isinstance(op, func.FuncOp) and op.body.blocks]
     if not fns:
@@ -1650,6 +1694,9 @@ def lower_module(module: ModuleOp, opts: Options) -> float:
         )
     lowerings = [_Lowering(fn, opts) for fn in fns]
     programs = [(fn, low.run()) for fn, low in zip(fns, lowerings, strict=True)]
+    if plans is not None:
+        for low in lowerings:
+            plans.extend(low.plans)
     for fn, program in programs:
         Builder(InsertPoint.before(fn)).insert(program)
         fn.detach()
@@ -1686,6 +1733,7 @@ __all__ = [
     "GEMM_CHOICES",
     "GEMV_CHOICES",
     "ConvertTileToMeshPass",
+    "NestPlan",
     "Options",
     "lower_module",
     "parse_options",

@@ -27,7 +27,7 @@ from plmr.dialects import loop, tile
 from plmr.errors import PlmrError
 
 if TYPE_CHECKING:
-    from plmr.lowering.tile_to_mesh import Options
+    from plmr.lowering.tile_to_mesh import NestPlan, Options
 
 PARALLEL_TILES = (16, 8, 4, 2)
 REDUCTION_TILES = (16, 8, 4)
@@ -66,11 +66,19 @@ def _graph_ops(module: ModuleOp) -> bool:
     return any(op.name.startswith("graph.") for op in module.walk())
 
 
-def compile_module(ctx: Context, module: ModuleOp, opts: CompileOptions) -> ModuleOp:
-    """Lowers `module` in place to a mesh program (and returns it)."""
+def compile_module(
+    ctx: Context,
+    module: ModuleOp,
+    opts: CompileOptions,
+    plans: list[NestPlan] | None = None,
+) -> ModuleOp:
+    """
+    Lowers `module` in place to a mesh program (and returns it); `plans` receives the
+    mapping chosen for each nest (`plmr compile --explain`).
+    """
     mesh_opts = _check_options(opts)
     to_loop_level(ctx, module, opts)
-    return from_loop_level(ctx, module, opts, mesh_opts)
+    return from_loop_level(ctx, module, opts, mesh_opts, plans)
 
 
 def _check_options(opts: CompileOptions) -> Options:
@@ -115,7 +123,11 @@ def to_loop_level(ctx: Context, module: ModuleOp, opts: CompileOptions) -> Modul
 
 
 def from_loop_level(
-    ctx: Context, module: ModuleOp, opts: CompileOptions, mesh_opts: Options | None = None
+    ctx: Context,
+    module: ModuleOp,
+    opts: CompileOptions,
+    mesh_opts: Options | None = None,
+    plans: list[NestPlan] | None = None,
 ) -> ModuleOp:
     """The rest: blocking (searched for the grid), partitioning, routing, verification."""
     from plmr.lowering.tile_to_mesh import lower_module
@@ -123,9 +135,9 @@ def from_loop_level(
     if mesh_opts is None:
         mesh_opts = _check_options(opts)
     if _has(module, (loop.NestOp,)):
-        _tile_for_grid(ctx, module, opts, mesh_opts)
+        _tile_for_grid(ctx, module, opts, mesh_opts, plans)
     elif _has(module, (tile.ForOp,)):
-        lower_module(module, mesh_opts)
+        lower_module(module, mesh_opts, plans)
         _route(ctx, module, opts)
     else:
         already = any(op.name == "mesh.program" for op in module.ops)
@@ -168,7 +180,11 @@ def _route(ctx: Context, module: ModuleOp, opts: CompileOptions) -> None:
 
 
 def _tile_for_grid(
-    ctx: Context, module: ModuleOp, opts: CompileOptions, mesh_opts: Options
+    ctx: Context,
+    module: ModuleOp,
+    opts: CompileOptions,
+    mesh_opts: Options,
+    plans: list[NestPlan] | None = None,
 ) -> None:
     from plmr.lowering.loop_to_tile import ConvertLoopToTilePass
     from plmr.lowering.tile_to_mesh import lower_module
@@ -181,10 +197,11 @@ def _tile_for_grid(
         choices = [
             (p, r) for p in (*PARALLEL_TILES, *par) for r in (*REDUCTION_TILES, *red)
         ]
-    best: tuple[float, ModuleOp] | None = None
+    best: tuple[float, ModuleOp, list[NestPlan]] | None = None
     first_error: PlmrError | None = None
     for sizes in choices:
         trial = module.clone()
+        trial_plans: list[NestPlan] = []
         try:
             nests = ";".join(f"{n}={p},{r}" for n, p, r in opts.nest_tile_sizes)
             ConvertLoopToTilePass(
@@ -193,18 +210,20 @@ def _tile_for_grid(
                 fit=opts.fit_tiles,
                 fit_grid=opts.grid if opts.fit_tiles else (),
             ).apply(ctx, trial)
-            cost = lower_module(trial, mesh_opts)
+            cost = lower_module(trial, mesh_opts, trial_plans)
             _route(ctx, trial, opts)
         except PlmrError as e:
             if first_error is None or "SRAM" in str(e):
                 first_error = e
             continue
         if best is None or cost < best[0] * 0.999:
-            best = (cost, trial)
+            best = (cost, trial, trial_plans)
     if best is None:
         assert first_error is not None
         raise first_error
     _replace_body(module, best[1])
+    if plans is not None:
+        plans.extend(best[2])
 
 
 def _grid_blocks(module: ModuleOp, grid: tuple[int, int]) -> tuple[list[int], list[int]]:

@@ -179,6 +179,13 @@ def import_cmd(model: Path, output: Path | None, func_name: str, generic: bool) 
     help="Also time the result and record it in this performance database (SQLite).",
 )
 @click.option("--generic", is_flag=True, help="Print the generic MLIR form.")
+@click.option(
+    "--explain",
+    is_flag=True,
+    help="Print, per nest, the mapping chosen, its collectives and the planner's "
+    "estimate against the simulated cycles (timing mode) instead of the program "
+    "(with -o, the program is still written).",
+)
 def compile_cmd(
     program: Path,
     output: Path | None,
@@ -195,6 +202,7 @@ def compile_cmd(
     schedule_path: Path | None,
     db_path: Path | None,
     generic: bool,
+    explain: bool,
 ) -> None:
     """
     Compile PROGRAM (.mlir at the graph, loop or tile level, or an .onnx model) to a
@@ -242,6 +250,7 @@ def compile_cmd(
         module = load_module(program, ctx)
     source_text = module_text(module)
     schedule_json = _schedule_of_options(opts)
+    plans: list[Any] = []
     if schedule_path is not None:
         from plmr.schedule.tuner import compile_schedule
 
@@ -249,7 +258,7 @@ def compile_cmd(
         schedule_json = schedule.bind({}).to_json()
         module = compile_schedule(source_text, schedule.bind({}), relay=relay)
     else:
-        compile_module(ctx, module, opts)
+        compile_module(ctx, module, opts, plans)
     if db_path is not None:
         _record_compiled(
             db_path,
@@ -260,8 +269,16 @@ def compile_cmd(
             "manual" if schedule_path is not None else "default",
         )
     text = module_text(module, generic=generic)
+    if explain:
+        from plmr.models.explain import explain as explain_nests
+        from plmr.models.explain import format_explain
+        from plmr.runtime.device import get_device
+
+        rows = explain_nests(module, plans, get_device(opts.device), relay=relay)
+        click.echo(format_explain(rows), nl=False)
     if output is None:
-        click.echo(text, nl=False)
+        if not explain:
+            click.echo(text, nl=False)
         return
     write_text_atomically(output, text)
     click.echo(f"wrote {output}", err=True)
