@@ -2,9 +2,9 @@
 The importer's core: element types, typed node access, the `Importer` (values, constants,
 the driver that converts node by node) and the public entry points.
 
-Handlers live in the sibling modules by role (`elementwise`, `shapes`, `linalg`, `nn`) and
-register themselves in `HANDLERS` with `@handles("OnnxOp", ...)`; `folding` evaluates
-nodes whose inputs are all compile-time constants.
+Handlers live in the sibling modules by role (`elementwise`, `shapes`, `linalg`, `nn`,
+`conv`) and register themselves in `HANDLERS` with `@handles("OnnxOp", ...)`; `folding`
+evaluates nodes whose inputs are all compile-time constants.
 """
 
 from __future__ import annotations
