@@ -289,10 +289,13 @@ def _check_offsets(source: Sequence[int], block: Sequence[int], n_offsets: int) 
 class LoadOp(TileOp):
     """
     Copies the block of `source` that starts at the given offsets into SRAM. The block
-    shape is the result type; the block must lie inside the tensor (checked at run time).
+    shape is the result type; the block must lie inside the tensor (checked at run time),
+    unless a `padding` value is given: then the elements outside the tensor are that
+    value (the border of a padded tensor).
 
     ```mlir
     %b = tile.load %a[%i, %k] : tensor<64x64xf32> -> tensor<16x16xf32>
+    %p = tile.load %a[%i, %k] padding 0.000000e+00 : tensor<64x64xf32> -> tensor<16x16xf32>
     ```
     """
 
@@ -300,12 +303,14 @@ class LoadOp(TileOp):
 
     source = operand_def(TensorType)
     offsets = var_operand_def(IndexType)
+    padding = opt_prop_def(FloatAttr[Float64Type])
     result = result_def(TensorType)
 
     traits = traits_def(Pure())
 
     assembly_format = (
-        "$source `[` $offsets `]` attr-dict `:` type($source) `->` type($result)"
+        "$source `[` $offsets `]` (`padding` $padding^)? attr-dict `:` type($source) "
+        "`->` type($result)"
     )
 
     def __init__(
@@ -313,11 +318,16 @@ class LoadOp(TileOp):
         source: SSAValue | Operation,
         offsets: Sequence[SSAValue | Operation],
         block_shape: Sequence[int],
+        padding: float | None = None,
     ):
         src = SSAValue.get(source)
+        props: dict[str, Attribute] = {}
+        if padding is not None:
+            props["padding"] = FloatAttr(float(padding), Float64Type())
         super().__init__(
             operands=[src, offsets],
             result_types=[TensorType(element_type(src), block_shape)],
+            properties=props,
         )
 
     def verify_(self) -> None:
@@ -328,7 +338,11 @@ class LoadOp(TileOp):
                 f"block element type {blk.element_type} differs from the tensor's "
                 f"{src.element_type}"
             )
-        _check_offsets(src.get_shape(), blk.get_shape(), len(self.offsets))
+        # A padded block may be larger than the tensor (a whole padded dimension).
+        source = src.get_shape()
+        if self.padding is not None and len(source) == len(blk.get_shape()):
+            source = tuple(max(s, b) for s, b in zip(source, blk.get_shape(), strict=True))
+        _check_offsets(source, blk.get_shape(), len(self.offsets))
 
     def cost(self) -> OpCost:
         return OpCost(bytes_written=nbytes(self.result.type))

@@ -342,7 +342,8 @@ class _Analysis:
     def read_problem(self, op: ReadOp) -> list[Dim] | None:
         """None if `op` can be a block load; else the dims to unblock (empty: never)."""
         if not _defined_in(op.source, self.nest):
-            if op.padding is not None:
+            window = all(_shifted(i, self.dims) for i in op.indices)
+            if op.padding is not None and not window:
                 padded = [d for i in op.indices for d in self._axis_dims(i)]
                 if padded:
                     return padded
@@ -609,6 +610,19 @@ def _defined_in(v: SSAValue, nest: NestOp) -> bool:
             return True
         op = op.parent_op()
     return False
+
+
+def _shifted(v: SSAValue, dims: dict[SSAValue, Dim]) -> bool:
+    """`dim`, `dim ± constant` or a constant: a padded read of a window (a padded tensor)."""
+    if v in dims or isinstance(v.owner, arith.ConstantOp):
+        return True
+    op = v.owner
+    if not isinstance(op, arith.AddiOp | arith.SubiOp):
+        return False
+    lhs_const, rhs_const = (isinstance(x.owner, arith.ConstantOp) for x in op.operands)
+    if op.lhs in dims and rhs_const:
+        return True
+    return isinstance(op, arith.AddiOp) and lhs_const and op.rhs in dims
 
 
 def _is_const(v: SSAValue, value: int) -> bool:
@@ -880,7 +894,8 @@ class _Codegen:
         dims = [self._axis_of(idx) for idx in op.indices]
         offsets = [self._offset(b, idx) for idx in op.indices]
         shape = [d.block if d is not None else 1 for d in dims]
-        value = b.insert(tile.LoadOp(src, offsets, shape)).result
+        padding = None if op.padding is None else op.padding.value.data
+        value = b.insert(tile.LoadOp(src, offsets, shape, padding)).result
         present = [d for d in dims if d is not None]
         if len(present) != len(shape):
             value = b.insert(tile.ReshapeOp(value, _shape(present))).result

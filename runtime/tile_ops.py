@@ -118,8 +118,41 @@ def _load(ev: ReferenceEvaluator, op: Operation, args: list[Any]) -> list[Any]:
     assert isinstance(op, tile.LoadOp)
     src, *offsets = args
     block = static_shape(op.result, "result")
-    index = _window_index(ev, offsets, block, static_shape(op.source, "source"))
+    full = static_shape(op.source, "source")
+    if op.padding is not None:
+        return [_padded_load(ev, np.asarray(src), offsets, block, full, op.padding)]
+    index = _window_index(ev, offsets, block, full)
     return [np.array(src[index])]
+
+
+def _padded_load(
+    ev: ReferenceEvaluator,
+    src: Array,
+    offsets: Sequence[Any],
+    block: Sequence[int],
+    full: Sequence[int],
+    padding: FloatAttr[Any],
+) -> Array:
+    """The block at `offsets`, with `padding` wherever it lies outside the tensor."""
+    lead = ev.lead
+    pad = np.asarray(padding.value.data).astype(src.dtype)
+    if 0 in full:
+        return np.full(lead + tuple(block), pad)
+    n = len(lead) + len(block)
+    grids: list[Any] = []
+    for i, size in enumerate(lead):
+        shape = [1] * n
+        shape[i] = size
+        grids.append(np.arange(size).reshape(shape))
+    outside: Any = False
+    for d, (o, b, f) in enumerate(zip(offsets, block, full, strict=True)):
+        shape = [1] * n
+        shape[len(lead) + d] = b
+        base = np.asarray(o).reshape(np.shape(o) + (1,) * len(block))
+        ix = base + np.arange(b).reshape(shape)
+        outside = outside | (ix < 0) | (ix >= f)
+        grids.append(np.clip(ix, 0, f - 1))
+    return np.where(outside, pad, src[tuple(grids)])
 
 
 def _store(ev: ReferenceEvaluator, op: Operation, args: list[Any]) -> list[Any]:

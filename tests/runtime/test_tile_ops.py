@@ -219,6 +219,40 @@ def test_load_and_store_3d_and_1d(lead: tuple[int, ...]):
     check_per_core(lead, got, [t, v, k], reference)
 
 
+@pytest.mark.parametrize("lead", LEADS)
+def test_padded_load(lead: tuple[int, ...]):
+    source = """
+    func.func @f(%T: tensor<4x5xf32>, %E: tensor<0x3xi64>, %k: index)
+        -> (tensor<3x6xf32>, tensor<6x8xf32>, tensor<2x3xi64>) {
+      %cm2 = arith.constant -2 : index
+      %c0 = arith.constant 0 : index
+      %t = tile.load %T[%k, %cm2] padding 1.5 : tensor<4x5xf32> -> tensor<3x6xf32>
+      %w = tile.load %T[%cm2, %c0] padding 0.0 : tensor<4x5xf32> -> tensor<6x8xf32>
+      %e = tile.load %E[%c0, %c0] padding 7.0 : tensor<0x3xi64> -> tensor<2x3xi64>
+      func.return %t, %w, %e : tensor<3x6xf32>, tensor<6x8xf32>, tensor<2x3xi64>
+    }
+    """
+    rng = np.random.default_rng(3)
+    t = rand(rng, (*lead, 4, 5))
+    e = np.zeros((*lead, 0, 3), np.int64)
+    k = np.int64(2) if not lead else (np.arange(6) % 4).reshape(lead).astype(np.int64)
+
+    def reference(t: Array, e: Array, k: Any) -> list[Array]:
+        k = int(k)
+        padded = np.full((12, 15), 1.5, np.float32)
+        padded[4:8, 4:9] = t
+        zeros = np.zeros((12, 15), np.float32)
+        zeros[4:8, 4:9] = t
+        return [
+            padded[4 + k : 7 + k, 2:8],
+            zeros[2:8, 4:12],
+            np.full((2, 3), 7, np.int64),
+        ]
+
+    got = run(source, [t, e, k], lead)
+    check_per_core(lead, got, [t, e, k], reference)
+
+
 @pytest.mark.parametrize(
     "offsets, message",
     [
@@ -1248,6 +1282,8 @@ FLOAT_UNARY: dict[str, Callable[[float], float]] = {
     "math.tanh": math.tanh,
     "math.erf": math.erf,
     "math.absf": abs,
+    "math.floor": math.floor,
+    "math.ceil": math.ceil,
 }
 """Unary float ops; log and the square roots are applied to |x| (see `_unary_source`)."""
 
@@ -1451,6 +1487,44 @@ def test_fma_select_and_conversions(lead: tuple[int, ...]):
 
 
 @pytest.mark.parametrize("lead", LEADS)
+def test_integer_conversions_and_abs(lead: tuple[int, ...]):
+    source = """
+    func.func @f(%b: i1, %i: i32) -> (i64, i64, i64, i64, i8, f32, f32, i32) {
+      %bs = arith.extsi %b : i1 to i64
+      %bu = arith.extui %b : i1 to i64
+      %is = arith.extsi %i : i32 to i64
+      %iu = arith.extui %i : i32 to i64
+      %it = arith.trunci %i : i32 to i8
+      %bf = arith.uitofp %b : i1 to f32
+      %if = arith.uitofp %i : i32 to f32
+      %ab = math.absi %i : i32
+      func.return %bs, %bu, %is, %iu, %it, %bf, %if, %ab : i64, i64, i64, i64, i8, f32, f32, i32
+    }
+    """
+    rng = np.random.default_rng(18)
+    b = rng.integers(0, 2, lead).astype(np.bool_)
+    i = rng.integers(-300, 300, lead).astype(np.int32)
+    args = [np.asarray(b), np.asarray(i)]
+    got = run(source, args, lead)
+
+    def reference(b: Any, i: Any) -> list[Array]:
+        bit, n = int(bool(b)), int(i)
+        wrapped = (n + 128) % 256 - 128
+        return [
+            np.int64(-bit),
+            np.int64(bit),
+            np.int64(n),
+            np.int64(n % 2**32),
+            np.int8(wrapped),
+            np.float32(bit),
+            np.float32(n % 2**32),
+            np.int32(abs(n)),
+        ]
+
+    check_per_core(lead, got, args, reference)
+
+
+@pytest.mark.parametrize("lead", LEADS)
 def test_constants(lead: tuple[int, ...]):
     source = """
     func.func @f() -> (index, i32, f32, f16, i1, tensor<2x3xf32>, tensor<4xi32>) {
@@ -1532,6 +1606,11 @@ COVERED_ARITH_AND_MATH = {
     "arith.extf",
     "arith.truncf",
     "arith.constant",
+    "arith.extsi",
+    "arith.extui",
+    "arith.trunci",
+    "arith.uitofp",
+    "math.absi",
 }
 
 

@@ -492,3 +492,21 @@ func.func @loops(%x: tensor<4x4xf32>, %y: tensor<4x1xf32>) -> tensor<4x4xf32> {
   }
   func.return %r#0 : tensor<4x4xf32>
 }
+
+// A padded tile.load: elements outside the tensor are the padding, so the block may
+// start before the tensor and be larger than it.
+
+// CHECK-LABEL: func.func @padded_load(%A: tensor<4x5xf32>, %i: index) -> tensor<6x8xf32> {
+// CHECK-NEXT:    %cm2 = arith.constant -2 : index
+// CHECK-NEXT:    %p = tile.load %A[%cm2, %i] padding 1.500000e+00 : tensor<4x5xf32> -> tensor<6x8xf32>
+// CHECK-NEXT:    func.return %p : tensor<6x8xf32>
+// CHECK-NEXT:  }
+
+// CHECK-GENERIC-LABEL: "func.func"() <{sym_name = "padded_load", function_type = (tensor<4x5xf32>, index) -> tensor<6x8xf32>}> ({
+// CHECK-GENERIC:         %p = "tile.load"(%A, %cm2, %i) <{padding = 1.500000e+00 : f64}> : (tensor<4x5xf32>, index, index) -> tensor<6x8xf32>
+
+func.func @padded_load(%A: tensor<4x5xf32>, %i: index) -> tensor<6x8xf32> {
+  %cm2 = arith.constant -2 : index
+  %p = tile.load %A[%cm2, %i] padding 1.5 : tensor<4x5xf32> -> tensor<6x8xf32>
+  func.return %p : tensor<6x8xf32>
+}
