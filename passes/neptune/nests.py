@@ -209,6 +209,8 @@ def inline_maps(block: Block) -> bool:
             reads = [r for res in nest.res for r in read_uses(res)]
             if not reads or len({_top(r, block) for r in reads}) > MAX_INLINED_READERS:
                 continue
+            if any(r.padding is not None for r in reads):
+                continue  # the body would be computed outside the tensor, not padded
             for read in reads:
                 inline_map_read(nest, read)
             progress = changed = True

@@ -109,6 +109,21 @@ PROGRAMS: dict[str, tuple[str, str]] = {
         f"%a: {F}",
         f"%y = graph.pad %a pads = [0, 2, 2, 0] mode = constant value = 1.5 : {F} -> tensor<6x8xf32>",
     ),
+    "pad_of_computed": (
+        f"%a: {F}",
+        f"%e = graph.exp %a : {F}\n"
+        f"  %y = graph.pad %e pads = [1, 0, 1, 2] mode = constant value = 0.0 : {F} -> tensor<6x8xf32>",
+    ),
+    "chain": (
+        f"%a: {F}, %b: tensor<6xf32>, %m: {B}",
+        f"%lt = graph.cmp lt %a, %b : ({F}, tensor<6xf32>) -> {B}\n"
+        f"  %x = graph.xor %lt, %m : ({B}, {B}) -> {B}\n"
+        f"  %w = graph.where %x, %a, %b : ({B}, {F}, tensor<6xf32>) -> {F}\n"
+        f"  %f = graph.floor %w : {F}\n"
+        f"  %s = graph.slice %f starts = [1, 0] ends = [3, 6] steps = [1, 1] : {F} -> tensor<2x6xf32>\n"
+        f"  %r = graph.pad %s pads = [1, 2, 1, 2] mode = reflect value = 0.0 : tensor<2x6xf32> -> tensor<4x10xf32>\n"
+        f"  %y = graph.pad %r pads = [1, 0, 0, 1] mode = constant value = -1.0 : tensor<4x10xf32> -> tensor<5x11xf32>",
+    ),
     "gather_elements": (
         f"%a: {F}, %i: tensor<2x6xi64>",
         f"%y = graph.gather_elements %a, %i axis = 0 : ({F}, tensor<2x6xi64>) -> tensor<2x6xf32>",
