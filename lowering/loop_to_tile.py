@@ -699,21 +699,28 @@ class _Codegen:
         return self._par(b, par, 0, outs)
 
     def _par(
-        self, b: Builder, par: list[Dim], level: int, outs: list[SSAValue]
+        self,
+        b: Builder,
+        par: list[Dim],
+        level: int,
+        outs: list[SSAValue],
+        looped: bool = False,
     ) -> list[SSAValue]:
         if level == len(par):
             return self._point(b, outs)
         d = par[level]
-        if d.extent == 1:
+        # A dimension of one needs no loop, except the last when there is none: the
+        # nest stays one nest (one mesh.spmd), not straight-line code.
+        if d.extent == 1 and (looped or level < len(par) - 1):
             d.iv = _index(b, 0)
-            return self._par(b, par, level + 1, outs)
+            return self._par(b, par, level + 1, outs, looped)
         block = Block(arg_types=[IndexType(), *(o.type for o in outs)])
         block.args[0].name_hint = d.name
         loop = tile.ForOp(0, d.extent, d.block, tile.LoopKind.PARALLEL, outs, block)
         b.insert(loop)
         d.iv = block.args[0]
         body = Builder(InsertPoint.at_end(block))
-        new = self._par(body, par, level + 1, list(block.args[1:]))
+        new = self._par(body, par, level + 1, list(block.args[1:]), True)
         body.insert(tile.YieldOp(*new))
         return list(loop.res)
 

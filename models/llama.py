@@ -14,7 +14,7 @@ heads are a tensor dimension, as frameworks write the model and ONNX exports spe
 (`models/llama_heads.py`: batched projections, reshape / transpose, batched GQA attention):
 
 - prefill(x[L, dim], mask[L, L], cos[L, hd], sin[L, hd]) ->
-  (logits[1, vocab] of the last token, then per layer K[Hkv, L, hd] and V[Hkv, L, hd])
+  (logits[1, vocab] of the last token, then per layer K[Hkv, 1, L, hd] and V[Hkv, 1, L, hd])
 - decode(x[1, dim], mask[1, S], cos[1, hd], sin[1, hd], per layer the caches
   K[Hkv, S, hd] and V[Hkv, S, hd]) -> (logits[1, vocab], the new K and V rows)
 
@@ -255,10 +255,10 @@ def decode_cache_args(cache: KVCache, config: LlamaConfig) -> list[F32]:
 def split_kv_rows(
     rows: Sequence[F32], config: LlamaConfig
 ) -> tuple[list[list[F32]], list[list[F32]]]:
-    """The programs' K and V results (heads form, `[Hkv, n, hd]` per layer) per KV head."""
+    """The programs' K and V results (heads form, `[Hkv, 1, n, hd]` per layer) per KV head."""
 
     def heads(a: F32) -> list[F32]:
-        return [np.ascontiguousarray(a[g]) for g in range(config.n_kv_heads)]
+        return [np.ascontiguousarray(a[g, 0]) for g in range(config.n_kv_heads)]
 
     return [heads(rows[2 * i]) for i in range(config.n_layers)], [
         heads(rows[2 * i + 1]) for i in range(config.n_layers)
@@ -663,7 +663,7 @@ class ProgramBuilder:
 
     - `heads` (default): heads are a tensor dimension (`models/llama_heads.py`):
       batched projections over per-head weights, reshapes and transposes, batched
-      attention. K and V come out as `[Hkv, n, hd]`; the decode step takes the caches as `[Hkv, S, hd]` and the
+      attention. K and V come out as `[Hkv, 1, n, hd]` (the group axis of GQA); the decode step takes the caches as `[Hkv, S, hd]` and the
       full cos / sin tables `[n, hd]`.
     - `per-head`: one matmul per head and projection, RoPE on the halves (the baseline;
       K comes out as two halves per KV head, cos / sin are the half tables).

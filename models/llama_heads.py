@@ -13,7 +13,7 @@ matmuls: a fused matmul whose result is split at offsets would need the mesh to 
 the pieces.
 
 - prefill(x[L, dim], mask[L, L], cos[L, hd], sin[L, hd]) ->
-  (logits[1, vocab], then per layer K[Hkv, L, hd] (rotated) and V[Hkv, L, hd])
+  (logits[1, vocab], then per layer K[Hkv, 1, L, hd] (rotated) and V[Hkv, 1, L, hd])
 - decode(x[1, dim], mask[1, S], cos[1, hd], sin[1, hd], then per layer the caches
   K[Hkv, S, hd] and V[Hkv, S, hd]) -> (logits[1, vocab], per layer the new K and V rows)
 """
@@ -170,11 +170,10 @@ class HeadsBuilder:
         gate = t.matmul(f, w[f"{p}.w3"], tensor_type(n, c.ffn_dim))
         act = t.binary("mul", t.unary("silu", up), gate, tensor_type(n, c.ffn_dim))
         down = t.matmul(act, w[f"{p}.w2"], tensor_type(n, c.dim))
-        kv = (hkv, n, hd)
         return (
             t.binary("add", h_, down, tensor_type(n, c.dim)),
-            t.reshape(k, kv),
-            t.reshape(v, kv),
+            k,
+            v,
         )
 
     def _head(self, t: Text, x: str, n: int, w: dict[str, str]) -> str:
@@ -204,7 +203,7 @@ class HeadsBuilder:
         caches: bool,
     ) -> str:
         c = self.c
-        kv = (c.n_kv_heads, n, c.head_dim)
+        kv = (c.n_kv_heads, 1, n, c.head_dim)
         t = Text()
         args = self._inputs(t, n, s_len)
         if caches:

@@ -192,3 +192,119 @@ def test_taso_fuses_projections_of_the_decode_step():
     assert not any(isinstance(op, graph.ConcatOp) for op in module.walk())
     for g, w in zip(run_function(module, fn, args), want, strict=True):
         np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-4)
+
+
+def _gqa(kv_heads: int) -> LlamaConfig:
+    return LlamaConfig(
+        f"gqa{kv_heads}",
+        dim=32,
+        n_layers=1,
+        n_heads=8,
+        n_kv_heads=kv_heads,
+        ffn_dim=64,
+        vocab=32,
+        max_seq=8,
+    )
+
+
+def _on_mesh(text: str, grid: tuple[int, int], args: list[np.ndarray]) -> list[np.ndarray]:
+    from plmr.passes.pipeline import compile_module
+    from plmr.runtime.interpreter import run_mesh
+
+    opts = CompileOptions(grid=grid, substitute=False, tile_sizes=(4, 4), fit_tiles=True)
+    module = compile_module(make_context(), parse_module(text), opts)
+    outs, _ = run_mesh(module, args, mode="functional")
+    return list(outs)
+
+
+@pytest.mark.parametrize("kv_heads", [1, 2, 8])
+@pytest.mark.parametrize("grid", [(2, 2), (3, 3), (2, 4)])
+def test_grouped_query_attention_on_the_mesh_equals_numpy(
+    kv_heads: int, grid: tuple[int, int]
+):
+    """
+    Prefill and a decode step of the heads program, compiled (odd grids split the heads
+    and the head dimension unevenly), give numpy's logits, K and V.
+    """
+    config = _gqa(kv_heads)
+    weights = random_weights(config, 1)
+    model = NumpyLlama(config, weights)
+    builder = ProgramBuilder(config, weights)
+    prompt = [3, 1, 4, 1]
+    x = weights["embed"][np.asarray(prompt)]
+    cos, sin = rope_tables(config, range(len(prompt)))
+    got = _on_mesh(builder.prefill(len(prompt)), grid, [x, causal_mask(4), cos, sin])
+    want, ks, vs = model.forward(x, range(len(prompt)), KVCache.empty(config))
+    np.testing.assert_allclose(got[0], want, rtol=1e-4, atol=1e-4)
+    got_k, got_v = split_kv_rows(got[1:], config)
+    for g in range(kv_heads):
+        np.testing.assert_allclose(got_k[0][g], ks[0][g], rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(got_v[0][g], vs[0][g], rtol=1e-4, atol=1e-5)
+    cache = KVCache.empty(config)
+    cache.store(ks, vs)
+    token = int(np.argmax(want[0]))
+    cos, sin = rope_tables(config, [len(prompt)])
+    args = [weights["embed"][[token]], cache_mask(config, len(prompt)), cos, sin]
+    got = _on_mesh(builder.decode(), grid, args + decode_cache_args(cache, config))
+    step, k_new, _ = model.forward(weights["embed"][[token]], [len(prompt)], cache)
+    np.testing.assert_allclose(got[0], step, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(
+        split_kv_rows(got[1:], config)[0][0][kv_heads - 1],
+        k_new[0][kv_heads - 1],
+        rtol=1e-4,
+        atol=1e-5,
+    )
+
+
+def _decode_layer_nests(heads: int) -> tuple[int, int]:
+    """spmds and allreduces of one decode layer with `heads` query heads of one group."""
+    from plmr.models.nests import count_ops
+    from plmr.passes.pipeline import compile_module
+
+    config = LlamaConfig(
+        "h",
+        dim=64,
+        n_layers=1,
+        n_heads=heads,
+        n_kv_heads=1,
+        ffn_dim=128,
+        vocab=16,
+        max_seq=16,
+        head_dim_override=8,
+    )
+    text = ProgramBuilder(config, None).decode(layers=[0], head=False)
+    opts = CompileOptions(grid=(2, 2), substitute=False, tile_sizes=(4, 4), fit_tiles=True)
+    counts = count_ops(compile_module(make_context(), parse_module(text), opts))
+    return counts.spmds, counts.allreduces
+
+
+def test_attention_over_more_heads_compiles_to_the_same_nests():
+    """Heads are a loop dimension: 1, 4 or 32 heads give the same mesh.spmd count."""
+    spmds = {heads: _decode_layer_nests(heads)[0] for heads in (1, 4, 32)}
+    assert spmds[1] == spmds[4] == spmds[32], spmds
+
+
+def test_head_splits_and_merges_move_no_data():
+    """
+    The reshapes and transposes of the heads program are index maps: no nest of the
+    compiled decode layer only copies, and no tile.transpose runs on a whole tensor.
+    """
+    from plmr.dialects import mesh, tile
+    from plmr.models.nests import describe
+    from plmr.passes.pipeline import compile_module
+
+    config = _gqa(2)
+    text = ProgramBuilder(config, None).decode(layers=[0], head=False)
+    opts = CompileOptions(grid=(2, 2), substitute=False, tile_sizes=(4, 4), fit_tiles=True)
+    module = compile_module(make_context(), parse_module(text), opts)
+    graph_module = parse_module(text)
+    assert any(op.name == "graph.transpose" for op in graph_module.walk())
+    assert any(op.name == "graph.reshape" for op in graph_module.walk())
+    spmds = [op for op in module.walk() if isinstance(op, mesh.SpmdOp)]
+    copies = [describe(s) for s in spmds if describe(s).startswith("copy")]
+    # The only copies are the scalar steps of the norms' straight-line code.
+    assert all(c.endswith("scalar []") or c.endswith("[-]") for c in copies), copies
+    for op in module.walk():
+        if isinstance(op, tile.TransposeOp):
+            shape = op.result.type.get_shape()  # pyright: ignore[reportAttributeAccessIssue]
+            assert max(shape) <= 4, f"a transpose of a whole tensor: {op}"
