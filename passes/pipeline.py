@@ -1,7 +1,7 @@
 """
 `plmr-compile`: the whole default pipeline, from any level down to a routed mesh program.
 
-    transpose-elim → taso-substitute → convert-graph-to-loop → neptune-fuse
+    graph-canonicalize → transpose-elim → taso-substitute → convert-graph-to-loop → neptune-fuse
       → loop-simplify-indices → convert-loop-to-tile → convert-tile-to-mesh → mesh-route → mesh-verify-plmr
 
 Stages whose input level is absent are skipped (a tile program starts at
@@ -99,12 +99,14 @@ def _check_options(opts: CompileOptions) -> Options:
 def to_loop_level(ctx: Context, module: ModuleOp, opts: CompileOptions) -> ModuleOp:
     """The graph part of the pipeline and fusion: graph passes, to loops, neptune-fuse."""
     from plmr.lowering.graph_to_loop import ConvertGraphToLoopPass
+    from plmr.passes.graph_canonicalize import GraphCanonicalizePass
     from plmr.passes.loop_indices import LoopSimplifyIndicesPass
     from plmr.passes.neptune.fuse import NeptuneFusePass
     from plmr.passes.taso.substitute import TasoSubstitutePass
     from plmr.passes.transpose_elim import TransposeElimPass
 
     if _graph_ops(module):
+        GraphCanonicalizePass().apply(ctx, module)
         if opts.eliminate_transposes:
             TransposeElimPass().apply(ctx, module)
         if opts.substitute:

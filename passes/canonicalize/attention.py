@@ -4,11 +4,13 @@ Attention idioms of exported models: SDPA's NaN guard and grouped-query attentio
 **NaN guard.** `torch.onnx` writes scaled dot-product attention as
 `where(isnan(p), 0, p)` after the softmax `p` (imported as
 `graph.where (graph.cmp ne p, p), c, p`), which guards rows whose scores are all `-inf`
-(fully masked). `RemoveNanGuard` replaces the guard by `p` when `p` provably holds no
-NaN. "Provably" here means: under the assumption that the function's floating-point
-arguments are finite and that no arithmetic overflows (the assumption every
-floating-point compiler makes when it reassociates), the analysis `finite_values` shows
-that every element of `p` is finite. It accepts:
+(fully masked). `RemoveNanGuard` replaces the guard (also spelled
+`where(not(isnan(p)), p, c)` or with `cmp eq p, p`) by `p` when `p` provably holds no
+NaN. "Provably" here means: assuming that no arithmetic overflows (the assumption every
+floating-point compiler makes when it reassociates) and that function arguments hold
+finite values — except an argument added to scores before a softmax, which is taken
+for a mask that may hold `-inf` — the forward analysis `finite_values` shows that every
+element of `p` is finite. It accepts:
 
 - function arguments (activations, weights), and integer or `i1` values;
 - constants whose elements are all finite;

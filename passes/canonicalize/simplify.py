@@ -157,7 +157,11 @@ class HoistTranspose(RewritePattern):
         fixed = next((i for i, p in enumerate(perm) if p != i), len(perm))
         tail = len(perm) - fixed
         src = shape_of(inner.input)
-        if tail > len(src) or src[len(src) - tail :] != shape_of(inner.result)[fixed:]:
+        if (
+            tail == 0
+            or tail > len(src)
+            or src[len(src) - tail :] != shape_of(inner.result)[fixed:]
+        ):
             return
         lead = len(src) - tail
         new_perm = (*range(lead), *(lead + p - fixed for p in perm[fixed:]))

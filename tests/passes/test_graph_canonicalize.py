@@ -205,3 +205,28 @@ def test_gpt2_export_loses_its_nan_guards_and_keeps_torch_outputs():
     (got,) = evaluate_function(module, "main", inputs)
     scale = float(np.max(np.abs(logits)))
     assert float(np.max(np.abs(got - logits))) <= 1e-4 * scale
+
+
+def test_plmr_compile_canonicalizes_first(monkeypatch: pytest.MonkeyPatch):
+    from plmr.passes.pipeline import CompileOptions, to_loop_level
+    from plmr.passes.transpose_elim import TransposeElimPass
+
+    calls: list[str] = []
+    canon, elim = GraphCanonicalizePass.apply, TransposeElimPass.apply
+
+    def spy_canon(self: GraphCanonicalizePass, ctx: object, module: ModuleOp) -> None:
+        calls.append("graph-canonicalize")
+        canon(self, make_context(), module)
+
+    def spy_elim(self: TransposeElimPass, ctx: object, module: ModuleOp) -> None:
+        calls.append("transpose-elim")
+        elim(self, make_context(), module)
+
+    monkeypatch.setattr(GraphCanonicalizePass, "apply", spy_canon)
+    monkeypatch.setattr(TransposeElimPass, "apply", spy_elim)
+    module = parse_module(
+        (FILECHECK / "graph_canonicalize_norms.mlir").read_text().split("// -----")[0]
+    )
+    to_loop_level(make_context(), module, CompileOptions(substitute=False))
+    assert calls == ["graph-canonicalize", "transpose-elim"]
+    assert not any(op.name.startswith("graph.") for op in module.walk())
