@@ -38,6 +38,16 @@ PROGRAMS: dict[str, tuple[str, str]] = {
         f"%m = graph.cmp lt %a, %b : ({F}, tensor<6xf32>) -> {B}\n"
         f"  %y = graph.where %m, %a, %b : ({B}, {F}, tensor<6xf32>) -> {F}",
     ),
+    "constants": (
+        f"%a: {F}, %i: tensor<4x6xi32>",
+        "%m = graph.constant dense<[true, false, false, true, true, false]> : tensor<6xi1>\n"
+        "  %k = graph.constant dense<[[3], [-2], [0], [7]]> : tensor<4x1xi32>\n"
+        "  %z = graph.constant dense<0.5> : tensor<f32>\n"
+        "  %j = graph.maximum %i, %k : (tensor<4x6xi32>, tensor<4x1xi32>) -> tensor<4x6xi32>\n"
+        "  %f = graph.cast %j : tensor<4x6xi32> -> tensor<4x6xf32>\n"
+        f"  %w = graph.where %m, %a, %z : (tensor<6xi1>, {F}, tensor<f32>) -> {F}\n"
+        f"  %y = graph.add %w, %f : ({F}, {F}) -> {F}",
+    ),
     "cmp_ge_int": (
         f"%a: {I}, %b: tensor<4x1xi64>",
         f"%y = graph.cmp ge %a, %b : ({I}, tensor<4x1xi64>) -> {B}",
