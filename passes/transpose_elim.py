@@ -46,6 +46,14 @@ UNARY_ELEMENTWISE = (
     graph.SqrtOp,
     graph.NegOp,
     graph.ScaleOp,
+    graph.NotOp,
+    graph.AbsOp,
+    graph.LogOp,
+    graph.FloorOp,
+    graph.CeilOp,
+    graph.ReciprocalOp,
+    graph.PowOp,
+    graph.CastOp,
 )
 
 
@@ -156,6 +164,10 @@ def rebuild_unary(op: Operation, value: SSAValue) -> Operation:
         return graph.ScaleOp(value, op.factor)
     if isinstance(op, graph.GeluOp):
         return graph.GeluOp(value, op.tanh is not None)
+    if isinstance(op, graph.PowOp):
+        return graph.PowOp(value, op.exponent)
+    if isinstance(op, graph.CastOp):
+        return graph.CastOp(value, graph.element_type(op.result))
     assert isinstance(op, graph.UnaryElementwiseOp)
     return type(op)(value)
 

@@ -56,6 +56,26 @@ ELEMENT_WORK = {
     "opaque:graph.layernorm": 8.0,
     "opaque:graph.rmsnorm": 6.0,
     "opaque:graph.reduce": 1.0,
+    "opaque:graph.log": 8.0,
+    "opaque:graph.pow": 10.0,
+    "opaque:graph.reciprocal": 4.0,
+    **{
+        f"opaque:graph.{name}": 1.0
+        for name in (
+            "where",
+            "cmp",
+            "not",
+            "and",
+            "or",
+            "xor",
+            "cast",
+            "abs",
+            "floor",
+            "ceil",
+            "maximum",
+            "minimum",
+        )
+    },
 }
 """Cycles of SIMD work per element (transcendentals need several)."""
 REDUCING = frozenset(
@@ -208,6 +228,10 @@ class CostModel:
         if kind in ("concat", "split") or kind in (
             "opaque:graph.reshape",
             "opaque:graph.gather",
+            "opaque:graph.slice",
+            "opaque:graph.expand",
+            "opaque:graph.pad",
+            "opaque:graph.gather_elements",
         ):
             return self.move(out_elems)
         work = ELEMENT_WORK.get(kind, 2.0)
