@@ -1,6 +1,7 @@
 """
 Activations spelled out op by op, recognised as plmr's own: `x · sigmoid(x)` is
-`graph.silu` (LLaMA's MLP), `0.5·x·(1 + erf(x/√2))` is `graph.gelu` (BERT) and
+`graph.silu` (LLaMA's MLP), `0.5·x·(1 + erf(x/√2))` is `graph.gelu` (BERT; the 0.5
+may multiply either factor) and
 `0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))` is `graph.gelu tanh` (GPT-2's `NewGELU`).
 The constants must match to a relative `1e-6` (they are f32 roundings in exports).
 """
@@ -96,6 +97,20 @@ def _gelu_of(t: SSAValue, x: SSAValue) -> bool | None:
     return None
 
 
+def _half_x_times_one_plus(a: SSAValue, b: SSAValue) -> tuple[SSAValue, SSAValue] | None:
+    """`(x, t)` if `a · b` is `(0.5·x) · (1 + t)` or `x · (0.5·(1 + t))`."""
+    half = _times_const(a)
+    t = _one_plus(b)
+    if half is not None and t is not None and half[1] == 0.5:
+        return half[0], t
+    half = _times_const(b)
+    if half is not None and half[1] == 0.5:
+        t = _one_plus(half[0])
+        if t is not None:
+            return a, t
+    return None
+
+
 class RecognizeActivations(RewritePattern):
     """`x · sigmoid(x)` -> `graph.silu x`; the GELU spellings above -> `graph.gelu`."""
 
@@ -108,11 +123,10 @@ class RecognizeActivations(RewritePattern):
             if sig is not None and sig.input == a and op.result.type == a.type:
                 rewriter.replace(op, graph.SiluOp(a))
                 return
-            half = _times_const(a)
-            t = _one_plus(b)
-            if half is None or t is None or half[1] != 0.5:
+            found = _half_x_times_one_plus(a, b)
+            if found is None:
                 continue
-            x = half[0]
+            x, t = found
             tanh = _gelu_of(t, x)
             if tanh is not None and op.result.type == x.type:
                 rewriter.replace(op, graph.GeluOp(x, tanh))

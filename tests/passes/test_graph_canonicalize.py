@@ -135,11 +135,20 @@ def hf_module(name: str) -> ModuleOp:
     return import_onnx_file(str(HF / f"{name}.onnx"))
 
 
-def stored(name: str) -> tuple[list[np.ndarray], list[np.ndarray]]:
+def stored(
+    name: str,
+    inputs: tuple[str, ...] = ("input_ids",),
+    outputs: tuple[str, ...] = ("logits",),
+) -> tuple[list[np.ndarray], list[np.ndarray]]:
     with np.load(HF / f"{name}.npz") as data:
-        inputs = [np.asarray(data["input_ids"])]
-        outputs = [np.asarray(data["logits"])]
-    return inputs, outputs
+        return [np.asarray(data[k]) for k in inputs], [np.asarray(data[k]) for k in outputs]
+
+
+def assert_torch_outputs(got: list[np.ndarray], want: list[np.ndarray]) -> None:
+    assert len(got) == len(want)
+    for g, w in zip(got, want, strict=True):
+        scale = float(np.max(np.abs(w)))
+        assert float(np.max(np.abs(g - w))) <= 1e-4 * scale
 
 
 def test_llama_export_is_recognised():
@@ -168,9 +177,7 @@ def test_llama_export_is_recognised():
     assert after["graph.silu"] == 2
     assert after["graph.sigmoid"] == 0
     assert sum(after.values()) < sum(before.values()) - 40
-    (got,) = evaluate_function(module, "main", inputs)
-    scale = float(np.max(np.abs(logits)))
-    assert float(np.max(np.abs(got - logits))) <= 1e-4 * scale
+    assert_torch_outputs(evaluate_function(module, "main", inputs), [logits])
 
 
 def test_llama_export_grouped_attention_broadcasts_kv():
@@ -202,9 +209,26 @@ def test_gpt2_export_loses_its_nan_guards_and_keeps_torch_outputs():
     assert after["graph.gelu"] == 2
     assert after["graph.tanh"] == 0
     assert sum(after.values()) < sum(before.values())
-    (got,) = evaluate_function(module, "main", inputs)
-    scale = float(np.max(np.abs(logits)))
-    assert float(np.max(np.abs(got - logits))) <= 1e-4 * scale
+    assert_torch_outputs(evaluate_function(module, "main", inputs), [logits])
+
+
+def test_bert_export_keeps_its_mask_and_loses_its_guards():
+    module = hf_module("bert")
+    inputs, outputs = stored(
+        "bert",
+        ("input_ids", "attention_mask"),
+        ("last_hidden_state", "pooler_output"),
+    )
+    before = op_counts(module)
+    canonicalize(module)
+    after = op_counts(module)
+    # The padding mask is computed from the attention_mask input: `where(keep, 0,
+    # lowest)` holds finite values, so the softmax rows cannot be NaN.
+    assert before["graph.where"] == 3
+    assert after["graph.where"] == 1
+    assert after["graph.gelu"] == 2
+    assert after["graph.erf"] == 0
+    assert_torch_outputs(evaluate_function(module, "main", inputs), outputs)
 
 
 def test_plmr_compile_canonicalizes_first(monkeypatch: pytest.MonkeyPatch):

@@ -30,6 +30,22 @@ func.func @gelu_erf(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
 
 // -----
 
+// BERT's export puts the 0.5 on the other factor: `x · (0.5·(1 + erf(0.7071·x)))`.
+// CHECK-LABEL: func.func @gelu_erf_half_outside
+// CHECK-NEXT:    %y = graph.gelu %x : tensor<4x8xf32>
+// CHECK-NEXT:    func.return %y : tensor<4x8xf32>
+func.func @gelu_erf_half_outside(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  %d = graph.scale %x by 0.70710679328816484 : tensor<4x8xf32>
+  %e = graph.erf %d : tensor<4x8xf32>
+  %one = graph.constant dense<1.0> : tensor<f32>
+  %a = graph.add %e, %one : (tensor<4x8xf32>, tensor<f32>) -> tensor<4x8xf32>
+  %h = graph.scale %a by 5.000000e-01 : tensor<4x8xf32>
+  %y = graph.mul %x, %h : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  func.return %y : tensor<4x8xf32>
+}
+
+// -----
+
 // GPT-2's tanh GELU, `0.5·x · (1 + tanh(0.797885·(x + 0.044715·x³)))`.
 // CHECK-LABEL: func.func @gelu_tanh
 // CHECK-NEXT:    %y = graph.gelu %x tanh : tensor<4x8xf32>
