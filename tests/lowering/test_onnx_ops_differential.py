@@ -134,6 +134,18 @@ PROGRAMS: dict[str, tuple[str, str]] = {
         f"  %r = graph.pad %s pads = [1, 2, 1, 2] mode = reflect value = 0.0 : tensor<2x6xf32> -> tensor<4x10xf32>\n"
         f"  %y = graph.pad %r pads = [1, 0, 0, 1] mode = constant value = -1.0 : tensor<4x10xf32> -> tensor<5x11xf32>",
     ),
+    "masked_softmax": (
+        "%a: tensor<8x8xf32>, %m: tensor<8x8xi1>",
+        "%ninf = graph.constant dense<-1.0e9> : tensor<f32>\n"
+        "  %w = graph.where %m, %a, %ninf : (tensor<8x8xi1>, tensor<8x8xf32>, tensor<f32>) -> tensor<8x8xf32>\n"
+        "  %y = graph.softmax %w : tensor<8x8xf32>",
+    ),
+    "large_slice_expand_pad": (
+        "%a: tensor<16x32xf32>",
+        "%s = graph.slice %a starts = [4, 8] ends = [12, 24] steps = [1, 1] : tensor<16x32xf32> -> tensor<8x16xf32>\n"
+        "  %e = graph.expand %s : tensor<8x16xf32> -> tensor<2x8x16xf32>\n"
+        "  %y = graph.pad %e pads = [0, 4, 0, 0, 4, 16] mode = constant value = 0.0 : tensor<2x8x16xf32> -> tensor<2x16x32xf32>",
+    ),
     "gather_elements": (
         f"%a: {F}, %i: tensor<2x6xi64>",
         f"%y = graph.gather_elements %a, %i axis = 0 : ({F}, tensor<2x6xi64>) -> tensor<2x6xf32>",
