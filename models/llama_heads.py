@@ -7,8 +7,8 @@ Per layer: the projections of all heads at once as batched matmuls over per-head
 head per group, and the rotated `Wq·R`, `Wk·R`: R is the signed permutation of
 `rotate_half`, so they are exact), RoPE as `q·cos + (q·R)·sin` on the head dimension,
 grouped-query attention as batched matmuls that broadcast the K/V heads
-(`[Hkv, G, L, hd] × [Hkv, 1, S, hd]`), the heads merged by transpose and reshape, one
-output projection, and the SwiGLU FFN. The projections that share an input are separate
+(`[Hkv, G, L, hd] × [Hkv, 1, S, hd]`), the output projection per head
+(`o[Hkv, G, n, hd] @ Wo[Hkv, G, hd, dim]`) summed over the heads, and the SwiGLU FFN. The projections that share an input are separate
 matmuls: a fused matmul whose result is split at offsets would need the mesh to move
 the pieces.
 
@@ -52,7 +52,7 @@ def layer_shapes(c: LlamaConfig) -> dict[str, tuple[int, ...]]:
         "wv": (hkv, 1, c.dim, hd),
         "wqr": (hkv, g, c.dim, hd),
         "wkr": (hkv, 1, c.dim, hd),
-        "wo": (c.n_heads * hd, c.dim),
+        "wo": (hkv, g, hd, c.dim),
         "ffn_norm": (c.dim,),
         "w1": (c.dim, c.ffn_dim),
         "w3": (c.dim, c.ffn_dim),
@@ -84,7 +84,9 @@ def fused_weights(c: LlamaConfig, w: dict[str, F32], layer: int) -> dict[str, F3
         "wv": wv,
         "wqr": wqr,
         "wkr": wkr,
-        "wo": np.concatenate([w[f"{p}.wo{h}"] for h in range(c.n_heads)], axis=0),
+        "wo": np.stack([w[f"{p}.wo{h}"] for h in range(c.n_heads)]).reshape(
+            hkv, g, c.head_dim, c.dim
+        ),
         "ffn_norm": w[f"{p}.ffn_norm"],
         "w1": w[f"{p}.w1"],
         "w3": w[f"{p}.w3"],
@@ -144,7 +146,7 @@ class HeadsBuilder:
         self, t: Text, x: str, layer: int, n: int, w: dict[str, str], attend: Attend
     ) -> tuple[str, str, str]:
         c = self.c
-        hd, h, hkv = c.head_dim, c.n_heads, c.n_kv_heads
+        hd, hkv = c.head_dim, c.n_kv_heads
         p = f"l{layer}"
         a = t.rmsnorm(x, w[f"{p}.attn_norm"], c.norm_eps)
         a4 = t.reshape(a, (1, 1, n, c.dim))
@@ -161,9 +163,9 @@ class HeadsBuilder:
         q = self._rope(t, q, qr, n)
         k = self._rope(t, k, kr, n)
         o = attend(t, q, k, v, layer)
-        # [Hkv, G, n, hd] -> [n, H·hd]
-        merged = t.reshape(t.transpose(o, (2, 0, 1, 3)), (n, h * hd))
-        out = t.matmul(merged, w[f"{p}.wo"], tensor_type(n, c.dim))
+        # Σ over heads of o[head] @ Wo[head]: the heads' outputs merge in the sum.
+        per_head = t.matmul(o, w[f"{p}.wo"], tensor_type(hkv, c.group, n, c.dim))
+        out = t.reduce_axes("sum", per_head, (0, 1), tensor_type(n, c.dim))
         h_ = t.binary("add", x, out, tensor_type(n, c.dim))
         f = t.rmsnorm(h_, w[f"{p}.ffn_norm"], c.norm_eps)
         up = t.matmul(f, w[f"{p}.w1"], tensor_type(n, c.ffn_dim))

@@ -82,6 +82,15 @@ class Text:
             rtype,
         )
 
+    def reduce_axes(self, kind: str, a: str, axes: Sequence[int], rtype: str) -> str:
+        """A reduction over `axes`, which are dropped."""
+        listed = ", ".join(str(x) for x in axes)
+        return self.op(
+            "red",
+            f"graph.reduce {kind} {a} axes = [{listed}] : {self.types[a]} -> {rtype}",
+            rtype,
+        )
+
     def rmsnorm(self, a: str, w: str, eps: float) -> str:
         rt = self.types[a]
         return self.op(
