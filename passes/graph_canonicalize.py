@@ -15,7 +15,8 @@ compile alike. Its patterns (run greedily to a fixed point), by module:
   spellings -> `graph.gelu`;
 - `canonicalize.attention`: SDPA's NaN guard `where(isnan(p), 0, p)` -> `p` when `p`
   provably holds no NaN; K/V heads repeated for grouped-query attention -> a matmul that
-  broadcasts the un-repeated K/V over the query heads of each group;
+  broadcasts the un-repeated K/V over the query heads of each group (option
+  `unrepeat-kv`, on by default; `plmr compile` turns it off, see `attention`);
 - `canonicalize.rope`: RoPE's `rotate_half` -> a matmul with a constant signed
   permutation;
 - from `transpose-elim`: composing transposes, folding transposes of constants, sinking
@@ -38,7 +39,7 @@ from xdsl.pattern_rewriter import (
 )
 
 from plmr.passes.canonicalize.activations import ACTIVATION_PATTERNS
-from plmr.passes.canonicalize.attention import ATTENTION_PATTERNS
+from plmr.passes.canonicalize.attention import ATTENTION_PATTERNS, GROUPED_KV_PATTERNS
 from plmr.passes.canonicalize.norms import NORM_PATTERNS
 from plmr.passes.canonicalize.rope import ROPE_PATTERNS
 from plmr.passes.canonicalize.simplify import SIMPLIFY_PATTERNS
@@ -62,17 +63,19 @@ CANONICALIZE_PATTERNS: tuple[type[RewritePattern], ...] = (
 )
 
 
-def canonicalize(module: ModuleOp) -> None:
+def canonicalize(module: ModuleOp, unrepeat_kv: bool = True) -> None:
     """Runs every `graph-canonicalize` pattern to a fixed point."""
-    patterns = [p() for p in CANONICALIZE_PATTERNS]
+    grouped = GROUPED_KV_PATTERNS if unrepeat_kv else ()
+    patterns = [p() for p in (*CANONICALIZE_PATTERNS, *grouped)]
     PatternRewriteWalker(GreedyRewritePatternApplier(patterns)).rewrite_module(module)
 
 
 @dataclass(frozen=True)
 class GraphCanonicalizePass(ModulePass):
     """
-    Recognises RMSNorm, LayerNorm, SDPA's NaN guard, grouped-query K/V repetition and
-    RoPE's `rotate_half` in exported graphs, and removes no-ops.
+    Recognises RMSNorm, LayerNorm, SiLU, GELU, SDPA's NaN guard, grouped-query K/V
+    repetition (`unrepeat-kv`) and RoPE's `rotate_half` in exported graphs, and removes
+    no-ops.
 
     ```mlir
     // before
@@ -90,5 +93,8 @@ class GraphCanonicalizePass(ModulePass):
 
     name = "graph-canonicalize"
 
+    unrepeat_kv: bool = True
+    """Rewrite grouped-query attention into the grouped shape (see `attention`)."""
+
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        canonicalize(op)
+        canonicalize(op, self.unrepeat_kv)

@@ -106,7 +106,8 @@ def to_loop_level(ctx: Context, module: ModuleOp, opts: CompileOptions) -> Modul
     from plmr.passes.transpose_elim import TransposeElimPass
 
     if _graph_ops(module):
-        GraphCanonicalizePass().apply(ctx, module)
+        # Repeated K/V heads are index maps at the loop level already (no copy).
+        GraphCanonicalizePass(unrepeat_kv=False).apply(ctx, module)
         if opts.eliminate_transposes:
             TransposeElimPass().apply(ctx, module)
         if opts.substitute:

@@ -196,6 +196,24 @@ def test_llama_export_grouped_attention_broadcasts_kv():
     assert len(scores) == 2
 
 
+def test_llama_export_keeps_its_kv_repetition_for_plmr_compile():
+    module = hf_module("llama")
+    inputs, (logits,) = stored("llama")
+    GraphCanonicalizePass(unrepeat_kv=False).apply(make_context(), module)
+    module.verify()
+    after = op_counts(module)
+    assert after["graph.expand"] == 4
+    assert after["graph.rmsnorm"] == 5
+    assert after["graph.concat"] == after["graph.where"] == 0
+    shapes = [
+        graph.static_shape(op.result, "result")
+        for op in module.walk()
+        if isinstance(op, graph.MatmulOp)
+    ]
+    assert all(len(s) <= 4 for s in shapes)
+    assert_torch_outputs(evaluate_function(module, "main", inputs), [logits])
+
+
 def test_gpt2_export_loses_its_nan_guards_and_keeps_torch_outputs():
     module = hf_module("gpt2")
     inputs, (logits,) = stored("gpt2")

@@ -1,4 +1,5 @@
 // RUN: plmr-opt %s -p graph-canonicalize --split-input-file | filecheck %s
+// RUN: plmr-opt %s -p 'graph-canonicalize{unrepeat-kv=false}' --split-input-file | filecheck %s --check-prefix=KEEP
 
 // SDPA's NaN guard after a softmax of scores plus a causal mask (-inf above the
 // diagonal: every row keeps a finite entry) goes.
@@ -71,19 +72,26 @@ func.func @guard_unknown(%s: tensor<2x4x4xf32>, %m: tensor<2x1x4xf32>, %d: tenso
 // Grouped-query attention as the LLaMA export spells it (2 K/V heads, 4 query heads):
 // K and V are repeated by unsqueeze/expand/reshape, Kᵀ flattened to 3-D, transposed and
 // scaled. The matmuls take the un-repeated K/V, broadcast over the 2 query heads of
-// each group, and Kᵀ becomes the `transpose_b` flag.
+// each group, Kᵀ becomes the `transpose_b` flag, and the softmax runs in the grouped
+// shape, so the reshapes between the two matmuls cancel.
 // CHECK-LABEL: func.func @gqa
 // CHECK-NEXT:    %[[KS:.*]] = graph.scale %k by 5.000000e-01 : tensor<1x2x8x16xf32>
-// CHECK-NEXT:    %[[Q:.*]] = graph.reshape %q : tensor<1x4x8x16xf32> -> tensor<1x2x2x8x16xf32>
 // CHECK-NEXT:    %[[K:.*]] = graph.reshape %[[KS]] : tensor<1x2x8x16xf32> -> tensor<1x2x1x8x16xf32>
+// CHECK-NEXT:    %[[Q:.*]] = graph.reshape %q : tensor<1x4x8x16xf32> -> tensor<1x2x2x8x16xf32>
 // CHECK-NEXT:    %[[S:.*]] = graph.matmul %[[Q]], %[[K]] transpose_b : (tensor<1x2x2x8x16xf32>, tensor<1x2x1x8x16xf32>) -> tensor<1x2x2x8x8xf32>
-// CHECK-NEXT:    %[[S4:.*]] = graph.reshape %[[S]] : tensor<1x2x2x8x8xf32> -> tensor<1x4x8x8xf32>
-// CHECK-NEXT:    %[[P:.*]] = graph.softmax %[[S4]] : tensor<1x4x8x8xf32>
+// CHECK-NEXT:    %[[P:.*]] = graph.softmax %[[S]] axis = 4 : tensor<1x2x2x8x8xf32>
 // CHECK-NEXT:    %[[V:.*]] = graph.reshape %v : tensor<1x2x8x16xf32> -> tensor<1x2x1x8x16xf32>
-// CHECK-NEXT:    %[[P5:.*]] = graph.reshape %[[P]] : tensor<1x4x8x8xf32> -> tensor<1x2x2x8x8xf32>
-// CHECK-NEXT:    %[[O:.*]] = graph.matmul %[[P5]], %[[V]] : (tensor<1x2x2x8x8xf32>, tensor<1x2x1x8x16xf32>) -> tensor<1x2x2x8x16xf32>
+// CHECK-NEXT:    %[[O:.*]] = graph.matmul %[[P]], %[[V]] : (tensor<1x2x2x8x8xf32>, tensor<1x2x1x8x16xf32>) -> tensor<1x2x2x8x16xf32>
 // CHECK-NEXT:    %{{.*}} = graph.reshape %[[O]] : tensor<1x2x2x8x16xf32> -> tensor<1x4x8x16xf32>
 // CHECK-NEXT:    func.return
+// Without `unrepeat-kv` (as in plmr compile) the repetition stays, Kᵀ still reaches the
+// matmul's flag and the scale still moves to the un-repeated K.
+// KEEP-LABEL: func.func @gqa
+// KEEP-NEXT:    %[[KS:.*]] = graph.scale %k by 5.000000e-01 : tensor<1x2x8x16xf32>
+// KEEP-NEXT:    %[[KU:.*]] = graph.reshape %[[KS]] : tensor<1x2x8x16xf32> -> tensor<1x2x1x8x16xf32>
+// KEEP-NEXT:    %[[KE:.*]] = graph.expand %[[KU]] : tensor<1x2x1x8x16xf32> -> tensor<1x2x2x8x16xf32>
+// KEEP-NEXT:    %[[KR:.*]] = graph.reshape %[[KE]] : tensor<1x2x2x8x16xf32> -> tensor<1x4x8x16xf32>
+// KEEP-NEXT:    %{{.*}} = graph.matmul %q, %[[KR]] transpose_b : (tensor<1x4x8x16xf32>, tensor<1x4x8x16xf32>) -> tensor<1x4x8x8xf32>
 func.func @gqa(%q: tensor<1x4x8x16xf32>, %k: tensor<1x2x8x16xf32>, %v: tensor<1x2x8x16xf32>) -> tensor<1x4x8x16xf32> {
   %ku = graph.reshape %k : tensor<1x2x8x16xf32> -> tensor<1x2x1x8x16xf32>
   %ke = graph.expand %ku : tensor<1x2x1x8x16xf32> -> tensor<1x2x2x8x16xf32>
