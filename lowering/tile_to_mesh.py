@@ -1125,8 +1125,15 @@ class _NestEmitter:
             if a == "-" or cur[j] == a or skew[0] == a:
                 continue
             size = -(-shape[j] // opts.n(a))
+            owners = -(-shape[j] // size)
             offs[j] = _mul(b, self.coord[a], size)
-            padded[j] = size * opts.n(a)
+            if owners < opts.n(a):
+                # The PEs past the last block take padding (the first block's place).
+                owner = b.insert(
+                    arith.CmpiOp(self.coord[a], _index(b, owners), "ult")
+                ).result
+                offs[j] = b.insert(arith.SelectOp(owner, offs[j], _index(b, 0))).result
+            padded[j] = size * owners
             target[j] = a
             taken = True
         if taken:
