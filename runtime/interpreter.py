@@ -250,7 +250,12 @@ class StageArrays:
 def stage_arrays(plan: Plan) -> list[StageArrays]:
     out: list[StageArrays] = []
     n = plan.n
+    # A plan repeats its stage objects (a ring's steps): build each once.
+    built: dict[int, StageArrays] = {}
     for stage in plan.stages:
+        if id(stage) in built:
+            out.append(built[id(stage)])
+            continue
         srcs: list[int] = []
         dsts: list[int] = []
         # Directed link loads along the line: east links i -> i+1, west links i+1 -> i.
@@ -299,6 +304,7 @@ def stage_arrays(plan: Plan) -> list[StageArrays]:
             dst_of[src] = dst
             back[src] = st.hops
             st.dst_of, st.back_hops_of = dst_of, back
+        built[id(stage)] = st
     return out
 
 
@@ -370,13 +376,14 @@ class SpmdEvaluator(ReferenceEvaluator):
         )
 
     def ready_of(self, values: Sequence[SSAValue]) -> Ready:
-        found = [r for v in values if (r := self.ready.get(v)) is not None]
-        if not found:
-            return 0.0
-        out = found[0]
-        for r in found[1:]:
-            out = np.maximum(out, r)
-        return out
+        """The latest ready time of `values` (clocks are never negative: 0 is none)."""
+        out: Ready | None = None
+        for v in values:
+            r = self.ready.get(v)
+            if r is None or r is out or (isinstance(r, float) and r <= 0.0):
+                continue
+            out = r if out is None else np.maximum(out, r)
+        return 0.0 if out is None else out
 
     def run_op(self, op: Operation, operands: list[Any]) -> list[Any]:
         rt = self.runtime
@@ -393,10 +400,17 @@ class SpmdEvaluator(ReferenceEvaluator):
             for r in op.results:
                 self.ready[r] = ready
             return results
-        end = np.maximum(self.ready_of(list(op.operands)), rt.clocks.ce_free)
+        ready = self.ready_of(list(op.operands))
+        free = rt.clocks.ce_free
+        # The engine's clock is never negative: max(0, free) and max(free, free) are free.
+        start = (
+            free if ready is free or isinstance(ready, float) else np.maximum(ready, free)
+        )
+        if isinstance(ready, float) and ready > 0.0:
+            start = np.maximum(ready, free)
         if rt.recorder is not None:
-            rt.recorder.record(op.name, end, end + cycles, rt.grid)
-        end += cycles
+            rt.recorder.record(op.name, start, start + cycles, rt.grid)
+        end = start + cycles
         rt.clocks.ce_free = end
         rt.clocks.compute += cycles
         rt.account(op, cycles)

@@ -29,10 +29,12 @@ extrapolated; neither is anything in functional mode.
 
 Tolerance. Clocks are float64; the increments are differences of sums of fractional
 device parameters, so two equal increments can differ in their last bits.
-Increments count as equal when they differ by at most `TOLERANCE` times the largest
-clock (2⁻⁴⁰ ≈ 9.1e-13, i.e. 4,096 units in the last place): far above rounding, far
-below any real difference of timings (device parameters are multiples of 0.01 cycle;
-below 10¹⁰ cycles the tolerance is under 0.01 cycle). An extrapolated run agrees
+Clock increments count as equal when they differ by at most `TOLERANCE` times the
+largest clock (2⁻⁴⁰ ≈ 9.1e-13, i.e. 4,096 units in the last place): far above
+rounding, far below any real difference of timings (device parameters are multiples of
+0.01 cycle; below 10¹⁰ cycles the tolerance is under 0.01 cycle). Each counter (bytes,
+messages, time by op) is compared relative to its own magnitude, never to the clocks'
+or another counter's (bytes run to 10¹³ where cycles are 10⁸). An extrapolated run agrees
 with the stepped one to about `iterations × TOLERANCE` relative.
 """
 
@@ -207,11 +209,11 @@ class _Step:
     counters: F64
     busy: F64 | None
 
-    def agrees(self, other: _Step, tol: float) -> bool:
-        pairs = [
-            *zip(self.clocks, other.clocks, strict=True),
-            (self.counters, other.counters),
-        ]
+    def agrees(self, other: _Step, tol: float, counter_tol: F64) -> bool:
+        """Clocks within `tol`; each counter within its own `counter_tol`."""
+        if np.any(np.abs(self.counters - other.counters) > counter_tol):
+            return False
+        pairs = list(zip(self.clocks, other.clocks, strict=True))
         if self.busy is not None and other.busy is not None:
             pairs.append((self.busy, other.busy))
         for a, b in pairs:
@@ -280,8 +282,10 @@ class LoopWatch:
             snap.counters - prev.counters,
             None if snap.busy is None or prev.busy is None else snap.busy - prev.busy,
         )
+        # Clocks share one scale; counters (bytes, cycles by op) each have their own.
         tol = TOLERANCE * self._scale(snap)
-        if self.step is not None and step.agrees(self.step, tol):
+        counter_tol = TOLERANCE * np.maximum(np.abs(snap.counters), 1.0)
+        if self.step is not None and step.agrees(self.step, tol, counter_tol):
             self.run += 1
         else:
             self.run = 1
@@ -333,9 +337,10 @@ class LoopWatch:
 
     @staticmethod
     def _scale(snap: _Snapshot) -> float:
+        """The largest clock (the tolerance of clock increments is relative to it)."""
         biggest = max((float(np.max(np.abs(c))) for c in snap.clocks), default=0.0)
-        if snap.counters.size:
-            biggest = max(biggest, float(np.abs(snap.counters).max()))
+        if snap.busy is not None:
+            biggest = max(biggest, float(np.max(np.abs(snap.busy))))
         return max(biggest, 1.0)
 
     def _uniform(self, snap: _Snapshot, step: _Step, tol: float) -> bool:
