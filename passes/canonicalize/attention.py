@@ -28,8 +28,9 @@ element of `p` is finite. It accepts:
   (causal masks, `-inf` or the dtype's lowest value above the diagonal), possibly
   broadcast by `expand`, moved by `transpose` or scaled by a positive factor. Then the
   row maximum is finite, `exp(z - max)` is in `[0, 1]` with at least one 1, and the
-  normalising sum is at least 1. A mask `m` that is a function argument (or one moved,
-  cast or scaled) is not assumed finite: it may hold `-inf` rows.
+  normalising sum is at least 1. A function argument (or one moved, cast or scaled)
+  added to the scores is not assumed finite — it may be a mask with `-inf` rows — unless
+  the other side of the sum is a constant mask.
 
 Other `div`s, `sqrt`, `log`, other `pow`s and `reciprocal` (a zero or negative
 operand), masks passed as arguments, and anything else leave the guard in place.
@@ -179,11 +180,11 @@ def rows_have_finite(
     op = value.owner
     if isinstance(op, graph.AddOp):
         for s, m in ((op.lhs, op.rhs), (op.rhs, op.lhs)):
-            if (
-                s in finite
-                and not _from_argument(m)
-                and _broadcast_rows_ok(m, shape, axis, finite, depth)
-            ):
+            if s not in finite or _from_argument(m):
+                continue
+            if _from_argument(s) and not isinstance(_moved_from(m), graph.ConstantOp):
+                continue  # which side is the mask? the argument may be
+            if _broadcast_rows_ok(m, shape, axis, finite, depth):
                 return True
         return False
     if value in finite:
@@ -213,16 +214,26 @@ _MOVES = (
 )
 
 
-def _from_argument(value: SSAValue) -> bool:
-    """Whether `value` is a function argument, possibly moved, cast or scaled: a mask input."""
+def _moved_from(value: SSAValue) -> Operation | BlockArgument:
+    """What `value` is, seen through moves, casts and scales: an op or an argument."""
     for _ in range(_MAX_DEPTH):
         if isinstance(value, BlockArgument):
-            return True
+            return value
         op = value.owner
+        assert isinstance(op, Operation)
         if not isinstance(op, _MOVES):
-            return False
+            return op
         value = op.operands[0]
-    return True
+    if isinstance(value, BlockArgument):
+        return value
+    owner = value.owner
+    assert isinstance(owner, Operation)
+    return owner
+
+
+def _from_argument(value: SSAValue) -> bool:
+    """Whether `value` is a function argument, possibly moved, cast or scaled: a mask input."""
+    return isinstance(_moved_from(value), BlockArgument)
 
 
 def _constant_rows_ok(array: Array, axis: int) -> bool:

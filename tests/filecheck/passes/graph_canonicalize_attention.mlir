@@ -139,3 +139,18 @@ func.func @gqa_negative(%p: tensor<1x2x8x8xf32>, %v: tensor<1x2x1x4x8xf32>, %b: 
   %o2 = graph.matmul %b, %r2 : (tensor<1x1x8x8xf32>, tensor<1x4x8x16xf32>) -> tensor<1x4x8x16xf32>
   func.return %o, %o2 : tensor<1x2x8x8xf32>, tensor<1x4x8x16xf32>
 }
+
+// -----
+
+// A mask input on the left of the sum stays a possible mask too.
+// CHECK-LABEL: func.func @guard_mask_first
+// CHECK:         %r = graph.where %nan, %zero, %p
+func.func @guard_mask_first(%q: tensor<2x4x8xf32>, %k: tensor<2x4x8xf32>, %m: tensor<2x4x4xf32>) -> tensor<2x4x4xf32> {
+  %s = graph.matmul %q, %k transpose_b : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x4xf32>
+  %z = graph.add %m, %s : (tensor<2x4x4xf32>, tensor<2x4x4xf32>) -> tensor<2x4x4xf32>
+  %p = graph.softmax %z : tensor<2x4x4xf32>
+  %nan = graph.cmp ne %p, %p : (tensor<2x4x4xf32>, tensor<2x4x4xf32>) -> tensor<2x4x4xi1>
+  %zero = graph.constant dense<0.0> : tensor<f32>
+  %r = graph.where %nan, %zero, %p : (tensor<2x4x4xi1>, tensor<f32>, tensor<2x4x4xf32>) -> tensor<2x4x4xf32>
+  func.return %r : tensor<2x4x4xf32>
+}
