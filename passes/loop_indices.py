@@ -10,7 +10,9 @@ sum of non-negative index terms and `0 ≤ L < c` by the loop extents),
 
 so the reads become `dim + offset` again and the blocker can tile them: a reshape that
 only regroups a dimension never moves data. Indices the bounds do not prove in range
-are left as they are.
+are left as they are. A loop index of extent one is 0, and arithmetic that reduces to
+one index (`(i0 + i1)·96 + i2` with unit i0, i1) or to a constant is replaced by it, so
+that the partitioner sees the index itself and can split the tensor it reads.
 
 ```mlir
 %i = arith.muli %h, %c16 : index        // h < 4
@@ -145,15 +147,43 @@ def _emit(form: Affine, before: Operation, rewriter: Rewriter) -> SSAValue:
 
 
 def simplify_indices(root: Operation) -> int:
-    """Folds the provable index `div` / `rem` under `root`; returns how many."""
+    """
+    Folds the provable index `div` / `rem` under `root`, and the index arithmetic that
+    reduces to one loop index or a constant (a unit loop index is 0); returns how many
+    ops were folded.
+    """
     extent: dict[SSAValue, int] = {}
+    units: list[tuple[NestOp, BlockArgument]] = []
     for op in root.walk():
         if isinstance(op, NestOp):
             for arg, e in zip(op.dims, op.extents, strict=True):
                 extent[arg] = e
+                if e == 1 and arg.uses:
+                    units.append((op, arg))
     bounds = _Bounds(extent)
     rewriter = Rewriter()
     folded = 0
+    for nest, arg in units:
+        # A loop index of a unit extent is 0 (a head axis of one, a batch of one).
+        zero = arith.ConstantOp(IntegerAttr(0, IndexType()))
+        block = nest.body.block
+        assert block.first_op is not None
+        rewriter.insert_op(zero, InsertPoint.before(block.first_op))
+        arg.replace_all_uses_with(zero.result)
+        folded += 1
+    for op in list(root.walk()):
+        if not isinstance(op, arith.AddiOp | arith.SubiOp | arith.MuliOp):
+            continue
+        if not isinstance(op.result.type, IndexType) or not op.result.uses:
+            continue
+        form = _affine(op.result)
+        terms = [k for k in form if k is not None]
+        if terms and (len(terms) > 1 or form[terms[0]] != 1 or form.get(None, 0)):
+            continue
+        # `i·1 + 0`, `0·96 + i`: one index as it is, or a constant.
+        value = terms[0] if terms else _emit(form, op, rewriter)
+        op.result.replace_all_uses_with(value)
+        folded += 1
     for op in list(root.walk()):
         if not isinstance(op, arith.DivUIOp | arith.RemUIOp):
             continue

@@ -41,3 +41,23 @@ func.func @unproven(%x: tensor<3x4xf32>) -> tensor<2x5xf32> {
   }
   func.return %y : tensor<2x5xf32>
 }
+
+// -----
+
+// Unit loop indices are 0: `(i0 + i1)·8 + i2` is i2, and the read a plain index map.
+
+// CHECK-LABEL: func.func @units
+// CHECK:         loop.nest (%{{.*}}, %{{.*}}, %[[I2:.*]], %[[I3:.*]]) to (1, 1, 8, 4)
+// CHECK-NOT:       arith.muli
+// CHECK:           loop.read %x[%[[I2]], %[[I3]]] : tensor<8x4xf32>
+func.func @units(%x: tensor<8x4xf32>) -> tensor<1x1x8x4xf32> {
+  %y = loop.nest (%i0, %i1, %i2, %i3) to (1, 1, 8, 4) [parallel, parallel, parallel, parallel] -> tensor<1x1x8x4xf32> {
+    %a = arith.addi %i0, %i1 : index
+    %c8 = arith.constant 8 : index
+    %b = arith.muli %a, %c8 : index
+    %r = arith.addi %b, %i2 : index
+    %v = loop.read %x[%r, %i3] : tensor<8x4xf32>
+    loop.yield %v : f32
+  }
+  func.return %y : tensor<1x1x8x4xf32>
+}
