@@ -8,9 +8,12 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
+import numpy.typing as npt
 from xdsl.dialects.builtin import ModuleOp, TensorType
+from xdsl.ir import Attribute
 
 from plmr.dialects import mesh
 from plmr.lowering.tile_to_mesh import NestPlan
@@ -45,17 +48,19 @@ def collectives(spmd: mesh.SpmdOp) -> str:
     return ", ".join(f"{k} ×{n}" if n > 1 else k for k, n in counts.items()) or "-"
 
 
+def _zeros(t: Attribute) -> npt.NDArray[np.float32]:
+    """An input of type `t` (timing mode reads only its shape)."""
+    if isinstance(t, TensorType):
+        return np.zeros(tuple(cast(TensorType[Attribute], t).get_shape()), np.float32)
+    return np.zeros((), np.float32)
+
+
 def explain(
     module: ModuleOp, plans: list[NestPlan], device: Device, relay: bool = False
 ) -> list[ExplainRow]:
     """Simulates the compiled `module` (timing mode) and pairs each nest with its plan."""
     program = find_program(module, None)
-    inputs = [
-        np.zeros(a.type.get_shape(), np.float32)
-        if isinstance(a.type, TensorType)
-        else np.zeros((), np.float32)
-        for a in program.body.block.args
-    ]
+    inputs = [_zeros(a.type) for a in program.body.block.args]
     _, times = run_nests(module, inputs, device, relay=relay)
     nests = [op for op in program.body.block.ops if isinstance(op, mesh.SpmdOp)]
     plan_of = {id(p.spmd): p for p in plans}
