@@ -12,7 +12,6 @@ message naming the offending dimension. The numpy reference semantics of every o
 from __future__ import annotations
 
 import math
-from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import Any, ClassVar, cast
 
@@ -23,10 +22,8 @@ from xdsl.dialects.builtin import (
     Float64Type,
     FloatAttr,
     IntegerAttr,
-    IntegerType,
     TensorType,
     UnitAttr,
-    i1,
     i64,
 )
 from xdsl.dialects.utils import EnumAttribute
@@ -38,7 +35,6 @@ from xdsl.ir import (
     SSAValue,
 )
 from xdsl.irdl import (
-    IRDLOperation,
     VarConstraint,
     base,
     irdl_attr_definition,
@@ -58,6 +54,35 @@ from xdsl.traits import Commutative, ConstantLike, Pure
 from xdsl.utils.exceptions import VerifyException
 from xdsl.utils.str_enum import StrEnum
 
+from plmr.dialects.graph_base import BinaryElementwiseOp, GraphOp, UnaryElementwiseOp
+from plmr.dialects.graph_elementwise import (
+    AbsOp,
+    AndOp,
+    CastOp,
+    CeilOp,
+    CmpOp,
+    CmpPredicate,
+    CmpPredicateAttr,
+    FloorOp,
+    LogicalBinaryOp,
+    LogOp,
+    MaximumOp,
+    MinimumOp,
+    NotOp,
+    OrOp,
+    PowOp,
+    ReciprocalOp,
+    WhereOp,
+    XorOp,
+)
+from plmr.dialects.graph_movement import (
+    ExpandOp,
+    GatherElementsOp,
+    PadMode,
+    PadModeAttr,
+    PadOp,
+    SliceOp,
+)
 from plmr.dialects.graph_shapes import (
     Shape,
     broadcast_shapes,
@@ -122,121 +147,6 @@ class PoolKindAttr(EnumAttribute[PoolKind], SpacedOpaqueSyntaxAttribute):
     """`max` or `avg`."""
 
     name = "graph.pool_kind"
-
-
-class CmpPredicate(StrEnum):
-    """The relation tested by a `graph.cmp`."""
-
-    EQ = "eq"
-    NE = "ne"
-    LT = "lt"
-    LE = "le"
-    GT = "gt"
-    GE = "ge"
-
-
-@irdl_attr_definition
-class CmpPredicateAttr(EnumAttribute[CmpPredicate], SpacedOpaqueSyntaxAttribute):
-    """`eq`, `ne`, `lt`, `le`, `gt` or `ge`."""
-
-    name = "graph.cmp_predicate"
-
-
-class PadMode(StrEnum):
-    """How a `graph.pad` fills the border (ONNX Pad modes)."""
-
-    CONSTANT = "constant"
-    REFLECT = "reflect"
-    EDGE = "edge"
-
-
-@irdl_attr_definition
-class PadModeAttr(EnumAttribute[PadMode], SpacedOpaqueSyntaxAttribute):
-    """`constant`, `reflect` or `edge`."""
-
-    name = "graph.pad_mode"
-
-
-# ---------------------------------------------------------------------------------------
-# Base classes
-# ---------------------------------------------------------------------------------------
-
-
-class GraphOp(IRDLOperation, ABC):
-    """
-    Base of all `graph` ops: verification re-infers the result types from the operands
-    and properties and compares them with the declared ones.
-    """
-
-    @abstractmethod
-    def infer_result_types(self) -> Sequence[Attribute]:
-        """The result types implied by the operands and properties (raises if none)."""
-
-    def verify_(self) -> None:
-        inferred = list(self.infer_result_types())
-        declared = [r.type for r in self.results]
-        if len(inferred) != len(declared):
-            raise VerifyException(f"expected {len(inferred)} results, got {len(declared)}")
-        for i, (want, got) in enumerate(zip(inferred, declared, strict=True)):
-            if want != got:
-                which = "result" if len(declared) == 1 else f"result {i}"
-                raise VerifyException(
-                    f"{which} type {got} does not match the inferred type {want}"
-                )
-
-
-class BinaryElementwiseOp(GraphOp, ABC):
-    """Elementwise binary op with numpy broadcasting."""
-
-    lhs = operand_def(TensorType)
-    rhs = operand_def(TensorType)
-    result = result_def(TensorType)
-
-    traits = traits_def(Pure())
-
-    assembly_format = (
-        "$lhs `,` $rhs attr-dict `:` `(` type($lhs) `,` type($rhs) `)` `->` type($result)"
-    )
-
-    def __init__(self, lhs: SSAValue | Operation, rhs: SSAValue | Operation):
-        lhs_v, rhs_v = SSAValue.get(lhs), SSAValue.get(rhs)
-        shape = broadcast_shapes(static_shape(lhs_v, "lhs"), static_shape(rhs_v, "rhs"))
-        super().__init__(
-            operands=[lhs_v, rhs_v],
-            result_types=[TensorType(element_type(lhs_v), shape)],
-        )
-
-    def infer_result_types(self) -> Sequence[Attribute]:
-        check_same_element_type([self.lhs, self.rhs], ["lhs", "rhs"])
-        shape = broadcast_shapes(
-            static_shape(self.lhs, "lhs"), static_shape(self.rhs, "rhs")
-        )
-        return [TensorType(element_type(self.lhs), shape)]
-
-
-class UnaryElementwiseOp(GraphOp, ABC):
-    """Elementwise unary op; the result has the operand's type."""
-
-    T: ClassVar = VarConstraint("T", base(TensorType))
-
-    input = operand_def(T)
-    result = result_def(T)
-
-    traits = traits_def(Pure())
-
-    FLOAT_ONLY: ClassVar[bool] = True
-
-    assembly_format = "$input attr-dict `:` type($result)"
-
-    def __init__(self, input: SSAValue | Operation):
-        value = SSAValue.get(input)
-        super().__init__(operands=[value], result_types=[value.type])
-
-    def infer_result_types(self) -> Sequence[Attribute]:
-        t = tensor_type(self.input, "input")
-        if self.FLOAT_ONLY and not is_float_type(t.element_type):
-            raise VerifyException(f"'{self.name}' needs a floating-point tensor, got {t}")
-        return [t]
 
 
 # ---------------------------------------------------------------------------------------
@@ -1201,576 +1111,6 @@ class GatherOp(GraphOp):
         return [TensorType(element_type(self.data), shape)]
 
 
-# ---------------------------------------------------------------------------------------
-# Selection, comparison and logic
-# ---------------------------------------------------------------------------------------
-
-
-def _check_bool(value: SSAValue, what: str, op: str) -> TensorType[Attribute]:
-    t = tensor_type(value, what)
-    if not is_bool_type(t.element_type):
-        raise VerifyException(f"'{op}' needs an i1 {what}, got {t}")
-    return t
-
-
-@irdl_op_definition
-class WhereOp(GraphOp):
-    """
-    ONNX Where: picks `lhs` where `condition` holds and `rhs` elsewhere, with numpy
-    broadcasting of all three operands.
-
-    ```mlir
-    %w = graph.where %c, %a, %b : (tensor<4x1xi1>, tensor<4x8xf32>, tensor<f32>) -> tensor<4x8xf32>
-    ```
-    """
-
-    name = "graph.where"
-
-    condition = operand_def(TensorType)
-    lhs = operand_def(TensorType)
-    rhs = operand_def(TensorType)
-    result = result_def(TensorType)
-
-    traits = traits_def(Pure())
-
-    assembly_format = (
-        "$condition `,` $lhs `,` $rhs attr-dict `:` `(` type($condition) `,` type($lhs) "
-        "`,` type($rhs) `)` `->` type($result)"
-    )
-
-    def __init__(
-        self,
-        condition: SSAValue | Operation,
-        lhs: SSAValue | Operation,
-        rhs: SSAValue | Operation,
-    ):
-        c, a, b = SSAValue.get(condition), SSAValue.get(lhs), SSAValue.get(rhs)
-        shape = where_shape(
-            static_shape(c, "condition"), static_shape(a, "lhs"), static_shape(b, "rhs")
-        )
-        super().__init__(
-            operands=[c, a, b], result_types=[TensorType(element_type(a), shape)]
-        )
-
-    def infer_result_types(self) -> Sequence[Attribute]:
-        _check_bool(self.condition, "condition", self.name)
-        check_same_element_type([self.lhs, self.rhs], ["lhs", "rhs"])
-        shape = where_shape(
-            static_shape(self.condition, "condition"),
-            static_shape(self.lhs, "lhs"),
-            static_shape(self.rhs, "rhs"),
-        )
-        return [TensorType(element_type(self.lhs), shape)]
-
-
-@irdl_op_definition
-class CmpOp(GraphOp):
-    """
-    Elementwise comparison with numpy broadcasting (ONNX Equal, Less, LessOrEqual,
-    Greater, GreaterOrEqual); the result is an `i1` tensor.
-
-    ```mlir
-    %m = graph.cmp lt %a, %b : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xi1>
-    ```
-    """
-
-    name = "graph.cmp"
-
-    predicate = prop_def(CmpPredicateAttr)
-    lhs = operand_def(TensorType)
-    rhs = operand_def(TensorType)
-    result = result_def(TensorType)
-
-    traits = traits_def(Pure())
-
-    assembly_format = (
-        "$predicate $lhs `,` $rhs attr-dict `:` `(` type($lhs) `,` type($rhs) `)` `->` "
-        "type($result)"
-    )
-
-    def __init__(
-        self,
-        predicate: CmpPredicate | str,
-        lhs: SSAValue | Operation,
-        rhs: SSAValue | Operation,
-    ):
-        a, b = SSAValue.get(lhs), SSAValue.get(rhs)
-        shape = broadcast_shapes(static_shape(a, "lhs"), static_shape(b, "rhs"))
-        super().__init__(
-            operands=[a, b],
-            result_types=[TensorType(i1, shape)],
-            properties={"predicate": CmpPredicateAttr(CmpPredicate(predicate))},
-        )
-
-    def infer_result_types(self) -> Sequence[Attribute]:
-        check_same_element_type([self.lhs, self.rhs], ["lhs", "rhs"])
-        shape = broadcast_shapes(
-            static_shape(self.lhs, "lhs"), static_shape(self.rhs, "rhs")
-        )
-        return [TensorType(i1, shape)]
-
-
-@irdl_op_definition
-class NotOp(UnaryElementwiseOp):
-    """
-    Logical negation of an `i1` tensor, elementwise.
-
-    ```mlir
-    %n = graph.not %m : tensor<4x8xi1>
-    ```
-    """
-
-    name = "graph.not"
-
-    def infer_result_types(self) -> Sequence[Attribute]:
-        return [_check_bool(self.input, "input", self.name)]
-
-
-class LogicalBinaryOp(BinaryElementwiseOp, ABC):
-    """Elementwise logic on `i1` tensors with numpy broadcasting."""
-
-    traits = traits_def(Pure(), Commutative())
-
-    def infer_result_types(self) -> Sequence[Attribute]:
-        _check_bool(self.lhs, "lhs", self.name)
-        return super().infer_result_types()
-
-
-@irdl_op_definition
-class AndOp(LogicalBinaryOp):
-    """
-    Elementwise logical and of `i1` tensors with numpy broadcasting.
-
-    ```mlir
-    %r = graph.and %a, %b : (tensor<4x8xi1>, tensor<8xi1>) -> tensor<4x8xi1>
-    ```
-    """
-
-    name = "graph.and"
-
-
-@irdl_op_definition
-class OrOp(LogicalBinaryOp):
-    """
-    Elementwise logical or of `i1` tensors with numpy broadcasting.
-
-    ```mlir
-    %r = graph.or %a, %b : (tensor<4x8xi1>, tensor<4x1xi1>) -> tensor<4x8xi1>
-    ```
-    """
-
-    name = "graph.or"
-
-
-@irdl_op_definition
-class XorOp(LogicalBinaryOp):
-    """
-    Elementwise exclusive or of `i1` tensors with numpy broadcasting.
-
-    ```mlir
-    %r = graph.xor %a, %b : (tensor<4x8xi1>, tensor<4x8xi1>) -> tensor<4x8xi1>
-    ```
-    """
-
-    name = "graph.xor"
-
-
-@irdl_op_definition
-class MaximumOp(BinaryElementwiseOp):
-    """
-    Elementwise maximum with numpy broadcasting (ONNX Max of two inputs).
-
-    ```mlir
-    %m = graph.maximum %a, %b : (tensor<4x8xf32>, tensor<f32>) -> tensor<4x8xf32>
-    ```
-    """
-
-    name = "graph.maximum"
-
-    traits = traits_def(Pure(), Commutative())
-
-
-@irdl_op_definition
-class MinimumOp(BinaryElementwiseOp):
-    """
-    Elementwise minimum with numpy broadcasting (ONNX Min of two inputs).
-
-    ```mlir
-    %m = graph.minimum %a, %b : (tensor<4x8xi64>, tensor<8xi64>) -> tensor<4x8xi64>
-    ```
-    """
-
-    name = "graph.minimum"
-
-    traits = traits_def(Pure(), Commutative())
-
-
-# ---------------------------------------------------------------------------------------
-# Casts and more elementwise arithmetic
-# ---------------------------------------------------------------------------------------
-
-
-@irdl_op_definition
-class CastOp(GraphOp):
-    """
-    Converts the elements to another element type (ONNX Cast): floats to integers
-    truncate toward zero, anything to `i1` tests `x != 0`, `i1` converts to 0 or 1.
-
-    ```mlir
-    %c = graph.cast %a : tensor<4x8xf32> -> tensor<4x8xi64>
-    ```
-    """
-
-    name = "graph.cast"
-
-    input = operand_def(TensorType)
-    result = result_def(TensorType)
-
-    traits = traits_def(Pure())
-
-    assembly_format = "$input attr-dict `:` type($input) `->` type($result)"
-
-    def __init__(self, input: SSAValue | Operation, element_type: Attribute):
-        value = SSAValue.get(input)
-        super().__init__(
-            operands=[value],
-            result_types=[TensorType(element_type, static_shape(value, "input"))],
-        )
-
-    def infer_result_types(self) -> Sequence[Attribute]:
-        src = tensor_type(self.input, "input")
-        dst = tensor_type(self.result, "result")
-        for what, t in (("input", src), ("result", dst)):
-            elt = t.element_type
-            if not (is_float_type(elt) or isinstance(elt, IntegerType)):
-                raise VerifyException(
-                    f"'graph.cast' converts between float and integer tensors, but its "
-                    f"{what} is {t}"
-                )
-        if src.get_shape() != dst.get_shape():
-            raise VerifyException(
-                f"'graph.cast' cannot change the shape ({fmt_shape(src.get_shape())} to "
-                f"{fmt_shape(dst.get_shape())})"
-            )
-        return [dst]
-
-
-@irdl_op_definition
-class AbsOp(UnaryElementwiseOp):
-    """
-    `|x|`, elementwise (floats and integers).
-
-    ```mlir
-    %r = graph.abs %a : tensor<4x8xf32>
-    ```
-    """
-
-    name = "graph.abs"
-
-    FLOAT_ONLY: ClassVar[bool] = False
-
-
-@irdl_op_definition
-class LogOp(UnaryElementwiseOp):
-    """
-    Natural logarithm, elementwise.
-
-    ```mlir
-    %r = graph.log %a : tensor<4x8xf32>
-    ```
-    """
-
-    name = "graph.log"
-
-
-@irdl_op_definition
-class FloorOp(UnaryElementwiseOp):
-    """
-    Rounds down to an integral value, elementwise.
-
-    ```mlir
-    %r = graph.floor %a : tensor<4x8xf32>
-    ```
-    """
-
-    name = "graph.floor"
-
-
-@irdl_op_definition
-class CeilOp(UnaryElementwiseOp):
-    """
-    Rounds up to an integral value, elementwise.
-
-    ```mlir
-    %r = graph.ceil %a : tensor<4x8xf32>
-    ```
-    """
-
-    name = "graph.ceil"
-
-
-@irdl_op_definition
-class ReciprocalOp(UnaryElementwiseOp):
-    """
-    `1 / x`, elementwise.
-
-    ```mlir
-    %r = graph.reciprocal %a : tensor<4x8xf32>
-    ```
-    """
-
-    name = "graph.reciprocal"
-
-
-@irdl_op_definition
-class PowOp(GraphOp):
-    """
-    Raises every element to a constant exponent (ONNX Pow with a scalar constant
-    exponent).
-
-    ```mlir
-    %p = graph.pow %a by 3.000000e+00 : tensor<4x8xf32>
-    ```
-    """
-
-    name = "graph.pow"
-
-    T: ClassVar = VarConstraint("T", base(TensorType))
-
-    input = operand_def(T)
-    exponent = prop_def(FloatAttr[Float64Type])
-    result = result_def(T)
-
-    traits = traits_def(Pure())
-
-    assembly_format = "$input `by` $exponent attr-dict `:` type($result)"
-
-    def __init__(
-        self, input: SSAValue | Operation, exponent: float | FloatAttr[Float64Type]
-    ):
-        value = SSAValue.get(input)
-        if not isinstance(exponent, FloatAttr):
-            exponent = FloatAttr(float(exponent), Float64Type())
-        super().__init__(
-            operands=[value], result_types=[value.type], properties={"exponent": exponent}
-        )
-
-    def infer_result_types(self) -> Sequence[Attribute]:
-        t = tensor_type(self.input, "input")
-        if not is_float_type(t.element_type):
-            raise VerifyException(f"'graph.pow' needs a floating-point tensor, got {t}")
-        return [t]
-
-
-# ---------------------------------------------------------------------------------------
-# Data movement
-# ---------------------------------------------------------------------------------------
-
-
-@irdl_op_definition
-class SliceOp(GraphOp):
-    """
-    A strided slice with one normalised `start`, `end` and non-zero `step` per dimension:
-    result dimension `i` takes the input's indices `range(start, end, step)` (ONNX Slice
-    after clamping; an `end` of -1 with a negative step runs down to index 0).
-
-    ```mlir
-    %s = graph.slice %a starts = [1, 7] ends = [3, -1] steps = [1, -2] : tensor<4x8xf32> -> tensor<2x4xf32>
-    ```
-    """
-
-    name = "graph.slice"
-
-    input = operand_def(TensorType)
-    starts = prop_def(DenseArrayBase.constr(I64))
-    ends = prop_def(DenseArrayBase.constr(I64))
-    steps = prop_def(DenseArrayBase.constr(I64))
-    result = result_def(TensorType)
-
-    traits = traits_def(Pure())
-
-    assembly_format = (
-        "$input `starts` `=` $starts `ends` `=` $ends `steps` `=` $steps attr-dict `:` "
-        "type($input) `->` type($result)"
-    )
-
-    def __init__(
-        self,
-        input: SSAValue | Operation,
-        starts: Sequence[int],
-        ends: Sequence[int],
-        steps: Sequence[int],
-    ):
-        value = SSAValue.get(input)
-        shape = slice_shape(static_shape(value, "input"), starts, ends, steps)
-        super().__init__(
-            operands=[value],
-            result_types=[TensorType(element_type(value), shape)],
-            properties={
-                "starts": _i64_array(starts),
-                "ends": _i64_array(ends),
-                "steps": _i64_array(steps),
-            },
-        )
-
-    def infer_result_types(self) -> Sequence[Attribute]:
-        shape = slice_shape(
-            static_shape(self.input, "input"),
-            _ints(self.starts),
-            _ints(self.ends),
-            _ints(self.steps),
-        )
-        return [TensorType(element_type(self.input), shape)]
-
-
-@irdl_op_definition
-class ExpandOp(GraphOp):
-    """
-    Broadcasts the input to a larger shape (ONNX Expand): the result shape is the numpy
-    broadcast of the input shape with the requested one, and the result type carries it.
-
-    ```mlir
-    %e = graph.expand %a : tensor<4x1xf32> -> tensor<2x4x8xf32>
-    ```
-    """
-
-    name = "graph.expand"
-
-    input = operand_def(TensorType)
-    result = result_def(TensorType)
-
-    traits = traits_def(Pure())
-
-    assembly_format = "$input attr-dict `:` type($input) `->` type($result)"
-
-    def __init__(self, input: SSAValue | Operation, shape: Sequence[int]):
-        value = SSAValue.get(input)
-        out = expand_shape(static_shape(value, "input"), tuple(shape))
-        super().__init__(
-            operands=[value], result_types=[TensorType(element_type(value), out)]
-        )
-
-    def infer_result_types(self) -> Sequence[Attribute]:
-        src = static_shape(self.input, "input")
-        dst = tensor_type(self.result, "result")
-        out = expand_shape(src, dst.get_shape())
-        if out != dst.get_shape():
-            raise VerifyException(
-                f"expanding {fmt_shape(src)} to {fmt_shape(dst.get_shape())} gives "
-                f"{fmt_shape(out)}; the result type must hold the broadcast shape"
-            )
-        return [TensorType(element_type(self.input), out)]
-
-
-@irdl_op_definition
-class PadOp(GraphOp):
-    """
-    Pads every dimension (ONNX Pad): `pads` holds the begin pads of all dimensions, then
-    their end pads. `constant` fills with `value`, `reflect` mirrors the input without
-    repeating the border, `edge` repeats the border.
-
-    ```mlir
-    %p = graph.pad %a pads = [0, 1, 2, 3] mode = constant value = 0.000000e+00 : tensor<4x8xf32> -> tensor<6x12xf32>
-    ```
-    """
-
-    name = "graph.pad"
-
-    input = operand_def(TensorType)
-    pads = prop_def(DenseArrayBase.constr(I64))
-    mode = prop_def(PadModeAttr)
-    value = prop_def(FloatAttr[Float64Type])
-    result = result_def(TensorType)
-
-    traits = traits_def(Pure())
-
-    assembly_format = (
-        "$input `pads` `=` $pads `mode` `=` $mode `value` `=` $value attr-dict `:` "
-        "type($input) `->` type($result)"
-    )
-
-    def __init__(
-        self,
-        input: SSAValue | Operation,
-        pads: Sequence[int],
-        mode: PadMode | str = PadMode.CONSTANT,
-        value: float = 0.0,
-    ):
-        x = SSAValue.get(input)
-        shape = pad_shape(static_shape(x, "input"), pads, PadMode(mode))
-        super().__init__(
-            operands=[x],
-            result_types=[TensorType(element_type(x), shape)],
-            properties={
-                "pads": _i64_array(pads),
-                "mode": PadModeAttr(PadMode(mode)),
-                "value": FloatAttr(float(value), Float64Type()),
-            },
-        )
-
-    def infer_result_types(self) -> Sequence[Attribute]:
-        t = tensor_type(self.input, "input")
-        value = self.value.value.data
-        if is_integer_type(t.element_type) and not float(value).is_integer():
-            raise VerifyException(
-                f"'graph.pad' of an integer tensor needs an integral value, got {value}"
-            )
-        shape = pad_shape(t.get_shape(), _ints(self.pads), self.mode.data)
-        return [TensorType(t.element_type, shape)]
-
-
-@irdl_op_definition
-class GatherElementsOp(GraphOp):
-    """
-    ONNX GatherElements: the result has the shape of `indices`, and its element at
-    position `p` is `data[p with p[axis] replaced by indices[p]]` (negative indices count
-    from the end).
-
-    ```mlir
-    %g = graph.gather_elements %d, %i axis = 1 : (tensor<4x8xf32>, tensor<4x3xi64>) -> tensor<4x3xf32>
-    ```
-    """
-
-    name = "graph.gather_elements"
-
-    data = operand_def(TensorType)
-    indices = operand_def(TensorType)
-    axis = prop_def(IntegerAttr[I64])
-    result = result_def(TensorType)
-
-    traits = traits_def(Pure())
-
-    assembly_format = (
-        "$data `,` $indices `axis` `=` $axis attr-dict `:` `(` type($data) `,` "
-        "type($indices) `)` `->` type($result)"
-    )
-
-    def __init__(
-        self, data: SSAValue | Operation, indices: SSAValue | Operation, axis: int = 0
-    ):
-        d, i = SSAValue.get(data), SSAValue.get(indices)
-        shape = gather_elements_shape(
-            static_shape(d, "data"), static_shape(i, "indices"), axis
-        )
-        super().__init__(
-            operands=[d, i],
-            result_types=[TensorType(element_type(d), shape)],
-            properties={"axis": _i64(axis)},
-        )
-
-    def infer_result_types(self) -> Sequence[Attribute]:
-        if not is_integer_type(element_type(self.indices)):
-            raise VerifyException(
-                f"gather_elements indices must be integers, got {self.indices.type}"
-            )
-        shape = gather_elements_shape(
-            static_shape(self.data, "data"),
-            static_shape(self.indices, "indices"),
-            self.axis.value.data,
-        )
-        return [TensorType(element_type(self.data), shape)]
-
-
 Graph = Dialect(
     "graph",
     [
@@ -1823,3 +1163,93 @@ Graph = Dialect(
     ],
     [ReduceKindAttr, PoolKindAttr, CmpPredicateAttr, PadModeAttr],
 )
+
+__all__ = [
+    "AbsOp",
+    "AddOp",
+    "AndOp",
+    "BinaryElementwiseOp",
+    "CastOp",
+    "CeilOp",
+    "CmpOp",
+    "CmpPredicate",
+    "CmpPredicateAttr",
+    "Commutative",
+    "ConcatOp",
+    "ConstantLike",
+    "ConstantOp",
+    "Conv2dOp",
+    "DivOp",
+    "ErfOp",
+    "ExpOp",
+    "ExpandOp",
+    "FloorOp",
+    "GatherElementsOp",
+    "GatherOp",
+    "GeluOp",
+    "Graph",
+    "GraphOp",
+    "LayerNormOp",
+    "LogOp",
+    "LogicalBinaryOp",
+    "MatmulOp",
+    "MaximumOp",
+    "MinimumOp",
+    "MulOp",
+    "NegOp",
+    "NotOp",
+    "OrOp",
+    "PadMode",
+    "PadModeAttr",
+    "PadOp",
+    "PoolKind",
+    "PoolKindAttr",
+    "PoolOp",
+    "PowOp",
+    "Pure",
+    "ReciprocalOp",
+    "ReduceKind",
+    "ReduceKindAttr",
+    "ReduceOp",
+    "ReluOp",
+    "ReshapeOp",
+    "RmsNormOp",
+    "ScaleOp",
+    "Shape",
+    "SigmoidOp",
+    "SiluOp",
+    "SliceOp",
+    "SoftmaxOp",
+    "SplitOp",
+    "SqrtOp",
+    "SubOp",
+    "TanhOp",
+    "TransposeOp",
+    "UnaryElementwiseOp",
+    "WhereOp",
+    "XorOp",
+    "broadcast_shapes",
+    "check_same_element_type",
+    "concat_shape",
+    "conv2d_shape",
+    "element_type",
+    "expand_shape",
+    "fmt_shape",
+    "gather_elements_shape",
+    "gather_shape",
+    "is_bool_type",
+    "is_float_type",
+    "is_integer_type",
+    "matmul_shape",
+    "normalize_axes",
+    "normalize_axis",
+    "pad_shape",
+    "pool_shape",
+    "reduce_shape",
+    "slice_shape",
+    "split_shapes",
+    "static_shape",
+    "tensor_type",
+    "transpose_shape",
+    "where_shape",
+]

@@ -35,7 +35,13 @@ from xdsl.parser import Parser
 from xdsl.utils.exceptions import ParseError, VerifyException
 from xdsl.utils.test_value import create_ssa_value
 
-from plmr.dialects import graph, graph_shapes
+from plmr.dialects import (
+    graph,
+    graph_base,
+    graph_elementwise,
+    graph_movement,
+    graph_shapes,
+)
 from plmr.dialects.graph import (
     AbsOp,
     AddOp,
@@ -959,7 +965,11 @@ PYTHON_ONLY_ERRORS = [
 """The errors textual IR cannot reach (see the head of invalid.mlir)."""
 
 
-@pytest.mark.parametrize("module", [graph, graph_shapes], ids=lambda m: m.__name__)
+@pytest.mark.parametrize(
+    "module",
+    [graph, graph_base, graph_elementwise, graph_movement, graph_shapes],
+    ids=lambda m: m.__name__,
+)
 def test_every_verifier_error_is_exercised(unreached: Any, module: Any):
     """Runs invalid.mlir (and the Python-only cases) under a line tracer."""
     missed = unreached(module.__file__, INVALID_MLIR, PYTHON_ONLY_ERRORS)
