@@ -189,6 +189,16 @@ TRANSCENDENTAL_COST = 8
 
 _CHEAP_KINDS = {"neg", "abs", "relu", "add", "sub", "mul", "max", "min"}
 
+_CHEAP_MATH = {"math.absf", "math.absi", "math.floor", "math.ceil"}
+"""`math` ops of a map body that cost one flop per element, like `arith`."""
+
+
+def body_op_cost(name: str) -> int:
+    """Flops per element of one op of a `tile.map` body."""
+    if name.startswith("arith.") or name in _CHEAP_MATH:
+        return 1
+    return TRANSCENDENTAL_COST
+
 
 def map_kind_cost(kind: str) -> int:
     return 1 if kind in _CHEAP_KINDS else TRANSCENDENTAL_COST
@@ -664,7 +674,7 @@ class MapOp(TileOp):
             per = map_kind_cost(self.kind_name)
         else:
             per = sum(
-                1 if op.name.startswith("arith.") else TRANSCENDENTAL_COST
+                body_op_cost(op.name)
                 for op in self.body.block.ops
                 if not isinstance(op, YieldOp) and op.name != "arith.constant"
             )

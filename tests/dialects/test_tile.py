@@ -714,6 +714,29 @@ def test_map_body_cost():
     )
     half.verify()
     assert half.cost() == OpCost(flops=1024, bytes_read=4096, bytes_written=2048)
+    # A masked select on i1 blocks (graph.where of a graph.cmp): compare, select and
+    # the cheap math ops (abs, floor, ceil) cost one each; i1 elements are one byte.
+    mask = MapOp(
+        [x, tensor((16, 64), i1)],
+        body=_body(
+            [f32, i1],
+            lambda v, m: [
+                a := mathd.AbsFOp(v),
+                f := mathd.FloorOp(a),
+                c := mathd.CeilOp(f),
+                arith.SelectOp(m, c, v),
+            ],
+        ),
+    )
+    mask.verify()
+    assert mask.cost() == OpCost(flops=1024 * 4, bytes_read=4096 + 1024, bytes_written=4096)
+    compare = MapOp(
+        [x, x],
+        body=_body([f32, f32], lambda a, b: [arith.CmpfOp(a, b, "olt")]),
+        result_type=TensorType(i1, (16, 64)),
+    )
+    compare.verify()
+    assert compare.cost() == OpCost(flops=1024, bytes_read=8192, bytes_written=1024)
 
 
 # ---------------------------------------------------------------------------------------
