@@ -712,7 +712,7 @@ class MeshRuntime:
     def log_extrapolation(self, jump: Extrapolated) -> None:
         self.extrapolation.loops += 1
         self.extrapolation.iterations += jump.iterations
-        self.extrapolation.jumps.append(jump)
+        self.extrapolation.jumps.append((jump.what, jump.iterations))
         if self.recorder is not None:
             self.recorder.record_extrapolated(
                 jump.what, jump.iterations, jump.start, jump.end, self.grid

@@ -68,7 +68,7 @@ SMALL_DATA = 1 << 16
 
 @dataclass
 class Extrapolated:
-    """One jump: `iterations` iterations (or collective stages) not stepped."""
+    """One jump: `iterations` iterations not stepped; the engine clocks before and after."""
 
     what: str
     iterations: int
@@ -84,7 +84,8 @@ class ExtrapolationLog:
     """Jumps over loop iterations."""
     iterations: int = 0
     """Loop iterations not stepped (an outer loop's iteration counts once)."""
-    jumps: list[Extrapolated] = field(default_factory=list[Extrapolated])
+    jumps: list[tuple[str, int]] = field(default_factory=list[tuple[str, int]])
+    """(what, iterations) of each jump, in order."""
 
 
 # ---------------------------------------------------------------------------------------
