@@ -1,15 +1,13 @@
 """
 The lowerings of `convert-graph-to-loop` for the ops that only move data: slice,
-expand, pad and gather_elements. Each is one parallel nest over its result whose
-`loop.read` index is computed from the loop indices:
+expand and pad (gathers: `plmr.lowering.gather`). Each is one parallel nest over its
+result whose `loop.read` index is computed from the loop indices:
 
 - `graph.slice`: `start + i·step` per dimension;
 - `graph.expand`: a broadcasting read (index 0 along the size-1 dimensions);
 - `graph.pad`: `i - begin`; a `constant` pad reads with the pad value as `padding`,
   `edge` clamps the index into the tensor, `reflect` mirrors it at both borders
-  (`r = min(|j|, 2(n-1) - |j|)` with `j = i - begin`, valid for pads smaller than `n`);
-- `graph.gather_elements`: the indices tensor, read at the result's position, replaces
-  the index along `axis` (negative indices count from the end), as for `graph.gather`.
+  (`r = min(|j|, 2(n-1) - |j|)` with `j = i - begin`, valid for pads smaller than `n`).
 """
 
 from __future__ import annotations
@@ -17,11 +15,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from xdsl.dialects import arith
-from xdsl.dialects.builtin import IndexType
 from xdsl.ir import Operation, SSAValue
 
 from plmr.dialects import graph
 from plmr.dialects.loop import ReadOp
+from plmr.lowering.gather import lower_gather_elements
 from plmr.lowering.loop_builders import (
     Lowering,
     broadcast_read,
@@ -108,27 +106,10 @@ def _lower_pad(op: Operation) -> list[SSAValue]:
     return [map_nest(shape_of(op.result), body, element_of(op.result))]
 
 
-def _lower_gather_elements(op: Operation) -> list[SSAValue]:
-    assert isinstance(op, graph.GatherElementsOp)
-    data, indices = op.data, op.indices
-    dshape = shape_of(data)
-    ax = graph.normalize_axis(op.axis.value.data, len(dshape))
-    size = dshape[ax]
-
-    def body(idx: Sequence[SSAValue]) -> SSAValue:
-        raw = ReadOp(indices, list(idx)).result
-        i = arith.IndexCastOp(raw, IndexType()).result
-        negative = arith.CmpiOp(i, index(0), "slt").result
-        i = arith.SelectOp(negative, arith.AddiOp(i, index(size)).result, i).result
-        return ReadOp(data, [*idx[:ax], i, *idx[ax + 1 :]]).result
-
-    return [map_nest(shape_of(op.result), body, element_of(op.result))]
-
-
 DATA_MOVEMENT_LOWERINGS: dict[type[Operation], Lowering] = {
     graph.SliceOp: _lower_slice,
     graph.ExpandOp: _lower_expand,
     graph.PadOp: _lower_pad,
-    graph.GatherElementsOp: _lower_gather_elements,
+    graph.GatherElementsOp: lower_gather_elements,
 }
 """The lowerings of the data-movement ops, by op class."""

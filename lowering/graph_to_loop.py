@@ -28,7 +28,6 @@ from xdsl.dialects.builtin import (
     AnyFloat,
     BytesAttr,
     DenseIntOrFPElementsAttr,
-    IndexType,
     IntegerType,
     ModuleOp,
     Signedness,
@@ -44,6 +43,7 @@ from plmr.dialects import graph
 from plmr.dialects.loop import ReadOp
 from plmr.errors import PlmrError
 from plmr.lowering.data_movement import DATA_MOVEMENT_LOWERINGS
+from plmr.lowering.gather import lower_gather
 from plmr.lowering.loop_builders import (
     Lowering,
     Shape,
@@ -522,25 +522,6 @@ def _lower_constant(op: Operation) -> list[SSAValue]:
     return [arith.ConstantOp(op.value).result]
 
 
-def _lower_gather(op: Operation) -> list[SSAValue]:
-    assert isinstance(op, graph.GatherOp)
-    data, indices = op.data, op.indices
-    dshape = _shape(data)
-    ax = graph.normalize_axis(op.axis.value.data, len(dshape))
-    irank = len(_shape(indices))
-    size = dshape[ax]
-
-    def body(idx: Sequence[SSAValue]) -> SSAValue:
-        raw = ReadOp(indices, list(idx[ax : ax + irank])).result
-        i = arith.IndexCastOp(raw, IndexType()).result
-        negative = arith.CmpiOp(i, index(0), "slt").result
-        i = arith.SelectOp(negative, arith.AddiOp(i, index(size)).result, i).result
-        src = [*idx[:ax], i, *idx[ax + irank :]]
-        return ReadOp(data, src).result
-
-    return [map_nest(_shape(op.result), body, _elt(op.result))]
-
-
 # ---------------------------------------------------------------------------------------
 # Selection, comparison, logic and casts
 # ---------------------------------------------------------------------------------------
@@ -671,7 +652,7 @@ LOWERINGS: dict[type[Operation], Lowering] = {
     graph.Conv2dOp: _lower_conv2d,
     graph.PoolOp: _lower_pool,
     graph.ConstantOp: _lower_constant,
-    graph.GatherOp: _lower_gather,
+    graph.GatherOp: lower_gather,
     graph.WhereOp: _lower_where,
     graph.CmpOp: _lower_cmp,
     graph.NotOp: _unary(_not),
