@@ -25,12 +25,14 @@ lowering maps it as any reduction. An index outside `[-V, V)` selects nothing an
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import cast
 
 from xdsl.dialects import arith
 from xdsl.dialects.builtin import (
     DenseIntOrFPElementsAttr,
     IndexType,
     IntegerType,
+    Signedness,
     TensorType,
 )
 from xdsl.ir import Attribute, Operation, SSAValue
@@ -71,8 +73,7 @@ def _normalised(raw: SSAValue, size: int) -> SSAValue:
 
 def _iota(size: int, elt: Attribute) -> SSAValue:
     """The constant tensor `[0, 1, .., size-1]` of integer type `elt`."""
-    assert isinstance(elt, IntegerType)
-    t = TensorType(elt, [size])
+    t = TensorType(cast(IntegerType[int, Signedness], elt), [size])
     return arith.ConstantOp(DenseIntOrFPElementsAttr.from_list(t, list(range(size)))).result
 
 

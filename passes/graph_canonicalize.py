@@ -19,6 +19,8 @@ compile alike. Its patterns (run greedily to a fixed point), by module:
   `unrepeat-kv`, on by default; `plmr compile` turns it off, see `attention`);
 - `canonicalize.rope`: RoPE's `rotate_half` -> a matmul with a constant signed
   permutation;
+- `canonicalize.gather`: a `graph.gather` by constant indices forming a range (a scalar
+  index, the identity, a strided or reversed range) -> `graph.slice` + `graph.reshape`;
 - from `transpose-elim`: composing transposes, folding transposes of constants, sinking
   transposes below unary ops and absorbing last-two-dimension transposes into
   `graph.matmul` (so that the `Kᵀ` of repeated heads reaches the matmul). The rest of the transpose work (splitting and merging
@@ -40,6 +42,7 @@ from xdsl.pattern_rewriter import (
 
 from plmr.passes.canonicalize.activations import ACTIVATION_PATTERNS
 from plmr.passes.canonicalize.attention import ATTENTION_PATTERNS, GROUPED_KV_PATTERNS
+from plmr.passes.canonicalize.gather import GATHER_PATTERNS
 from plmr.passes.canonicalize.norms import NORM_PATTERNS
 from plmr.passes.canonicalize.rope import ROPE_PATTERNS
 from plmr.passes.canonicalize.simplify import SIMPLIFY_PATTERNS
@@ -60,6 +63,7 @@ CANONICALIZE_PATTERNS: tuple[type[RewritePattern], ...] = (
     *ACTIVATION_PATTERNS,
     *ATTENTION_PATTERNS,
     *ROPE_PATTERNS,
+    *GATHER_PATTERNS,
 )
 
 
