@@ -31,12 +31,7 @@ GRIDS = {
 does not change the results), and TASO's substitutions on one grid only.
 """
 
-KNOWN_FAILURES: dict[tuple[str, str], str] = {
-    (stage, name): "convert-tile-to-mesh: the token embedding (graph.gather of a constant "
-    "table by input_ids) is left at the loop level: 'it reads tensor<128x64xf32> at "
-    "indices it cannot block'"
-    for stage, name in (("compile", "llama"), ("compile", "gpt2"), ("compile", "bert"))
-}
+KNOWN_FAILURES: dict[tuple[str, str], str] = {}
 """
 The first failure of each stage and export that does not work yet, shown as xfail.
 Compiling takes tens of seconds, so known compile failures are not run (`--runxfail`
