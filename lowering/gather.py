@@ -1,9 +1,10 @@
 """
 The lowerings of `convert-graph-to-loop` for `graph.gather` and `graph.gather_elements`.
 
-With constant indices (a `graph.constant`), or data that is not floating point, a gather
-is one parallel nest over its result that reads the data at the index it reads from the
-indices tensor (negative indices count from the end):
+With constant indices (a `graph.constant`, or the `arith.constant` it has become), or
+data that is not floating point, a gather is one parallel nest over its result that
+reads the data at the index it reads from the indices tensor (negative indices count
+from the end):
 
     out[p] = data[.., norm(ids[q]), ..]        norm(i) = i < 0 ? i + V : i
 
@@ -20,6 +21,10 @@ selected, never multiplied). Every read is affine, so `convert-loop-to-tile` blo
 nest like a matmul (the ids along the parallel dims, the data along `v`), and the mesh
 lowering maps it as any reduction. An index outside `[-V, V)` selects nothing and gives
 0, where the reference interpreter reports an error.
+
+The plain read does not block at the tile level either: `graph-canonicalize` turns the
+constant indices that form a range into a slice (`canonicalize.gather`); other constant
+indices, and gathers of integer data by run-time indices, stay at the loop level.
 """
 
 from __future__ import annotations
@@ -58,9 +63,8 @@ DataMap = Callable[[Sequence[SSAValue], SSAValue], list[SSAValue]]
 
 def runtime_indices(indices: SSAValue, data: SSAValue) -> bool:
     """Whether a gather of `data` by `indices` is lowered as a one-hot contraction."""
-    return not isinstance(indices.owner, graph.ConstantOp) and graph.is_float_type(
-        element_of(data)
-    )
+    constant = isinstance(indices.owner, graph.ConstantOp | arith.ConstantOp)
+    return not constant and graph.is_float_type(element_of(data))
 
 
 def _normalised(raw: SSAValue, size: int) -> SSAValue:
