@@ -168,11 +168,12 @@ func.func @pads(%a: tensor<4x5xf32>) -> (tensor<5x7xf32>, tensor<5x7xf32>, tenso
 
 // -----
 
-// gather_elements reads the index along the axis from the indices tensor (negative
-// indices count from the end).
+// gather_elements of integer data reads the index along the axis from the indices
+// tensor (negative indices count from the end); float data by run-time indices is a
+// one-hot select-and-sum (convert-graph-to-loop-gather.mlir).
 
-// CHECK-LABEL: func.func @gather_elements(%d: tensor<4x8xf32>, %i: tensor<4x3xi64>) -> tensor<4x3xf32> {
-// CHECK-NEXT:  %g = loop.nest (%i0, %i1) to (4, 3) [parallel, parallel] -> tensor<4x3xf32> {
+// CHECK-LABEL: func.func @gather_elements(%d: tensor<4x8xi64>, %i: tensor<4x3xi64>) -> tensor<4x3xi64> {
+// CHECK-NEXT:  %g = loop.nest (%i0, %i1) to (4, 3) [parallel, parallel] -> tensor<4x3xi64> {
 // CHECK-NEXT:  [[V0:%[0-9]+]] = loop.read %i[%i0, %i1] : tensor<4x3xi64>
 // CHECK-NEXT:  [[V1:%[0-9]+]] = arith.index_cast [[V0]] : i64 to index
 // CHECK-NEXT:  [[V2:%[0-9]+]] = arith.constant 0 : index
@@ -180,14 +181,14 @@ func.func @pads(%a: tensor<4x5xf32>) -> (tensor<5x7xf32>, tensor<5x7xf32>, tenso
 // CHECK-NEXT:  [[V4:%[0-9]+]] = arith.constant 8 : index
 // CHECK-NEXT:  [[V5:%[0-9]+]] = arith.addi [[V1]], [[V4]] : index
 // CHECK-NEXT:  [[V6:%[0-9]+]] = arith.select [[V3]], [[V5]], [[V1]] : index
-// CHECK-NEXT:  [[V7:%[0-9]+]] = loop.read %d[%i0, [[V6]]] : tensor<4x8xf32>
-// CHECK-NEXT:  loop.yield [[V7]] : f32
+// CHECK-NEXT:  [[V7:%[0-9]+]] = loop.read %d[%i0, [[V6]]] : tensor<4x8xi64>
+// CHECK-NEXT:  loop.yield [[V7]] : i64
 // CHECK-NEXT:  }
-// CHECK-NEXT:  func.return %g : tensor<4x3xf32>
+// CHECK-NEXT:  func.return %g : tensor<4x3xi64>
 // CHECK-NEXT:  }
-func.func @gather_elements(%d: tensor<4x8xf32>, %i: tensor<4x3xi64>) -> tensor<4x3xf32> {
-  %g = graph.gather_elements %d, %i axis = 1 : (tensor<4x8xf32>, tensor<4x3xi64>) -> tensor<4x3xf32>
-  func.return %g : tensor<4x3xf32>
+func.func @gather_elements(%d: tensor<4x8xi64>, %i: tensor<4x3xi64>) -> tensor<4x3xi64> {
+  %g = graph.gather_elements %d, %i axis = 1 : (tensor<4x8xi64>, tensor<4x3xi64>) -> tensor<4x3xi64>
+  func.return %g : tensor<4x3xi64>
 }
 
 // -----
