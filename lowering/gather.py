@@ -18,11 +18,13 @@ where `iota` is the constant `[0, 1, .., V-1]` (a loop index cannot be a value a
 tile level, a constant tensor can). Exactly one term is the gathered value and every
 other term is a zero, so the sum is exact (even for infinite or NaN entries, which are
 selected, never multiplied). Every read is affine, so `convert-loop-to-tile` blocks the
-nest like a matmul (the ids along the parallel dims, the data along `v`), and the mesh
-lowering maps it as any reduction. An index outside `[-V, V)` selects nothing and gives
+nest like a matmul (the ids along the parallel dims, the data along `v`): block maps
+(compare, select) feeding a `tile.reduce` sum, which the mesh lowering maps as any
+reduction, on odd grids too. (A one-hot `tile.dot`, multiplying by a selected 1 or 0,
+would also block, but it is slower on the modelled wafer and turns 0·inf into NaN.) An index outside `[-V, V)` selects nothing and gives
 0, where the reference interpreter reports an error.
 
-The plain read does not block at the tile level either: `graph-canonicalize` turns the
+The plain read does not block at the tile level: `graph-canonicalize` turns the
 constant indices that form a range into a slice (`canonicalize.gather`); other constant
 indices, and gathers of integer data by run-time indices, stay at the loop level.
 """
