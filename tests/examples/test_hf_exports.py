@@ -31,27 +31,6 @@ GRIDS = {
 does not change the results), and TASO's substitutions on one grid only.
 """
 
-KNOWN_FAILURES: dict[tuple[str, str], str] = {}
-"""
-The first failure of each stage and export that does not work yet, shown as xfail.
-Compiling takes tens of seconds, so known compile failures are not run (`--runxfail`
-runs them).
-"""
-
-
-def cases(stage: str, models: tuple[str, ...]) -> list[object]:
-    out: list[object] = []
-    for name in models:
-        reason = KNOWN_FAILURES.get((stage, name))
-        marks = (
-            []
-            if reason is None
-            else [pytest.mark.xfail(reason=reason, run=stage != "compile")]
-        )
-        out.append(pytest.param(name, marks=marks, id=name))
-    return out
-
-
 REFERENCE_RTOL = 1e-4
 MESH_RTOL = 1e-3
 """Largest absolute difference allowed, relative to the output's largest magnitude."""
@@ -122,7 +101,7 @@ def test_the_external_variant_is_the_same_model():
     )
 
 
-@pytest.mark.parametrize("name", cases("import", EXPORTS))
+@pytest.mark.parametrize("name", EXPORTS)
 def test_import_gives_torch_outputs(name: str):
     inputs, want = stored(name)
     module = import_onnx_file(str(HF / f"{name}.onnx"))
@@ -134,7 +113,7 @@ def test_import_gives_torch_outputs(name: str):
 
 
 @pytest.mark.parametrize("grid", GRIDS)
-@pytest.mark.parametrize("name", cases("compile", MODELS))
+@pytest.mark.parametrize("name", MODELS)
 def test_compiled_export_gives_torch_outputs(
     name: str, grid: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ):
@@ -168,7 +147,10 @@ def test_compiled_export_gives_torch_outputs(
     )
     out = capsys.readouterr()
     assert code == 0, out.err
-    assert f"grid [{grid.replace('x', ', ')}]" in program.read_text()
+    text = program.read_text()
+    assert "mesh.program @main" in text
+    assert f"grid [{grid.replace('x', ', ')}]" in text
+    assert "graph." not in text
     with np.load(results) as data:
         got = {k: np.asarray(data[k]) for k in data.files}
     assert_close(got, want, MESH_RTOL)
