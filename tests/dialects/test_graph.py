@@ -655,6 +655,26 @@ def test_constant_builder():
     splat.verify()
 
 
+def test_constant_with_infinities_and_nan_round_trips():
+    # Inside a list, xDSL prints -inf as its bit pattern and parses that back as an
+    # integer (4.29e9); graph.constant prints such values in the hex-string form.
+    values = [0.0, float("-inf"), float("inf"), float("nan"), -1.5]
+    op = ConstantOp(DenseIntOrFPElementsAttr.from_list(TensorType(f32, (5,)), values))
+    text = str(op)
+    assert 'dense<"0x' in text
+    ctx = Context()
+    ctx.load_dialect(Builtin)
+    ctx.load_dialect(graph.Graph)
+    parsed = Parser(ctx, text).parse_op()
+    assert isinstance(parsed, ConstantOp)
+    got = np.array(parsed.value.get_values(), dtype=np.float32)
+    np.testing.assert_array_equal(got, np.array(values, dtype=np.float32))
+    finite = ConstantOp(
+        DenseIntOrFPElementsAttr.from_list(TensorType(f32, (2,)), [1.0, 2.0])
+    )
+    assert "dense<[1.000000e+00, 2.000000e+00]>" in str(finite)
+
+
 # ---------------------------------------------------------------------------------------
 # Builder and verifier errors
 # ---------------------------------------------------------------------------------------
