@@ -264,16 +264,23 @@ def resolve_model(model: str | LlamaConfig) -> LlamaConfig:
     return get_config(model) if isinstance(model, str) else model
 
 
-def grid_block(model: str | LlamaConfig, grid: tuple[int, int]) -> int:
+def grid_block(
+    model: str | LlamaConfig, grid: tuple[int, int], kind: str = "prefill"
+) -> int:
     """
-    The block size of large grids, 0 for small ones (the compile's own search): a PE's
-    share of the model's width, or half of it (two blocks per PE and axis), whichever
-    pads the width less (the smaller on a tie).
+    The block size of large grids, 0 for small ones (the compile's own search).
+    Decode: a PE's share of the (padded) FFN width, so that every GEMV has one block
+    per PE and axis (`fit` shrinks it to the narrower dims), as the kernel library's
+    GEMV does. Prefill: a PE's share of the model's width, or half of it (two blocks
+    per PE and axis), whichever pads the width less (the smaller on a tie).
     """
     p, q = grid
     if p * q <= 64:
         return 0
-    dim, n, m = resolve_model(model).dim, max(p, q), math.lcm(p, q)
+    config = resolve_model(model)
+    dim, n, m = config.dim, max(p, q), math.lcm(p, q)
+    if kind == "decode":
+        return max(1, math.ceil(-(-config.ffn_dim // m) * m / n))
     blocks = {max(1, math.ceil(dim / n / 2)), max(1, math.ceil(dim / n))}
     return min(blocks, key=lambda b: (-(-dim // (m * b)) * m * b, b))
 
@@ -295,10 +302,10 @@ def bench_config(
 
 
 def default_options(
-    model: str | LlamaConfig, grid: tuple[int, int], device: str
+    model: str | LlamaConfig, grid: tuple[int, int], device: str, kind: str = "prefill"
 ) -> CompileOptions:
     """16×16 blocks on small grids, `grid_block` blocks on large ones."""
-    block = grid_block(model, grid)
+    block = grid_block(model, grid, kind)
     if not block:
         return CompileOptions(
             grid=grid, device=device, substitute=False, tile_sizes=(16, 16), fit_tiles=True
@@ -413,7 +420,7 @@ def bench_llm(
     if n < 1:
         raise PlmrError(f"the {'context' if kind == 'decode' else 'prompt'} must be >= 1")
     config = bench_config(base, grid, n)
-    opts = options or default_options(base, grid, device)
+    opts = options or default_options(base, grid, device, kind)
     builder = ProgramBuilder(config, None, form)
 
     def program(layers: list[int]) -> str:

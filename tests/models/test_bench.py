@@ -37,6 +37,7 @@ from plmr.models.bench import (
     bench_config,
     bench_llm,
     default_options,
+    grid_block,
     runtime_options,
     stage_hop_cycles,
 )
@@ -535,3 +536,19 @@ def test_form_chooses_how_the_program_is_written():
     assert per_head.to_json()["form"] == "per-head"
     with pytest.raises(PlmrError, match="unknown program form 'fused'"):
         bench_llm("prefill", "tiny", (2, 2), tokens=4, reference=False, form="fused")
+
+
+@pytest.mark.parametrize(
+    ("grid", "decode", "prefill"),
+    [((420, 420), 35, 5), ((540, 540), 27, 4), ((8, 8), 0, 0)],
+)
+def test_grid_block_gives_decode_one_ffn_block_per_pe(
+    grid: tuple[int, int], decode: int, prefill: int
+) -> None:
+    # llama3-8b's FFN width 14336 pads to 14700 on 420 and 14580 on 540: 35 and 27 per
+    # PE; prefill keeps a share (or half) of the model width; small grids search.
+    assert grid_block("llama3-8b", grid, "decode") == decode
+    assert grid_block("llama3-8b", grid, "prefill") == prefill
+    assert default_options("llama3-8b", grid, "wse2", "decode").tile_sizes == (
+        (decode, decode) if decode else (16, 16)
+    )
