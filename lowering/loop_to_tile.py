@@ -709,9 +709,10 @@ class _Codegen:
         if level == len(par):
             return self._point(b, outs)
         d = par[level]
-        # A dimension of one needs no loop, except the last when there is none: the
-        # nest stays one nest (one mesh.spmd), not straight-line code.
-        if d.extent == 1 and (looped or level < len(par) - 1):
+        # A dimension of one needs no loop. (Keeping a loop for the last one when there
+        # is no other made every all-unit nest its own mesh.spmd and allreduce: llama3-8b
+        # decode 420², per-head form, 551,908 -> 1,177,491 cycles per layer.)
+        if d.extent == 1:
             d.iv = _index(b, 0)
             return self._par(b, par, level + 1, outs, looped)
         block = Block(arg_types=[IndexType(), *(o.type for o in outs)])

@@ -280,9 +280,14 @@ def _decode_layer_nests(heads: int) -> tuple[int, int]:
 
 
 def test_attention_over_more_heads_compiles_to_the_same_nests():
-    """Heads are a loop dimension: 1, 4 or 32 heads give the same mesh.spmd count."""
+    """
+    Heads are a loop dimension: 4 or 32 heads give the same mesh.spmd count. One head
+    leaves nests of unit extents only, which lower to straight-line code rather than a
+    nest (that costs fewer allreduces than one mesh.spmd per such nest), so it has more.
+    """
     spmds = {heads: _decode_layer_nests(heads)[0] for heads in (1, 4, 32)}
-    assert spmds[1] == spmds[4] == spmds[32], spmds
+    assert spmds[4] == spmds[32], spmds
+    assert spmds[1] > spmds[4], spmds
 
 
 ONNX_ATTENTION = """
