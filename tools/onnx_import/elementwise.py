@@ -97,6 +97,12 @@ def op_div(imp: Importer, node: Node) -> None:
 @handles("Pow")
 def op_pow(imp: Importer, node: Node) -> None:
     """`x^e` for a constant `e`: 2 is a mul, 0.5 a sqrt, 1 the identity, else `graph.pow`."""
+    if not imp.is_const(node, 1):
+        raise node.error(
+            f"its exponent (input 1, '{node.input(1)}') is computed at run time; plmr "
+            "imports Pow only with a constant exponent (graph.pow). Make the exponent an "
+            "initializer, or write x^y as Exp(Mul(y, Log(x))) for positive x"
+        )
     exponent = imp.const(node, 1, "exponent")
     distinct = set(np.asarray(exponent, dtype=np.float64).reshape(-1).tolist())
     if len(distinct) != 1:
