@@ -109,6 +109,19 @@ def _normalized(root: Operation) -> tuple[SSAValue, SSAValue] | None:
     return pair
 
 
+def _scaled_by_rsqrt(op: Operation) -> tuple[SSAValue, SSAValue, float] | None:
+    """`(x, m, eps)` if the float op `op` is `x / sqrt(m + eps)` or `x · rsqrt(m + eps)`."""
+    if not graph.is_float_type(elt_of(op.results[0])):
+        return None
+    pair = _normalized(op)
+    if pair is None:
+        return None
+    shifted = _plus_eps(pair[1])
+    if shifted is None:
+        return None
+    return pair[0], shifted[0], shifted[1]
+
+
 def _unit_weight(x: SSAValue, axis: int) -> graph.ConstantOp:
     shape = shape_of(x)[axis:]
     return constant_op(np.ones(shape), elt_of(x))
@@ -121,16 +134,10 @@ class RecognizeRmsNorm(RewritePattern):
     def match_and_rewrite(
         self, op: graph.BinaryElementwiseOp, rewriter: PatternRewriter, /
     ):
-        if not graph.is_float_type(elt_of(op.result)):
+        found = _scaled_by_rsqrt(op)
+        if found is None:
             return
-        pair = _normalized(op)
-        if pair is None:
-            return
-        x, v = pair
-        shifted = _plus_eps(v)
-        if shifted is None:
-            return
-        ms, eps = shifted
+        x, ms, eps = found
         mean = _mean_arg(ms)
         if mean is None or _square_arg(mean[0]) != x:
             return
@@ -161,18 +168,14 @@ class RecognizeLayerNorm(RewritePattern):
     def match_and_rewrite(
         self, op: graph.BinaryElementwiseOp, rewriter: PatternRewriter, /
     ):
-        if not graph.is_float_type(elt_of(op.result)):
+        found = _scaled_by_rsqrt(op)
+        if found is None:
             return
-        pair = _normalized(op)
-        if pair is None:
-            return
-        c, v = pair
+        c, var, eps = found
         centered = _centered(c)
-        shifted = _plus_eps(v)
-        if centered is None or shifted is None:
+        if centered is None:
             return
         x, axis = centered
-        var, eps = shifted
         mean = _mean_arg(var)
         if mean is None or mean[1] != axis:
             return
