@@ -14,7 +14,7 @@ import numpy as np
 from xdsl.ir import SSAValue
 
 from plmr.dialects import graph
-from plmr.tools.onnx_import.core import Importer, Node, Shape, fmt_shape, handles, shape_of
+from plmr.frontend.onnx.core import Importer, Node, Shape, fmt_shape, handles, shape_of
 
 # ---------------------------------------------------------------------------------------
 # Window attributes

@@ -1,7 +1,7 @@
 """
 The real models the installed `onnx` package ships as backend test data
 (`onnx/backend/test/data/{light,pytorch-converted,pytorch-operator,simple}`), imported
-with `plmr.tools.onnx_import` and run with plmr's reference semantics against every
+with `plmr.frontend.onnx` and run with plmr's reference semantics against every
 stored output.
 
 Which models are kept, and which filter drops the others:
@@ -36,8 +36,8 @@ from onnx import numpy_helper
 from onnx.reference import ReferenceEvaluator
 
 from plmr.errors import PlmrError
+from plmr.frontend.onnx import import_onnx
 from plmr.runtime.reference import evaluate_function
-from plmr.tools.onnx_import import import_onnx
 
 Array = npt.NDArray[Any]
 

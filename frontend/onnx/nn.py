@@ -12,8 +12,8 @@ import numpy as np
 from xdsl.ir import SSAValue
 
 from plmr.dialects import graph
-from plmr.tools.onnx_import.core import Importer, Node, Shape, fmt_shape, handles, shape_of
-from plmr.tools.onnx_import.elementwise import power
+from plmr.frontend.onnx.core import Importer, Node, Shape, fmt_shape, handles, shape_of
+from plmr.frontend.onnx.elementwise import power
 
 
 def reduce(imp: Importer, node: Node, kind: graph.ReduceKind) -> None:

@@ -1,12 +1,12 @@
-"""Tests of `plmr.tools.running`: random inputs that fit the ops that consume them."""
+"""Tests of `plmr.runtime.running`: random inputs that fit the ops that consume them."""
 
 from __future__ import annotations
 
 import numpy as np
 from xdsl.parser import Parser
 
-from plmr.tools.loading import make_context
-from plmr.tools.running import random_inputs, run_function, select_function
+from plmr.dialects.context import make_context
+from plmr.runtime.running import random_inputs, run_function, select_function
 
 SOURCE = """
 func.func @main(%d: tensor<5x3xf32>, %i: tensor<4x3xi64>, %j: tensor<6xi32>,

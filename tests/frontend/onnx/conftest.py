@@ -18,8 +18,8 @@ from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp
 
 from plmr.errors import PlmrError
+from plmr.frontend.onnx import import_onnx
 from plmr.runtime.reference import evaluate_function
-from plmr.tools.onnx_import import import_onnx
 
 Array = npt.NDArray[Any]
 

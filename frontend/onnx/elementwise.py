@@ -14,7 +14,7 @@ import numpy as np
 from xdsl.ir import Operation, SSAValue
 
 from plmr.dialects import graph
-from plmr.tools.onnx_import.core import (
+from plmr.frontend.onnx.core import (
     ELEMENT_KINDS,
     Handler,
     Importer,

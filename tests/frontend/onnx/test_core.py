@@ -1,5 +1,5 @@
 """
-The importer's driver (`plmr.tools.onnx_import.core`): opset conversion, external data,
+The importer's driver (`plmr.frontend.onnx.core`): opset conversion, external data,
 integer and boolean inputs, the notice of `plmr import`.
 """
 
@@ -13,9 +13,7 @@ import onnx
 import pytest
 from onnx import helper
 
-from plmr.runtime.reference import evaluate_function
-from plmr.tools.cli import main as plmr_main
-from plmr.tools.onnx_import import (
+from plmr.frontend.onnx import (
     MAX_OPSET,
     MIN_OPSET,
     SUPPORTED_OPS,
@@ -23,6 +21,8 @@ from plmr.tools.onnx_import import (
     import_onnx_file,
     upgrade_opset,
 )
+from plmr.runtime.reference import evaluate_function
+from plmr.tools.cli import main as plmr_main
 
 
 def _old_model(kit: Any, opset: int) -> tuple[onnx.ModelProto, dict[str, Any]]:

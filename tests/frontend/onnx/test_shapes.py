@@ -1,4 +1,4 @@
-"""Shape and data-movement handlers of `plmr.tools.onnx_import`."""
+"""Shape and data-movement handlers of `plmr.frontend.onnx`."""
 
 from __future__ import annotations
 
@@ -86,8 +86,8 @@ def test_pad(kit: Any, mode: str, pads: list[int], axes: Any):
 
 def test_pad_negative_pads_crop(kit: Any):
     # ONNX's reference evaluator rejects negative pads: compare with numpy.
+    from plmr.frontend.onnx import import_onnx
     from plmr.runtime.reference import evaluate_function
-    from plmr.tools.onnx_import import import_onnx
 
     x = kit.rand(3, 4, 5)
     model = kit.model(

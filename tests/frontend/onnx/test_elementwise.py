@@ -1,4 +1,4 @@
-"""Elementwise handlers of `plmr.tools.onnx_import`, against ONNX's reference evaluator."""
+"""Elementwise handlers of `plmr.frontend.onnx`, against ONNX's reference evaluator."""
 
 from __future__ import annotations
 
@@ -124,8 +124,8 @@ def test_prelu_opset6_vector_slope_is_per_channel(kit: Any):
         opset=6,
         infer=False,
     )
+    from plmr.frontend.onnx import import_onnx
     from plmr.runtime.reference import evaluate_function
-    from plmr.tools.onnx_import import import_onnx
 
     (got,) = evaluate_function(import_onnx(model), "main", [x])
     want = np.where(x >= 0, x, x * slope.reshape(3, 1, 1))

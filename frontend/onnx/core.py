@@ -42,7 +42,7 @@ from xdsl.utils.exceptions import VerifyException
 
 from plmr.dialects import graph
 from plmr.errors import PlmrError
-from plmr.tools.onnx_import.folding import FoldError, fold_node, foldable
+from plmr.frontend.onnx.folding import FoldError, fold_node, foldable
 
 Array = npt.NDArray[Any]
 Shape = tuple[int, ...]

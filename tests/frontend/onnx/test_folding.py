@@ -1,4 +1,4 @@
-"""Constant folding at import in `plmr.tools.onnx_import`."""
+"""Constant folding at import in `plmr.frontend.onnx`."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
 
-from plmr.tools.onnx_import.folding import FoldError, fold_node, foldable
+from plmr.frontend.onnx.folding import FoldError, fold_node, foldable
 
 I64 = np.int64
 

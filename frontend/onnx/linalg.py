@@ -12,7 +12,7 @@ import numpy as np
 from xdsl.ir import SSAValue
 
 from plmr.dialects import graph
-from plmr.tools.onnx_import.core import Importer, Node, fmt_shape, handles, shape_of
+from plmr.frontend.onnx.core import Importer, Node, fmt_shape, handles, shape_of
 
 
 @handles("MatMul")

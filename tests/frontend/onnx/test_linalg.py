@@ -1,4 +1,4 @@
-"""Einsum handler of `plmr.tools.onnx_import` (MatMul and Gemm: test_onnx_import.py)."""
+"""Einsum handler of `plmr.frontend.onnx` (MatMul and Gemm: test_import.py)."""
 
 from __future__ import annotations
 

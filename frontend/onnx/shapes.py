@@ -13,7 +13,7 @@ import numpy as np
 from xdsl.utils.exceptions import VerifyException
 
 from plmr.dialects import graph
-from plmr.tools.onnx_import.core import (
+from plmr.frontend.onnx.core import (
     Importer,
     Node,
     fmt_shape,

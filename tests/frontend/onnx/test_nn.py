@@ -1,4 +1,4 @@
-"""Reduction, softmax and normalization handlers of `plmr.tools.onnx_import`."""
+"""Reduction, softmax and normalization handlers of `plmr.frontend.onnx`."""
 
 from __future__ import annotations
 
@@ -93,8 +93,8 @@ def test_instance_normalization(kit: Any, shape: tuple[int, ...], runtime_scale:
 def test_lrn(kit: Any, size: int, beta: float):
     # ONNX's reference LRN loops over the batch instead of the channels (onnx 1.23):
     # compare with the formula of the ONNX specification instead.
+    from plmr.frontend.onnx import import_onnx
     from plmr.runtime.reference import evaluate_function
-    from plmr.tools.onnx_import import import_onnx
 
     x = kit.rand(2, 6, 3, 4) * 3
     alpha, bias = 0.01, 1.5
@@ -126,8 +126,8 @@ def test_reduce_log_sum_exp_of_large_values(kit: Any):
         ["out"],
         {"a": np.array([1], np.int64)},
     )
+    from plmr.frontend.onnx import import_onnx
     from plmr.runtime.reference import evaluate_function
-    from plmr.tools.onnx_import import import_onnx
 
     (got,) = evaluate_function(import_onnx(model), "main", [x])
     x64 = x.astype(np.float64)

@@ -1,5 +1,5 @@
 """
-Tests of `plmr.tools.onnx_import`: every supported ONNX op, imported and run with plmr's
+Tests of `plmr.frontend.onnx`: every supported ONNX op, imported and run with plmr's
 reference semantics, against `onnx.reference.ReferenceEvaluator`; names, printing, the
 example models, and the error messages.
 """
@@ -25,12 +25,12 @@ from xdsl.parser import Parser
 
 from plmr.dialects import graph
 from plmr.errors import PlmrError
+from plmr.frontend.onnx import SUPPORTED_OPS, import_onnx, import_onnx_file, ssa_name
 from plmr.runtime.reference import evaluate_function
-from plmr.tools.onnx_import import SUPPORTED_OPS, import_onnx, import_onnx_file, ssa_name
 
 Array = npt.NDArray[Any]
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "onnx"
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples" / "onnx"
 EXAMPLE_MODELS = ["mlp", "attention", "conv_block", "transformer_block", "rnn_cell"]
 
 F32 = TensorProto.FLOAT

@@ -1,4 +1,4 @@
-"""Convolution and pooling handlers of `plmr.tools.onnx_import` (1-, 2- and 3-D)."""
+"""Convolution and pooling handlers of `plmr.frontend.onnx` (1-, 2- and 3-D)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from onnx.reference import ReferenceEvaluator
 
+from plmr.frontend.onnx import import_onnx
 from plmr.runtime.reference import evaluate_function
-from plmr.tools.onnx_import import import_onnx
 
 CONV1D = [
     {},
