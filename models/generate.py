@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from plmr.dialects.context import make_context, parse_module
 from plmr.errors import PlmrError
 from plmr.models.llama import (
     F32,
@@ -42,7 +43,6 @@ from plmr.models.llama import (
 )
 from plmr.passes.pipeline import CompileOptions, compile_module
 from plmr.runtime.interpreter import run_mesh
-from plmr.tools.loading import make_context, parse_module
 
 
 @dataclass
@@ -122,7 +122,7 @@ class MeshLlama:
         self, args: Sequence[Any], trace: Path | None, heatmap: Path | None
     ) -> tuple[list[Any], Any]:
         from plmr.dialects import mesh
-        from plmr.tools.running import run_entry
+        from plmr.runtime.running import run_entry
 
         program = next(op for op in self.decode.ops if isinstance(op, mesh.ProgramOp))
         outs, report = run_entry(
