@@ -422,7 +422,7 @@ def rules_from_module(module: ModuleOp, source: str = "<rules>") -> list[Rule]:
 
 def parse_rules(text: str, source: str = "<rules>") -> list[Rule]:
     """Parses and checks the MLIR text of a rule set."""
-    from plmr.tools.loading import parse_module
+    from plmr.dialects.context import parse_module
 
     module = parse_module(text, source)
     rules = rules_from_module(module, source)
