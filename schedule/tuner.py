@@ -70,9 +70,9 @@ def _front_key(text: str, opts: Any) -> str:
 
 
 def _loop_level(text: str, opts: Any) -> str:
+    from plmr.dialects.context import make_context, parse_module
+    from plmr.dialects.printing import module_text
     from plmr.passes.pipeline import to_loop_level
-    from plmr.tools.loading import make_context, parse_module
-    from plmr.tools.printing import module_text
 
     key = _front_key(text, opts)
     cached = _LOOP_CACHE.get(key)
@@ -89,8 +89,8 @@ def compile_schedule(text: str, schedule: Compound, relay: bool = False) -> Any:
     """Compiles program `text` under a bound schedule; checks constraints first."""
     import dataclasses
 
+    from plmr.dialects.context import make_context, parse_module
     from plmr.passes.pipeline import from_loop_level, loop_nests
-    from plmr.tools.loading import make_context, parse_module
 
     opts = dataclasses.replace(schedule.compile_options(), relay=relay)
     ctx = make_context()
@@ -148,9 +148,9 @@ def _one_line(text: str) -> str:
 
 def check_functional(text: str, schedule: Compound, seed: int = 0) -> float:
     """The winner against the source program's reference semantics: max relative error."""
+    from plmr.dialects.context import parse_module
     from plmr.runtime.interpreter import run_mesh
-    from plmr.tools.loading import parse_module
-    from plmr.tools.running import random_inputs, run_function, select_function
+    from plmr.runtime.running import random_inputs, run_function, select_function
 
     source = parse_module(text)
     fn = select_function(source, None)
@@ -383,7 +383,7 @@ def _device_of(schedule: Mapping[str, Json], fallback: str) -> str:
 
 
 def write_schedule(path: Path, schedule: Compound) -> None:
-    from plmr.tools.cli import write_text_atomically
+    from plmr.files import write_text_atomically
 
     write_text_atomically(path, schedule.dumps())
 
