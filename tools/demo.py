@@ -159,8 +159,8 @@ def _row(
 
 def run_demo(seed: int, echo: Callable[[str], None]) -> bool:
     """Runs every bundled ONNX model and the Hugging Face export; True when all match."""
-    from plmr.tools.onnx_import import import_onnx_file
-    from plmr.tools.running import (
+    from plmr.frontend.onnx import import_onnx_file
+    from plmr.runtime.running import (
         arg_names,
         random_inputs,
         result_names,
