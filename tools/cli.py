@@ -12,7 +12,6 @@ import io
 import json
 import os
 import sys
-import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -21,31 +20,9 @@ import click
 
 from plmr import __version__
 from plmr.errors import PlmrError
+from plmr.files import write_atomically, write_text_atomically
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-
-def write_atomically(path: Path, write: Callable[[Path], None]) -> None:
-    """Calls `write(tmp)` and renames `tmp` to `path` only if it succeeded."""
-    path = path.resolve()
-    if not path.parent.is_dir():
-        raise PlmrError(f"cannot write {path}: directory {path.parent} does not exist")
-    fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
-    tmp = Path(tmp_name)
-    try:
-        write(tmp)
-        tmp.replace(path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-
-
-def write_text_atomically(path: Path, text: str) -> None:
-    def write(tmp: Path) -> None:
-        tmp.write_text(text)
-
-    write_atomically(path, write)
 
 
 class PlmrGroup(click.Group):
@@ -97,8 +74,8 @@ def import_cmd(model: Path, output: Path | None, func_name: str, generic: bool) 
     Import an ONNX MODEL (static shapes) into the `graph` dialect. Models older than
     opset 13 are converted to 13 first (a note on stderr says so).
     """
-    from plmr.tools.onnx_import import import_onnx_file
-    from plmr.tools.printing import module_text
+    from plmr.dialects.printing import module_text
+    from plmr.frontend.onnx import import_onnx_file
 
     def notify(message: str) -> None:
         click.echo(message, err=True)
@@ -209,10 +186,10 @@ def compile_cmd(
     routed mesh program: transpose-elim, taso-substitute, convert-graph-to-loop,
     neptune-fuse, convert-loop-to-tile, convert-tile-to-mesh, mesh-route,
     mesh-verify-plmr. Run the result with `plmr run`."""
+    from plmr.dialects.context import load_module, make_context
+    from plmr.dialects.printing import module_text
     from plmr.passes.pipeline import CompileOptions, compile_module
     from plmr.tools.bench import parse_grid
-    from plmr.tools.loading import load_module, make_context
-    from plmr.tools.printing import module_text
 
     sizes: tuple[int, int] | None = None
     if tile_sizes is not None:
@@ -243,7 +220,7 @@ def compile_cmd(
         )
     ctx = make_context()
     if program.suffix == ".onnx":
-        from plmr.tools.onnx_import import import_onnx_file
+        from plmr.frontend.onnx import import_onnx_file
 
         module = import_onnx_file(str(program))
     else:
@@ -338,11 +315,11 @@ def _record_compiled(
     """Times a compiled program and records it in the performance database."""
     from plmr.dialects import mesh
     from plmr.runtime.interpreter import run_mesh
+    from plmr.runtime.running import zero_inputs
     from plmr.schedule.db import PerfDB, Record, program_hash
-    from plmr.schedule.tuner import _zeros  # pyright: ignore[reportPrivateUsage]
 
     program = next(op for op in module.ops if isinstance(op, mesh.ProgramOp))
-    _, report = run_mesh(module, _zeros(module), mode="timing")
+    _, report = run_mesh(module, zero_inputs(program), mode="timing")
     with PerfDB(db_path) as db:
         rid = db.add(
             Record(
@@ -372,8 +349,8 @@ def _record_compiled(
 
 def _nest_names(program: Path, no_substitute: bool, limit: int = 6) -> list[str]:
     """The named loop nests of PROGRAM with a reduction (the default pipeline's front)."""
+    from plmr.dialects.context import load_module, make_context
     from plmr.passes.pipeline import CompileOptions, loop_nests, to_loop_level
-    from plmr.tools.loading import load_module, make_context
 
     ctx = make_context()
     module = load_module(program, ctx)
@@ -440,12 +417,12 @@ def tune_cmd(
     Search the knobs of a schedule for PROGRAM against the runtime's timing mode; record
     every trial in the database, check the winner in functional mode, print it and its
     speedup over the default schedule, and write it as JSON."""
+    from plmr.dialects.context import load_module
+    from plmr.dialects.printing import module_text
     from plmr.schedule.db import PerfDB
     from plmr.schedule.transforms import Substitute, default_schedule, tunable_schedule
     from plmr.schedule.tuner import Measurement, check_functional, tune, write_schedule
     from plmr.tools.bench import parse_grid
-    from plmr.tools.loading import load_module
-    from plmr.tools.printing import module_text
 
     rows_cols = parse_grid(grid)
     default = default_schedule(rows_cols, device)
@@ -615,8 +592,8 @@ def run_cmd(
     """
     Run PROGRAM (an .mlir file at any level) with plmr's reference semantics; a
     mesh.program runs on the modelled wafer and prints its report."""
-    from plmr.tools.loading import load_module
-    from plmr.tools.running import (
+    from plmr.dialects.context import load_module
+    from plmr.runtime.running import (
         MeshEntry,
         load_inputs,
         random_inputs,
