@@ -336,8 +336,8 @@ class Timed:
 def _timed(text: str, options: CompileOptions, dev: Device, exact: bool = False) -> Timed:
     """Compiles and simulates (timing mode) one program, timing each nest."""
     from plmr.dialects import mesh
+    from plmr.dialects.context import make_context, parse_module
     from plmr.dialects.graph import static_shape
-    from plmr.tools.loading import make_context, parse_module
 
     start = time.perf_counter()
     module = compile_module(make_context(), parse_module(text), options)
