@@ -36,6 +36,7 @@ from plmr.dialects.graph import static_shape
 from plmr.errors import PlmrError
 from plmr.runtime.collectives import Plan
 from plmr.runtime.device import Device, get_device
+from plmr.runtime.memory import check_host_memory
 from plmr.runtime.reference import Array, ReferenceEvaluator, dense_to_numpy, tensor_dtype
 from plmr.runtime.report import OpTime, Report
 from plmr.runtime.routing import RouteTable
@@ -590,6 +591,7 @@ class MeshRuntime:
                 f"but {self.device.name} routes at most {self.device.usable_colors} "
                 "(use relay mode or fewer routes)"
             )
+        check_host_memory(program, self.mode)
         self.sram = SramReport()
         for spmd in [op for op in program.walk() if isinstance(op, mesh.SpmdOp)]:
             report = spmd_sram(spmd, self.device)
@@ -749,7 +751,7 @@ class MeshRuntime:
         assert isinstance(d, mesh.DistType)
         shape = d.tensor.get_shape()
         if self.mode == "timing":
-            return np.zeros(shape, dtype=blocks.dtype)
+            return np.broadcast_to(np.zeros((), dtype=blocks.dtype), shape)
         return gather_array(blocks, d.layout, shape, self.grid)
 
     # -- compute -------------------------------------------------------------------------

@@ -117,16 +117,19 @@ def execute(
 
     from plmr.runtime.device import get_device
     from plmr.runtime.interpreter import find_program, run_mesh
+    from plmr.runtime.memory import check_host_memory
     from plmr.runtime.trace import TraceRecorder, default_pes, parse_pes, write_heatmap
 
     dev = get_device(device)
     program = find_program(kernel.module, None)
     grid = program.grid_shape
     rng = np.random.default_rng(seed)
+    check_host_memory(program, mode)
     if mode == "functional":
         inputs = [rng.standard_normal(s).astype(np.float32) for s in kernel.inputs]
     else:
-        inputs = [np.zeros(s, dtype=np.float32) for s in kernel.inputs]
+        # Timing mode carries shapes only: zero-stride inputs, whatever the sizes.
+        inputs = [np.broadcast_to(np.float32(0), s) for s in kernel.inputs]
     recorder = None
     if trace_path is not None:
         pes = parse_pes(trace_pes, grid) if trace_pes else default_pes(grid)
@@ -311,7 +314,7 @@ def kv_cmd(model: str, grid: str, **opts: Any) -> None:
     shift = kv_capacity(cfg, shape, opts["device"], "shift")
     concat = kv_capacity(cfg, shape, opts["device"], "concat")
     kernel = kv_append(shape, shift.slots_per_pe, cfg.kv_dim, opts["device"], "shift")
-    timing_inputs = [np.zeros(s, dtype=np.float32) for s in kernel.inputs]
+    timing_inputs = [np.broadcast_to(np.float32(0), s) for s in kernel.inputs]
     _, timed = run_mesh(kernel.module, timing_inputs, device=opts["device"], mode="timing")
 
     def reference(inputs: list[Any]) -> Any:
