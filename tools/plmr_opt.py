@@ -9,11 +9,14 @@ instead of a Python traceback, and `-o FILE` is written only when everything suc
 
 from __future__ import annotations
 
+import argparse
 import sys
 from collections.abc import Sequence
 from io import StringIO
+from pathlib import Path
 from typing import IO
 
+from xdsl.dialects.builtin import ModuleOp
 from xdsl.utils.exceptions import ArgSpecParseError, DiagnosticException, ParseError
 from xdsl.xdsl_opt_main import xDSLOptMain
 
@@ -34,6 +37,51 @@ class PlmrOptMain(xDSLOptMain):
         args: Sequence[str] | None = None,
     ):
         super().__init__(description, args)
+
+    def register_all_arguments(self, arg_parser: argparse.ArgumentParser) -> None:
+        super().register_all_arguments(arg_parser)
+        check = arg_parser.add_argument_group("checking every pass")
+        check.add_argument(
+            "--check-each",
+            action="store_true",
+            help="run the program before and after every pass with the reference "
+            "semantics of its level on the same random inputs; stop at the first pass "
+            "that changes the results",
+        )
+        check.add_argument(
+            "--check-dir",
+            default=None,
+            help="with --check-each: write the IR before and after a failing pass here",
+        )
+        check.add_argument(
+            "--check-seed", type=int, default=0, help="seed of the random inputs"
+        )
+        check.add_argument(
+            "--check-tol",
+            type=float,
+            default=None,
+            help="largest accepted relative error (default 1e-4)",
+        )
+        check.add_argument("--check-entry", default=None, help="function to run")
+
+    def apply_passes(self, prog: ModuleOp) -> None:
+        if not self.args.check_each:
+            super().apply_passes(prog)
+            return
+        from plmr.validate.check_each import DEFAULT_TOLERANCE, CheckOptions, check_passes
+
+        tol = self.args.check_tol
+        options = CheckOptions(
+            seed=self.args.check_seed,
+            tolerance=DEFAULT_TOLERANCE if tol is None else tol,
+            check_dir=None if self.args.check_dir is None else Path(self.args.check_dir),
+            entry=self.args.check_entry,
+        )
+
+        def echo(line: str) -> None:
+            print(line, file=sys.stderr)
+
+        check_passes(self.ctx, prog, self.pipeline.passes, options, echo)
 
     def prepare_output(self) -> IO[str]:
         if self.args.output_file is None:
@@ -82,10 +130,11 @@ def error_message(e: BaseException) -> str | None:
     return None
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, driver: type[PlmrOptMain] = PlmrOptMain) -> int:
+    """`plmr-opt`; `driver` may register more passes (tests of `--check-each`)."""
     try:
         try:
-            opt = PlmrOptMain(args=argv)
+            opt = driver(args=argv)
         except ValueError as e:
             # Raised while xDSL parses the pipeline: unknown passes, bad or missing options.
             raise PlmrError(f"bad pass pipeline: {e}") from e

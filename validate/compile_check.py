@@ -1,0 +1,187 @@
+"""
+`plmr compile --check-each`: the default pipeline (`passes/pipeline.py`) as a sequence of
+single passes, each checked by a `Checker`.
+
+The stages are the ones `compile_module` runs, with the same options and in the same
+order; where `compile_module` searches the blocking (`tile-sizes` unset), the same search
+runs first and the winner becomes an explicit `convert-loop-to-tile{tile-sizes=P,R}`
+stage, so every stage is one `plmr-opt` pass and a failing one reproduces alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import Operation
+from xdsl.passes import ModulePass
+from xdsl.utils.exceptions import DiagnosticException
+
+from plmr.dialects import loop, tile
+from plmr.errors import PlmrError
+from plmr.lowering.graph_to_loop import ConvertGraphToLoopPass
+from plmr.lowering.loop_to_tile import ConvertLoopToTilePass
+from plmr.lowering.tile_to_mesh import (
+    ConvertTileToMeshPass,
+    NestPlan,
+    Options,
+    lower_module,
+    parse_options,
+)
+from plmr.passes.graph_canonicalize import GraphCanonicalizePass
+from plmr.passes.loop_indices import LoopSimplifyIndicesPass
+from plmr.passes.mesh_route import MeshRoutePass
+from plmr.passes.mesh_verify import MeshVerifyPlmrPass
+from plmr.passes.neptune.fuse import NeptuneFusePass
+from plmr.passes.pipeline import (
+    PARALLEL_TILES,
+    REDUCTION_TILES,
+    CompileOptions,
+    _grid_blocks,  # pyright: ignore[reportPrivateUsage]
+)
+from plmr.passes.taso.substitute import TasoSubstitutePass
+from plmr.passes.transpose_elim import TransposeElimPass
+from plmr.validate.check_each import Checker, Stage
+
+
+def _has(module: ModuleOp, kinds: tuple[type[Operation], ...]) -> bool:
+    return any(isinstance(op, kinds) for op in module.walk())
+
+
+def _graph_ops(module: ModuleOp) -> bool:
+    return any(op.name.startswith("graph.") for op in module.walk())
+
+
+def _mesh_options(opts: CompileOptions) -> Options:
+    if opts.budget < 0:
+        raise PlmrError(f"plmr compile: budget must be >= 0, got {opts.budget}")
+    return parse_options(opts.grid, opts.device, opts.gemm, opts.gemv, opts.k, opts.groups)
+
+
+def _loop_to_tile(opts: CompileOptions, sizes: tuple[int, int]) -> ConvertLoopToTilePass:
+    nests = ";".join(f"{n}={p},{r}" for n, p, r in opts.nest_tile_sizes)
+    return ConvertLoopToTilePass(
+        tile_sizes=sizes,
+        nest_tile_sizes=nests,
+        fit=opts.fit_tiles,
+        fit_grid=opts.grid if opts.fit_tiles else (),
+    )
+
+
+def _route_passes(opts: CompileOptions) -> list[ModulePass]:
+    if not opts.route:
+        return []
+    return [MeshRoutePass(relay=opts.relay), MeshVerifyPlmrPass(relay=opts.relay)]
+
+
+def _route(ctx: Context, module: ModuleOp, opts: CompileOptions) -> None:
+    try:
+        for p in _route_passes(opts):
+            p.apply(ctx, module)
+    except DiagnosticException as e:
+        raise PlmrError(str(e)) from e
+
+
+def choose_tile_sizes(
+    ctx: Context, module: ModuleOp, opts: CompileOptions, mesh_opts: Options
+) -> tuple[int, int]:
+    """The blocking `compile_module` picks for a loop-level `module` (left unchanged)."""
+    if opts.tile_sizes is not None:
+        return opts.tile_sizes
+    par, red = _grid_blocks(module, opts.grid)
+    choices: Sequence[tuple[int, int]] = [
+        (p, r) for p in (*PARALLEL_TILES, *par) for r in (*REDUCTION_TILES, *red)
+    ]
+    best: tuple[float, tuple[int, int]] | None = None
+    first_error: PlmrError | None = None
+    for sizes in choices:
+        trial = module.clone()
+        try:
+            _loop_to_tile(opts, sizes).apply(ctx, trial)
+            cost = lower_module(trial, mesh_opts)
+            _route(ctx, trial, opts)
+        except PlmrError as e:
+            if first_error is None or "SRAM" in str(e):
+                first_error = e
+            continue
+        if best is None or cost < best[0] * 0.999:
+            best = (cost, sizes)
+    if best is None:
+        assert first_error is not None
+        raise first_error
+    return best[1]
+
+
+def _wrap_diagnostics(p: ModulePass) -> Stage:
+    """A stage whose xDSL diagnostics become `PlmrError`s, as in `plmr compile`."""
+    stage = Stage.of_pass(p)
+
+    def apply(ctx: Context, module: ModuleOp) -> None:
+        try:
+            p.apply(ctx, module)
+        except DiagnosticException as e:
+            raise PlmrError(str(e)) from e
+
+    return Stage(stage.spec, apply)
+
+
+def compile_checked(
+    ctx: Context,
+    module: ModuleOp,
+    opts: CompileOptions,
+    checker: Checker,
+    plans: list[NestPlan] | None = None,
+) -> ModuleOp:
+    """`compile_module`, pass by pass, each checked by `checker` (started here)."""
+    mesh_opts = _mesh_options(opts)
+    checker.start(module)
+    if _graph_ops(module):
+        graph_passes: list[ModulePass] = [GraphCanonicalizePass(unrepeat_kv=False)]
+        if opts.eliminate_transposes:
+            graph_passes.append(TransposeElimPass())
+        if opts.substitute:
+            graph_passes.append(
+                TasoSubstitutePass(
+                    alpha=opts.alpha,
+                    budget=opts.budget,
+                    device=opts.device,
+                    concats="constant",
+                )
+            )
+        graph_passes.append(ConvertGraphToLoopPass())
+        for p in graph_passes:
+            checker.apply(Stage.of_pass(p), ctx, module)
+    if _has(module, (loop.NestOp,)):
+        fuse = NeptuneFusePass(strategy=opts.fuse, chunks=opts.chunks, remarks=False)
+        checker.apply(Stage.of_pass(fuse), ctx, module)
+        checker.apply(Stage.of_pass(LoopSimplifyIndicesPass()), ctx, module)
+    if _has(module, (loop.NestOp,)):
+        sizes = choose_tile_sizes(ctx, module, opts, mesh_opts)
+        checker.apply(Stage.of_pass(_loop_to_tile(opts, sizes)), ctx, module)
+    elif not _has(module, (tile.ForOp,)):
+        already = any(op.name == "mesh.program" for op in module.ops)
+        raise PlmrError(
+            "plmr compile: the program has no graph, loop or tile operations to compile"
+            + (" (it is already a mesh program: run it with plmr run)" if already else "")
+        )
+    to_mesh = ConvertTileToMeshPass(
+        grid=opts.grid,
+        device=opts.device,
+        gemm=opts.gemm,
+        gemv=opts.gemv,
+        k=opts.k,
+        groups=opts.groups,
+    )
+
+    def partition(ctx: Context, m: ModuleOp) -> None:
+        del ctx
+        lower_module(m, mesh_opts, plans)
+
+    checker.apply(Stage(Stage.of_pass(to_mesh).spec, partition), ctx, module)
+    for p in _route_passes(opts):
+        checker.apply(_wrap_diagnostics(p), ctx, module)
+    return module
+
+
+__all__ = ["choose_tile_sizes", "compile_checked"]
