@@ -44,6 +44,8 @@ from plmr.runtime.sram import SramReport, spmd_sram
 from plmr.runtime.steady import (
     Extrapolated,
     ExtrapolationLog,
+    LayerRepeat,
+    LayerRunner,
     external_operands,
     iteration_invariant,
     watch_loop,
@@ -543,6 +545,9 @@ class MeshRuntime:
     _externals: dict[Operation, list[SSAValue]] = field(
         default_factory=dict[Operation, list[SSAValue]]
     )
+    layers: LayerRepeat | None = None
+    """Timing mode: run the program's window of one layer for every further layer of
+    the model (`plmr.runtime.steady.LayerRepeat`), extrapolating once layers repeat."""
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -632,6 +637,9 @@ class MeshRuntime:
         report.exact = self.exact or self.mode != "timing"
         report.extrapolated_loops = self.extrapolation.loops
         report.extrapolated_iterations = self.extrapolation.iterations
+        report.extrapolated_layers = self.extrapolation.layers
+        report.extrapolated_stages = self.extrapolation.stages
+        report.simulated_layers = self.extrapolation.simulated_layers
         return outputs, report
 
     def _execute(self, program: mesh.ProgramOp, inputs: Sequence[Array]) -> list[Array]:
@@ -649,44 +657,59 @@ class MeshRuntime:
                     f"input %{arg.name_hint or '?'} has shape {np.shape(value)}, expected {want}"
                 )
             env[arg] = np.asarray(value)
-        for op in block.ops:
+        ops = list(block.ops)
+        layers: LayerRunner | None = None
+        for index, op in enumerate(ops):
             if isinstance(op, mesh.ReturnOp):
                 return [env[v] for v in op.values]
-            if isinstance(op, mesh.RouteOp):
-                continue
-            if isinstance(op, arith.ConstantOp) and isinstance(
-                op.value, DenseIntOrFPElementsAttr
-            ):
-                # A host constant (e.g. a weight), placed by a later mesh.scatter.
-                env[op.result] = dense_to_numpy(op.value)
-            elif isinstance(op, mesh.ScatterOp):
-                env[op.result] = self._scatter(op, env[op.input])
-            elif isinstance(op, mesh.GatherOp):
-                env[op.result] = self._gather(op, env[op.input])
-            elif isinstance(op, mesh.SpmdOp):
-                ev = SpmdEvaluator(self, program)
-                args = list(op.body.block.args)
-                for arg, value in zip(args[2:], op.inputs, strict=True):
-                    ev.ready[arg] = ready.get(value, 0.0)
-                yy, xx = np.indices(self.grid, dtype=np.int64)
-                results = ev.run_block(
-                    op.body.block, [yy, xx, *(env[v] for v in op.inputs)]
-                )
-                yield_op = op.body.block.last_op
-                assert yield_op is not None
-                for value, result, yielded in zip(
-                    op.outputs, results, yield_op.operands, strict=True
-                ):
-                    env[value] = result
-                    r = ev.ready.get(yielded, 0.0)
-                    ready[value] = r
-                    self.clocks.finish = np.maximum(self.clocks.finish, r)
-            else:
-                raise PlmrError(
-                    f"'{op.name}' cannot appear directly in a mesh.program (put it inside "
-                    "a mesh.spmd body)"
-                )
+            if self.layers is not None and index == self.layers.start:
+                layers = LayerRunner(self, program, ops, self.layers)
+            self.program_op(program, op, env, ready)
+            if layers is not None and index == layers.plan.stop - 1:
+                # The window of one layer ran once; run it for the model's other layers.
+                layers.run(env, ready)
         raise PlmrError(f"@{program.sym_name.data} has no mesh.return")
+
+    def program_op(
+        self,
+        program: mesh.ProgramOp,
+        op: Operation,
+        env: dict[SSAValue, Any],
+        ready: dict[SSAValue, Ready],
+    ) -> None:
+        """Runs one op of a program's body (not its mesh.return)."""
+        if isinstance(op, mesh.RouteOp):
+            return
+        if isinstance(op, arith.ConstantOp) and isinstance(
+            op.value, DenseIntOrFPElementsAttr
+        ):
+            # A host constant (e.g. a weight), placed by a later mesh.scatter.
+            env[op.result] = dense_to_numpy(op.value)
+        elif isinstance(op, mesh.ScatterOp):
+            env[op.result] = self._scatter(op, env[op.input])
+        elif isinstance(op, mesh.GatherOp):
+            env[op.result] = self._gather(op, env[op.input])
+        elif isinstance(op, mesh.SpmdOp):
+            ev = SpmdEvaluator(self, program)
+            args = list(op.body.block.args)
+            for arg, value in zip(args[2:], op.inputs, strict=True):
+                ev.ready[arg] = ready.get(value, 0.0)
+            yy, xx = np.indices(self.grid, dtype=np.int64)
+            results = ev.run_block(op.body.block, [yy, xx, *(env[v] for v in op.inputs)])
+            yield_op = op.body.block.last_op
+            assert yield_op is not None
+            for value, result, yielded in zip(
+                op.outputs, results, yield_op.operands, strict=True
+            ):
+                env[value] = result
+                r = ev.ready.get(yielded, 0.0)
+                ready[value] = r
+                self.clocks.finish = np.maximum(self.clocks.finish, r)
+        else:
+            raise PlmrError(
+                f"'{op.name}' cannot appear directly in a mesh.program (put it inside "
+                "a mesh.spmd body)"
+            )
 
     # -- steady-state extrapolation (plmr.runtime.steady) --------------------------------
 
@@ -702,6 +725,13 @@ class MeshRuntime:
             cached = self._externals[op] = external_operands(op)
         return cached
 
+    def forget_issue(self, op: Operation) -> None:
+        """Drops a collective's flow-control state (the next run is another op's)."""
+        self._last_issue.pop(op, None)
+
+    def on_layer(self, layer: int) -> None:
+        """Called before the window of one layer runs again for layer `layer`."""
+
     def pending_messages(self) -> list[list[_Pending]]:
         return list(self._pending.values())
 
@@ -712,9 +742,7 @@ class MeshRuntime:
         self._last_issue[op] = issue
 
     def log_extrapolation(self, jump: Extrapolated) -> None:
-        self.extrapolation.loops += 1
-        self.extrapolation.iterations += jump.iterations
-        self.extrapolation.jumps.append((jump.what, jump.iterations))
+        self.extrapolation.add(jump)
         if self.recorder is not None:
             self.recorder.record_extrapolated(
                 jump.what, jump.iterations, jump.start, jump.end, self.grid
@@ -1092,15 +1120,17 @@ def run_mesh(
     relay: bool = False,
     recorder: TraceRecorder | None = None,
     exact: bool = False,
+    layers: LayerRepeat | None = None,
 ) -> tuple[list[Array], Report]:
     """
     Runs a mesh program (on its own device unless `device` is given). In timing mode,
     loops that reach a periodic regime are extrapolated unless `exact` is set
-    (`plmr.runtime.steady`); the report says how many iterations were.
+    (`plmr.runtime.steady`); the report says how many iterations were. `layers` runs
+    a window of the program once per further layer of a model (timing mode).
     """
     program = find_program(module, name)
     if device is None:
         device = program.device.spec.data
     dev = get_device(device) if isinstance(device, str) else device
-    runtime = MeshRuntime(dev, mode, relay, recorder=recorder, exact=exact)
+    runtime = MeshRuntime(dev, mode, relay, recorder=recorder, exact=exact, layers=layers)
     return runtime.run_program(program, inputs)

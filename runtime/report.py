@@ -69,6 +69,12 @@ class Report:
     """Loop executions whose periodic tail was extrapolated (`plmr.runtime.steady`)."""
     extrapolated_iterations: int = 0
     """Loop iterations extrapolated instead of stepped (an outer loop's counts once)."""
+    extrapolated_layers: int = 0
+    """Layers of a model extrapolated instead of simulated (`MeshRuntime.layers`)."""
+    extrapolated_stages: int = 0
+    """Collective stages extrapolated instead of stepped (periodic chains of stages)."""
+    simulated_layers: int = 0
+    """Layers of a model simulated (stepped) with `MeshRuntime.layers` (0 without)."""
     finish: FloatArray | None = None
     """Per-PE finishing times (not serialised)."""
     compute: FloatArray | None = None
@@ -173,5 +179,15 @@ class Report:
             )
         elif not self.exact:
             lines.append("  steady state no loop extrapolated")
+        if self.extrapolated_stages:
+            lines.append(
+                f"  steady state {self.extrapolated_stages:,} collective stage(s) "
+                "extrapolated"
+            )
+        if self.simulated_layers:
+            lines.append(
+                f"  layers      {self.simulated_layers} simulated, "
+                f"{self.extrapolated_layers} extrapolated in the steady state"
+            )
         lines.append(f"  simulated in {self.simulation_seconds:.2f} s")
         return lines

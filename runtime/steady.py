@@ -50,6 +50,7 @@ from xdsl.dialects.builtin import TensorType
 from xdsl.ir import Operation, SSAValue
 
 from plmr.dialects import mesh, tile
+from plmr.errors import PlmrError
 
 if TYPE_CHECKING:
     from plmr.runtime.interpreter import MeshRuntime
@@ -86,6 +87,29 @@ class ExtrapolationLog:
     """Loop iterations not stepped (an outer loop's iteration counts once)."""
     jumps: list[tuple[str, int]] = field(default_factory=list[tuple[str, int]])
     """(what, iterations) of each jump, in order."""
+    layers: int = 0
+    """Layers of a model not simulated (`LayerRunner`)."""
+    stages: int = 0
+    """Collective stages not stepped (periodic chains of stages)."""
+    simulated_layers: int = 0
+    """Layers simulated by a `LayerRunner` (the window's runs, stepped)."""
+
+    def add(self, jump: Extrapolated) -> None:
+        """Counts one jump."""
+        self.jumps.append((jump.what, jump.iterations))
+        if jump.what == LAYERS:
+            self.layers += jump.iterations
+        elif jump.what == STAGES:
+            self.stages += jump.iterations
+        else:
+            self.loops += 1
+            self.iterations += jump.iterations
+
+
+LAYERS = "layers"
+"""What a jump over a model's layers is logged as."""
+STAGES = "collective stages"
+"""What a jump over a collective's stages is logged as."""
 
 
 # ---------------------------------------------------------------------------------------
@@ -246,11 +270,19 @@ def _as_clock(value: Any) -> Any:
 class LoopWatch:
     """Watches the iterations of one loop execution and extrapolates once periodic."""
 
-    def __init__(self, rt: MeshRuntime, op: tile.ForOp, constants: float):
+    def __init__(
+        self,
+        rt: MeshRuntime,
+        comms: list[Operation],
+        constants: float,
+        what: str = "tile.for",
+        window: int = WINDOW,
+    ):
         self.rt = rt
-        self.op = op
-        self.comms = comm_ops(op)
+        self.comms = comms
         self.constants = constants
+        self.what = what
+        self.window = window
         self.last: _Snapshot | None = None
         self.step: _Step | None = None
         self.run = 0
@@ -291,7 +323,7 @@ class LoopWatch:
         else:
             self.run = 1
         self.step = step
-        if remaining < 1 or self.run < WINDOW or not self._uniform(snap, step, tol):
+        if remaining < 1 or self.run < self.window or not self._uniform(snap, step, tol):
             return None
         return self._jump(snap, step, carried, remaining, tol)
 
@@ -404,7 +436,7 @@ class LoopWatch:
             entry.cycles += m * float(counter_step[5 + 2 * i])
         if step.busy is not None:
             rt.clocks.comm_busy = rt.clocks.comm_busy + m * step.busy
-        rt.log_extrapolation(Extrapolated("tile.for", remaining, start, rt.clocks.ce_free))
+        rt.log_extrapolation(Extrapolated(self.what, remaining, start, rt.clocks.ce_free))
         self.last, self.step, self.run = None, None, 0
         return new_carried
 
@@ -425,4 +457,194 @@ def watch_loop(
         r = ready.get(v)
         if r is not None:
             constants = max(constants, float(np.max(r)))
-    return LoopWatch(rt, op, constants)
+    return LoopWatch(rt, comm_ops(op), constants)
+
+
+# ---------------------------------------------------------------------------------------
+# A model's layers
+# ---------------------------------------------------------------------------------------
+
+LAYER_WINDOW = 2
+"""Consecutive layers whose increments must agree before a jump over layers (a layer
+is long: each stepped one costs a layer's simulation)."""
+
+
+@dataclass(frozen=True)
+class LayerRepeat:
+    """
+    A window of a program's body that is one layer of a model, to be run `times` times
+    in all: once in program order, then again for each further layer. On each repeat,
+    the window reads in place of each `aliases` source (a value of the layer before,
+    defined before the window) its own counterpart from the run before. Each run's
+    collectives are fresh ops (no flow-control state from the run before), as the
+    layers of a compiled model are distinct ops with the same shapes.
+    """
+
+    start: int
+    """Index in the program's body of the window's first op."""
+    stop: int
+    """One past its last op."""
+    times: int
+    aliases: tuple[tuple[SSAValue, SSAValue], ...]
+    """(value of the layer before, read by the window; the window's counterpart)."""
+
+    def check(self, ops: list[Operation]) -> None:
+        """Raises a PlmrError unless the window and its aliases fit the program."""
+        if not 0 <= self.start < self.stop <= len(ops) or self.times < 1:
+            raise PlmrError(
+                f"layer window [{self.start}, {self.stop}) x{self.times} does not fit a "
+                f"program of {len(ops)} ops"
+            )
+        window = ops[self.start : self.stop]
+        defined = {r for op in window for r in op.results}
+        for src, dst in self.aliases:
+            if dst not in defined or src in defined:
+                raise PlmrError(
+                    "a layer alias must map a value defined before the window to one "
+                    "defined in it"
+                )
+            if src.type != dst.type:
+                raise PlmrError(
+                    f"a layer alias maps {src.type} to {dst.type}: the layers differ"
+                )
+
+
+def layer_repeat(program: mesh.ProgramOp, window: range, times: int) -> LayerRepeat:
+    """
+    The `LayerRepeat` of a program whose `mesh.spmd` nests `window` (indices among the
+    program's nests) are one layer of a model and the nests before it end with the layer
+    before. A layer may begin with nests the first layer lacks (a change of layout
+    between layers), so the two are matched from their ends: nest `window.stop - 1 - i`
+    corresponds to nest `window.start - 1 - i`, output by output, as long as their
+    output types agree. A value of the layer before that the window reads is aliased to
+    its counterpart; the window must read no other value of the matched nests.
+    """
+    ops = list(program.body.block.ops)
+    nests = [i for i, op in enumerate(ops) if isinstance(op, mesh.SpmdOp)]
+    if not window or window.start < 1 or window.stop > len(nests):
+        raise PlmrError(
+            f"nests {window.start}..{window.stop - 1} are not a layer after another "
+            f"(the program has {len(nests)} nests)"
+        )
+    pairs: dict[SSAValue, SSAValue] = {}
+    first = window.start
+    for i in range(min(len(window), window.start)):
+        a, b = ops[nests[window.start - 1 - i]], ops[nests[window.stop - 1 - i]]
+        assert isinstance(a, mesh.SpmdOp)
+        assert isinstance(b, mesh.SpmdOp)
+        if [v.type for v in a.outputs] != [v.type for v in b.outputs]:
+            break
+        pairs.update(zip(a.outputs, b.outputs, strict=True))
+        first = window.start - 1 - i
+    if first == window.start:
+        raise PlmrError(
+            f"nest {window.stop - 1} and nest {window.start - 1} differ in their outputs: "
+            "the nests before the window do not end with a layer like it"
+        )
+    start = nests[window.start - 1] + 1
+    stop = nests[window.stop - 1] + 1
+    body = ops[start:stop]
+    matched = set(ops[nests[first] : start])
+    defined = {r for op in body for r in op.results}
+    aliases: list[tuple[SSAValue, SSAValue]] = []
+    seen: set[SSAValue] = set()
+    for op in body:
+        for v in op.operands:
+            if v in defined or v in seen:
+                continue
+            seen.add(v)
+            if v in pairs:
+                aliases.append((v, pairs[v]))
+            elif v.owner in matched and isinstance(v.owner, mesh.SpmdOp):
+                raise PlmrError(
+                    f"the layer reads %{v.name_hint or '?'} of the layer before, which "
+                    "has no counterpart in the layer"
+                )
+    plan = LayerRepeat(start, stop, times, tuple(aliases))
+    plan.check(ops)
+    return plan
+
+
+class LayerRunner:
+    """
+    Runs a `LayerRepeat` window again for every further layer. In timing mode (not
+    `exact`), the layers form a loop like `tile.for`: its state is the ready times of
+    the values the next layer (or the rest of the program) reads, the compute engines'
+    clocks and the finishing times; once `LAYER_WINDOW` consecutive layers advance
+    every clock by the same uniform increment, the remaining layers are one jump.
+    """
+
+    def __init__(
+        self,
+        rt: MeshRuntime,
+        program: mesh.ProgramOp,
+        ops: list[Operation],
+        plan: LayerRepeat,
+    ):
+        if rt.mode != "timing":
+            raise PlmrError(
+                "layers are repeated in timing mode only (a functional run needs every "
+                "layer's own weights)"
+            )
+        plan.check(ops)
+        self.rt = rt
+        self.program = program
+        self.plan = plan
+        self.window = ops[plan.start : plan.stop]
+        defined = {r for op in self.window for r in op.results}
+        later = [v for op in ops[plan.stop :] for v in op.operands if v in defined]
+        targets = [dst for _, dst in plan.aliases]
+        self.carried = list(dict.fromkeys([*targets, *later]))
+        sources = {src for src, _ in plan.aliases}
+        self.externals = list(
+            dict.fromkeys(
+                v
+                for op in self.window
+                for v in op.operands
+                if v not in defined and v not in sources
+            )
+        )
+        self.comms = [
+            nested
+            for op in self.window
+            if isinstance(op, mesh.SpmdOp)
+            for nested in op.walk()
+            if isinstance(nested, mesh.CommOp)
+        ]
+        self.watch = (
+            None
+            if rt.exact
+            else LoopWatch(rt, [], 0.0, what=LAYERS, window=LAYER_WINDOW)
+        )
+        if self.watch is not None:
+            self.watch.begin_iteration()
+
+    def run(self, env: dict[SSAValue, Any], ready: dict[SSAValue, Any]) -> None:
+        """Called once the window ran in program order: runs the other layers."""
+        rt, plan, watch = self.rt, self.plan, self.watch
+        rt.extrapolation.simulated_layers += 1
+        if watch is not None:
+            watch.constants = max(
+                (float(np.max(ready.get(v, 0.0))) for v in self.externals), default=0.0
+            )
+        for layer in range(1, plan.times):
+            if watch is not None:
+                carried = [ready.get(v, 0.0) for v in self.carried]
+                jumped = watch.end_iteration(carried, [], plan.times - layer)
+                if jumped is not None:
+                    for v, r in zip(self.carried, jumped, strict=True):
+                        ready[v] = r
+                    return
+            rt.on_layer(layer)
+            for src, dst in plan.aliases:
+                env[src] = env[dst]
+                ready[src] = ready.get(dst, 0.0)
+            for c in self.comms:
+                rt.forget_issue(c)
+            if watch is not None:
+                watch.begin_iteration()
+            for op in self.window:
+                rt.program_op(self.program, op, env, ready)
+            rt.extrapolation.simulated_layers += 1
+        if watch is not None:
+            watch.end_iteration([ready.get(v, 0.0) for v in self.carried], [], 0)

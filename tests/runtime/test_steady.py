@@ -266,10 +266,7 @@ class _Runtime:
 def watch_increments(increments: list[list[float]], constants: float = 0.0) -> int | None:
     """Feeds per-iteration increments of two PEs' clocks; the iteration of a jump."""
     rt: Any = _Runtime((1, 2))
-    loop: Any = None
-    watch = steady.LoopWatch.__new__(steady.LoopWatch)
-    watch.rt, watch.op, watch.comms, watch.constants = rt, loop, [], constants
-    watch.last, watch.step, watch.run = None, None, 0
+    watch = steady.LoopWatch(rt, [], constants)
     clock = np.array([[100.0, 100.0]])
     for i, inc in enumerate(increments):
         watch.begin_iteration()
