@@ -165,7 +165,8 @@ class HeadsBuilder:
         o = attend(t, q, k, v, layer)
         # Σ over heads of o[head] @ Wo[head]: the heads' outputs merge in the sum.
         per_head = t.matmul(o, w[f"{p}.wo"], tensor_type(hkv, c.group, n, c.dim))
-        out = t.reduce_axes("sum", per_head, (0, 1), tensor_type(n, c.dim))
+        per_kv = t.reduce_axes("sum", per_head, (1,), tensor_type(hkv, n, c.dim))
+        out = t.reduce_axes("sum", per_kv, (0,), tensor_type(n, c.dim))
         h_ = t.binary("add", x, out, tensor_type(n, c.dim))
         f = t.rmsnorm(h_, w[f"{p}.ffn_norm"], c.norm_eps)
         up = t.matmul(f, w[f"{p}.w1"], tensor_type(n, c.ffn_dim))

@@ -130,6 +130,29 @@ class Text:
             self.types[n] = rt
         return names
 
+    def slices(self, a: str, axis: int, sizes: Sequence[int]) -> list[str]:
+        """Consecutive pieces of `a` along `axis` (`graph.slice` each: index maps)."""
+        shape = _dims(self.types[a])
+        out: list[str] = []
+        start = 0
+        for s in sizes:
+            starts = [0] * len(shape)
+            ends = list(shape)
+            starts[axis], ends[axis] = start, start + s
+            piece = list(shape)
+            piece[axis] = s
+            rt = tensor_type(*piece)
+            out.append(
+                self.op(
+                    "part",
+                    f"graph.slice {a} starts = [{_ints(starts)}] ends = [{_ints(ends)}] "
+                    f"steps = [{_ints([1] * len(shape))}] : {self.types[a]} -> {rt}",
+                    rt,
+                )
+            )
+            start += s
+        return out
+
     def func(self, name: str, args: list[str], results: list[tuple[str, str, str]]) -> str:
         """The function text; `results` are (value, name, type)."""
         outs = ", ".join(f'{rt} {{plmr.name = "{n}"}}' for _, n, rt in results)
@@ -141,6 +164,10 @@ class Text:
             + ", ".join(rt for _, _, rt in results)
         )
         return "\n".join([head, *self.lines, ret, "}", ""])
+
+
+def _ints(values: Sequence[int]) -> str:
+    return ", ".join(str(v) for v in values)
 
 
 def _dims(rtype: str) -> list[int]:

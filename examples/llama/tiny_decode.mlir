@@ -41,64 +41,66 @@ func.func @decode(%x: tensor<1x64xf32> {plmr.name = "x"}, %mask: tensor<1x32xf32
     %add_37 = graph.add %mm_35, %mul_36 : (tensor<2x2x1x16xf32>, tensor<2x2x1x16xf32>) -> tensor<2x2x1x16xf32>
     %div_38 = graph.div %add_37, %add_34 : (tensor<2x2x1x16xf32>, tensor<2x2x1x1xf32>) -> tensor<2x2x1x16xf32>
     %mm_39 = graph.matmul %div_38, %l0_wo : (tensor<2x2x1x16xf32>, tensor<2x2x16x64xf32>) -> tensor<2x2x1x64xf32>
-    %red_40 = graph.reduce sum %mm_39 axes = [0, 1] : tensor<2x2x1x64xf32> -> tensor<1x64xf32>
-    %add_41 = graph.add %x, %red_40 : (tensor<1x64xf32>, tensor<1x64xf32>) -> tensor<1x64xf32>
-    %norm_42 = graph.rmsnorm %add_41, %l0_ffn_norm epsilon = 1.000000e-05 : (tensor<1x64xf32>, tensor<64xf32>) -> tensor<1x64xf32>
-    %mm_43 = graph.matmul %norm_42, %l0_w1 : (tensor<1x64xf32>, tensor<64x128xf32>) -> tensor<1x128xf32>
-    %mm_44 = graph.matmul %norm_42, %l0_w3 : (tensor<1x64xf32>, tensor<64x128xf32>) -> tensor<1x128xf32>
-    %silu_45 = graph.silu %mm_43 : tensor<1x128xf32>
-    %mul_46 = graph.mul %silu_45, %mm_44 : (tensor<1x128xf32>, tensor<1x128xf32>) -> tensor<1x128xf32>
-    %mm_47 = graph.matmul %mul_46, %l0_w2 : (tensor<1x128xf32>, tensor<128x64xf32>) -> tensor<1x64xf32>
-    %add_48 = graph.add %add_41, %mm_47 : (tensor<1x64xf32>, tensor<1x64xf32>) -> tensor<1x64xf32>
-    %norm_49 = graph.rmsnorm %add_48, %l1_attn_norm epsilon = 1.000000e-05 : (tensor<1x64xf32>, tensor<64xf32>) -> tensor<1x64xf32>
-    %rs_50 = graph.reshape %norm_49 : tensor<1x64xf32> -> tensor<1x1x1x64xf32>
-    %mm_51 = graph.matmul %rs_50, %l1_wq : (tensor<1x1x1x64xf32>, tensor<2x2x64x16xf32>) -> tensor<2x2x1x16xf32>
-    %mm_52 = graph.matmul %rs_50, %l1_wk : (tensor<1x1x1x64xf32>, tensor<2x1x64x16xf32>) -> tensor<2x1x1x16xf32>
-    %mm_53 = graph.matmul %rs_50, %l1_wv : (tensor<1x1x1x64xf32>, tensor<2x1x64x16xf32>) -> tensor<2x1x1x16xf32>
-    %mm_54 = graph.matmul %rs_50, %l1_wqr : (tensor<1x1x1x64xf32>, tensor<2x2x64x16xf32>) -> tensor<2x2x1x16xf32>
-    %mm_55 = graph.matmul %rs_50, %l1_wkr : (tensor<1x1x1x64xf32>, tensor<2x1x64x16xf32>) -> tensor<2x1x1x16xf32>
-    %rs_56 = graph.reshape %cos : tensor<1x16xf32> -> tensor<1x1x1x16xf32>
-    %rs_57 = graph.reshape %sin : tensor<1x16xf32> -> tensor<1x1x1x16xf32>
-    %mul_58 = graph.mul %mm_51, %rs_56 : (tensor<2x2x1x16xf32>, tensor<1x1x1x16xf32>) -> tensor<2x2x1x16xf32>
-    %mul_59 = graph.mul %mm_54, %rs_57 : (tensor<2x2x1x16xf32>, tensor<1x1x1x16xf32>) -> tensor<2x2x1x16xf32>
-    %add_60 = graph.add %mul_58, %mul_59 : (tensor<2x2x1x16xf32>, tensor<2x2x1x16xf32>) -> tensor<2x2x1x16xf32>
-    %rs_61 = graph.reshape %cos : tensor<1x16xf32> -> tensor<1x1x1x16xf32>
-    %rs_62 = graph.reshape %sin : tensor<1x16xf32> -> tensor<1x1x1x16xf32>
-    %mul_63 = graph.mul %mm_52, %rs_61 : (tensor<2x1x1x16xf32>, tensor<1x1x1x16xf32>) -> tensor<2x1x1x16xf32>
-    %mul_64 = graph.mul %mm_55, %rs_62 : (tensor<2x1x1x16xf32>, tensor<1x1x1x16xf32>) -> tensor<2x1x1x16xf32>
-    %add_65 = graph.add %mul_63, %mul_64 : (tensor<2x1x1x16xf32>, tensor<2x1x1x16xf32>) -> tensor<2x1x1x16xf32>
-    %rs_66 = graph.reshape %kcache_l1 : tensor<2x32x16xf32> -> tensor<2x1x32x16xf32>
-    %rs_67 = graph.reshape %vcache_l1 : tensor<2x32x16xf32> -> tensor<2x1x32x16xf32>
-    %mm_68 = graph.matmul %add_60, %rs_66 transpose_b : (tensor<2x2x1x16xf32>, tensor<2x1x32x16xf32>) -> tensor<2x2x1x32xf32>
-    %sc_69 = graph.scale %mm_68 by 2.500000000e-01 : tensor<2x2x1x32xf32>
-    %add_70 = graph.add %sc_69, %mask : (tensor<2x2x1x32xf32>, tensor<1x32xf32>) -> tensor<2x2x1x32xf32>
-    %mm_71 = graph.matmul %add_60, %add_65 transpose_b : (tensor<2x2x1x16xf32>, tensor<2x1x1x16xf32>) -> tensor<2x2x1x1xf32>
-    %sc_72 = graph.scale %mm_71 by 2.500000000e-01 : tensor<2x2x1x1xf32>
-    %red_73 = graph.reduce max %add_70 axes = [-1] keepdims : tensor<2x2x1x32xf32> -> tensor<2x2x1x1xf32>
-    %sub_74 = graph.sub %red_73, %sc_72 : (tensor<2x2x1x1xf32>, tensor<2x2x1x1xf32>) -> tensor<2x2x1x1xf32>
-    %relu_75 = graph.relu %sub_74 : tensor<2x2x1x1xf32>
-    %add_76 = graph.add %sc_72, %relu_75 : (tensor<2x2x1x1xf32>, tensor<2x2x1x1xf32>) -> tensor<2x2x1x1xf32>
-    %sub_77 = graph.sub %add_70, %add_76 : (tensor<2x2x1x32xf32>, tensor<2x2x1x1xf32>) -> tensor<2x2x1x32xf32>
-    %exp_78 = graph.exp %sub_77 : tensor<2x2x1x32xf32>
-    %sub_79 = graph.sub %sc_72, %add_76 : (tensor<2x2x1x1xf32>, tensor<2x2x1x1xf32>) -> tensor<2x2x1x1xf32>
-    %exp_80 = graph.exp %sub_79 : tensor<2x2x1x1xf32>
-    %red_81 = graph.reduce sum %exp_78 axes = [-1] keepdims : tensor<2x2x1x32xf32> -> tensor<2x2x1x1xf32>
-    %add_82 = graph.add %red_81, %exp_80 : (tensor<2x2x1x1xf32>, tensor<2x2x1x1xf32>) -> tensor<2x2x1x1xf32>
-    %mm_83 = graph.matmul %exp_78, %rs_67 : (tensor<2x2x1x32xf32>, tensor<2x1x32x16xf32>) -> tensor<2x2x1x16xf32>
-    %mul_84 = graph.mul %exp_80, %mm_53 : (tensor<2x2x1x1xf32>, tensor<2x1x1x16xf32>) -> tensor<2x2x1x16xf32>
-    %add_85 = graph.add %mm_83, %mul_84 : (tensor<2x2x1x16xf32>, tensor<2x2x1x16xf32>) -> tensor<2x2x1x16xf32>
-    %div_86 = graph.div %add_85, %add_82 : (tensor<2x2x1x16xf32>, tensor<2x2x1x1xf32>) -> tensor<2x2x1x16xf32>
-    %mm_87 = graph.matmul %div_86, %l1_wo : (tensor<2x2x1x16xf32>, tensor<2x2x16x64xf32>) -> tensor<2x2x1x64xf32>
-    %red_88 = graph.reduce sum %mm_87 axes = [0, 1] : tensor<2x2x1x64xf32> -> tensor<1x64xf32>
-    %add_89 = graph.add %add_48, %red_88 : (tensor<1x64xf32>, tensor<1x64xf32>) -> tensor<1x64xf32>
-    %norm_90 = graph.rmsnorm %add_89, %l1_ffn_norm epsilon = 1.000000e-05 : (tensor<1x64xf32>, tensor<64xf32>) -> tensor<1x64xf32>
-    %mm_91 = graph.matmul %norm_90, %l1_w1 : (tensor<1x64xf32>, tensor<64x128xf32>) -> tensor<1x128xf32>
-    %mm_92 = graph.matmul %norm_90, %l1_w3 : (tensor<1x64xf32>, tensor<64x128xf32>) -> tensor<1x128xf32>
-    %silu_93 = graph.silu %mm_91 : tensor<1x128xf32>
-    %mul_94 = graph.mul %silu_93, %mm_92 : (tensor<1x128xf32>, tensor<1x128xf32>) -> tensor<1x128xf32>
-    %mm_95 = graph.matmul %mul_94, %l1_w2 : (tensor<1x128xf32>, tensor<128x64xf32>) -> tensor<1x64xf32>
-    %add_96 = graph.add %add_89, %mm_95 : (tensor<1x64xf32>, tensor<1x64xf32>) -> tensor<1x64xf32>
-    %norm_97 = graph.rmsnorm %add_96, %norm epsilon = 1.000000e-05 : (tensor<1x64xf32>, tensor<64xf32>) -> tensor<1x64xf32>
-    %mm_98 = graph.matmul %norm_97, %head : (tensor<1x64xf32>, tensor<64x256xf32>) -> tensor<1x256xf32>
-    func.return %mm_98, %add_17, %mm_5, %add_65, %mm_53 : tensor<1x256xf32>, tensor<2x1x1x16xf32>, tensor<2x1x1x16xf32>, tensor<2x1x1x16xf32>, tensor<2x1x1x16xf32>
+    %red_40 = graph.reduce sum %mm_39 axes = [1] : tensor<2x2x1x64xf32> -> tensor<2x1x64xf32>
+    %red_41 = graph.reduce sum %red_40 axes = [0] : tensor<2x1x64xf32> -> tensor<1x64xf32>
+    %add_42 = graph.add %x, %red_41 : (tensor<1x64xf32>, tensor<1x64xf32>) -> tensor<1x64xf32>
+    %norm_43 = graph.rmsnorm %add_42, %l0_ffn_norm epsilon = 1.000000e-05 : (tensor<1x64xf32>, tensor<64xf32>) -> tensor<1x64xf32>
+    %mm_44 = graph.matmul %norm_43, %l0_w1 : (tensor<1x64xf32>, tensor<64x128xf32>) -> tensor<1x128xf32>
+    %mm_45 = graph.matmul %norm_43, %l0_w3 : (tensor<1x64xf32>, tensor<64x128xf32>) -> tensor<1x128xf32>
+    %silu_46 = graph.silu %mm_44 : tensor<1x128xf32>
+    %mul_47 = graph.mul %silu_46, %mm_45 : (tensor<1x128xf32>, tensor<1x128xf32>) -> tensor<1x128xf32>
+    %mm_48 = graph.matmul %mul_47, %l0_w2 : (tensor<1x128xf32>, tensor<128x64xf32>) -> tensor<1x64xf32>
+    %add_49 = graph.add %add_42, %mm_48 : (tensor<1x64xf32>, tensor<1x64xf32>) -> tensor<1x64xf32>
+    %norm_50 = graph.rmsnorm %add_49, %l1_attn_norm epsilon = 1.000000e-05 : (tensor<1x64xf32>, tensor<64xf32>) -> tensor<1x64xf32>
+    %rs_51 = graph.reshape %norm_50 : tensor<1x64xf32> -> tensor<1x1x1x64xf32>
+    %mm_52 = graph.matmul %rs_51, %l1_wq : (tensor<1x1x1x64xf32>, tensor<2x2x64x16xf32>) -> tensor<2x2x1x16xf32>
+    %mm_53 = graph.matmul %rs_51, %l1_wk : (tensor<1x1x1x64xf32>, tensor<2x1x64x16xf32>) -> tensor<2x1x1x16xf32>
+    %mm_54 = graph.matmul %rs_51, %l1_wv : (tensor<1x1x1x64xf32>, tensor<2x1x64x16xf32>) -> tensor<2x1x1x16xf32>
+    %mm_55 = graph.matmul %rs_51, %l1_wqr : (tensor<1x1x1x64xf32>, tensor<2x2x64x16xf32>) -> tensor<2x2x1x16xf32>
+    %mm_56 = graph.matmul %rs_51, %l1_wkr : (tensor<1x1x1x64xf32>, tensor<2x1x64x16xf32>) -> tensor<2x1x1x16xf32>
+    %rs_57 = graph.reshape %cos : tensor<1x16xf32> -> tensor<1x1x1x16xf32>
+    %rs_58 = graph.reshape %sin : tensor<1x16xf32> -> tensor<1x1x1x16xf32>
+    %mul_59 = graph.mul %mm_52, %rs_57 : (tensor<2x2x1x16xf32>, tensor<1x1x1x16xf32>) -> tensor<2x2x1x16xf32>
+    %mul_60 = graph.mul %mm_55, %rs_58 : (tensor<2x2x1x16xf32>, tensor<1x1x1x16xf32>) -> tensor<2x2x1x16xf32>
+    %add_61 = graph.add %mul_59, %mul_60 : (tensor<2x2x1x16xf32>, tensor<2x2x1x16xf32>) -> tensor<2x2x1x16xf32>
+    %rs_62 = graph.reshape %cos : tensor<1x16xf32> -> tensor<1x1x1x16xf32>
+    %rs_63 = graph.reshape %sin : tensor<1x16xf32> -> tensor<1x1x1x16xf32>
+    %mul_64 = graph.mul %mm_53, %rs_62 : (tensor<2x1x1x16xf32>, tensor<1x1x1x16xf32>) -> tensor<2x1x1x16xf32>
+    %mul_65 = graph.mul %mm_56, %rs_63 : (tensor<2x1x1x16xf32>, tensor<1x1x1x16xf32>) -> tensor<2x1x1x16xf32>
+    %add_66 = graph.add %mul_64, %mul_65 : (tensor<2x1x1x16xf32>, tensor<2x1x1x16xf32>) -> tensor<2x1x1x16xf32>
+    %rs_67 = graph.reshape %kcache_l1 : tensor<2x32x16xf32> -> tensor<2x1x32x16xf32>
+    %rs_68 = graph.reshape %vcache_l1 : tensor<2x32x16xf32> -> tensor<2x1x32x16xf32>
+    %mm_69 = graph.matmul %add_61, %rs_67 transpose_b : (tensor<2x2x1x16xf32>, tensor<2x1x32x16xf32>) -> tensor<2x2x1x32xf32>
+    %sc_70 = graph.scale %mm_69 by 2.500000000e-01 : tensor<2x2x1x32xf32>
+    %add_71 = graph.add %sc_70, %mask : (tensor<2x2x1x32xf32>, tensor<1x32xf32>) -> tensor<2x2x1x32xf32>
+    %mm_72 = graph.matmul %add_61, %add_66 transpose_b : (tensor<2x2x1x16xf32>, tensor<2x1x1x16xf32>) -> tensor<2x2x1x1xf32>
+    %sc_73 = graph.scale %mm_72 by 2.500000000e-01 : tensor<2x2x1x1xf32>
+    %red_74 = graph.reduce max %add_71 axes = [-1] keepdims : tensor<2x2x1x32xf32> -> tensor<2x2x1x1xf32>
+    %sub_75 = graph.sub %red_74, %sc_73 : (tensor<2x2x1x1xf32>, tensor<2x2x1x1xf32>) -> tensor<2x2x1x1xf32>
+    %relu_76 = graph.relu %sub_75 : tensor<2x2x1x1xf32>
+    %add_77 = graph.add %sc_73, %relu_76 : (tensor<2x2x1x1xf32>, tensor<2x2x1x1xf32>) -> tensor<2x2x1x1xf32>
+    %sub_78 = graph.sub %add_71, %add_77 : (tensor<2x2x1x32xf32>, tensor<2x2x1x1xf32>) -> tensor<2x2x1x32xf32>
+    %exp_79 = graph.exp %sub_78 : tensor<2x2x1x32xf32>
+    %sub_80 = graph.sub %sc_73, %add_77 : (tensor<2x2x1x1xf32>, tensor<2x2x1x1xf32>) -> tensor<2x2x1x1xf32>
+    %exp_81 = graph.exp %sub_80 : tensor<2x2x1x1xf32>
+    %red_82 = graph.reduce sum %exp_79 axes = [-1] keepdims : tensor<2x2x1x32xf32> -> tensor<2x2x1x1xf32>
+    %add_83 = graph.add %red_82, %exp_81 : (tensor<2x2x1x1xf32>, tensor<2x2x1x1xf32>) -> tensor<2x2x1x1xf32>
+    %mm_84 = graph.matmul %exp_79, %rs_68 : (tensor<2x2x1x32xf32>, tensor<2x1x32x16xf32>) -> tensor<2x2x1x16xf32>
+    %mul_85 = graph.mul %exp_81, %mm_54 : (tensor<2x2x1x1xf32>, tensor<2x1x1x16xf32>) -> tensor<2x2x1x16xf32>
+    %add_86 = graph.add %mm_84, %mul_85 : (tensor<2x2x1x16xf32>, tensor<2x2x1x16xf32>) -> tensor<2x2x1x16xf32>
+    %div_87 = graph.div %add_86, %add_83 : (tensor<2x2x1x16xf32>, tensor<2x2x1x1xf32>) -> tensor<2x2x1x16xf32>
+    %mm_88 = graph.matmul %div_87, %l1_wo : (tensor<2x2x1x16xf32>, tensor<2x2x16x64xf32>) -> tensor<2x2x1x64xf32>
+    %red_89 = graph.reduce sum %mm_88 axes = [1] : tensor<2x2x1x64xf32> -> tensor<2x1x64xf32>
+    %red_90 = graph.reduce sum %red_89 axes = [0] : tensor<2x1x64xf32> -> tensor<1x64xf32>
+    %add_91 = graph.add %add_49, %red_90 : (tensor<1x64xf32>, tensor<1x64xf32>) -> tensor<1x64xf32>
+    %norm_92 = graph.rmsnorm %add_91, %l1_ffn_norm epsilon = 1.000000e-05 : (tensor<1x64xf32>, tensor<64xf32>) -> tensor<1x64xf32>
+    %mm_93 = graph.matmul %norm_92, %l1_w1 : (tensor<1x64xf32>, tensor<64x128xf32>) -> tensor<1x128xf32>
+    %mm_94 = graph.matmul %norm_92, %l1_w3 : (tensor<1x64xf32>, tensor<64x128xf32>) -> tensor<1x128xf32>
+    %silu_95 = graph.silu %mm_93 : tensor<1x128xf32>
+    %mul_96 = graph.mul %silu_95, %mm_94 : (tensor<1x128xf32>, tensor<1x128xf32>) -> tensor<1x128xf32>
+    %mm_97 = graph.matmul %mul_96, %l1_w2 : (tensor<1x128xf32>, tensor<128x64xf32>) -> tensor<1x64xf32>
+    %add_98 = graph.add %add_91, %mm_97 : (tensor<1x64xf32>, tensor<1x64xf32>) -> tensor<1x64xf32>
+    %norm_99 = graph.rmsnorm %add_98, %norm epsilon = 1.000000e-05 : (tensor<1x64xf32>, tensor<64xf32>) -> tensor<1x64xf32>
+    %mm_100 = graph.matmul %norm_99, %head : (tensor<1x64xf32>, tensor<64x256xf32>) -> tensor<1x256xf32>
+    func.return %mm_100, %add_17, %mm_5, %add_66, %mm_54 : tensor<1x256xf32>, tensor<2x1x1x16xf32>, tensor<2x1x1x16xf32>, tensor<2x1x1x16xf32>, tensor<2x1x1x16xf32>
 }

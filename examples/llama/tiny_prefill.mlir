@@ -25,50 +25,52 @@ func.func @prefill(%x: tensor<8x64xf32> {plmr.name = "x"}, %mask: tensor<8x8xf32
     %softmax_21 = graph.softmax %add_20 : tensor<2x2x8x8xf32>
     %mm_22 = graph.matmul %softmax_21, %mm_5 : (tensor<2x2x8x8xf32>, tensor<2x1x8x16xf32>) -> tensor<2x2x8x16xf32>
     %mm_23 = graph.matmul %mm_22, %l0_wo : (tensor<2x2x8x16xf32>, tensor<2x2x16x64xf32>) -> tensor<2x2x8x64xf32>
-    %red_24 = graph.reduce sum %mm_23 axes = [0, 1] : tensor<2x2x8x64xf32> -> tensor<8x64xf32>
-    %add_25 = graph.add %x, %red_24 : (tensor<8x64xf32>, tensor<8x64xf32>) -> tensor<8x64xf32>
-    %norm_26 = graph.rmsnorm %add_25, %l0_ffn_norm epsilon = 1.000000e-05 : (tensor<8x64xf32>, tensor<64xf32>) -> tensor<8x64xf32>
-    %mm_27 = graph.matmul %norm_26, %l0_w1 : (tensor<8x64xf32>, tensor<64x128xf32>) -> tensor<8x128xf32>
-    %mm_28 = graph.matmul %norm_26, %l0_w3 : (tensor<8x64xf32>, tensor<64x128xf32>) -> tensor<8x128xf32>
-    %silu_29 = graph.silu %mm_27 : tensor<8x128xf32>
-    %mul_30 = graph.mul %silu_29, %mm_28 : (tensor<8x128xf32>, tensor<8x128xf32>) -> tensor<8x128xf32>
-    %mm_31 = graph.matmul %mul_30, %l0_w2 : (tensor<8x128xf32>, tensor<128x64xf32>) -> tensor<8x64xf32>
-    %add_32 = graph.add %add_25, %mm_31 : (tensor<8x64xf32>, tensor<8x64xf32>) -> tensor<8x64xf32>
-    %norm_33 = graph.rmsnorm %add_32, %l1_attn_norm epsilon = 1.000000e-05 : (tensor<8x64xf32>, tensor<64xf32>) -> tensor<8x64xf32>
-    %rs_34 = graph.reshape %norm_33 : tensor<8x64xf32> -> tensor<1x1x8x64xf32>
-    %mm_35 = graph.matmul %rs_34, %l1_wq : (tensor<1x1x8x64xf32>, tensor<2x2x64x16xf32>) -> tensor<2x2x8x16xf32>
-    %mm_36 = graph.matmul %rs_34, %l1_wk : (tensor<1x1x8x64xf32>, tensor<2x1x64x16xf32>) -> tensor<2x1x8x16xf32>
-    %mm_37 = graph.matmul %rs_34, %l1_wv : (tensor<1x1x8x64xf32>, tensor<2x1x64x16xf32>) -> tensor<2x1x8x16xf32>
-    %mm_38 = graph.matmul %rs_34, %l1_wqr : (tensor<1x1x8x64xf32>, tensor<2x2x64x16xf32>) -> tensor<2x2x8x16xf32>
-    %mm_39 = graph.matmul %rs_34, %l1_wkr : (tensor<1x1x8x64xf32>, tensor<2x1x64x16xf32>) -> tensor<2x1x8x16xf32>
-    %rs_40 = graph.reshape %cos : tensor<8x16xf32> -> tensor<1x1x8x16xf32>
-    %rs_41 = graph.reshape %sin : tensor<8x16xf32> -> tensor<1x1x8x16xf32>
-    %mul_42 = graph.mul %mm_35, %rs_40 : (tensor<2x2x8x16xf32>, tensor<1x1x8x16xf32>) -> tensor<2x2x8x16xf32>
-    %mul_43 = graph.mul %mm_38, %rs_41 : (tensor<2x2x8x16xf32>, tensor<1x1x8x16xf32>) -> tensor<2x2x8x16xf32>
-    %add_44 = graph.add %mul_42, %mul_43 : (tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>) -> tensor<2x2x8x16xf32>
-    %rs_45 = graph.reshape %cos : tensor<8x16xf32> -> tensor<1x1x8x16xf32>
-    %rs_46 = graph.reshape %sin : tensor<8x16xf32> -> tensor<1x1x8x16xf32>
-    %mul_47 = graph.mul %mm_36, %rs_45 : (tensor<2x1x8x16xf32>, tensor<1x1x8x16xf32>) -> tensor<2x1x8x16xf32>
-    %mul_48 = graph.mul %mm_39, %rs_46 : (tensor<2x1x8x16xf32>, tensor<1x1x8x16xf32>) -> tensor<2x1x8x16xf32>
-    %add_49 = graph.add %mul_47, %mul_48 : (tensor<2x1x8x16xf32>, tensor<2x1x8x16xf32>) -> tensor<2x1x8x16xf32>
-    %mm_50 = graph.matmul %add_44, %add_49 transpose_b : (tensor<2x2x8x16xf32>, tensor<2x1x8x16xf32>) -> tensor<2x2x8x8xf32>
-    %sc_51 = graph.scale %mm_50 by 2.500000000e-01 : tensor<2x2x8x8xf32>
-    %add_52 = graph.add %sc_51, %mask : (tensor<2x2x8x8xf32>, tensor<8x8xf32>) -> tensor<2x2x8x8xf32>
-    %softmax_53 = graph.softmax %add_52 : tensor<2x2x8x8xf32>
-    %mm_54 = graph.matmul %softmax_53, %mm_37 : (tensor<2x2x8x8xf32>, tensor<2x1x8x16xf32>) -> tensor<2x2x8x16xf32>
-    %mm_55 = graph.matmul %mm_54, %l1_wo : (tensor<2x2x8x16xf32>, tensor<2x2x16x64xf32>) -> tensor<2x2x8x64xf32>
-    %red_56 = graph.reduce sum %mm_55 axes = [0, 1] : tensor<2x2x8x64xf32> -> tensor<8x64xf32>
-    %add_57 = graph.add %add_32, %red_56 : (tensor<8x64xf32>, tensor<8x64xf32>) -> tensor<8x64xf32>
-    %norm_58 = graph.rmsnorm %add_57, %l1_ffn_norm epsilon = 1.000000e-05 : (tensor<8x64xf32>, tensor<64xf32>) -> tensor<8x64xf32>
-    %mm_59 = graph.matmul %norm_58, %l1_w1 : (tensor<8x64xf32>, tensor<64x128xf32>) -> tensor<8x128xf32>
-    %mm_60 = graph.matmul %norm_58, %l1_w3 : (tensor<8x64xf32>, tensor<64x128xf32>) -> tensor<8x128xf32>
-    %silu_61 = graph.silu %mm_59 : tensor<8x128xf32>
-    %mul_62 = graph.mul %silu_61, %mm_60 : (tensor<8x128xf32>, tensor<8x128xf32>) -> tensor<8x128xf32>
-    %mm_63 = graph.matmul %mul_62, %l1_w2 : (tensor<8x128xf32>, tensor<128x64xf32>) -> tensor<8x64xf32>
-    %add_64 = graph.add %add_57, %mm_63 : (tensor<8x64xf32>, tensor<8x64xf32>) -> tensor<8x64xf32>
-    %last_pos_65 = graph.constant dense<"0x000000000000000000000000000000000000000000000000000000000000803F"> : tensor<1x8xf32>
-    %mm_66 = graph.matmul %last_pos_65, %add_64 : (tensor<1x8xf32>, tensor<8x64xf32>) -> tensor<1x64xf32>
-    %norm_67 = graph.rmsnorm %mm_66, %norm epsilon = 1.000000e-05 : (tensor<1x64xf32>, tensor<64xf32>) -> tensor<1x64xf32>
-    %mm_68 = graph.matmul %norm_67, %head : (tensor<1x64xf32>, tensor<64x256xf32>) -> tensor<1x256xf32>
-    func.return %mm_68, %add_17, %mm_5, %add_49, %mm_37 : tensor<1x256xf32>, tensor<2x1x8x16xf32>, tensor<2x1x8x16xf32>, tensor<2x1x8x16xf32>, tensor<2x1x8x16xf32>
+    %red_24 = graph.reduce sum %mm_23 axes = [1] : tensor<2x2x8x64xf32> -> tensor<2x8x64xf32>
+    %red_25 = graph.reduce sum %red_24 axes = [0] : tensor<2x8x64xf32> -> tensor<8x64xf32>
+    %add_26 = graph.add %x, %red_25 : (tensor<8x64xf32>, tensor<8x64xf32>) -> tensor<8x64xf32>
+    %norm_27 = graph.rmsnorm %add_26, %l0_ffn_norm epsilon = 1.000000e-05 : (tensor<8x64xf32>, tensor<64xf32>) -> tensor<8x64xf32>
+    %mm_28 = graph.matmul %norm_27, %l0_w1 : (tensor<8x64xf32>, tensor<64x128xf32>) -> tensor<8x128xf32>
+    %mm_29 = graph.matmul %norm_27, %l0_w3 : (tensor<8x64xf32>, tensor<64x128xf32>) -> tensor<8x128xf32>
+    %silu_30 = graph.silu %mm_28 : tensor<8x128xf32>
+    %mul_31 = graph.mul %silu_30, %mm_29 : (tensor<8x128xf32>, tensor<8x128xf32>) -> tensor<8x128xf32>
+    %mm_32 = graph.matmul %mul_31, %l0_w2 : (tensor<8x128xf32>, tensor<128x64xf32>) -> tensor<8x64xf32>
+    %add_33 = graph.add %add_26, %mm_32 : (tensor<8x64xf32>, tensor<8x64xf32>) -> tensor<8x64xf32>
+    %norm_34 = graph.rmsnorm %add_33, %l1_attn_norm epsilon = 1.000000e-05 : (tensor<8x64xf32>, tensor<64xf32>) -> tensor<8x64xf32>
+    %rs_35 = graph.reshape %norm_34 : tensor<8x64xf32> -> tensor<1x1x8x64xf32>
+    %mm_36 = graph.matmul %rs_35, %l1_wq : (tensor<1x1x8x64xf32>, tensor<2x2x64x16xf32>) -> tensor<2x2x8x16xf32>
+    %mm_37 = graph.matmul %rs_35, %l1_wk : (tensor<1x1x8x64xf32>, tensor<2x1x64x16xf32>) -> tensor<2x1x8x16xf32>
+    %mm_38 = graph.matmul %rs_35, %l1_wv : (tensor<1x1x8x64xf32>, tensor<2x1x64x16xf32>) -> tensor<2x1x8x16xf32>
+    %mm_39 = graph.matmul %rs_35, %l1_wqr : (tensor<1x1x8x64xf32>, tensor<2x2x64x16xf32>) -> tensor<2x2x8x16xf32>
+    %mm_40 = graph.matmul %rs_35, %l1_wkr : (tensor<1x1x8x64xf32>, tensor<2x1x64x16xf32>) -> tensor<2x1x8x16xf32>
+    %rs_41 = graph.reshape %cos : tensor<8x16xf32> -> tensor<1x1x8x16xf32>
+    %rs_42 = graph.reshape %sin : tensor<8x16xf32> -> tensor<1x1x8x16xf32>
+    %mul_43 = graph.mul %mm_36, %rs_41 : (tensor<2x2x8x16xf32>, tensor<1x1x8x16xf32>) -> tensor<2x2x8x16xf32>
+    %mul_44 = graph.mul %mm_39, %rs_42 : (tensor<2x2x8x16xf32>, tensor<1x1x8x16xf32>) -> tensor<2x2x8x16xf32>
+    %add_45 = graph.add %mul_43, %mul_44 : (tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>) -> tensor<2x2x8x16xf32>
+    %rs_46 = graph.reshape %cos : tensor<8x16xf32> -> tensor<1x1x8x16xf32>
+    %rs_47 = graph.reshape %sin : tensor<8x16xf32> -> tensor<1x1x8x16xf32>
+    %mul_48 = graph.mul %mm_37, %rs_46 : (tensor<2x1x8x16xf32>, tensor<1x1x8x16xf32>) -> tensor<2x1x8x16xf32>
+    %mul_49 = graph.mul %mm_40, %rs_47 : (tensor<2x1x8x16xf32>, tensor<1x1x8x16xf32>) -> tensor<2x1x8x16xf32>
+    %add_50 = graph.add %mul_48, %mul_49 : (tensor<2x1x8x16xf32>, tensor<2x1x8x16xf32>) -> tensor<2x1x8x16xf32>
+    %mm_51 = graph.matmul %add_45, %add_50 transpose_b : (tensor<2x2x8x16xf32>, tensor<2x1x8x16xf32>) -> tensor<2x2x8x8xf32>
+    %sc_52 = graph.scale %mm_51 by 2.500000000e-01 : tensor<2x2x8x8xf32>
+    %add_53 = graph.add %sc_52, %mask : (tensor<2x2x8x8xf32>, tensor<8x8xf32>) -> tensor<2x2x8x8xf32>
+    %softmax_54 = graph.softmax %add_53 : tensor<2x2x8x8xf32>
+    %mm_55 = graph.matmul %softmax_54, %mm_38 : (tensor<2x2x8x8xf32>, tensor<2x1x8x16xf32>) -> tensor<2x2x8x16xf32>
+    %mm_56 = graph.matmul %mm_55, %l1_wo : (tensor<2x2x8x16xf32>, tensor<2x2x16x64xf32>) -> tensor<2x2x8x64xf32>
+    %red_57 = graph.reduce sum %mm_56 axes = [1] : tensor<2x2x8x64xf32> -> tensor<2x8x64xf32>
+    %red_58 = graph.reduce sum %red_57 axes = [0] : tensor<2x8x64xf32> -> tensor<8x64xf32>
+    %add_59 = graph.add %add_33, %red_58 : (tensor<8x64xf32>, tensor<8x64xf32>) -> tensor<8x64xf32>
+    %norm_60 = graph.rmsnorm %add_59, %l1_ffn_norm epsilon = 1.000000e-05 : (tensor<8x64xf32>, tensor<64xf32>) -> tensor<8x64xf32>
+    %mm_61 = graph.matmul %norm_60, %l1_w1 : (tensor<8x64xf32>, tensor<64x128xf32>) -> tensor<8x128xf32>
+    %mm_62 = graph.matmul %norm_60, %l1_w3 : (tensor<8x64xf32>, tensor<64x128xf32>) -> tensor<8x128xf32>
+    %silu_63 = graph.silu %mm_61 : tensor<8x128xf32>
+    %mul_64 = graph.mul %silu_63, %mm_62 : (tensor<8x128xf32>, tensor<8x128xf32>) -> tensor<8x128xf32>
+    %mm_65 = graph.matmul %mul_64, %l1_w2 : (tensor<8x128xf32>, tensor<128x64xf32>) -> tensor<8x64xf32>
+    %add_66 = graph.add %add_59, %mm_65 : (tensor<8x64xf32>, tensor<8x64xf32>) -> tensor<8x64xf32>
+    %last_pos_67 = graph.constant dense<"0x000000000000000000000000000000000000000000000000000000000000803F"> : tensor<1x8xf32>
+    %mm_68 = graph.matmul %last_pos_67, %add_66 : (tensor<1x8xf32>, tensor<8x64xf32>) -> tensor<1x64xf32>
+    %norm_69 = graph.rmsnorm %mm_68, %norm epsilon = 1.000000e-05 : (tensor<1x64xf32>, tensor<64xf32>) -> tensor<1x64xf32>
+    %mm_70 = graph.matmul %norm_69, %head : (tensor<1x64xf32>, tensor<64x256xf32>) -> tensor<1x256xf32>
+    func.return %mm_70, %add_17, %mm_5, %add_50, %mm_38 : tensor<1x256xf32>, tensor<2x1x8x16xf32>, tensor<2x1x8x16xf32>, tensor<2x1x8x16xf32>, tensor<2x1x8x16xf32>
 }
