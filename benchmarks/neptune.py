@@ -40,8 +40,7 @@ from plmr.lowering.graph_to_loop import ConvertGraphToLoopPass  # noqa: E402
 from plmr.lowering.loop_to_tile import ConvertLoopToTilePass  # noqa: E402
 from plmr.passes.neptune.fuse import NeptuneFusePass  # noqa: E402
 from plmr.passes.neptune.repair import clear_cache as repair_cache_clear  # noqa: E402
-from plmr.runtime.reference import evaluate_function  # noqa: E402
-from plmr.runtime.tile_ops import run_tile_function  # noqa: E402
+from plmr.runtime.reference import evaluate_function, run_tile_function  # noqa: E402
 from plmr.runtime.traffic import Traffic, static_traffic  # noqa: E402
 from plmr.tools.loading import parse_module  # noqa: E402
 from plmr.tools.running import random_inputs, select_function  # noqa: E402

@@ -24,7 +24,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 from xdsl.dialects import arith, tensor
@@ -33,10 +33,8 @@ from xdsl.ir import Attribute, Operation, SSAValue
 from plmr.dialects import loop
 from plmr.dialects.graph import static_shape
 from plmr.errors import PlmrError
-from plmr.runtime.reference import Array, numpy_dtype, tensor_dtype
-
-if TYPE_CHECKING:
-    from plmr.runtime.reference import EvalImpl, ReferenceEvaluator
+from plmr.runtime.evaluator import EvalImpl, ReferenceEvaluator
+from plmr.runtime.values import Array, numpy_dtype, tensor_dtype
 
 BOX_ELEMENTS = 1 << 22
 """Largest number of iteration points (times the yielded value size) evaluated at once."""

@@ -16,7 +16,7 @@ import math
 import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
 import numpy as np
 from xdsl.dialects import arith, func, tensor
@@ -25,7 +25,6 @@ from xdsl.dialects.builtin import (
     DenseIntOrFPElementsAttr,
     FloatAttr,
     IntegerAttr,
-    ModuleOp,
     TensorType,
 )
 from xdsl.ir import Attribute, BlockArgument, Operation, OpResult, SSAValue
@@ -33,21 +32,11 @@ from xdsl.ir import Attribute, BlockArgument, Operation, OpResult, SSAValue
 from plmr.dialects import tile
 from plmr.dialects.graph import normalize_axis, static_shape
 from plmr.errors import PlmrError
-from plmr.runtime.reference import (
-    Array,
-    dense_to_numpy,
-    erf,
-    gelu,
-    numpy_dtype,
-    sigmoid,
-    silu,
-    tensor_dtype,
-)
+from plmr.runtime.evaluator import EvalImpl, ReferenceEvaluator
+from plmr.runtime.numpy_ops import erf, gelu, sigmoid, silu
+from plmr.runtime.values import Array, dense_to_numpy, numpy_dtype, tensor_dtype
 
-if TYPE_CHECKING:
-    from plmr.runtime.reference import EvalImpl, ReferenceEvaluator
-
-Impl = Callable[["ReferenceEvaluator", Operation, list[Any]], list[Any]]
+Impl = EvalImpl
 
 
 def _lead(ev: ReferenceEvaluator) -> int:
@@ -577,9 +566,10 @@ def global_values(fn: func.FuncOp) -> set[SSAValue]:
     return result
 
 
-def _collect_stats(
+def count_op(
     stats: TileStats, globals_: set[SSAValue], op: Operation, results: list[Any]
 ) -> None:
+    """Counts `op` (with its `results`) in `stats`; `globals_` are the global tensors."""
     stats.op_counts[op.name] = stats.op_counts.get(op.name, 0) + 1
     if isinstance(op, tile.LoadOp) and op.source in globals_:
         stats.bytes_loaded += tile.nbytes(op.result.type)
@@ -587,24 +577,6 @@ def _collect_stats(
         stats.bytes_stored += tile.nbytes(op.block.type)
     if isinstance(op, tile.TileOp) and not isinstance(op, tile.ForOp):
         stats.flops += op.cost().flops
-
-
-def run_tile_function(
-    module: ModuleOp, name: str, args: Sequence[Array]
-) -> tuple[list[Array], TileStats]:
-    """Runs a tile-level function; returns its results and the traffic it caused."""
-    from plmr.runtime.reference import ReferenceEvaluator
-
-    stats = TileStats()
-
-    class _Counting(ReferenceEvaluator):
-        def observe(self, op: Operation, operands: list[Any], results: list[Any]) -> None:
-            _collect_stats(stats, globals_, op, results)
-
-    ev = _Counting(module)
-    fn = ev.function(name)
-    globals_ = global_values(fn)
-    return ev.run(fn, args), stats
 
 
 def tensor_bytes(t: Attribute) -> int:
@@ -618,7 +590,7 @@ def tensor_bytes(t: Attribute) -> int:
 __all__ = [
     "EVAL_IMPLS",
     "TileStats",
+    "count_op",
     "global_values",
-    "run_tile_function",
     "tensor_bytes",
 ]

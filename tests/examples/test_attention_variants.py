@@ -15,8 +15,7 @@ from plmr.dialects.loop import NestOp
 from plmr.lowering.graph_to_loop import ConvertGraphToLoopPass
 from plmr.lowering.loop_to_tile import ConvertLoopToTilePass
 from plmr.passes.neptune.fuse import NeptuneFusePass
-from plmr.runtime.reference import evaluate_function
-from plmr.runtime.tile_ops import run_tile_function
+from plmr.runtime.reference import evaluate_function, run_tile_function
 from plmr.tools.loading import load_module
 from plmr.tools.onnx_import import import_onnx_file
 from plmr.tools.printing import module_text

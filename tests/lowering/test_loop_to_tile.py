@@ -19,8 +19,8 @@ from plmr.errors import PlmrError
 from plmr.lowering.graph_to_loop import ConvertGraphToLoopPass
 from plmr.lowering.loop_to_tile import ConvertLoopToTilePass
 from plmr.passes.neptune.fuse import NeptuneFusePass
-from plmr.runtime.reference import evaluate_function
-from plmr.runtime.tile_ops import TileStats, run_tile_function
+from plmr.runtime.reference import evaluate_function, run_tile_function
+from plmr.runtime.tile_ops import TileStats
 from plmr.runtime.traffic import static_traffic
 from plmr.tools.loading import load_module, parse_module
 from plmr.tools.running import random_inputs, select_function

@@ -29,12 +29,11 @@ from xdsl.parser import Parser
 from plmr.dialects import tile
 from plmr.dialects.tile import Tile
 from plmr.errors import PlmrError
-from plmr.runtime.reference import ReferenceEvaluator
+from plmr.runtime.reference import ReferenceEvaluator, run_tile_function
 from plmr.runtime.tile_ops import (
     EVAL_IMPLS,
     TileStats,
     global_values,
-    run_tile_function,
     tensor_bytes,
 )
 
