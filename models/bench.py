@@ -43,12 +43,17 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from xdsl.dialects.builtin import ModuleOp
 
+from plmr.dialects import mesh
 from plmr.errors import PlmrError
 from plmr.models.llama import LlamaConfig, ProgramBuilder, get_config
 from plmr.models.nests import (
     NestTime,
+    NestTimer,
     count_ops,
+    critical_path,
+    describe,
     layer_window,
     program_signatures,
     run_nests,
@@ -131,6 +136,15 @@ class LlmBench:
     form: str = "heads"
     """How the program is written (`ProgramBuilder`): heads as a tensor dimension, or
     one matmul per head (`per-head`)."""
+    method: str = "whole"
+    """`whole`: every layer simulated (the steady ones extrapolated); `layers-extrapolated`:
+    `T(1) + (layers - 1) · (T(2) - T(1))` from the one- and two-layer programs."""
+    model_cycles: float = 0.0
+    """The model's layers and head (the step without KV appends and stage hops)."""
+    simulated_layers: int = 0
+    """Layers stepped by the simulation."""
+    extrapolated_layers: int = 0
+    """Layers extrapolated in the steady state (whole-model simulation)."""
 
     @property
     def hand_composed_cycles(self) -> float | None:
@@ -181,6 +195,7 @@ class LlmBench:
             f"{self.layer_comm_fraction:.0%})",
             f"  first       {self.first_cycles:,.0f} cycles: the first layer (input from the "
             "host) and the LM head",
+            self.method_line(),
             f"  nests       {self.spmds_per_layer} mesh.spmd and {self.allreduces_per_layer} "
             "mesh.allreduce per layer",
         ]
@@ -227,6 +242,20 @@ class LlmBench:
             f"{self.simulate_seconds:.1f} s",
         ]
         return lines
+
+    def method_line(self) -> str:
+        """How the model's layers were simulated."""
+        if self.method == "whole":
+            return (
+                f"  simulated   all {self.n_layers} layers: {self.simulated_layers} stepped, "
+                f"{self.extrapolated_layers} extrapolated in the steady state "
+                f"({self.model_cycles:,.0f} cycles; --layers-extrapolated: one and two "
+                "layers only)"
+            )
+        return (
+            f"  simulated   one and two layers: T(1) + {self.n_layers - 1} x (T(2) - T(1)) "
+            f"= {self.model_cycles:,.0f} cycles"
+        )
 
     def nest_lines(self, limit: int = 12) -> list[str]:
         """The layer's nests, the slowest `limit` of them, in program order."""
@@ -333,35 +362,131 @@ class Timed:
     simulate_seconds: float
 
 
-def _timed(text: str, options: CompileOptions, dev: Device, exact: bool = False) -> Timed:
-    """Compiles and simulates (timing mode) one program, timing each nest."""
-    from plmr.dialects import mesh
+@dataclass
+class Compiled:
+    """One compiled program."""
+
+    module: ModuleOp
+    signatures: list[tuple[str, ...]]
+    spmds: int
+    allreduces: int
+    seconds: float
+
+
+def _compile(text: str, options: CompileOptions) -> Compiled:
     from plmr.dialects.context import make_context, parse_module
-    from plmr.dialects.graph import static_shape
 
     start = time.perf_counter()
     module = compile_module(make_context(), parse_module(text), options)
-    compiled = time.perf_counter() - start
+    seconds = time.perf_counter() - start
+    counts = count_ops(module)
+    return Compiled(
+        module, program_signatures(module), counts.spmds, counts.allreduces, seconds
+    )
+
+
+def _zero_inputs(module: ModuleOp) -> list[Any]:
+    """Zero-stride inputs of the program (timing mode: shapes only, no host memory)."""
+    from plmr.dialects import mesh
+    from plmr.dialects.graph import static_shape
+
     program = next(op for op in module.ops if isinstance(op, mesh.ProgramOp))
-    # Timing mode: zero-stride inputs (shapes only, no host memory).
-    inputs = [
+    return [
         np.broadcast_to(np.float32(0), static_shape(arg, "input"))
         for arg in program.body.block.args
     ]
+
+
+def _simulate(
+    compiled: Compiled, options: CompileOptions, dev: Device, exact: bool
+) -> Timed:
     start = time.perf_counter()
     report, nests = run_nests(
-        module, inputs, dev, relay=options.relay, runtime_options=runtime_options(exact)
+        compiled.module,
+        _zero_inputs(compiled.module),
+        dev,
+        relay=options.relay,
+        runtime_options=runtime_options(exact),
     )
-    counts = count_ops(module)
     return Timed(
         report,
         nests,
-        program_signatures(module),
-        counts.spmds,
-        counts.allreduces,
-        compiled,
+        compiled.signatures,
+        compiled.spmds,
+        compiled.allreduces,
+        compiled.seconds,
         time.perf_counter() - start,
     )
+
+
+def _timed(text: str, options: CompileOptions, dev: Device, exact: bool = False) -> Timed:
+    """Compiles and simulates (timing mode) one program, timing each nest."""
+    return _simulate(_compile(text, options), options, dev, exact)
+
+
+@dataclass
+class LayerTimer(NestTimer):
+    """The nest timer of a whole-model run: keeps the nests' ends of the first two layers."""
+
+    first_ends: list[float] | None = None
+    """The nests' ends when the layer window is about to run for the third layer."""
+
+    def on_layer(self, layer: int) -> None:
+        if layer == 1:
+            self.first_ends = list(self.ends)
+
+
+@dataclass
+class WholeModel:
+    """A whole model simulated: the two-layer program with its second layer repeated."""
+
+    report: Report
+    nests: list[NestTime]
+    """The nests of the two-layer program, timed in the whole model's run."""
+    layer_cycles: float
+    """Mean cycles of the layers after the first (end of the last layer minus end of
+    the first, over their number)."""
+    seconds: float
+
+
+def simulate_whole_model(
+    one: Compiled,
+    two: Compiled,
+    n_layers: int,
+    options: CompileOptions,
+    dev: Device,
+    exact: bool = False,
+) -> WholeModel:
+    """
+    Simulates every layer of an `n_layers` model from its one- and two-layer programs
+    (timing mode): the two-layer program runs with its second layer's nests (found by
+    `layer_window`) once for each of the layers 2..n (`plmr.runtime.steady.LayerRepeat`:
+    each run reads the run before's outputs, with fresh collectives), then the head.
+    Layers that repeat with a uniform period are extrapolated unless `exact`.
+    """
+    from plmr.runtime.interpreter import find_program
+    from plmr.runtime.steady import layer_repeat
+
+    program = find_program(two.module, None)
+    window = layer_window(one.signatures, two.signatures)
+    plan = layer_repeat(program, window, n_layers - 1)
+    start = time.perf_counter()
+    timer = LayerTimer(dev, "timing", options.relay, exact=exact, layers=plan)
+    _, report = timer.run_program(program, _zero_inputs(two.module))
+    nests = [op for op in program.body.block.ops if isinstance(op, mesh.SpmdOp)]
+    ends = list(timer.ends)
+    if timer.first_ends is not None:
+        ends[: window.stop] = timer.first_ends[: window.stop]
+    times = [
+        NestTime(i, nest.outputs[0].name_hint or f"nest{i}", describe(nest), cycles, end)
+        for i, (nest, cycles, end) in enumerate(
+            zip(nests, critical_path(ends), ends, strict=True)
+        )
+    ]
+    marks = timer.extrapolation.layer_ends
+    (k0, t0), (k1, t1) = marks[0], marks[-1]
+    layer = (t1 - t0) / (k1 - k0) if k1 > k0 else 0.0
+    return WholeModel(report, times, layer, time.perf_counter() - start)
 
 
 def runtime_options(exact: bool) -> dict[str, Any]:
@@ -399,12 +524,16 @@ def bench_llm(
     reference: bool = True,
     exact: bool = False,
     form: str = "heads",
+    layers_extrapolated: bool = False,
 ) -> LlmBench:
     """
-    Compiles and times one layer, the LM head and the KV append; assembles a step.
-    `model`: a preset's name or a config; `reference`: also compose and time the
-    hand-composed layer; `exact`: no steady-state extrapolation in the runtime;
-    `form`: how the program is written (`ProgramBuilder`'s forms).
+    Compiles the model cut to one and to two layers (with the LM head), simulates every
+    layer of the model (`simulate_whole_model`), times the KV append and assembles a
+    step. `model`: a preset's name or a config; `reference`: also compose and time the
+    hand-composed layer; `exact`: no steady-state extrapolation in the runtime (every
+    loop iteration and every layer stepped); `form`: how the program is written
+    (`ProgramBuilder`'s forms); `layers_extrapolated`: simulate the one- and two-layer
+    programs only and count `T(1) + (layers - 1) · (T(2) - T(1))`.
     """
     from plmr.lowering.kv_cache import kv_append, kv_capacity
     from plmr.runtime.interpreter import run_mesh
@@ -430,21 +559,44 @@ def bench_llm(
             return builder.decode(layers=layers, head=True)
         return builder.prefill(config.max_seq, layers=layers, head=True)
 
-    first = _timed(program([0]), opts, dev, exact)
-    one = first.report
-    layer_cycles = float(one.cycles)
-    second = None
-    two = one
-    spmds, allreduces = first.spmds, first.allreduces
-    nests = first.nests
-    if base.n_layers > 1:
-        second = _timed(program([0, 1]), opts, dev, exact)
-        two = second.report
-        layer_cycles = float(two.cycles) - float(one.cycles)
-        spmds = second.spmds - first.spmds
-        allreduces = second.allreduces - first.allreduces
-        window = layer_window(first.signatures, second.signatures)
-        nests = second.nests[window.start : window.stop]
+    compiled_one = _compile(program([0]), opts)
+    compiled_two = _compile(program([0, 1]), opts) if base.n_layers > 1 else None
+    compile_seconds = compiled_one.seconds + (compiled_two.seconds if compiled_two else 0.0)
+    spmds, allreduces = compiled_one.spmds, compiled_one.allreduces
+    whole: WholeModel | None = None
+    method = "layers-extrapolated"
+    if compiled_two is not None:
+        spmds = compiled_two.spmds - compiled_one.spmds
+        allreduces = compiled_two.allreduces - compiled_one.allreduces
+        if not layers_extrapolated:
+            whole = simulate_whole_model(
+                compiled_one, compiled_two, base.n_layers, opts, dev, exact
+            )
+            method = "whole"
+    if whole is not None:
+        assert compiled_two is not None
+        one = two = whole.report
+        simulate_seconds = whole.seconds
+        window = layer_window(compiled_one.signatures, compiled_two.signatures)
+        nests = whole.nests[window.start : window.stop]
+        layer_cycles = whole.layer_cycles
+        model_cycles = float(whole.report.cycles)
+        first_cycles = model_cycles - (base.n_layers - 1) * layer_cycles
+    else:
+        first = _simulate(compiled_one, opts, dev, exact)
+        one = two = first.report
+        layer_cycles = float(one.cycles)
+        nests = first.nests
+        simulate_seconds = first.simulate_seconds
+        if compiled_two is not None:
+            second = _simulate(compiled_two, opts, dev, exact)
+            two = second.report
+            layer_cycles = float(two.cycles) - float(one.cycles)
+            window = layer_window(compiled_one.signatures, compiled_two.signatures)
+            nests = second.nests[window.start : window.stop]
+            simulate_seconds += second.simulate_seconds
+        first_cycles = float(one.cycles)
+        model_cycles = first_cycles + (base.n_layers - 1) * layer_cycles
     capacity = kv_capacity(base.model_config(), grid, dev, "shift")
     if kind == "decode" and capacity.max_tokens < n:
         raise PlmrError(
@@ -471,15 +623,10 @@ def bench_llm(
         hand = hand_composed_layer(kind, dataclasses.replace(base, max_seq=n), grid, dev, n)
         s4 = time.perf_counter() - start
     hop = stage_hop_cycles(config, grid, dev)
-    step = (
-        float(one.cycles)
-        + (base.n_layers - 1) * layer_cycles
-        + base.n_layers * append_cycles
-        + (capacity.stages - 1) * hop
-    )
+    step = model_cycles + base.n_layers * append_cycles + (capacity.stages - 1) * hop
     seconds = step / dev.clock_hz
     per_second = (1.0 if kind == "decode" else n) / seconds
-    # The split of the one-layer program's critical PE (the layer dominates it).
+    # The split of the simulated program's critical PE (the layers dominate it).
     total = max(float(one.cycles), 1.0)
     model_bytes = (
         capacity.weight_bytes_per_pe
@@ -501,7 +648,7 @@ def bench_llm(
         },
         n_layers=base.n_layers,
         layer_cycles=layer_cycles,
-        first_cycles=float(one.cycles),
+        first_cycles=first_cycles,
         kv_append_cycles=append_cycles,
         stages=capacity.stages,
         layers_per_stage=capacity.layers_per_stage,
@@ -517,17 +664,18 @@ def bench_llm(
         routes_per_router=max(int(one.max_routes), int(two.max_routes)),
         route_capacity=dev.usable_colors,
         gemm=opts.gemm + (" (relayed)" if opts.relay else ""),
-        compile_seconds=first.compile_seconds + (second.compile_seconds if second else 0.0),
-        simulate_seconds=first.simulate_seconds
-        + (second.simulate_seconds if second else 0.0)
-        + s3
-        + s4,
+        compile_seconds=compile_seconds,
+        simulate_seconds=simulate_seconds + s3 + s4,
         spmds_per_layer=spmds,
         allreduces_per_layer=allreduces,
         layer_nests=nests,
         hand_composed=hand,
         exact=exact,
         form=form,
+        method=method,
+        model_cycles=model_cycles,
+        simulated_layers=one.simulated_layers + 1 if whole else min(base.n_layers, 2),
+        extrapolated_layers=one.extrapolated_layers if whole else 0,
     )
 
 

@@ -74,7 +74,8 @@ class Report:
     extrapolated_stages: int = 0
     """Collective stages extrapolated instead of stepped (periodic chains of stages)."""
     simulated_layers: int = 0
-    """Layers of a model simulated (stepped) with `MeshRuntime.layers` (0 without)."""
+    """Runs of a model's layer window simulated (stepped) with `MeshRuntime.layers`
+    (0 without)."""
     finish: FloatArray | None = None
     """Per-PE finishing times (not serialised)."""
     compute: FloatArray | None = None
@@ -186,8 +187,8 @@ class Report:
             )
         if self.simulated_layers:
             lines.append(
-                f"  layers      {self.simulated_layers} simulated, "
-                f"{self.extrapolated_layers} extrapolated in the steady state"
+                f"  layers      the layer window simulated {self.simulated_layers} time(s), "
+                f"extrapolated {self.extrapolated_layers} time(s) in the steady state"
             )
         lines.append(f"  simulated in {self.simulation_seconds:.2f} s")
         return lines

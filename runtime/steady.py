@@ -93,6 +93,9 @@ class ExtrapolationLog:
     """Collective stages not stepped (periodic chains of stages)."""
     simulated_layers: int = 0
     """Layers simulated by a `LayerRunner` (the window's runs, stepped)."""
+    layer_ends: list[tuple[int, float]] = field(default_factory=list[tuple[int, float]])
+    """(window runs done, latest clock of the layer's outputs and engines): before the
+    first run, after each stepped one and after a jump."""
 
     def add(self, jump: Extrapolated) -> None:
         """Counts one jump."""
@@ -612,17 +615,33 @@ class LayerRunner:
             if isinstance(nested, mesh.CommOp)
         ]
         self.watch = (
-            None
-            if rt.exact
-            else LoopWatch(rt, [], 0.0, what=LAYERS, window=LAYER_WINDOW)
+            None if rt.exact else LoopWatch(rt, [], 0.0, what=LAYERS, window=LAYER_WINDOW)
         )
+        self.sources = [src for src, _ in plan.aliases]
+        self.engine_at_start = float(np.max(rt.clocks.ce_free))
+        """Where the compute engines stood when the window began (in program order)."""
         if self.watch is not None:
             self.watch.begin_iteration()
+
+    def _mark(
+        self, done: int, ready: dict[SSAValue, Any], values: list[SSAValue], engine: float
+    ) -> None:
+        clock = engine
+        for v in values:
+            clock = max(clock, float(np.max(ready.get(v, 0.0))))
+        self.rt.extrapolation.layer_ends.append((done, clock))
+
+    def _engine(self) -> float:
+        return float(np.max(self.rt.clocks.ce_free))
 
     def run(self, env: dict[SSAValue, Any], ready: dict[SSAValue, Any]) -> None:
         """Called once the window ran in program order: runs the other layers."""
         rt, plan, watch = self.rt, self.plan, self.watch
         rt.extrapolation.simulated_layers += 1
+        # The layer before ended when its outputs were ready (sources are not re-read
+        # until the next layer).
+        self._mark(0, ready, self.sources, self.engine_at_start)
+        self._mark(1, ready, self.carried, self._engine())
         if watch is not None:
             watch.constants = max(
                 (float(np.max(ready.get(v, 0.0))) for v in self.externals), default=0.0
@@ -634,6 +653,7 @@ class LayerRunner:
                 if jumped is not None:
                     for v, r in zip(self.carried, jumped, strict=True):
                         ready[v] = r
+                    self._mark(plan.times, ready, self.carried, self._engine())
                     return
             rt.on_layer(layer)
             for src, dst in plan.aliases:
@@ -646,5 +666,6 @@ class LayerRunner:
             for op in self.window:
                 rt.program_op(self.program, op, env, ready)
             rt.extrapolation.simulated_layers += 1
+            self._mark(layer + 1, ready, self.carried, self._engine())
         if watch is not None:
             watch.end_iteration([ready.get(v, 0.0) for v in self.carried], [], 0)

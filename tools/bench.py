@@ -398,6 +398,14 @@ def _llm_command(kind: str) -> click.Command:
         help="Simulate every loop iteration (no steady-state extrapolation).",
     )
     @click.option(
+        "--layers-extrapolated",
+        "layers_extrapolated",
+        is_flag=True,
+        help="Simulate the model cut to one and to two layers only and count T(1) + "
+        "(layers - 1) x (T(2) - T(1)) (by default every layer is simulated, the steady "
+        "ones extrapolated).",
+    )
+    @click.option(
         "--form",
         type=click.Choice(["heads", "per-head"]),
         default="heads",
@@ -420,6 +428,7 @@ def _llm_command(kind: str) -> click.Command:
         tokens: int | None,
         tile_sizes: str | None,
         exact: bool,
+        layers_extrapolated: bool,
         form: str,
         no_reference: bool,
         as_json: bool,
@@ -453,6 +462,7 @@ def _llm_command(kind: str) -> click.Command:
             reference=not no_reference,
             exact=exact,
             form=form,
+            layers_extrapolated=layers_extrapolated,
         )
         if as_json:
             click.echo(json.dumps(result.to_json()))
@@ -462,8 +472,9 @@ def _llm_command(kind: str) -> click.Command:
 
     command.__doc__ = (
         f"Time {what} of a LLaMA-style model on the modelled wafer: the model cut to one "
-        "and to two layers (with the LM head) is compiled by plmr compile and simulated "
-        "in timing mode; reports cycles per layer and per step, tokens/s, SRAM, routes, "
+        "and to two layers (with the LM head) is compiled by plmr compile and every layer "
+        "of the model is simulated in timing mode (the second layer's code repeated, "
+        "steady layers extrapolated); reports cycles per layer and per step, tokens/s, SRAM, routes, "
         "pipeline stages, the layer's nests and allreduces with their cycles, and the "
         "hand-composed reference layer and compute floor."
     )
