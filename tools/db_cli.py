@@ -267,7 +267,7 @@ def best_cmd(
 )
 def export_cmd(db_path: Path, fmt: str, output: Path | None) -> None:
     """Write every trial as JSON or CSV."""
-    from plmr.tools.cli import write_text_atomically
+    from plmr.files import write_text_atomically
 
     with open_existing(db_path) as perf:
         text = perf.export(fmt)

@@ -70,9 +70,9 @@ def rules() -> None:
 )
 def generate_cmd(max_ops: int, ops: str | None, seed: int, output: Path | None) -> None:
     """Enumerate graphs, fingerprint them, prune the candidate rules, and write the rest."""
+    from plmr.files import write_text_atomically
     from plmr.passes.taso.generator import generate_rules
     from plmr.passes.taso.rules import RULES_HEADER, rules_text
-    from plmr.tools.cli import write_text_atomically
 
     kinds = parse_ops(ops)
     report = generate_rules(max_ops, kinds, seed)
