@@ -31,8 +31,9 @@ from plmr.errors import PlmrError
 SCHEMA_VERSION = 1
 """The layout of the tables; stored in `meta` as `schema_version`."""
 
-SOURCES = ("default", "manual", "tuned")
-"""Where a schedule came from: the compiler's default, written by hand, or a tuner."""
+SOURCES = ("default", "manual", "tuned", "generated")
+"""Where a schedule came from: the compiler's default, written by hand, a tuner, or the
+analytic generator (`plmr.schedule.analytic`)."""
 
 STATUSES = ("ok", "infeasible", "failed")
 """How a trial went: measured, rejected (does not fit the device), or crashed."""
@@ -83,6 +84,18 @@ CREATE TABLE IF NOT EXISTS trials (
     version TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS trials_program_device ON trials (program_hash, device);
+"""
+
+# Added after version 1 without changing it: older files get the table when opened.
+_PROGRAMS = """
+CREATE TABLE IF NOT EXISTS programs (
+    program_hash TEXT NOT NULL,
+    device TEXT NOT NULL,
+    grid_rows INTEGER NOT NULL,
+    grid_cols INTEGER NOT NULL,
+    features TEXT NOT NULL,
+    PRIMARY KEY (program_hash, device, grid_rows, grid_cols)
+)
 """
 
 
@@ -246,6 +259,9 @@ class PerfDB:
                 f"{self.path} has schema version {row[0]}; this plmr reads version "
                 f"{SCHEMA_VERSION}"
             )
+        if "programs" not in tables:
+            with self._errors("open"), self._write():
+                self._conn.execute(_PROGRAMS)
 
     @contextmanager
     def _errors(self, what: str) -> Generator[None, None, None]:
@@ -385,6 +401,60 @@ class PerfDB:
         with self._errors("read"):
             row = self._conn.execute(sql, args).fetchone()
         return None if row is None else _row_to_record(row)
+
+    def lookup(
+        self,
+        program_hash: str,
+        device: str,
+        grid: tuple[int, int],
+        schedule: dict[str, Any],
+    ) -> Record | None:
+        """
+        The latest trial of exactly this bound schedule of a program on a device and grid
+        (a measurement cache: the simulator is deterministic), or None.
+        """
+        try:
+            text = json.dumps(schedule, sort_keys=True, allow_nan=False)
+        except (TypeError, ValueError) as e:
+            raise PlmrError(f"the schedule of a trial is not plain JSON: {e}") from e
+        where, args = self._filters(program_hash, device, grid, None)
+        where.append("schedule = ?")
+        args.append(text)
+        sql = "SELECT * FROM trials WHERE " + " AND ".join(where)
+        sql += " ORDER BY id DESC LIMIT 1"
+        with self._errors("read"):
+            row = self._conn.execute(sql, args).fetchone()
+        return None if row is None else _row_to_record(row)
+
+    def set_features(
+        self, program_hash: str, device: str, grid: tuple[int, int], features: Any
+    ) -> None:
+        """Stores what the tuner knows of a program on a device and grid (plain JSON)."""
+        try:
+            text = json.dumps(features, sort_keys=True, allow_nan=False)
+        except (TypeError, ValueError) as e:
+            raise PlmrError(f"program features are not plain JSON: {e}") from e
+        with self._errors("write to"), self._write():
+            self._conn.execute(
+                "INSERT OR REPLACE INTO programs VALUES (?, ?, ?, ?, ?)",
+                (program_hash, device, grid[0], grid[1], text),
+            )
+
+    def features(self) -> list[tuple[str, str, tuple[int, int], Any]]:
+        """Every stored program description: (hash, device, grid, features)."""
+        with self._errors("read"):
+            rows = self._conn.execute(
+                "SELECT * FROM programs ORDER BY program_hash, device, grid_rows, grid_cols"
+            ).fetchall()
+        return [
+            (
+                str(r["program_hash"]),
+                str(r["device"]),
+                (int(r["grid_rows"]), int(r["grid_cols"])),
+                json.loads(r["features"]),
+            )
+            for r in rows
+        ]
 
     def programs(self) -> list[tuple[str, str, int]]:
         """

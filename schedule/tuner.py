@@ -3,20 +3,26 @@ The tuner: searches a schedule's knobs against the runtime's timing mode, record
 trial in the performance database, and checks the winner in functional mode.
 
 Samplers: `random` (uniform over each knob's domain, without repeats), `grid` (every
-combination in order, truncated to the trial budget) and `tpe` (Optuna's TPE, an optional
-extra). A candidate whose constraints fail (`Transform.check`) or that does not compile
-(e.g. its blocks do not fit SRAM) is skipped with its reason and recorded as infeasible;
-it never stops the search. Candidates run in `--workers` processes; results are taken in
-submission order, so a run with a fixed seed is reproducible whatever the worker count.
+combination in order, truncated to the trial budget), `tpe` (Optuna's TPE, an optional
+extra) and `evolutionary` (`plmr.schedule.evolution`: a population bred by mutation and
+crossover, ranked by a learned cost model, only proposing candidates that satisfy the
+constraints, started from the analytic generator's blocks, with per-nest tasks). A
+candidate whose constraints fail (`Transform.check`) or that does not compile (e.g. its
+blocks do not fit SRAM) is skipped with its reason and recorded as infeasible; it never
+stops the search. Candidates run on an executor (`plmr.schedule.executors`: `--workers`
+processes, or Ray tasks); results are taken in submission order and the database is
+written by this process only, so a run with a fixed seed is reproducible whatever runs
+the candidates. With a `cache` database, a bound schedule measured before (same
+program, device and grid) is taken from it instead of being measured again.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
 import random
 from collections.abc import Callable, Iterator, Mapping
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
@@ -25,9 +31,20 @@ import numpy as np
 
 from plmr.errors import PlmrError
 from plmr.schedule.db import PerfDB, Record, program_hash
+from plmr.schedule.evolution import Search, Space, TaskReport, Transfer
+from plmr.schedule.executors import Executor, ProcessExecutor
+from plmr.schedule.features import (
+    FEATURE_COUNT,
+    NestInfo,
+    choices_of,
+    features,
+    nest_table,
+    program_vector,
+    similarity,
+)
 from plmr.schedule.transforms import Compound, ProgramInfo
 
-SAMPLERS = ("random", "grid", "tpe")
+SAMPLERS = ("random", "grid", "tpe", "evolutionary")
 
 Json = Any
 
@@ -45,6 +62,8 @@ class Measurement:
     sram_peak: int | None = None
     routes_peak: int | None = None
     reason: str = ""
+    nests: dict[str, float] = field(default_factory=lambda: dict[str, float]())
+    """The planner's cycles per nest name (the nests' shares of the time)."""
 
 
 # ---------------------------------------------------------------------------------------
@@ -85,7 +104,9 @@ def _loop_level(text: str, opts: Any) -> str:
     return cached
 
 
-def compile_schedule(text: str, schedule: Compound, relay: bool = False) -> Any:
+def compile_schedule(
+    text: str, schedule: Compound, relay: bool = False, plans: list[Any] | None = None
+) -> Any:
     """Compiles program `text` under a bound schedule; checks constraints first."""
     import dataclasses
 
@@ -98,7 +119,48 @@ def compile_schedule(text: str, schedule: Compound, relay: bool = False) -> Any:
     reason = schedule.check(ProgramInfo(loop_nests(module)))
     if reason:
         raise PlmrError(reason)
-    return from_loop_level(ctx, module, opts)
+    return from_loop_level(ctx, module, opts, plans=plans)
+
+
+def front_key(opts: Any) -> str:
+    """What the nests of a program depend on among the compile options."""
+    return json.dumps(
+        [
+            opts.substitute,
+            opts.alpha,
+            opts.budget,
+            opts.eliminate_transposes,
+            opts.fuse,
+            opts.chunks,
+        ]
+    )
+
+
+_FRONTS: dict[str, tuple[ProgramInfo, list[NestInfo]]] = {}
+_BY_PROGRAM: dict[str, dict[str, list[NestInfo]]] = {}
+"""The nest tables computed so far by program hash and `front_key`."""
+
+
+def front(text: str, schedule: Compound) -> tuple[ProgramInfo, list[NestInfo]]:
+    """The loop nests a bound schedule compiles: the constraints' and features' view."""
+    from plmr.dialects.context import make_context, parse_module
+    from plmr.passes.pipeline import loop_nests
+
+    opts = schedule.compile_options()
+    key = _front_key(text, opts)
+    known = _FRONTS.get(key)
+    if known is None:
+        ctx = make_context()
+        module = parse_module(_loop_level(text, opts), ctx=ctx)
+        table = nest_table(module)
+        # Unnamed nests get the global blocks too: the constraints check them by index.
+        unnamed = {
+            f"#{i}": (n.parallel, n.reduction) for i, n in enumerate(table) if not n.name
+        }
+        known = (ProgramInfo({**unnamed, **loop_nests(module)}), table)
+        _FRONTS[key] = known
+        _BY_PROGRAM.setdefault(program_hash(text), {})[front_key(opts)] = known[1]
+    return known
 
 
 def _zeros(module: Any) -> list[np.ndarray]:
@@ -120,8 +182,9 @@ def evaluate(
     except PlmrError as e:
         return Measurement(values, schedule_json, "infeasible", reason=str(e))
     as_json = bound.to_json()
+    plans: list[Any] = []
     try:
-        module = compile_schedule(text, bound)
+        module = compile_schedule(text, bound, plans=plans)
     except PlmrError as e:
         return Measurement(values, as_json, "infeasible", reason=_one_line(str(e)))
     except Exception as e:  # a candidate must never stop the search
@@ -139,7 +202,16 @@ def evaluate(
         seconds=float(report.seconds),
         sram_peak=int(report.max_sram_bytes),
         routes_peak=int(report.max_routes),
+        nests=_nest_estimates(plans),
     )
+
+
+def _nest_estimates(plans: list[Any]) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for plan in plans:
+        name = str(plan.name).lstrip("%")
+        out[name] = out.get(name, 0.0) + float(plan.estimate)
+    return out
 
 
 def _one_line(text: str) -> str:
@@ -197,12 +269,80 @@ class TuneResult:
     best: Measurement
     trials: list[Measurement] = field(default_factory=lambda: [])
     check_error: float | None = None
+    tasks: list[TaskReport] = field(default_factory=lambda: [])
+    """Per-task trials and gains (the evolutionary sampler)."""
+    rank_correlation: float | None = None
+    """The cost model's Spearman rho on trials it ranked before they were measured."""
+    generated: Measurement | None = None
+    """The analytic generator's schedule, measured as a start point."""
+    transferred: int = 0
+    """Trials of the database the cost model started from."""
 
     @property
     def speedup(self) -> float | None:
         if self.default.cycles is None or self.best.cycles is None:
             return None
         return self.default.cycles / self.best.cycles
+
+
+@dataclass
+class _Run:
+    """The driver's side of a run: evaluates through the executor, cache and DB."""
+
+    text: str
+    name: str
+    phash: str
+    opts: Any
+    schedule_json: dict[str, Json]
+    executor: Executor
+    db: PerfDB | None
+    cache: PerfDB | None
+    progress: Callable[[Measurement], None] | None
+
+    def measure(
+        self, candidates: list[dict[str, Json]], source: str, schedule_json: Any = None
+    ) -> list[Measurement]:
+        sj = self.schedule_json if schedule_json is None else schedule_json
+        found: dict[int, Measurement] = {}
+        if self.cache is not None:
+            for i, values in enumerate(candidates):
+                hit = self._cached(sj, values)
+                if hit is not None:
+                    found[i] = hit
+        todo = [i for i in range(len(candidates)) if i not in found]
+        fresh = self.executor.run(evaluate, [(self.text, sj, candidates[i]) for i in todo])
+        out: list[Measurement] = []
+        for i in range(len(candidates)):
+            m = found[i] if i in found else next(fresh)
+            _record(self.db, self.phash, self.name, self.opts, m, source)
+            if i not in found and self.cache is not None and self.cache is not self.db:
+                _record(self.cache, self.phash, self.name, self.opts, m, source)
+            if self.progress:
+                self.progress(m)
+            out.append(m)
+        return out
+
+    def _cached(self, sj: Any, values: dict[str, Json]) -> Measurement | None:
+        assert self.cache is not None
+        try:
+            bound = Compound.from_json(sj).bind(values).to_json()
+        except PlmrError:
+            return None
+        grid = _grid_of(bound, self.opts.grid)
+        device = _device_of(bound, self.opts.device)
+        r = self.cache.lookup(self.phash, device, grid, bound)
+        if r is None:
+            return None
+        return Measurement(
+            values,
+            bound,
+            r.status,
+            cycles=r.cycles,
+            seconds=r.seconds,
+            sram_peak=r.sram_peak,
+            routes_peak=r.routes_peak,
+            reason=r.reason,
+        )
 
 
 def tune(
@@ -218,12 +358,19 @@ def tune(
     resume: bool = False,
     progress: Callable[[Measurement], None] | None = None,
     default: Compound | None = None,
+    executor: Executor | None = None,
+    cache: PerfDB | None = None,
+    transfer: bool = True,
 ) -> TuneResult:
     """
     Measures the default schedule (`default`, else the schedule's knobs at their initial
     values), then `trials` candidates; returns the best (which is never worse than the
     default). With `resume`, the best schedule of this program on this device and grid
-    in `db` is measured first.
+    in `db` is measured first. `executor` runs the candidates (default: `workers`
+    processes); `cache` is a database of earlier measurements to reuse. The evolutionary
+    sampler also measures the analytic generator's schedule first (recorded as
+    `generated`) and, with `transfer`, starts its cost model from the trials `db` holds
+    of this and similar programs.
     """
     if trials < 0:
         raise PlmrError(f"--trials must be >= 0, got {trials}")
@@ -234,75 +381,200 @@ def tune(
     base = default if default is not None else schedule.bind({})
     opts = base.compile_options()
     phash = program_hash(text)
-    start = evaluate(text, base.to_json(), {})
-    _record(db, phash, name, opts, start, "default")
-    if progress:
-        progress(start)
-    measured: list[Measurement] = []
-    if resume and db is not None:
-        known = db.best(phash, opts.device, opts.grid)
-        if known is not None:
-            m = evaluate(text, known.schedule, {})
-            measured.append(m)
-            _record(db, phash, name, opts, m, "tuned")
-            if progress:
-                progress(m)
-    schedule_json = schedule.to_json()
-    if sampler == "tpe":
-        measured += _tpe(
-            text, schedule, schedule_json, trials, seed, db, phash, name, progress
-        )
-    else:
-        source = (
-            schedule.assignments()
-            if sampler == "grid"
-            else _random_candidates(schedule, seed)
-        )
-        candidates: list[dict[str, Json]] = []
-        for values in source:
-            if len(candidates) >= trials:
-                break
-            candidates.append(values)
-        for m in _run_all(text, schedule_json, candidates, workers):
-            measured.append(m)
-            _record(db, phash, name, opts, m, "tuned")
-            if progress:
-                progress(m)
+    owned = executor is None
+    run = _Run(
+        text,
+        name,
+        phash,
+        opts,
+        schedule.to_json(),
+        executor if executor is not None else ProcessExecutor(workers),
+        db,
+        cache,
+        progress,
+    )
+    try:
+        start = run.measure([{}], "default", base.to_json())[0]
+        measured: list[Measurement] = []
+        if resume and db is not None:
+            known = db.best(phash, opts.device, opts.grid)
+            if known is not None:
+                measured += run.measure([{}], "tuned", known.schedule)
+        result = TuneResult(start, start)
+        if sampler == "tpe":
+            measured += _tpe(run, schedule, trials, seed)
+        elif sampler == "evolutionary":
+            measured += _evolve(run, schedule, base, start, trials, seed, transfer, result)
+        else:
+            source = (
+                schedule.assignments()
+                if sampler == "grid"
+                else _random_candidates(schedule, seed)
+            )
+            candidates: list[dict[str, Json]] = []
+            for values in source:
+                if len(candidates) >= trials:
+                    break
+                candidates.append(values)
+            measured += run.measure(candidates, "tuned")
+    finally:
+        if owned:
+            run.executor.close()
     ok = [m for m in [start, *measured] if m.status == "ok" and m.cycles is not None]
     if not ok:
         reason = start.reason or "no candidate compiled"
         raise PlmrError(f"no schedule of {name} could be measured: {reason}")
     best = min(ok, key=lambda m: m.cycles if m.cycles is not None else float("inf"))
-    return TuneResult(start, best, measured)
+    result.best = best
+    result.trials = measured
+    return result
 
 
-def _run_all(
-    text: str,
-    schedule_json: dict[str, Json],
-    candidates: list[dict[str, Json]],
-    workers: int,
-) -> Iterator[Measurement]:
-    if workers == 1 or len(candidates) <= 1:
-        for values in candidates:
-            yield evaluate(text, schedule_json, values)
-        return
-    with ProcessPoolExecutor(max_workers=workers) as pool:
-        futures = [pool.submit(evaluate, text, schedule_json, v) for v in candidates]
-        for f in futures:
-            yield f.result()
-
-
-def _tpe(
-    text: str,
+def _evolve(
+    run: _Run,
     schedule: Compound,
-    schedule_json: dict[str, Json],
+    base: Compound,
+    start: Measurement,
     trials: int,
     seed: int,
-    db: PerfDB | None,
-    phash: str,
-    name: str,
-    progress: Callable[[Measurement], None] | None,
+    transfer: bool,
+    result: TuneResult,
 ) -> list[Measurement]:
+    from plmr.runtime.device import get_device
+    from plmr.schedule.analytic import generate
+
+    if start.cycles is None:
+        raise PlmrError(
+            f"the default schedule of {run.name} could not be measured: {start.reason}"
+        )
+    sram = get_device(run.opts.device).sram_bytes
+    grid = tuple(run.opts.grid)
+    _, table = front(run.text, base)
+    known = _stored_features(run)
+    shares = (
+        nest_shares(table, start.nests)
+        if start.nests
+        else cast(dict[str, float], known.get("shares", {}))
+    )
+    space = Space(schedule, lambda b: front(run.text, b), sram, float(start.cycles))
+    data = _transfer_data(run, table, grid) if transfer else None
+    search = Search(space, seed, shares, data)
+    result.transferred = 0 if data is None else int(data.y.size)
+    generated = generate(schedule, table, (grid[0], grid[1]), sram)
+    measured: list[Measurement] = []
+
+    def measure(values: list[dict[str, Json]], source: str) -> list[Any]:
+        out = run.measure(values, source)
+        measured.extend(out)
+        return list(out)
+
+    search.run(trials, measure, [(generated, "generated")] if generated else [])
+    result.generated = next(
+        (m for m in measured if m.values == space.full(generated) and generated), None
+    )
+    result.tasks = search.task_reports()
+    rho = search.rank_correlation()
+    result.rank_correlation = None if math.isnan(rho) else rho
+    _store_features(run, space, shares, known)
+    return measured
+
+
+def _transfer_data(run: _Run, table: list[NestInfo], grid: tuple[int, ...]) -> Transfer:
+    """
+    The ok trials `run.db` holds of this program (earlier runs, weight 1) and of other
+    programs or grids (weight ½ × similarity of their program vectors), as features and
+    log cycles relative to each one's default.
+    """
+    empty = Transfer.empty(FEATURE_COUNT)
+    if run.db is None:
+        return empty
+    from plmr.runtime.device import get_device
+
+    here = program_vector(table, (grid[0], grid[1]))
+    xs: list[np.ndarray] = []
+    ys: list[float] = []
+    ws: list[float] = []
+    for h, device, g, feats in run.db.features():
+        d = cast(dict[str, Json], feats)
+        fronts = cast(dict[str, list[Json]], d.get("fronts", {}))
+        baseline = d.get("baseline")
+        if not fronts or not isinstance(baseline, int | float) or baseline <= 0:
+            continue
+        tables = {k: [NestInfo.from_json(n) for n in v] for k, v in fronts.items()}
+        same = h == run.phash and device == run.opts.device and g == run.opts.grid
+        if same:
+            weight = 1.0
+        else:
+            first = next(iter(tables.values()))
+            weight = 0.5 * similarity(here, program_vector(first, g))
+        if weight < 0.05:
+            continue
+        sram = get_device(device).sram_bytes
+        for r in run.db.trials(h, device, g, "ok"):
+            if r.cycles is None or r.cycles <= 0:
+                continue
+            try:
+                key = front_key(Compound.from_json(r.schedule).compile_options())
+            except PlmrError:
+                continue
+            nests = tables.get(key)
+            if nests is None:
+                continue
+            xs.append(features(nests, choices_of(r.schedule, sram)))
+            ys.append(math.log(r.cycles / float(baseline)))
+            ws.append(weight)
+    if not ys:
+        return empty
+    return Transfer(np.array(xs), np.array(ys), np.array(ws))
+
+
+def nest_shares(table: list[NestInfo], estimates: Mapping[str, float]) -> dict[str, float]:
+    """
+    Each loop nest's share of the time: the planner's estimate of the tile-level nest
+    it became. A nest merged into a later one (a product and the addition after it)
+    has no estimate of its own and takes the one of the next nest that has.
+    """
+    total = sum(estimates.values())
+    if total <= 0:
+        return {}
+    out: dict[str, float] = {}
+    pending: list[str] = []
+    for n in table:
+        if n.name in estimates:
+            for name in [*pending, n.name]:
+                out[name] = out.get(name, 0.0) + estimates[n.name] / total
+            pending = []
+        elif n.name:
+            pending.append(n.name)
+    return out
+
+
+def _stored_features(run: _Run) -> dict[str, Json]:
+    for store in (run.cache, run.db):
+        if store is None:
+            continue
+        for h, device, grid, feats in store.features():
+            if h == run.phash and device == run.opts.device and grid == run.opts.grid:
+                return cast(dict[str, Json], feats)
+    return {}
+
+
+def _store_features(
+    run: _Run, space: Space, shares: Mapping[str, float], known: dict[str, Json]
+) -> None:
+    fronts = dict(cast(dict[str, Json], known.get("fronts", {})))
+    for key, table in _BY_PROGRAM.get(run.phash, {}).items():
+        fronts[key] = [n.to_json() for n in table]
+    feats = {
+        "baseline": space.baseline,
+        "shares": dict(shares),
+        "fronts": fronts,
+    }
+    for store in {id(s): s for s in (run.db, run.cache) if s is not None}.values():
+        store.set_features(run.phash, run.opts.device, run.opts.grid, feats)
+
+
+def _tpe(run: _Run, schedule: Compound, trials: int, seed: int) -> list[Measurement]:
     try:
         import optuna  # pyright: ignore[reportMissingImports]
     except ImportError as e:
@@ -312,7 +584,6 @@ def _tpe(
     optuna_any: Any = optuna
     optuna_any.logging.set_verbosity(optuna_any.logging.WARNING)
     knobs = schedule.knobs()
-    opts = schedule.bind({}).compile_options()
     study = optuna_any.create_study(
         direction="minimize", sampler=optuna_any.samplers.TPESampler(seed=seed)
     )
@@ -323,11 +594,8 @@ def _tpe(
             n: k.domain()[trial.suggest_categorical(n, list(range(len(k.domain()))))]
             for n, k in knobs.items()
         }
-        m = evaluate(text, schedule_json, values)
+        m = run.measure([values], "tuned")[0]
         out.append(m)
-        _record(db, phash, name, opts, m, "tuned")
-        if progress:
-            progress(m)
         if m.cycles is None:
             study.tell(trial, state=optuna_any.trial.TrialState.FAIL)
         else:
@@ -395,6 +663,8 @@ __all__ = [
     "check_functional",
     "compile_schedule",
     "evaluate",
+    "front",
+    "front_key",
     "tune",
     "write_schedule",
 ]

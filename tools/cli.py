@@ -381,13 +381,22 @@ def _nest_names(program: Path, no_substitute: bool, limit: int = 6) -> list[str]
 )
 @click.option(
     "--sampler",
-    type=click.Choice(["random", "grid", "tpe"]),
+    type=click.Choice(["random", "grid", "tpe", "evolutionary"]),
     default="random",
     show_default=True,
-    help="tpe needs Optuna (pip install -e '.[tune]').",
+    help="tpe needs Optuna (pip install -e '.[tune]'); evolutionary: population, "
+    "learned cost model, constraint-aware, analytic start, per-nest tasks.",
 )
 @click.option("--seed", type=int, default=0, show_default=True, help="Sampler seed.")
 @click.option("--workers", type=int, default=1, show_default=True, help="Processes.")
+@click.option(
+    "--executor",
+    type=click.Choice(["process", "ray"]),
+    default="process",
+    show_default=True,
+    help="Where candidates run; ray needs pip install -e '.[ray]'.",
+)
+@click.option("--address", default=None, help="A Ray cluster's address (--executor ray).")
 @click.option("--resume", is_flag=True, help="Also measure the best schedule in the DB.")
 @click.option(
     "-o",
@@ -408,6 +417,8 @@ def tune_cmd(
     sampler: str,
     seed: int,
     workers: int,
+    executor: str,
+    address: str | None,
     resume: bool,
     output: Path | None,
     no_substitute: bool,
@@ -420,6 +431,7 @@ def tune_cmd(
     from plmr.dialects.context import load_module
     from plmr.dialects.printing import module_text
     from plmr.schedule.db import PerfDB
+    from plmr.schedule.executors import make_executor
     from plmr.schedule.transforms import Substitute, default_schedule, tunable_schedule
     from plmr.schedule.tuner import Measurement, check_functional, tune, write_schedule
     from plmr.tools.bench import parse_grid
@@ -445,9 +457,10 @@ def tune_cmd(
     click.echo(
         f"tuning {program.name}: {len(knobs)} knob(s) "
         f"({', '.join(knobs) or 'none'}), {trials} trial(s), {sampler} sampler, "
-        f"{workers} worker(s)",
+        f"{workers} worker(s) ({executor})",
         err=True,
     )
+    runner = make_executor(executor, workers, address)
     with (
         PerfDB(db_path) as db,
         click.progressbar(
@@ -473,7 +486,9 @@ def tune_cmd(
             resume=resume,
             progress=progress,
             default=default,
+            executor=runner,
         )
+    runner.close()
     from plmr.schedule.transforms import Compound
 
     best = Compound.from_json(result.best.schedule)
@@ -491,6 +506,21 @@ def tune_cmd(
     )
     for m in infeasible[:5]:
         click.echo(f"  skipped {json.dumps(m.values, sort_keys=True)}: {m.reason}")
+    if result.generated is not None:
+        click.echo(
+            f"analytic start: {result.generated.cycles or float('nan'):,.0f} cycles "
+            f"({result.generated.status})"
+        )
+    if result.rank_correlation is not None:
+        click.echo(
+            f"cost model: rank correlation {result.rank_correlation:.2f} on trials it "
+            f"ranked before measuring; {result.transferred} trial(s) transferred from the DB"
+        )
+    for t in result.tasks:
+        click.echo(
+            f"  task {t.name}: {t.share:.0%} of the time, {t.rounds} round(s), "
+            f"{t.trials} trial(s), gained {t.gain:,.0f} cycles"
+        )
     if result.best.values:
         click.echo(f"best knobs: {json.dumps(result.best.values, sort_keys=True)}")
     click.echo(best.dumps(), nl=False)
