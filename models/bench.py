@@ -419,9 +419,12 @@ def _simulate(
     )
 
 
-def _timed(text: str, options: CompileOptions, dev: Device, exact: bool = False) -> Timed:
+def timed(text: str, options: CompileOptions, dev: Device, exact: bool = False) -> Timed:
     """Compiles and simulates (timing mode) one program, timing each nest."""
     return _simulate(_compile(text, options), options, dev, exact)
+
+
+_timed = timed
 
 
 @dataclass
@@ -687,4 +690,6 @@ __all__ = [
     "bench_llm",
     "resolve_model",
     "runtime_options",
+    "simulate_whole_model",
+    "timed",
 ]

@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, Protocol, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -52,8 +52,45 @@ from xdsl.ir import Operation, SSAValue
 from plmr.dialects import mesh, tile
 from plmr.errors import PlmrError
 
-if TYPE_CHECKING:
-    from plmr.runtime.interpreter import MeshRuntime
+
+class MeshRuntime(Protocol):
+    """What extrapolation reads and moves of the runtime (`plmr.runtime.interpreter`)."""
+
+    mode: str
+    exact: bool
+    grid: tuple[int, int]
+    clocks: Any
+    """`ce_free`, `finish`, `comm_busy` (per-PE arrays) and `compute`."""
+    traffic: Any
+    """`bytes`, `hop_bytes`, `messages`."""
+    op_times: dict[str, Any]
+    track_busy: bool | None
+    extrapolation: ExtrapolationLog
+
+    def pending_messages(self) -> list[list[Any]]: ...
+
+    def last_issue(self, op: Operation) -> Any: ...
+
+    def set_last_issue(self, op: Operation, issue: Any) -> None: ...
+
+    def forget_issue(self, op: Operation) -> None: ...
+
+    def log_extrapolation(self, jump: Extrapolated) -> None: ...
+
+    def loop_invariant(self, op: tile.ForOp) -> bool: ...
+
+    def loop_externals(self, op: tile.ForOp) -> list[SSAValue]: ...
+
+    def on_layer(self, layer: int) -> None: ...
+
+    def program_op(
+        self,
+        program: mesh.ProgramOp,
+        op: Operation,
+        env: dict[SSAValue, Any],
+        ready: dict[SSAValue, Any],
+    ) -> None: ...
+
 
 F64 = npt.NDArray[np.float64]
 

@@ -1,0 +1,138 @@
+"""
+Where `plmr compile` spends its time on one llama3-8b layer: the program of
+`plmr bench decode|prefill` cut to one layer (with the LM head) is compiled with the
+bench's options under cProfile, and the functions with the most cumulative and own time
+are printed.
+
+    .venv/bin/python benchmarks/compile_profile.py            # both rows, top entries
+    .venv/bin/python benchmarks/compile_profile.py --readme   # also rewrite its section
+                                                              # of benchmarks/README.md
+    .venv/bin/python benchmarks/compile_profile.py --only decode --top 30
+
+Rows: llama3-8b decode on 420² PEs (heads form, 4K cache) and prefill on 480² (the
+form the LLM table uses, 4K prompt), both for wse2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import pstats
+import re
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from plmr.dialects.context import make_context, parse_module
+from plmr.models.bench import bench_config, default_options, default_tokens, resolve_model
+from plmr.models.llama import ProgramBuilder
+from plmr.passes.pipeline import compile_module
+
+README = Path(__file__).resolve().parent / "README.md"
+BEGIN = "<!-- compile-profile:begin (benchmarks/compile_profile.py --readme writes this section) -->"
+END = "<!-- compile-profile:end -->"
+
+
+@dataclass(frozen=True)
+class Job:
+    kind: str
+    grid: int
+    form: str
+
+    @property
+    def name(self) -> str:
+        return f"llama3-8b {self.kind} {self.grid}² ({self.form})"
+
+
+JOBS = (Job("decode", 420, "heads"), Job("prefill", 480, "per-head"))
+
+
+def program(job: Job) -> str:
+    base = resolve_model("llama3-8b")
+    grid = (job.grid, job.grid)
+    config = bench_config(base, grid, default_tokens(job.kind, base))
+    builder = ProgramBuilder(config, None, job.form)
+    if job.kind == "decode":
+        return builder.decode(layers=[0], head=True)
+    return builder.prefill(config.max_seq, layers=[0], head=True)
+
+
+def profile(job: Job, top: int) -> tuple[float, list[str]]:
+    """Compiles the one-layer program under cProfile: (seconds, the top entries)."""
+    grid = (job.grid, job.grid)
+    options = default_options("llama3-8b", grid, "wse2", job.kind)
+    text = program(job)
+    profiler = cProfile.Profile()
+    start = time.perf_counter()
+    profiler.enable()
+    compile_module(make_context(), parse_module(text), options)
+    profiler.disable()
+    seconds = time.perf_counter() - start
+    out = io.StringIO()
+    stats = pstats.Stats(profiler, stream=out)
+    lines: list[str] = []
+    for key, title in (("cumulative", "cumulative"), ("tottime", "own time")):
+        out.seek(0)
+        out.truncate()
+        stats.sort_stats(key).print_stats(top)
+        rows = [
+            r
+            for r in out.getvalue().splitlines()
+            if re.match(r"\s*\d", r) and "{built-in method builtins.exec}" not in r
+        ]
+        lines.append(f"by {title}:")
+        lines += ["  " + _short(r) for r in rows[:top]]
+    return seconds, lines
+
+
+def _short(row: str) -> str:
+    """A pstats row with the checkout's path cut to the package-relative one."""
+    return re.sub(r"\S*/(?:site-packages|main)/", "", row.rstrip())
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[1] if __doc__ else "")
+    parser.add_argument("--only", choices=["decode", "prefill"], default=None)
+    parser.add_argument("--top", type=int, default=15)
+    parser.add_argument(
+        "--readme", action="store_true", help="Rewrite the section of benchmarks/README.md."
+    )
+    args = parser.parse_args(argv)
+    jobs = [j for j in JOBS if args.only in (None, j.kind)]
+    table = [
+        "| one layer + LM head | compile time |",
+        "|---|---:|",
+    ]
+    details: list[str] = []
+    for job in jobs:
+        seconds, lines = profile(job, args.top)
+        print(f"{job.name}: compiled in {seconds:.1f} s", flush=True)
+        for line in lines:
+            print(line)
+        table.append(f"| {job.name} | {seconds:.1f} s |")
+        details += [f"{job.name}, {seconds:.1f} s, top {args.top // 2} of each:", "```"]
+        kept = 0
+        for line in lines:
+            if line.startswith("by "):
+                kept = 0
+                details.append(line)
+            elif kept < args.top // 2:
+                details.append(line)
+                kept += 1
+        details.append("```")
+    if args.readme:
+        text = "\n".join(table) + "\n\n" + "\n".join(details) + "\n"
+        readme = README.read_text()
+        pattern = re.compile(re.escape(BEGIN) + ".*?" + re.escape(END), re.S)
+        if not pattern.search(readme):
+            print(f"no section {BEGIN} ... {END} in {README}", file=sys.stderr)
+            return 1
+        README.write_text(pattern.sub(lambda _: f"{BEGIN}\n{text}{END}", readme))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
