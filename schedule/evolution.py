@@ -44,7 +44,7 @@ from plmr.schedule.transforms import Compound, Knob, ProgramInfo
 Json = Any
 Values = dict[str, Json]
 
-BATCH = 8
+BATCH = 4
 """Candidates measured per round (fixed, so runs do not depend on the worker count)."""
 POPULATION = 8
 CHILDREN = 256
@@ -149,9 +149,23 @@ class Space:
         self._bad_blocks.add(self._blocks(values))
 
     def vector(self, values: Values) -> np.ndarray:
+        """The program-independent features, then the knobs themselves (`encode`)."""
         bound = self.schedule.bind(values)
         _, table = self.front(bound)
-        return features(table, choices_of(bound.to_json(), self.sram))
+        generic = features(table, choices_of(bound.to_json(), self.sram))
+        return np.concatenate([generic, self.encode(values)])
+
+    def encode(self, values: Values) -> np.ndarray:
+        """Each knob as a number: log2 of a size, else its index in the domain."""
+        full = self.full(values)
+        out: list[float] = []
+        for path, knob in self.knobs.items():
+            v = full[path]
+            if isinstance(v, int) and not isinstance(v, bool) and v > 0:
+                out.append(math.log2(v))
+            else:
+                out.append(float(knob.domain().index(v)))
+        return np.array(out)
 
 
 def tasks_of(knobs: Mapping[str, Knob]) -> dict[str, list[str]]:
@@ -305,6 +319,8 @@ class Search:
 
     def _children(self, task: str) -> list[Values]:
         parents = [v for v, _, _ in sorted(self._ok, key=lambda t: t[1])[:POPULATION]]
+        # The better a parent, the more children it has (rank weights 1/(1+rank)).
+        weights = [1.0 / (1 + i) for i in range(len(parents))]
         own = self._tasks.get(task, list(self.space.knobs))
         every = list(self.space.knobs)
         out: list[Values] = []
@@ -325,8 +341,8 @@ class Search:
                     else (self._crossover(a, b))
                 )
             else:
-                parent = self._rng.choice(parents)
-                child = self._mutate(parent, own if self._rng.random() < 0.75 else every)
+                parent = self._rng.choices(parents, weights)[0]
+                child = self._mutate(parent, own if self._rng.random() < 0.5 else every)
             k = key_of(child)
             if k in self._seen or k in keys or self.space.reason(child) is not None:
                 continue
@@ -343,7 +359,10 @@ class Search:
         t = self.transfer
         if t is not None and t.y.size:
             self._used_transfer = True
-            x = np.vstack([np.array(xs).reshape(-1, t.x.shape[1]), t.x])
+            # Transferred trials have no values for this schedule's knobs: -1.
+            width = t.x.shape[1] + len(self.space.knobs)
+            pad = np.full((t.y.size, len(self.space.knobs)), -1.0)
+            x = np.vstack([np.array(xs).reshape(-1, width), np.hstack([t.x, pad])])
             y = np.concatenate([np.array(ys), t.y])
             w = np.concatenate([np.array(ws), t.w])
         else:
@@ -364,7 +383,9 @@ class Search:
         pred = self.model.predict(x)
         order = np.argsort(pred, kind="stable")
         take = [int(i) for i in order[: max(1, n - 1)]]
-        rest = [i for i in range(len(candidates)) if i not in set(take)]
+        # Exploration among the promising: the model's top quarter.
+        top = [int(i) for i in order[: max(n, len(candidates) // 4)]]
+        rest = [i for i in top if i not in set(take)]
         if n > 1 and rest:
             take.append(self._rng.choice(rest))
         self._pending = {key_of(candidates[i]): float(pred[i]) for i in take}

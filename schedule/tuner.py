@@ -395,6 +395,14 @@ def tune(
     )
     try:
         start = run.measure([{}], "default", base.to_json())[0]
+        if start.nests and start.cycles is not None:
+            # Measured afresh: keep the nests' shares for runs that take it from a cache.
+            _, table = front(text, base)
+            known = _stored_features(run)
+            feats = {**known, "baseline": start.cycles}
+            feats["shares"] = nest_shares(table, start.nests)
+            for store in {id(s): s for s in (db, cache) if s is not None}.values():
+                store.set_features(phash, opts.device, opts.grid, feats)
         measured: list[Measurement] = []
         if resume and db is not None:
             known = db.best(phash, opts.device, opts.grid)
@@ -456,6 +464,10 @@ def _evolve(
         if start.nests
         else cast(dict[str, float], known.get("shares", {}))
     )
+    if not shares:
+        # The default came from a cache that lacks its nests' shares: measure it again.
+        fresh = evaluate(run.text, base.to_json(), {})
+        shares = nest_shares(table, fresh.nests)
     space = Space(schedule, lambda b: front(run.text, b), sram, float(start.cycles))
     data = _transfer_data(run, table, grid) if transfer else None
     search = Search(space, seed, shares, data)
@@ -468,7 +480,10 @@ def _evolve(
         measured.extend(out)
         return list(out)
 
-    search.run(trials, measure, [(generated, "generated")] if generated else [])
+    starts = [(generated, "generated")] if generated else []
+    # The knobs at their initial values (the schedule's own defaults) is the next start.
+    starts.append(({}, "tuned"))
+    search.run(trials, measure, starts)
     result.generated = next(
         (m for m in measured if m.values == space.full(generated) and generated), None
     )

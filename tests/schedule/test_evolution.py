@@ -95,7 +95,7 @@ def test_search_measures_only_feasible_candidates_and_learns_failures():
             for r in (4, 16)
         )
     )
-    assert search.space.vector(proposed[0]).shape == (FEATURE_COUNT,)
+    assert search.space.vector(proposed[0]).shape == (FEATURE_COUNT + len(space.knobs),)
 
 
 def test_tasks_and_their_scheduler():
