@@ -1,0 +1,74 @@
+"""
+`convert-tile-to-mesh`: 2D mesh partitioning of a whole tile-level program.
+
+Every function becomes a `mesh.program` on a P×Q grid. Each top-level tile nest (a chain
+of `parallel` `tile.for` loops around a block body) becomes one `mesh.spmd`:
+
+- **Parallel loops → mesh axes.** Up to two parallel loops are mapped to `y` and `x`; a
+  loop of T blocks can go to an axis of n PEs when n divides T, and each PE then runs
+  the T/n blocks of its contiguous share. The nest's outputs are distributed accordingly
+  (`#mesh.layout<[y, x]>` for a row × column output), unmapped dimensions stay whole.
+- **Reductions → allreduces or shifts.** The main reduction loop of the block body
+  becomes either
+  - an **allreduce** along a free axis (its range split over the axis, each PE reducing
+    its share, then `mesh.allreduce` with the `gemv` algorithm, K-tree by default) —
+    WaferLLM's MeshGEMV, possible when every accumulator is combined by a plain
+    `add` / `max` / `min`; or
+  - **rotation**: the operands indexed by the reduction are cut into chunks that
+    circulate on rings — along `x` for operands that follow the row loop, along `y` for
+    those that follow the column loop — and every step combines one chunk (any combine,
+    e.g. FlashAttention's rolling update). With both kinds present this is Cannon's
+    algorithm with lcm(P, Q) chunks placed pre-aligned (skewed); `gemm = meshgemm` uses
+    WaferLLM's interleaved rings (every step ≤ 2 hops), `cannon` a torus, `summa`
+    broadcasts the owners' chunks instead of shifting.
+- **Layouts.** Operands are placed at scatter time in the layout the nest reads them in,
+  so weights read transposed (`tile.dot ... transpose_b`) are placed pre-transposed
+  and no transpose ever runs on the mesh. When a value produced by an earlier nest is
+  needed in another layout, the change is explicit at the head of the consumer: a dim
+  split over one axis and wanted over the other comes from the diagonal PE of each line
+  (a one-block sum); an operand Cannon needs pre-skewed, already split one chunk per PE,
+  passes once round the ring and each PE keeps its chunk; otherwise an all-gather along
+  the axis (an allreduce of the zero-padded blocks), then each PE takes its part. The
+  mapping of each nest is chosen by a cost estimate (compute per PE,
+  messages, layout changes) among the feasible ones, which is what makes consecutive
+  GEMVs reduce along alternating axes, as WaferLLM does.
+- **SRAM.** The blocks each PE holds for a nest must fit the device's SRAM; if no
+  mapping fits, the pass fails with the bytes needed and available.
+
+Element-wise and row-wise work (softmax, norms, activations) runs where its data lives:
+it is part of a nest's block body and runs on the PE that owns the block.
+
+The package, by role: `analysis` (options; what a nest reads, writes and loops over),
+`planning` (the feasible mappings of a nest, ranked), `cost` (the planner's cycle
+estimate), `emit` (one `mesh.spmd` per nest), `relayout` (layout changes at the head of
+a nest), `builders` (small IR helpers), `program` (the pass: functions to mesh programs).
+"""
+
+from plmr.lowering.tile_to_mesh.analysis import (
+    GEMM_CHOICES,
+    GEMV_CHOICES,
+    Layout,
+    Nest,
+    Options,
+    analyze_nest,
+)
+from plmr.lowering.tile_to_mesh.planning import Mapping, NestPlan
+from plmr.lowering.tile_to_mesh.program import (
+    ConvertTileToMeshPass,
+    lower_module,
+    parse_options,
+)
+
+__all__ = [
+    "GEMM_CHOICES",
+    "GEMV_CHOICES",
+    "ConvertTileToMeshPass",
+    "Layout",
+    "Mapping",
+    "Nest",
+    "NestPlan",
+    "Options",
+    "analyze_nest",
+    "lower_module",
+    "parse_options",
+]

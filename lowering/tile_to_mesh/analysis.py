@@ -1,0 +1,231 @@
+"""
+Nest analysis for `convert-tile-to-mesh`: the options, and what one top-level tile nest
+reads, writes and loops over (`analyze_nest`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from xdsl.dialects import arith, tensor
+from xdsl.dialects.builtin import (
+    IntegerAttr,
+    TensorType,
+)
+from xdsl.ir import Block, BlockArgument, Operation, SSAValue
+
+from plmr.dialects import tile
+from plmr.runtime.device import Device
+
+GEMM_CHOICES = ("meshgemm", "cannon", "summa")
+GEMV_CHOICES = ("ktree", "pipeline", "ring")
+
+Layout = tuple[str, ...]
+"""Per tensor dim: `y`, `x` or `-` (whole)."""
+
+
+# ---------------------------------------------------------------------------------------
+# Options
+# ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Options:
+    grid: tuple[int, int]
+    device: Device
+    device_spec: str
+    gemm: str = "meshgemm"
+    gemv: str = "ktree"
+    k: int = 2
+    groups: int = 0
+    """K-tree groups of the first phase (0: the default, about √n)."""
+
+    def n(self, axis: str) -> int:
+        return self.grid[0] if axis == "y" else self.grid[1]
+
+
+def other_axis(axis: str) -> str:
+    return "x" if axis == "y" else "y"
+
+
+# ---------------------------------------------------------------------------------------
+# Nest analysis
+# ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Composite:
+    """An index `outer · scale + inner` (a split-K chunk and the position inside it)."""
+
+    outer: SSAValue
+    scale: int
+    inner: SSAValue
+
+
+@dataclass
+class Load:
+    op: tile.LoadOp
+    source: SSAValue
+    indices: tuple[SSAValue | Composite | None, ...]
+    """Per dim: the loop variable indexing it directly, a composite, or None."""
+
+
+@dataclass
+class Nest:
+    """One top-level tile nest and what it reads and writes."""
+
+    top: tile.ForOp
+    chain: list[tile.ForOp]
+    reduction: tile.ForOp | None
+    loads: list[Load]
+    stores: dict[int, list[tile.StoreOp]]
+    """Output index -> the stores writing it (in the innermost parallel body)."""
+    flops: float
+    globals: list[SSAValue]
+    """Func-level tensors the nest reads (loads and non-empty output inits)."""
+    wholes: list[SSAValue] = field(default_factory=lambda: [])
+    """Func-level tensors used whole inside the nest (not through tile.load)."""
+
+    @property
+    def reduction_var(self) -> SSAValue | None:
+        return None if self.reduction is None else self.reduction.induction_var
+
+    @property
+    def outputs(self) -> Sequence[SSAValue]:
+        return list(self.top.res)
+
+
+def is_global(value: SSAValue, fn_block: Block) -> bool:
+    if isinstance(value, BlockArgument):
+        return value.owner is fn_block
+    return value.owner.parent_block() is fn_block
+
+
+def _root_of(value: SSAValue, chain: Sequence[tile.ForOp]) -> int | None:
+    """The output index whose iter_arg chain `value` belongs to, if any."""
+    for loop in chain:
+        block = loop.body.block
+        if isinstance(value, BlockArgument) and value.owner is block and value.index >= 1:
+            return value.index - 1
+    return None
+
+
+def _trip_flops(op: Operation) -> float:
+    total = 0.0
+    for inner in op.walk():
+        if isinstance(inner, tile.TileOp) and not isinstance(inner, tile.ForOp):
+            trips = 1
+            parent = inner.parent_op()
+            while parent is not None and parent is not op.parent_op():
+                if isinstance(parent, tile.ForOp):
+                    trips *= parent.trip_count
+                parent = parent.parent_op()
+            total += inner.cost().flops * trips
+    return total
+
+
+def _constant_index(value: SSAValue) -> int | None:
+    owner = value.owner
+    if isinstance(owner, arith.ConstantOp) and isinstance(owner.value, IntegerAttr):
+        return owner.value.value.data
+    return None
+
+
+def _composite(value: SSAValue, loops: dict[SSAValue, tile.ForOp]) -> Composite | None:
+    """Recognises `addi(muli(outer, C), inner)` with `inner` ranging over [0, C)."""
+    add = value.owner
+    if not isinstance(add, arith.AddiOp):
+        return None
+    for mul_v, inner in ((add.lhs, add.rhs), (add.rhs, add.lhs)):
+        mul = mul_v.owner
+        if inner not in loops or not isinstance(mul, arith.MuliOp):
+            continue
+        for outer, c in ((mul.lhs, mul.rhs), (mul.rhs, mul.lhs)):
+            scale = _constant_index(c)
+            if outer not in loops or scale is None:
+                continue
+            lp_in, lp_out = loops[inner], loops[outer]
+            if (
+                lp_in.lb.value.data == 0
+                and lp_in.ub.value.data == scale
+                and lp_out.step.value.data == 1
+            ):
+                return Composite(outer, scale, inner)
+    return None
+
+
+def analyze_nest(top: tile.ForOp, fn_block: Block) -> Nest:
+    if top.kind.data == tile.LoopKind.REDUCTION:
+        # A whole-tensor reduction (e.g. a norm's sum of squares): no parallel loop.
+        return _finish_nest(top, [], top, fn_block)
+    chain = [top]
+    while True:
+        inner = [
+            o
+            for o in chain[-1].body.block.ops
+            if isinstance(o, tile.ForOp) and o.kind.data == tile.LoopKind.PARALLEL
+        ]
+        if len(inner) != 1:
+            break
+        chain.append(inner[0])
+    body = chain[-1].body.block
+    reductions = [
+        o
+        for o in body.ops
+        if isinstance(o, tile.ForOp) and o.kind.data == tile.LoopKind.REDUCTION
+    ]
+    reduction = max(reductions, key=_trip_flops) if reductions else None
+    return _finish_nest(top, chain, reduction, fn_block)
+
+
+def _finish_nest(
+    top: tile.ForOp, chain: list[tile.ForOp], reduction: tile.ForOp | None, fn_block: Block
+) -> Nest:
+    loads: list[Load] = []
+    stores: dict[int, list[tile.StoreOp]] = {}
+    globals_: list[SSAValue] = []
+    loops = {
+        loop.induction_var: loop for loop in top.walk() if isinstance(loop, tile.ForOp)
+    }
+    wholes: list[SSAValue] = []
+    for op in top.walk():
+        for operand in op.operands:
+            if (
+                isinstance(operand.type, TensorType)
+                and is_global(operand, fn_block)
+                and not isinstance(op, tile.ForOp)
+                and not (isinstance(op, tile.LoadOp) and operand is op.source)
+                and not isinstance(operand.owner, tensor.EmptyOp)
+            ):
+                # A small tensor used whole (e.g. a scalar): every PE holds all of it.
+                if operand not in wholes:
+                    wholes.append(operand)
+                if operand not in globals_:
+                    globals_.append(operand)
+        if isinstance(op, tile.LoadOp) and is_global(op.source, fn_block):
+            idx = tuple(v if v in loops else _composite(v, loops) for v in op.offsets)
+            loads.append(Load(op, op.source, idx))
+            if op.source not in globals_:
+                globals_.append(op.source)
+        if isinstance(op, tile.StoreOp):
+            dest: SSAValue = op.dest
+            while isinstance(dest.owner, tile.StoreOp):
+                dest = dest.owner.dest
+            root = _root_of(dest, chain)
+            if root is None:
+                continue
+            stores.setdefault(root, []).append(op)
+    for init in top.iter_args:
+        if not isinstance(init.owner, tensor.EmptyOp) and init not in globals_:
+            globals_.append(init)
+    return Nest(top, chain, reduction, loads, stores, _trip_flops(top), globals_, wholes)
+
+
+def loop_name(loop: tile.ForOp) -> str:
+    return loop.induction_var.name_hint or "?"
+
+
+def splits_unevenly(loop: tile.ForOp, n: int) -> bool:
+    """Whether splitting `loop` over `n` PEs leaves some PEs blocks of padding."""
+    return loop.trip_count % n != 0

@@ -1,0 +1,75 @@
+"""
+Small IR builders shared by the emitters of `convert-tile-to-mesh`: index arithmetic,
+ring positions, distributed types.
+"""
+
+from __future__ import annotations
+
+from xdsl.builder import Builder
+from xdsl.dialects import arith
+from xdsl.dialects.builtin import (
+    IndexType,
+    IntegerAttr,
+    TensorType,
+)
+from xdsl.ir import Attribute, SSAValue
+
+from plmr.dialects import mesh
+from plmr.lowering.tile_to_mesh.analysis import Layout, Options
+
+
+def const_index(b: Builder, value: int) -> SSAValue:
+    return b.insert(arith.ConstantOp(IntegerAttr(value, IndexType()))).result
+
+
+def mul_index(b: Builder, x: SSAValue, c: int) -> SSAValue:
+    if c == 1:
+        return x
+    return b.insert(arith.MuliOp(x, const_index(b, c))).result
+
+
+def add_index(b: Builder, x: SSAValue, y: SSAValue) -> SSAValue:
+    return b.insert(arith.AddiOp(x, y)).result
+
+
+def ring_position(b: Builder, coord: SSAValue, ring: str, n: int) -> SSAValue:
+    """The logical ring position of a physical coordinate (inverse of the ring order)."""
+    if ring == "torus" or n < 3:
+        return coord
+    evens = (n + 1) // 2
+    last_odd = n - 1 if n % 2 == 0 else n - 2
+    two = const_index(b, 2)
+    half = b.insert(arith.DivUIOp(coord, two)).result
+    back = b.insert(arith.SubiOp(const_index(b, last_odd), coord)).result
+    odd = add_index(b, const_index(b, evens), b.insert(arith.DivUIOp(back, two)).result)
+    parity = b.insert(arith.RemUIOp(coord, two)).result
+    is_even = b.insert(arith.CmpiOp(parity, const_index(b, 0), "eq")).result
+    return b.insert(arith.SelectOp(is_even, half, odd)).result
+
+
+def dist_type(
+    value: SSAValue, layout: Layout, skew: str = "", ring: str = "", chunks: int = 0
+):
+    t = value.type
+    assert isinstance(t, TensorType)
+    return mesh.DistType(
+        t,  # pyright: ignore[reportUnknownArgumentType]
+        mesh.LayoutAttr(list(layout), skew=skew, ring=ring, chunks=chunks),
+    )
+
+
+def ktree_groups(opts: Options, axis: str) -> int | None:
+    """The K-tree's groups along `axis` (None: the collective's default)."""
+    if opts.gemv != "ktree" or opts.groups <= 0 or opts.k < 2:
+        return None
+    return min(opts.groups, opts.n(axis))
+
+
+def ring_for(ring: str, n: int) -> str:
+    return "torus" if ring == "interleaved" and n < 3 else ring
+
+
+def element_type(value: SSAValue) -> Attribute:
+    t = value.type
+    assert isinstance(t, TensorType)
+    return t.element_type  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]

@@ -1,0 +1,155 @@
+"""
+The cost model of `convert-tile-to-mesh`: estimated cycles of a mapping on the critical PE
+(compute, reduction messages, placement and layout changes) and the block sizes behind it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from xdsl.ir import Operation, SSAValue
+
+from plmr.dialects import tile
+from plmr.dialects.graph import static_shape
+from plmr.lowering.tile_to_mesh.analysis import Layout, Nest, Options
+from plmr.lowering.tile_to_mesh.analysis import other_axis as _other
+from plmr.runtime.interpreter import op_cycles
+
+if TYPE_CHECKING:
+    from plmr.lowering.tile_to_mesh.planning import Mapping
+
+
+class CostModel:
+    """The planner's estimate of a mapping: compute per PE, messages, layout changes."""
+
+    nest: Nest
+    opts: Options
+    placed: dict[SSAValue, Layout]
+    """The layouts of the values earlier nests left on the grid."""
+
+    def _per_pe_trips(self, op: Operation, m: Mapping) -> int:
+        """How many times one PE runs `op` under mapping `m`."""
+        trips = 1
+        stop = self.nest.top.parent_op()
+        parent = op.parent_op()
+        while parent is not None and parent is not stop:
+            if isinstance(parent, tile.ForOp):
+                t = parent.trip_count
+                axis = m.axis_of(parent)
+                if axis is not None:
+                    t = -(-t // self.opts.n(axis))
+                trips *= t
+            parent = parent.parent_op()
+        return trips
+
+    def _estimate(self, m: Mapping) -> float:
+        """Estimated cycles of the nest on the critical PE: compute plus messages."""
+        nest, opts = self.nest, self.opts
+        dev, grid = opts.device, opts.grid
+        ratio = dev.elem_bytes / 4
+        link = dev.link_bytes_per_cycle
+        latency = dev.send_overhead_cycles + dev.recv_overhead_cycles + 2 * dev.ramp_cycles
+
+        def message(nbytes: float, hops: float = 1.0) -> float:
+            return latency + hops * dev.hop_cycles + nbytes * ratio / link
+
+        compute = 0.0
+        for op in nest.top.walk():
+            if op is nest.top or isinstance(op, tile.ForOp | tile.YieldOp):
+                continue
+            compute += self._per_pe_trips(op, m) * op_cycles(dev, op)
+        comm = 0.0
+        red = nest.reduction
+        if red is not None and m.mode != "local":
+            count = self._per_pe_trips(red, m)
+            accs = sum(_bytes(v) for v in red.iter_args)
+            if m.mode == "allreduce":
+                axis = m.axis_of(red)
+                assert axis is not None
+                stages = 2 * max(1, math.ceil(math.log2(opts.n(axis))))
+                comm += count * stages * message(accs)
+            else:
+                chunk = sum(
+                    block_bytes(s, m.layouts[s], grid) * opts.n(p) / m.chunks
+                    for s, p in m.paths.items()
+                )
+                if opts.gemm == "summa":
+                    n = max(opts.n(p) for p in m.paths.values())
+                    comm += count * m.chunks * message(chunk, n / 2)
+                else:
+                    comm += count * (m.chunks - 1) * message(chunk, 2.0)
+        for src, layout in m.layouts.items():
+            have = self.placed.get(src)
+            if have is None:
+                # Host operands arrive over the PE's link when they are placed.
+                comm += block_bytes(src, layout, grid) * ratio / link
+                continue
+            if have == layout and src not in m.paths:
+                continue
+            full = math.prod(static_shape(src, "source")) * 4
+            skewed = src in m.paths and cannon_skew(m, opts)
+            block = block_bytes(src, layout, grid)
+            for j, a in enumerate(have):
+                if a == "-":
+                    continue
+                stages = 2 * max(1, math.ceil(math.log2(opts.n(a))))
+                if (
+                    skewed
+                    and layout[j] == a == m.paths[src]
+                    and ring_realignable((a, "", m.chunks), opts)
+                ):
+                    comm += opts.n(a) * message(block, 2.0)
+                elif not skewed and diagonal_move(have, layout, j, opts, src):
+                    comm += stages * message(block)
+                else:
+                    comm += stages * message(full)
+        return compute + comm
+
+
+def diagonal_move(
+    have: Sequence[str], want: Sequence[str], j: int, opts: Options, src: SSAValue
+) -> bool:
+    """
+    Dim `j` is split over one axis and wanted over the other, which the value does not
+    use, on a square grid: each PE's block is on the diagonal of its line
+    (`_NestEmitter._from_diagonal`), so one block moves, not a strip.
+    """
+    a = have[j]
+    if a == "-":
+        return False
+    o = _other(a)
+    return (
+        want[j] == o
+        and o not in have
+        and opts.n(a) == opts.n(o)
+        and static_shape(src, "source")[j] % opts.n(a) == 0
+    )
+
+
+def cannon_skew(m: Mapping, opts: Options) -> bool:
+    """Operands rotating in both directions are placed pre-skewed (SUMMA broadcasts)."""
+    return m.mode == "rotate" and len(set(m.paths.values())) == 2 and opts.gemm != "summa"
+
+
+def ring_realignable(skew: tuple[str, str, int], opts: Options) -> bool:
+    """Cannon's skew on a square grid with one chunk per PE: a ring pass realigns it."""
+    axis, _, chunks = skew
+    if not axis:
+        return False
+    n = opts.n(axis)
+    return n == opts.n(_other(axis)) == chunks and n > 1
+
+
+def _bytes(value: SSAValue) -> int:
+    return math.prod(static_shape(value, "value")) * 4
+
+
+def block_bytes(value: SSAValue, layout: Layout, grid: tuple[int, int]) -> int:
+    shape = static_shape(value, "value")
+    per = [
+        s if a == "-" else -(-s // (grid[0] if a == "y" else grid[1]))
+        for s, a in zip(shape, layout, strict=True)
+    ]
+    return math.prod(per) * 4

@@ -1,0 +1,505 @@
+"""
+Emission for `convert-tile-to-mesh`: one `mesh.spmd` per nest under its chosen mapping
+(split loops, allreduces, rotation steps, guarded padding), and the replicated spmd of
+straight-line tile code between nests.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from xdsl.builder import Builder
+from xdsl.dialects import arith, tensor
+from xdsl.dialects.builtin import (
+    IndexType,
+    TensorType,
+)
+from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
+from xdsl.rewriter import InsertPoint
+
+from plmr.dialects import mesh, tile
+from plmr.dialects.graph import static_shape
+from plmr.errors import PlmrError
+from plmr.lowering.tile_to_mesh.analysis import Composite, Layout, Nest
+from plmr.lowering.tile_to_mesh.analysis import is_global as _is_global
+from plmr.lowering.tile_to_mesh.analysis import splits_unevenly as _uneven
+from plmr.lowering.tile_to_mesh.builders import add_index as _add
+from plmr.lowering.tile_to_mesh.builders import const_index as _index
+from plmr.lowering.tile_to_mesh.builders import dist_type as _dist
+from plmr.lowering.tile_to_mesh.builders import element_type as _elt
+from plmr.lowering.tile_to_mesh.builders import ktree_groups as _groups
+from plmr.lowering.tile_to_mesh.builders import mul_index as _mul
+from plmr.lowering.tile_to_mesh.builders import ring_for as _ring_for
+from plmr.lowering.tile_to_mesh.cost import cannon_skew as _cannon_skew
+from plmr.lowering.tile_to_mesh.planning import Mapping
+from plmr.lowering.tile_to_mesh.planning import plain_accumulators as _plain_accumulators
+from plmr.lowering.tile_to_mesh.relayout import Relayout
+
+if TYPE_CHECKING:
+    from plmr.lowering.tile_to_mesh.program import FunctionLowering as _Lowering
+
+
+@dataclass
+class Placed:
+    """A value on the grid: its mesh value and layout."""
+
+    value: SSAValue
+    layout: Layout
+
+
+@dataclass
+class _Operand:
+    """How the PE holds one global tensor inside the spmd body."""
+
+    layout: Layout
+    block: SSAValue
+    skewed: bool = False
+
+
+class NestEmitter(Relayout):
+    def __init__(self, low: _Lowering, nest: Nest, m: Mapping):
+        self.low = low
+        self.nest = nest
+        self.m = m
+        self.opts = low.opts
+        # Cannon's pre-alignment; SUMMA broadcasts from the owners instead.
+        self.skew = _cannon_skew(m, self.opts)
+        self.ring = "interleaved" if self.opts.gemm == "meshgemm" else "torus"
+        self.loads = {ld.op: ld for ld in nest.loads}
+
+    def _skew_of(self, src: SSAValue) -> tuple[str, str, int]:
+        if not self.skew or src not in self.m.paths:
+            return ("", "", 0)
+        return (self.m.paths[src], self.ring, self.m.chunks)
+
+    def emit(self) -> mesh.SpmdOp:
+        low, nest, m, opts = self.low, self.nest, self.m, self.opts
+        inputs: list[SSAValue] = []
+        wants: list[tuple[SSAValue, Layout, tuple[str, str, int]]] = []
+        for src in nest.globals:
+            layout = m.layouts[src]
+            skew = self._skew_of(src)
+            placed = low.placed.get(src)
+            if placed is None:
+                inputs.append(low.scatter(src, layout, *skew))
+            else:
+                inputs.append(placed.value)
+            wants.append((src, layout, skew))
+        out_types = [_dist(o, lay) for o, lay in zip(nest.outputs, m.outputs, strict=True)]
+        arg_types: list[Attribute] = [IndexType(), IndexType()]
+        for v in inputs:
+            d = v.type
+            assert isinstance(d, mesh.DistType)
+            arg_types.append(TensorType(d.tensor.element_type, d.block_shape(opts.grid)))
+        body = Block(arg_types=arg_types)
+        b = Builder(InsertPoint.at_end(body))
+        self.b = b
+        self.entry = Builder(InsertPoint.at_start(body))
+        self.coord = {"y": body.args[0], "x": body.args[1]}
+        body.args[0].name_hint = "py"
+        body.args[1].name_hint = "px"
+        self.operands: dict[SSAValue, _Operand] = {}
+        self.vmap: dict[SSAValue, SSAValue] = {}
+        self.local: dict[SSAValue, SSAValue] = {}
+        self.guards: list[SSAValue] = []
+        """Conditions of the enclosing loops split unevenly: this block is not padding."""
+        for (src, layout, skew), value, arg in zip(
+            wants, inputs, body.args[2:], strict=True
+        ):
+            d = value.type
+            assert isinstance(d, mesh.DistType)
+            have = tuple(d.layout.axes)
+            already = (
+                have == layout
+                and (d.layout.skew.data, d.layout.ring.data, d.layout.chunks.data) == skew
+            )
+            block: SSAValue = arg
+            if not already:
+                block = self._relayout(src, arg, have, layout, skew)
+            self.operands[src] = _Operand(layout, block, bool(skew[0]))
+            if src in nest.wholes:
+                self.vmap[src] = block
+        results = self._emit_loop(
+            nest.top, [self._init(k) for k in range(len(nest.outputs))]
+        )
+        b.insert(mesh.YieldOp(*results))
+        spmd = low.builder.insert(mesh.SpmdOp(inputs, out_types, Region(body)))
+        for k, (old, new) in enumerate(zip(nest.outputs, spmd.outputs, strict=True)):
+            new.name_hint = old.name_hint
+            low.placed[old] = Placed(new, m.outputs[k])
+        return spmd
+
+    # -- loops ------------------------------------------------------------------------
+
+    def _init(self, k: int) -> SSAValue:
+        init = self.nest.top.iter_args[k]
+        if init in self.operands:
+            return self.operands[init].block
+        shape = self._shape(static_shape(init, "init"), self.m.outputs[k])
+        return self.b.insert(tile.FillOp(0.0, TensorType(_elt(init), shape))).result
+
+    def _emit_loop(self, loop: tile.ForOp, inits: list[SSAValue]) -> list[SSAValue]:
+        m, opts = self.m, self.opts
+        axis = m.axis_of(loop)
+        if loop is self.nest.reduction and m.mode == "rotate":
+            return self._emit_rotation(loop, inits)
+        lb, ub, step = loop.lb.value.data, loop.ub.value.data, loop.step.value.data
+        uneven = axis is not None and _uneven(loop, opts.n(axis))
+        if axis is not None:
+            lb, ub = 0, -(-loop.trip_count // opts.n(axis)) * step
+        body = Block(arg_types=[IndexType(), *(v.type for v in inits)])
+        outer = self.b
+        self.b = Builder(InsertPoint.at_end(body))
+        old = loop.body.block
+        iv = body.args[0]
+        iv.name_hint = old.args[0].name_hint
+        valid: SSAValue | None = None
+        if axis is not None:
+            origin = _mul(self.b, self.coord[axis], ub)
+            index = _add(self.b, origin, iv)
+            if uneven:
+                # Past the end: padding. Clamp the index for whatever reads it whole,
+                # and ignore the block (stores and accumulations below).
+                end = loop.ub.value.data
+                valid = self.b.insert(
+                    arith.CmpiOp(index, _index(self.b, end), "ult")
+                ).result
+                last = _index(self.b, end - step)
+                index = self.b.insert(arith.SelectOp(valid, index, last)).result
+                self.guards.append(valid)
+            self.vmap[old.args[0]] = index
+            self.local[old.args[0]] = iv
+        else:
+            self.vmap[old.args[0]] = iv
+        for o, n in zip(old.args[1:], body.args[1:], strict=True):
+            self.vmap[o] = n
+        self._emit_ops(old.ops)
+        if valid is not None:
+            self.guards.pop()
+            if loop.kind.data == tile.LoopKind.REDUCTION:
+                # A block of padding leaves the accumulators as they were.
+                yield_op = body.last_op
+                assert isinstance(yield_op, tile.YieldOp)
+                kept = [
+                    self.b.insert(tile.SelectOp(valid, new, prev)).result
+                    for new, prev in zip(yield_op.values, body.args[1:], strict=True)
+                ]
+                yield_op.detach()
+                yield_op.erase()
+                self.b.insert(tile.YieldOp(*kept))
+        self.b = outer
+        new = self.b.insert(tile.ForOp(lb, ub, step, loop.kind.data, inits, Region(body)))
+        results = list(new.res)
+        if axis is not None and loop is self.nest.reduction and m.mode == "allreduce":
+            kinds = _plain_accumulators(loop)
+            assert kinds is not None
+            results = [
+                self.b.insert(
+                    mesh.AllreduceOp(kind, r, axis, opts.gemv, opts.k, _groups(opts, axis))
+                ).result
+                for kind, r in zip(kinds, results, strict=True)
+            ]
+        for o, n in zip(loop.res, results, strict=True):
+            self.vmap[o] = n
+        return list[SSAValue](results)
+
+    def _emit_rotation(self, loop: tile.ForOp, inits: list[SSAValue]) -> list[SSAValue]:
+        """The reduction as steps over circulating chunks (Cannon / MeshGEMM / SUMMA)."""
+        m, opts = self.m, self.opts
+        chunks = m.chunks
+        size = loop.ub.value.data // chunks
+        rotating = list(m.paths)
+        bufs = [self.operands[s].block for s in rotating]
+        summa = opts.gemm == "summa"
+        n_acc = len(inits)
+
+        def inner(
+            views: dict[SSAValue, SSAValue], accs: Sequence[SSAValue]
+        ) -> list[SSAValue]:
+            saved = {s: self.operands[s] for s in rotating}
+            for s in rotating:
+                self.operands[s] = _Operand(self.operands[s].layout, views[s], False)
+            body = Block(arg_types=[IndexType(), *(v.type for v in accs)])
+            outer = self.b
+            self.b = Builder(InsertPoint.at_end(body))
+            old = loop.body.block
+            body.args[0].name_hint = old.args[0].name_hint
+            self.local[old.args[0]] = body.args[0]
+            for o, nv in zip(old.args[1:], body.args[1:], strict=True):
+                self.vmap[o] = nv
+            self._emit_ops(old.ops)
+            self.b = outer
+            new = self.b.insert(
+                tile.ForOp(
+                    0, size, loop.step.value.data, "reduction", list(accs), Region(body)
+                )
+            )
+            self.operands.update(saved)
+            return list(new.res)
+
+        def chunk_view(src: SSAValue, buf: SSAValue, at: SSAValue | None) -> SSAValue:
+            shape = static_shape(buf, "buffer")
+            j = self.m.layouts[src].index(self.m.paths[src])
+            view = list(shape)
+            view[j] = size
+            if view == list(shape) and at is None:
+                return buf
+            offs = [_index(self.b, 0) for _ in shape]
+            if at is not None:
+                offs[j] = at
+            return self.b.insert(tile.LoadOp(buf, offs, view)).result
+
+        steps = Block(
+            arg_types=[IndexType(), *(v.type for v in inits), *(v.type for v in bufs)]
+        )
+        outer = self.b
+        self.b = Builder(InsertPoint.at_end(steps))
+        u = steps.args[0]
+        u.name_hint = "step"
+        accs = list(steps.args[1 : 1 + n_acc])
+        cur = list(steps.args[1 + n_acc :])
+        views: dict[SSAValue, SSAValue] = {}
+        moved: list[SSAValue] = []
+        if summa:
+            for s, buf in zip(rotating, cur, strict=True):
+                axis = m.paths[s]
+                per = chunks // opts.n(axis)
+                slot = self.b.insert(arith.RemUIOp(u, _index(self.b, per))).result
+                root = self.b.insert(arith.DivUIOp(u, _index(self.b, per))).result
+                panel = chunk_view(s, buf, _mul(self.b, slot, size))
+                views[s] = self.b.insert(mesh.BroadcastOp(panel, axis, root)).result
+            moved = list[SSAValue](cur)
+        else:
+            for s, buf in zip(rotating, cur, strict=True):
+                axis = m.paths[s]
+                ring = _ring_for(self.ring, opts.n(axis))
+                moved.append(self._rotate(s, buf, size, axis, ring))
+                views[s] = chunk_view(s, buf, None)
+        results = inner(views, accs)
+        self.b.insert(tile.YieldOp(*results, *moved))
+        self.b = outer
+        count = chunks if summa else chunks - 1
+        loop_op = self.b.insert(
+            tile.ForOp(0, count, 1, "reduction", [*inits, *bufs], Region(steps))
+        )
+        results = list(loop_op.res[:n_acc])
+        if not summa:
+            last = list(loop_op.res[n_acc:])
+            views = {
+                s: chunk_view(s, buf, None) for s, buf in zip(rotating, last, strict=True)
+            }
+            results = inner(views, results)
+        for o, n in zip(loop.res, results, strict=True):
+            self.vmap[o] = n
+        return list[SSAValue](results)
+
+    def _rotate(
+        self, src: SSAValue, buf: SSAValue, size: int, axis: str, ring: str
+    ) -> SSAValue:
+        """Sends the buffer's last chunk to the ring successor and shifts the rest up."""
+        b = self.b
+        shape = static_shape(buf, "buffer")
+        j = self.m.layouts[src].index(self.m.paths[src])
+        count = shape[j] // size
+        if count == 1:
+            return b.insert(mesh.ShiftOp(buf, axis, ring)).result
+        zero = [_index(b, 0) for _ in shape]
+        last_at = list(zero)
+        last_at[j] = _index(b, (count - 1) * size)
+        chunk = list(shape)
+        chunk[j] = size
+        head_shape = list(shape)
+        head_shape[j] = shape[j] - size
+        last = b.insert(tile.LoadOp(buf, last_at, chunk)).result
+        head = b.insert(tile.LoadOp(buf, zero, head_shape)).result
+        arrived = b.insert(mesh.ShiftOp(last, axis, ring)).result
+        fresh = b.insert(tile.FillOp(0.0, TensorType(_elt(buf), shape))).result
+        at_head = list(zero)
+        at_head[j] = _index(b, size)
+        moved = b.insert(tile.StoreOp(head, fresh, at_head)).result
+        return b.insert(tile.StoreOp(arrived, moved, zero)).result
+
+    # -- ops --------------------------------------------------------------------------
+
+    def _value(self, v: SSAValue) -> SSAValue:
+        got = self.vmap.get(v)
+        if got is not None:
+            return got
+        owner = v.owner
+        if isinstance(owner, arith.ConstantOp) and owner.parent_block() is self.low.block:
+            if isinstance(v.type, TensorType):
+                raise PlmrError(
+                    "convert-tile-to-mesh: a tensor constant is used whole inside a nest"
+                )
+            # Hoisted to the start of the body so that every scope sees it.
+            clone = self.entry.insert(owner.clone())
+            self.vmap[v] = clone.result
+            return clone.result
+        raise PlmrError(
+            f"convert-tile-to-mesh: value %{v.name_hint or '?'} is used inside a nest but "
+            "defined outside it"
+        )
+
+    def _emit_ops(self, ops: Iterable[Operation]) -> None:
+        for op in ops:
+            if isinstance(op, tile.YieldOp):
+                self.b.insert(tile.YieldOp(*(self._value(v) for v in op.values)))
+                continue
+            if isinstance(op, tile.ForOp):
+                inits = [self._value(v) for v in op.iter_args]
+                self._emit_loop(op, inits)
+                continue
+            if isinstance(op, tile.LoadOp) and op.source in self.operands:
+                self._emit_load(op)
+                continue
+            if isinstance(op, tile.StoreOp) and self._output_of(op) is not None:
+                self._emit_store(op)
+                continue
+            for operand in op.operands:
+                self._value(operand)
+            clone = op.clone(value_mapper=self.vmap)
+            self.b.insert(clone)
+            for o, n in zip(op.results, clone.results, strict=True):
+                n.name_hint = o.name_hint
+                self.vmap[o] = n
+
+    def _index_for(self, v: SSAValue, distributed: bool) -> SSAValue:
+        if distributed:
+            local = self.local.get(v)
+            if local is None:
+                raise PlmrError(
+                    "convert-tile-to-mesh: internal error: a distributed dim is indexed "
+                    "by a loop that is not split"
+                )
+            return local
+        return self._value(v)
+
+    def _emit_load(self, op: tile.LoadOp) -> None:
+        operand = self.operands[op.source]
+        info = self.loads[op]
+        offs: list[SSAValue] = []
+        for v, idx, a in zip(op.offsets, info.indices, operand.layout, strict=True):
+            if a != "-" and isinstance(idx, Composite):
+                outer = self._index_for(idx.outer, True)
+                offs.append(
+                    _add(self.b, _mul(self.b, outer, idx.scale), self._value(idx.inner))
+                )
+            else:
+                offs.append(self._index_for(v, a != "-"))
+        padding = None if op.padding is None else op.padding.value.data
+        shape = static_shape(op.result, "r")
+        new = self.b.insert(tile.LoadOp(operand.block, offs, shape, padding))
+        new.result.name_hint = op.result.name_hint
+        self.vmap[op.result] = new.result
+
+    def _output_of(self, op: tile.StoreOp) -> int | None:
+        for k, stores in self.nest.stores.items():
+            if op in stores:
+                return k
+        return None
+
+    def _emit_store(self, op: tile.StoreOp) -> None:
+        k = self._output_of(op)
+        assert k is not None
+        layout = self.m.outputs[k]
+        offs = [
+            self._index_for(v, a != "-") for v, a in zip(op.offsets, layout, strict=True)
+        ]
+        dest = self._value(op.dest)
+        new = self.b.insert(tile.StoreOp(self._value(op.block), dest, offs))
+        result = new.result
+        if self.guards:
+            # Inside a block of padding the output keeps its (zero) padding.
+            cond = self.guards[0]
+            for g in self.guards[1:]:
+                cond = self.b.insert(arith.AndIOp(cond, g)).result
+            result = self.b.insert(tile.SelectOp(cond, result, dest)).result
+        result.name_hint = op.result.name_hint
+        self.vmap[op.result] = result
+
+
+class StraightEmitter(NestEmitter):
+    """
+    Tile ops at the top of a function (blocks small enough to need no loop): they run on
+    every PE on whole, replicated tensors.
+    """
+
+    def __init__(self, low: _Lowering, ops: list[Operation]):
+        self.low = low
+        self.ops = ops
+        self.opts = low.opts
+        self.m = Mapping({}, "local")
+        self.loads = {}
+        self.skew = False
+        self.ring = "torus"
+
+    def emit(self) -> mesh.SpmdOp:
+        low, opts = self.low, self.opts
+        inside = {r for op in self.ops for r in op.results}
+        globals_: list[SSAValue] = []
+        empties: list[SSAValue] = []
+        for op in self.ops:
+            for inner in op.walk():
+                for v in inner.operands:
+                    if v in inside or not isinstance(v.type, TensorType):
+                        continue
+                    if not _is_global(v, low.block):
+                        continue
+                    if isinstance(v.owner, tensor.EmptyOp):
+                        if v not in empties:
+                            empties.append(v)
+                    elif v not in globals_:
+                        globals_.append(v)
+        outputs = [
+            r
+            for op in self.ops
+            for r in op.results
+            if isinstance(r.type, TensorType)
+            and any(u.operation not in self.ops for u in r.uses)
+        ]
+        inputs: list[SSAValue] = []
+        for src in globals_:
+            whole = tuple("-" for _ in static_shape(src, "input"))
+            placed = low.placed.get(src)
+            inputs.append(low.scatter(src, whole) if placed is None else placed.value)
+        arg_types: list[Attribute] = [IndexType(), IndexType()]
+        for v in inputs:
+            d = v.type
+            assert isinstance(d, mesh.DistType)
+            arg_types.append(TensorType(d.tensor.element_type, d.block_shape(opts.grid)))
+        body = Block(arg_types=arg_types)
+        self.b = Builder(InsertPoint.at_end(body))
+        self.entry = Builder(InsertPoint.at_start(body))
+        self.coord = {"y": body.args[0], "x": body.args[1]}
+        body.args[0].name_hint = "py"
+        body.args[1].name_hint = "px"
+        self.vmap = {}
+        self.local = {}
+        self.operands = {}
+        for src, value, arg in zip(globals_, inputs, body.args[2:], strict=True):
+            d = value.type
+            assert isinstance(d, mesh.DistType)
+            whole = tuple("-" for _ in static_shape(src, "input"))
+            have = tuple(d.layout.axes)
+            block: SSAValue = arg
+            if have != whole:
+                block = self._relayout(src, arg, have, whole, ("", "", 0))
+            self.vmap[src] = block
+        for e in empties:
+            self.vmap[e] = self.b.insert(
+                tile.FillOp(0.0, TensorType(_elt(e), static_shape(e, "empty")))
+            ).result
+        self._emit_ops(self.ops)
+        self.b.insert(mesh.YieldOp(*(self.vmap[o] for o in outputs)))
+        out_types = [_dist(o, tuple("-" for _ in static_shape(o, "r"))) for o in outputs]
+        spmd = low.builder.insert(mesh.SpmdOp(inputs, out_types, Region(body)))
+        for old, new in zip(outputs, spmd.outputs, strict=True):
+            new.name_hint = old.name_hint
+            low.placed[old] = Placed(new, tuple("-" for _ in static_shape(old, "r")))
+        return spmd
+
+    def _output_of(self, op: tile.StoreOp) -> int | None:
+        del op
+        return None

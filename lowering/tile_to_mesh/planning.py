@@ -1,0 +1,386 @@
+"""
+Planning for `convert-tile-to-mesh`: the feasible mappings of a nest on the grid (parallel
+loops to mesh axes, the reduction as an allreduce or a rotation), the operand layouts and
+SRAM each needs, ranked by the cost model (`cost.CostModel`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from xdsl.ir import Operation, SSAValue
+
+from plmr.dialects import mesh, tile
+from plmr.dialects.graph import static_shape
+from plmr.errors import PlmrError
+from plmr.lowering.tile_to_mesh.analysis import Composite, Layout, Load, Nest, Options
+from plmr.lowering.tile_to_mesh.analysis import splits_unevenly as _uneven
+from plmr.lowering.tile_to_mesh.cost import CostModel
+from plmr.lowering.tile_to_mesh.cost import block_bytes as _block_bytes
+
+_PLAIN = {"add": "sum", "max": "max", "min": "min"}
+_IDENTITY = {"sum": 0.0, "max": -3.0e38, "min": 3.0e38}
+
+# ---------------------------------------------------------------------------------------
+# Mappings
+# ---------------------------------------------------------------------------------------
+
+
+@dataclass
+class Mapping:
+    """How one nest runs on the grid."""
+
+    axes: dict[str, tile.ForOp]
+    """Mesh axis -> the loop split over it (a parallel loop, or the reduction loop)."""
+    mode: str
+    """`local`, `allreduce` (reduction split over a free axis) or `rotate`."""
+    paths: dict[SSAValue, str] = field(default_factory=lambda: {})
+    """Rotation: operand tensor -> the axis its chunks circulate on."""
+    chunks: int = 0
+    layouts: dict[SSAValue, Layout] = field(default_factory=lambda: {})
+    """Required layout of every global operand (unskewed part)."""
+    outputs: list[Layout] = field(default_factory=lambda: [])
+    cost: float = 0.0
+    sram: int = 0
+
+    def axis_of(self, loop: tile.ForOp) -> str | None:
+        for a, lp in self.axes.items():
+            if lp is loop:
+                return a
+        return None
+
+
+@dataclass(frozen=True)
+class NestPlan:
+    """The mapping chosen for one nest: what `plmr compile --explain` prints."""
+
+    name: str
+    """The SSA name of the nest's first result."""
+    loops: tuple[tuple[str, int], ...]
+    """The nest's parallel loops, then its reduction: (name, blocks)."""
+    axes: tuple[tuple[str, str], ...]
+    """(mesh axis, loop name) for every split loop."""
+    mode: str
+    """`local`, `allreduce` or `rotate`."""
+    estimate: float
+    """The cost model's cycles for the nest on the critical PE."""
+    spmd: mesh.SpmdOp
+
+    def mapping(self) -> str:
+        """`i1(2816) -> x, i2(840) -> y [allreduce]`."""
+        axis = {loop: a for a, loop in self.axes}
+        loops = ", ".join(
+            f"{name}({blocks})" + (f" -> {axis[name]}" if name in axis else "")
+            for name, blocks in self.loops
+        )
+        return f"{loops} [{self.mode}]"
+
+
+def _extent_ok(loop: tile.ForOp, n: int) -> bool:
+    """
+    Whether `loop` can be split over an axis of `n` PEs: evenly, or unevenly when each
+    PE's share of blocks is exactly its block of the padded layout (`ceil(extent / n)`
+    elements, e.g. blocks of one element); the PEs past the end then work on padding,
+    which their stores and accumulations ignore (`_NestEmitter`).
+    """
+    if loop.lb.value.data != 0 or n < 2:
+        return False
+    trips = loop.trip_count
+    if trips % n == 0:
+        return True
+    step = loop.step.value.data
+    return -(-trips // n) * step == -(-(trips * step) // n)
+
+
+def plain_accumulators(red: tile.ForOp) -> list[str] | None:
+    """The combine kind of each accumulator if all are plain (acc ⊕ independent term)."""
+    block = red.body.block
+    last = block.last_op
+    assert isinstance(last, tile.YieldOp)
+    kinds: list[str] = []
+    accs = list(block.args[1:])
+    for i, acc in enumerate(accs):
+        uses = [u.operation for u in acc.uses]
+        if len(uses) != 1 or not isinstance(uses[0], tile.MapOp):
+            return None
+        m = uses[0]
+        kind = m.kind.data if m.kind is not None else ""
+        if kind not in _PLAIN or len(m.inputs) != 2:
+            return None
+        if last.values[i] is not m.result:
+            return None
+        other = m.inputs[1] if m.inputs[0] is acc else m.inputs[0]
+        if _depends_on(other, set(accs)):
+            return None
+        init = red.iter_args[i].owner
+        if not isinstance(init, tile.FillOp):
+            return None
+        value = init.value.value.data
+        want = _IDENTITY[_PLAIN[kind]]
+        if (want == 0.0 and value != 0.0) or (want != 0.0 and abs(value) < 1e38):
+            return None
+        if (want < 0) != (value < 0) and want != 0.0:
+            return None
+        kinds.append(_PLAIN[kind])
+    return kinds
+
+
+def _depends_on(value: SSAValue, targets: set[SSAValue]) -> bool:
+    seen: set[SSAValue] = set()
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if v in targets:
+            return True
+        if v in seen:
+            continue
+        seen.add(v)
+        if isinstance(v.owner, Operation):
+            stack.extend(v.owner.operands)
+    return False
+
+
+def _var_uses_ok(var: SSAValue, nest: Nest, allow_other: bool) -> bool:
+    """Whether `var` indexes loads only directly (and other uses are allowed or absent)."""
+    load_ops = {ld.op for ld in nest.loads}
+    for use in var.uses:
+        op = use.operation
+        if isinstance(op, tile.LoadOp) and op in load_ops:
+            continue
+        if isinstance(op, tile.StoreOp):
+            continue
+        if not allow_other:
+            return False
+    return True
+
+
+class Planner(CostModel):
+    def __init__(self, nest: Nest, opts: Options, placed: dict[SSAValue, Layout]):
+        self.nest = nest
+        self.opts = opts
+        self.placed = placed
+
+    # -- layouts ----------------------------------------------------------------------
+
+    def _output_layouts(self, axes: dict[str, tile.ForOp]) -> list[Layout] | None:
+        layouts: list[Layout] = []
+        par = {a: lp for a, lp in axes.items() if lp.kind.data == tile.LoopKind.PARALLEL}
+        for k, out in enumerate(self.nest.outputs):
+            shape = static_shape(out, "output")
+            dims = ["-"] * len(shape)
+            for a, loop in par.items():
+                hits: set[int] = set()
+                for st in self.nest.stores.get(k, []):
+                    blk = static_shape(st.block, "block")
+                    found = [
+                        j
+                        for j, v in enumerate(st.offsets)
+                        if v is loop.induction_var
+                        and blk[j] == loop.step.value.data
+                        and shape[j] == loop.ub.value.data
+                    ]
+                    if len(found) != 1:
+                        return None
+                    hits.add(found[0])
+                if len(hits) != 1:
+                    return None
+                dims[hits.pop()] = a
+            layouts.append(tuple(dims))
+        return layouts
+
+    def _load_layout(self, ld: Load, axes: dict[str, tile.ForOp]) -> Layout:
+        shape = static_shape(ld.source, "source")
+        blk = static_shape(ld.op.result, "block")
+        dims = ["-"] * len(shape)
+        mapped = {lp.induction_var for lp in axes.values()}
+        for a, loop in axes.items():
+            for j, v in enumerate(ld.indices):
+                direct = (
+                    v is loop.induction_var
+                    and blk[j] == loop.step.value.data
+                    and shape[j] == loop.ub.value.data
+                )
+                n = self.opts.n(a)
+                chunked = (
+                    isinstance(v, Composite)
+                    and v.outer is loop.induction_var
+                    and v.inner not in mapped
+                    and shape[j] == loop.trip_count * v.scale
+                    and -(-loop.trip_count // n) * v.scale == -(-shape[j] // n)
+                )
+                if direct or chunked:
+                    dims[j] = a if a not in dims else "-"
+        return tuple(dims)
+
+    def _merge(self, layouts: dict[SSAValue, list[Layout]]) -> dict[SSAValue, Layout]:
+        out: dict[SSAValue, Layout] = {}
+        for src, ls in layouts.items():
+            first = ls[0]
+            out[src] = tuple(
+                d if all(layout[j] == d for layout in ls) else "-"
+                for j, d in enumerate(first)
+            )
+        return out
+
+    # -- candidates -------------------------------------------------------------------
+
+    def candidates(self) -> list[Mapping]:
+        nest, opts = self.nest, self.opts
+        par_choices: dict[str, list[tile.ForOp | None]] = {}
+        for a in ("y", "x"):
+            par_choices[a] = [None] + [lp for lp in nest.chain if _extent_ok(lp, opts.n(a))]
+        result: list[Mapping] = []
+        for ly in par_choices["y"]:
+            for lx in par_choices["x"]:
+                if ly is not None and ly is lx:
+                    continue
+                axes = {a: lp for a, lp in (("y", ly), ("x", lx)) if lp is not None}
+                outs = self._output_layouts(axes)
+                if outs is None:
+                    continue
+                result.append(self._finish(Mapping(dict(axes), "local", outputs=outs)))
+                red = nest.reduction
+                if red is None:
+                    continue
+                free = [a for a in ("y", "x") if a not in axes]
+                kinds = plain_accumulators(red)
+                for a in free:
+                    if kinds is not None and _extent_ok(red, opts.n(a)):
+                        m = Mapping({**axes, a: red}, "allreduce", outputs=outs)
+                        result.append(self._finish(m))
+                even = all(not _uneven(lp, opts.n(a)) for a, lp in axes.items())
+                if axes and even:
+                    rot = self._rotation(axes, outs)
+                    if rot is not None:
+                        result.append(self._finish(rot))
+        return result
+
+    def _rotation(self, axes: dict[str, tile.ForOp], outs: list[Layout]) -> Mapping | None:
+        nest, opts = self.nest, self.opts
+        red = nest.reduction
+        assert red is not None
+        if red.lb.value.data != 0:
+            return None
+        r = red.induction_var
+        if not _var_uses_ok(r, nest, allow_other=False):
+            return None
+        py, px = axes.get("y"), axes.get("x")
+        paths: dict[SSAValue, str] = {}
+        loose: list[SSAValue] = []
+        for ld in nest.loads:
+            if r not in ld.indices:
+                continue
+            shape = static_shape(ld.source, "source")
+            blk = static_shape(ld.op.result, "block")
+            dims = [j for j, v in enumerate(ld.indices) if v is r]
+            if len(dims) != 1:
+                return None
+            j = dims[0]
+            if blk[j] != red.step.value.data or shape[j] != red.ub.value.data:
+                return None
+            uses_y = py is not None and py.induction_var in ld.indices
+            uses_x = px is not None and px.induction_var in ld.indices
+            if uses_y and uses_x:
+                return None
+            path = "x" if uses_y else "y" if uses_x else ""
+            if not path:
+                loose.append(ld.source)
+                continue
+            if paths.get(ld.source, path) != path:
+                return None
+            paths[ld.source] = path
+        used = set(paths.values())
+        default = "y" if "y" in used or (not used and px is not None) else "x"
+        for src in loose:
+            if paths.get(src, default) != default:
+                return None
+            paths[src] = default
+        if not paths:
+            return None
+        used = set(paths.values())
+        chunks = math.lcm(*(opts.n(a) for a in used))
+        if chunks < 2 or red.trip_count % chunks:
+            return None
+        # Every read of a rotated operand must index it by the reduction.
+        for ld in nest.loads:
+            if ld.source in paths and r not in ld.indices:
+                return None
+        return Mapping(dict(axes), "rotate", paths=paths, chunks=chunks, outputs=outs)
+
+    # -- costing ----------------------------------------------------------------------
+
+    def _finish(self, m: Mapping) -> Mapping:
+        nest, opts = self.nest, self.opts
+        per_load: dict[SSAValue, list[Layout]] = {}
+        for ld in nest.loads:
+            axes = {a: lp for a, lp in m.axes.items()}
+            layout = self._load_layout(ld, axes)
+            if m.mode == "rotate" and ld.source in m.paths:
+                j = next(j for j, v in enumerate(ld.indices) if v is nest.reduction_var)
+                layout = tuple(
+                    m.paths[ld.source] if i == j else d for i, d in enumerate(layout)
+                )
+            per_load.setdefault(ld.source, []).append(layout)
+        for k, init in enumerate(nest.top.iter_args):
+            if init in nest.globals:
+                per_load.setdefault(init, []).append(m.outputs[k])
+        for whole in nest.wholes:
+            per_load.setdefault(whole, []).append(
+                tuple("-" for _ in static_shape(whole, "value"))
+            )
+        m.layouts = self._merge(per_load)
+        if m.mode == "rotate":
+            for src, path in m.paths.items():
+                if path not in m.layouts[src]:
+                    m.cost = math.inf
+                    return m
+        # SRAM: every operand block, every output block, rotation double buffers.
+        grid = opts.grid
+        sram = 0
+        for src, layout in m.layouts.items():
+            sram += _block_bytes(src, layout, grid)
+            if m.mode == "rotate" and src in m.paths:
+                sram += _block_bytes(src, layout, grid)
+        for out, layout in zip(nest.outputs, m.outputs, strict=True):
+            sram += _block_bytes(out, layout, grid)
+        m.sram = sram
+        m.cost = self._estimate(m)
+        return m
+
+    def ranked(self) -> list[Mapping]:
+        """The mappings whose blocks fit SRAM, cheapest first (ties: more PEs used)."""
+        every = self.candidates()
+        options = [
+            m for m in every if m.cost < math.inf and m.sram <= self.opts.device.sram_bytes
+        ]
+        if not options:
+            raise PlmrError(self._no_fit_message(every))
+        return sorted(options, key=lambda m: (round(m.cost, 3), -len(m.axes)))
+
+    def _no_fit_message(self, every: Sequence[Mapping]) -> str:
+        nest, opts = self.nest, self.opts
+        grid = opts.grid
+        best = min(every, key=lambda m: m.sram)
+        name = nest.outputs[0].name_hint or "?"
+        where = ", ".join(
+            f"{a} = %{lp.induction_var.name_hint or '?'}" for a, lp in best.axes.items()
+        )
+        hint = ""
+        if not best.axes:
+            counts = ", ".join(
+                f"%{lp.induction_var.name_hint or '?'}: {lp.trip_count}"
+                for lp in nest.chain
+            )
+            hint = (
+                f" (no loop's block count ({counts}) is a multiple of the {grid[0]} or "
+                f"{grid[1]} PEs of an axis)"
+            )
+        return (
+            f"convert-tile-to-mesh: the nest computing %{name} does not fit a "
+            f"{grid[0]}x{grid[1]} grid of {opts.device.name}: its smallest per-PE "
+            f"placement ({where or 'no loop split'}) needs {best.sram} bytes of SRAM, a "
+            f"PE has {opts.device.sram_bytes}{hint}; use a larger grid, smaller tiles or "
+            "a device with more SRAM"
+        )

@@ -1,0 +1,270 @@
+"""
+The pass `convert-tile-to-mesh`: every function becomes a `mesh.program`, nest by nest
+(`analysis` → `planning` → `emit`), the first mapping whose spmd fits SRAM kept.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from xdsl.builder import Builder
+from xdsl.context import Context
+from xdsl.dialects import arith, func, tensor
+from xdsl.dialects.builtin import (
+    ArrayAttr,
+    ModuleOp,
+    StringAttr,
+    TensorType,
+)
+from xdsl.ir import Operation, SSAValue
+from xdsl.passes import ModulePass
+from xdsl.rewriter import InsertPoint
+
+from plmr.dialects import mesh, tile
+from plmr.dialects.graph import static_shape
+from plmr.errors import PlmrError
+from plmr.lowering.tile_to_mesh.analysis import (
+    GEMM_CHOICES,
+    GEMV_CHOICES,
+    Layout,
+    Options,
+    analyze_nest,
+)
+from plmr.lowering.tile_to_mesh.analysis import loop_name as _loop_name
+from plmr.lowering.tile_to_mesh.builders import dist_type as _dist
+from plmr.lowering.tile_to_mesh.emit import NestEmitter as _NestEmitter
+from plmr.lowering.tile_to_mesh.emit import Placed as _Placed
+from plmr.lowering.tile_to_mesh.emit import StraightEmitter as _StraightEmitter
+from plmr.lowering.tile_to_mesh.planning import NestPlan
+from plmr.lowering.tile_to_mesh.planning import Planner as _Planner
+from plmr.runtime.device import get_device
+from plmr.runtime.running import (
+    ARG_NAMES_ATTR,
+    RESULT_NAMES_ATTR,
+    arg_names,
+    result_names,
+)
+from plmr.runtime.sram import spmd_sram
+
+
+class FunctionLowering:
+    def __init__(self, fn: func.FuncOp, opts: Options):
+        self.fn = fn
+        self.opts = opts
+        self.block = fn.body.block
+        self.placed: dict[SSAValue, _Placed] = {}
+        self.scattered: dict[tuple[SSAValue, Layout, str], SSAValue] = {}
+        self.host: dict[SSAValue, SSAValue] = {}
+        self.cost = 0.0
+        """The estimated cycles of the chosen mappings, summed over the nests."""
+        self.plans: list[NestPlan] = []
+
+    # -- program ----------------------------------------------------------------------
+
+    def run(self) -> mesh.ProgramOp:
+        fn, opts = self.fn, self.opts
+        ft = fn.function_type
+        program = mesh.ProgramOp(
+            fn.sym_name.data,
+            list(ft.inputs.data),
+            list(ft.outputs.data),
+            opts.device_spec,
+            opts.grid,
+        )
+        program.attributes[ARG_NAMES_ATTR] = ArrayAttr(
+            [StringAttr(n) for n in arg_names(fn)]
+        )
+        program.attributes[RESULT_NAMES_ATTR] = ArrayAttr(
+            [StringAttr(n) for n in result_names(fn)]
+        )
+        pblock = program.body.block
+        for old, new in zip(self.block.args, pblock.args, strict=True):
+            new.name_hint = old.name_hint
+            self.host[old] = new
+        self.builder = Builder(InsertPoint.at_end(pblock))
+        straight: list[Operation] = []
+        for op in self.block.ops:
+            if isinstance(op, arith.ConstantOp):
+                if isinstance(op.result.type, TensorType):
+                    clone = self.builder.insert(op.clone())
+                    clone.result.name_hint = op.result.name_hint
+                    self.host[op.result] = clone.result
+                continue
+            if isinstance(op, tensor.EmptyOp):
+                continue
+            if isinstance(op, tile.TileOp) and not isinstance(op, tile.ForOp):
+                # Straight-line block code between nests: one replicated spmd per run.
+                straight.append(op)
+                continue
+            if straight:
+                _StraightEmitter(self, straight).emit()
+                straight = []
+            if isinstance(op, tile.ForOp):
+                self._nest(op)
+                continue
+            if isinstance(op, func.ReturnOp):
+                outs = [self._gathered(v) for v in op.arguments]
+                self.builder.insert(mesh.ReturnOp(*outs))
+                continue
+            remark = op.attributes.get("loop.remark")
+            why = f" ({remark.data})" if isinstance(remark, StringAttr) else ""
+            raise PlmrError(
+                f"convert-tile-to-mesh: '{op.name}' at the top of @{fn.sym_name.data} "
+                "cannot be placed on the mesh (expected tile nests; a 'loop.nest' here "
+                f"was left untiled by convert-loop-to-tile){why}"
+            )
+        # Placements made for mappings that were then rejected.
+        for dead in [o for o in pblock.ops if isinstance(o, mesh.ScatterOp)]:
+            if not dead.result.uses:
+                dead.detach()
+                dead.erase()
+        return program
+
+    def _gathered(self, value: SSAValue) -> SSAValue:
+        placed = self.placed.get(value)
+        if placed is None:
+            layout = tuple("-" for _ in static_shape(value, "result"))
+            dist = self.scatter(value, layout)
+        else:
+            dist = placed.value
+        return self.builder.insert(mesh.GatherOp(dist)).result
+
+    def scatter(
+        self,
+        value: SSAValue,
+        layout: Layout,
+        skew: str = "",
+        ring: str = "",
+        chunks: int = 0,
+    ) -> SSAValue:
+        key = (value, layout, f"{skew}/{ring}/{chunks}")
+        found = self.scattered.get(key)
+        if found is not None:
+            return found
+        host = self.host[value]
+        op = self.builder.insert(
+            mesh.ScatterOp(host, _dist(value, layout, skew, ring, chunks).layout)
+        )
+        if value.name_hint:
+            op.result.name_hint = value.name_hint
+        self.scattered[key] = op.result
+        return op.result
+
+    # -- one nest ---------------------------------------------------------------------
+
+    def _nest(self, top: tile.ForOp) -> None:
+        nest = analyze_nest(top, self.block)
+        planner = _Planner(nest, self.opts, {v: p.layout for v, p in self.placed.items()})
+        sram = self.opts.device.sram_bytes
+        needed: list[int] = []
+        for m in planner.ranked():
+            spmd = _NestEmitter(self, nest, m).emit()
+            # The block estimate leaves out the body's temporaries: measure the peak.
+            peak = spmd_sram(spmd, self.opts.device).peak_bytes
+            if peak <= sram:
+                self.cost += m.cost
+                loops = [*nest.chain, *([nest.reduction] if nest.reduction else [])]
+                self.plans.append(
+                    NestPlan(
+                        nest.outputs[0].name_hint or "?",
+                        tuple((_loop_name(lp), lp.trip_count) for lp in loops),
+                        tuple((a, _loop_name(lp)) for a, lp in sorted(m.axes.items())),
+                        m.mode,
+                        m.cost,
+                        spmd,
+                    )
+                )
+                return
+            needed.append(peak)
+            for out in nest.outputs:
+                del self.placed[out]
+            spmd.detach()
+            spmd.erase()
+        name = nest.outputs[0].name_hint or "?"
+        grid = self.opts.grid
+        raise PlmrError(
+            f"convert-tile-to-mesh: the nest computing %{name} does not fit a "
+            f"{grid[0]}x{grid[1]} grid of {self.opts.device.name}: its smallest per-PE "
+            f"placement needs {min(needed)} bytes of SRAM, a PE has {sram}; use a larger "
+            "grid, smaller tiles or a device with more SRAM"
+        )
+
+
+def parse_options(
+    grid: Sequence[int], device: str, gemm: str, gemv: str, k: int, groups: int = 0
+) -> Options:
+    if len(grid) != 2 or any(g <= 0 for g in grid):
+        raise PlmrError(
+            f"convert-tile-to-mesh: grid must be two positive sizes ROWS,COLS, got {list(grid)}"
+        )
+    if gemm not in GEMM_CHOICES:
+        raise PlmrError(
+            f"convert-tile-to-mesh: unknown gemm '{gemm}' (choose {', '.join(GEMM_CHOICES)})"
+        )
+    if gemv not in GEMV_CHOICES:
+        raise PlmrError(
+            f"convert-tile-to-mesh: unknown gemv '{gemv}' (choose {', '.join(GEMV_CHOICES)})"
+        )
+    if k < 1:
+        raise PlmrError(f"convert-tile-to-mesh: k must be >= 1, got {k}")
+    if groups < 0:
+        raise PlmrError(f"convert-tile-to-mesh: groups must be >= 0, got {groups}")
+    dev = get_device(device)
+    if grid[0] > dev.height or grid[1] > dev.width:
+        raise PlmrError(
+            f"convert-tile-to-mesh: a {grid[0]}x{grid[1]} grid does not fit {dev.name} "
+            f"({dev.height}x{dev.width} PEs)"
+        )
+    return Options((grid[0], grid[1]), dev, device, gemm, gemv, k, groups)
+
+
+def lower_module(
+    module: ModuleOp, opts: Options, plans: list[NestPlan] | None = None
+) -> float:
+    """
+    Replaces every function of `module` by its mesh program (all or nothing) and returns
+    the estimated cycles of the chosen mappings; `plans` receives each nest's mapping.
+    """
+    fns = [op for op in module.ops if isinstance(op, func.FuncOp) and op.body.blocks]
+    if not fns:
+        already = any(isinstance(op, mesh.ProgramOp) for op in module.ops)
+        raise PlmrError(
+            "convert-tile-to-mesh: the module has no function to partition"
+            + (" (it is already a mesh program: run it with plmr run)" if already else "")
+        )
+    lowerings = [FunctionLowering(fn, opts) for fn in fns]
+    programs = [(fn, low.run()) for fn, low in zip(fns, lowerings, strict=True)]
+    if plans is not None:
+        for low in lowerings:
+            plans.extend(low.plans)
+    for fn, program in programs:
+        Builder(InsertPoint.before(fn)).insert(program)
+        fn.detach()
+        fn.erase()
+    return sum(low.cost for low in lowerings)
+
+
+@dataclass(frozen=True)
+class ConvertTileToMeshPass(ModulePass):
+    """
+    Partitions tile programs over a 2D grid of PEs (see the module docstring):
+    `grid = ROWS,COLS`, `device`, `gemm = meshgemm|cannon|summa` (how reductions
+    rotate), `gemv = ktree|pipeline|ring` (the allreduce algorithm), `k` (K-tree phases),
+    `groups` (K-tree groups of the first phase; 0 = about √n).
+    """
+
+    name = "convert-tile-to-mesh"
+
+    grid: tuple[int, ...] = (4, 4)
+    device: str = "wse2"
+    gemm: str = "meshgemm"
+    gemv: str = "ktree"
+    k: int = 2
+    groups: int = 0
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        opts = parse_options(
+            self.grid, self.device, self.gemm, self.gemv, self.k, self.groups
+        )
+        lower_module(op, opts)
