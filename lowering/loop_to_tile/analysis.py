@@ -1,0 +1,468 @@
+"""
+The analysis of `convert-loop-to-tile`: which dimensions of a nest are blocked and by how
+much, whether its reads can be blocked, and the combining ops of its reductions (with the
+proof a rolling update distributes, `repair.check_laws`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Literal
+
+from xdsl.dialects import arith
+from xdsl.ir import Attribute, BlockArgument, Operation, SSAValue
+
+from plmr.dialects.loop import (
+    NestOp,
+    ReadOp,
+    value_shape,
+)
+from plmr.errors import PlmrError
+from plmr.lowering.loop_to_tile.blocks import INDEX_OPS as _INDEX_OPS
+from plmr.lowering.loop_to_tile.blocks import Combine as _Combine
+from plmr.lowering.loop_to_tile.blocks import Dim, Untileable
+from plmr.lowering.loop_to_tile.blocks import Plan as _Plan
+from plmr.lowering.loop_to_tile.blocks import is_const as _is_const
+from plmr.lowering.loop_to_tile.blocks import nests_in as _nests_in
+from plmr.lowering.loop_to_tile.blocks import taint as _taint
+from plmr.passes.neptune import nests as N
+from plmr.passes.neptune.repair import RepairRefused, check_laws
+from plmr.passes.neptune.symbolic import Expr, Symbol, sp, to_sympy
+from plmr.runtime.loop_ops import combiner_of
+
+_KIND: dict[type[Operation], str] = {
+    arith.AddfOp: "add",
+    arith.MulfOp: "mul",
+    arith.MaximumfOp: "max",
+    arith.MinimumfOp: "min",
+}
+"""Combining ops a blocked reduction can use, and their `tile` names."""
+
+
+def _large(t: Attribute) -> bool:
+    """A tensor worth reusing: at least two dimensions longer than 1."""
+    return sum(1 for d in value_shape(t) if d > 1) >= 2
+
+
+WHOLE_BLOCKS = 32
+"""With `fit` and a grid: a dimension no axis can split, of at most this many blocks, is
+kept whole."""
+
+
+class Analysis:
+    def __init__(
+        self,
+        nest: NestOp,
+        sizes: tuple[int, int],
+        order: Iterator[int],
+        dims: dict[SSAValue, Dim] | None = None,
+        fit: bool = False,
+        grid: Sequence[int] = (),
+    ):
+        self.nest = nest
+        self.sizes = sizes
+        self.fit = fit
+        self.grid = tuple(grid)
+        self.order = order
+        self.dims: dict[SSAValue, Dim] = {} if dims is None else dims
+
+    def run(self) -> _Plan:
+        nest = self.nest
+        blocks = self._top_blocks()
+        for i, (arg, e) in enumerate(zip(nest.dims, nest.extents, strict=True)):
+            self.dims[arg] = Dim(
+                arg.name_hint or f"d{i}", e, blocks[i], next(self.order), True
+            )
+        for inner in _nests_in(nest)[1:]:
+            for arg, e in zip(inner.dims, inner.extents, strict=True):
+                self.dims[arg] = Dim(arg.name_hint or "n", e, e, next(self.order), False)
+        self._legalise_reads()
+        combines = self._combines()
+        if combines is None:
+            for i in nest.reduction_dims:
+                self.dims[nest.dims[i]].block = 1
+            combines = self._combines(blocked=False)
+            if combines is None:
+                raise Untileable("its reduction is not of the form acc ⊕ g")
+        self._check_divisible()
+        plan = _Plan(self.dims, combines)
+        for k, acc in enumerate(nest.accumulators):
+            vshape = value_shape(acc.type)
+            plan.value_dims[k] = [
+                Dim(f"v{k}_{a}", e, e, next(self.order), False)
+                for a, e in enumerate(vshape)
+            ]
+        return plan
+
+    # -- block sizes ------------------------------------------------------------------
+
+    def _top_blocks(self) -> list[int]:
+        nest = self.nest
+        p, r = self.sizes
+        blocks = [1] * nest.rank
+        red = nest.reduction_dims
+        if red:
+            blocks[red[-1]] = self._block(r, nest.extents[red[-1]])
+        par = list(nest.parallel_dims)
+        reads = [
+            op for op in nest.walk() if isinstance(op, ReadOp) and _large(op.source.type)
+        ]
+        deps = [_arguments(op.indices) for op in reads]
+        chosen = [
+            i
+            for i in par
+            if nest.extents[i] > 1 and any(nest.dims[i] not in d for d in deps)
+        ]
+        if not red:
+            chosen = sorted(set(chosen) | set(par[-2:]))
+        elif not chosen and par:
+            chosen = par[-1:]
+        for i in chosen:
+            blocks[i] = self._block(p, nest.extents[i])
+        return blocks
+
+    def _block(self, size: int, extent: int) -> int:
+        """
+        The block of a dimension: `size` (at most the extent); with `fit`, the largest
+        divisor of the extent that is at most `size`. With `fit` and a grid, the largest
+        such divisor whose block count a mesh axis divides (so that the loop can be
+        split over it); failing that, a dimension of at most `WHOLE_BLOCKS` blocks is
+        one block (a head of 128 whose 32 blocks of 4 no axis of 420 divides: one
+        block instead of 32 allreduces); failing that, the largest divisor whose blocks
+        split unevenly over an axis, each PE's share its block of the padded layout
+        (`ceil(extent / n)` elements: 11,264 columns over 420 PEs, 27 blocks of 1).
+        """
+        if not self.fit or extent <= size:
+            return min(size, extent)
+        divisors = [d for d in range(1, size + 1) if extent % d == 0]
+        axes = [n for n in self.grid if n > 1]
+        if not axes:
+            return max(divisors)
+        split = [d for d in divisors if any((extent // d) % n == 0 for n in axes)]
+        if split:
+            return max(split)
+        padded = [
+            d
+            for d in divisors
+            if any(-(-(extent // d) // n) * d == -(-extent // n) for n in axes)
+        ]
+        if extent <= WHOLE_BLOCKS * size:
+            return extent
+        if padded:
+            return max(padded)
+        return max(divisors)
+
+    def _check_divisible(self) -> None:
+        for d in self.dims.values():
+            if d.top and d.block > 1 and d.extent % d.block:
+                raise PlmrError(
+                    f"convert-loop-to-tile: tile size {d.block} does not divide the "
+                    f"extent {d.extent} of dimension %{d.name} of {_describe(self.nest)}"
+                )
+
+    # -- reads ------------------------------------------------------------------------
+
+    def _legalise_reads(self) -> None:
+        """Unblocks dimensions until every read is a block load (or raises)."""
+        changed = True
+        while changed:
+            changed = False
+            for op in self.nest.walk():
+                if not isinstance(op, ReadOp):
+                    continue
+                bad = self.read_problem(op)
+                if bad is None:
+                    continue
+                if not bad:
+                    raise Untileable(
+                        f"it reads {op.source.type} at indices it cannot block"
+                    )
+                for d in bad:
+                    if not d.top:
+                        raise Untileable("an index uses a nested dimension in arithmetic")
+                    d.block = 1
+                changed = True
+
+    def legal_reads(self, nest: NestOp) -> bool:
+        """Whether every read of `nest` (with the current dims) is a block load."""
+        return all(
+            self.read_problem(op) is None for op in nest.walk() if isinstance(op, ReadOp)
+        )
+
+    def read_problem(self, op: ReadOp) -> list[Dim] | None:
+        """None if `op` can be a block load; else the dims to unblock (empty: never)."""
+        if not _defined_in(op.source, self.nest):
+            window = all(_shifted(i, self.dims) for i in op.indices)
+            if op.padding is not None and not window:
+                padded = [d for i in op.indices for d in self._axis_dims(i)]
+                if padded:
+                    return padded
+                return []
+            used: list[Dim] = []
+            for i in op.indices:
+                aff = self._affine(i)
+                if aff is False:
+                    return self._misplaced(i) or self._axis_dims(i)
+                if aff is None:
+                    continue
+                if aff in used:
+                    return [aff]
+                used.append(aff)
+            return None
+        # A tensor value of a body: its value axes are indexed by nested dimensions.
+        for i in op.indices:
+            if i in self.dims and not self.dims[i].top:
+                continue
+            if _is_const(i, 0):
+                continue
+            return []
+        return None
+
+    def _misplaced(self, v: SSAValue) -> list[Dim]:
+        """Axis dims of an index used other than as a `+` term (or all but one of those)."""
+        terms: list[Dim] = []
+        bad: list[Dim] = []
+
+        def walk(x: SSAValue) -> None:
+            if x in self.dims:
+                if self.dims[x].axis:
+                    terms.append(self.dims[x])
+                return
+            op = x.owner
+            if isinstance(op, arith.AddiOp):
+                walk(op.lhs)
+                walk(op.rhs)
+            elif isinstance(op, arith.SubiOp):
+                walk(op.lhs)
+                bad.extend(self._axis_dims(op.rhs))
+            else:
+                bad.extend(self._axis_dims(x))
+
+        walk(v)
+        return bad + terms[:-1]
+
+    def _axis_dims(self, v: SSAValue) -> list[Dim]:
+        out: list[Dim] = []
+        for arg in _arguments([v]):
+            d = self.dims.get(arg)
+            if d is not None and d.axis:
+                out.append(d)
+        return out
+
+    def _affine(self, v: SSAValue) -> Dim | Literal[False] | None:
+        """The axis dim of `dim + scalar`, None for a scalar, False if neither."""
+        if v in self.dims:
+            d = self.dims[v]
+            return d if d.axis else None
+        if isinstance(v, BlockArgument):
+            return False
+        op = v.owner
+        if isinstance(op, arith.ConstantOp):
+            return None
+        if isinstance(op, arith.AddiOp):
+            a, b = self._affine(op.lhs), self._affine(op.rhs)
+            if a is False or b is False or (a is not None and b is not None):
+                return False
+            return a if a is not None else b
+        if isinstance(op, arith.SubiOp):
+            a, b = self._affine(op.lhs), self._affine(op.rhs)
+            if a is False or b is not None:
+                return False
+            return a
+        if isinstance(op, _INDEX_OPS):
+            if any(self._affine(x) is not None for x in op.operands):
+                return False
+            return None
+        return False
+
+    # -- reductions -------------------------------------------------------------------
+
+    def _combines(self, blocked: bool = True) -> dict[Operation, _Combine] | None:
+        """The combining op of every reduction in the nest, or None if one is not blockable."""
+        out: dict[Operation, _Combine] = {}
+        for inner in _nests_in(self.nest)[1:]:
+            if not inner.is_reduction:
+                continue
+            ops = combiner_of(inner)
+            if ops is None or any(type(o) not in _KIND for o in ops):
+                raise Untileable("a nested reduction is not of the form acc ⊕ g")
+            for o, acc in zip(ops, inner.accumulators, strict=True):
+                g = o.operands[1] if o.operands[0] is acc else o.operands[0]
+                dims: list[SSAValue] = [inner.dims[i] for i in inner.reduction_dims]
+                out[o] = _Combine(_KIND[type(o)], acc, g, dims, acc)
+        nest = self.nest
+        if not nest.is_reduction:
+            return out
+        red: list[SSAValue] = [nest.dims[i] for i in nest.reduction_dims]
+        found = self._top_combines(red, blocked)
+        if found is None:
+            return None
+        out.update(found)
+        return out
+
+    def _top_combines(
+        self, red: list[SSAValue], blocked: bool
+    ) -> dict[Operation, _Combine] | None:
+        nest = self.nest
+        body = nest.body.block
+        accs = list(nest.accumulators)
+        found: dict[Operation, _Combine] = {}
+        news: dict[SSAValue, int] = {}
+        for k, (acc, y) in enumerate(zip(accs, nest.yield_op.values, strict=True)):
+            located = self._locate(acc, y)
+            if located is None:
+                return None
+            op, h, g, t = located
+            found[op] = _Combine(_KIND[type(op)], h, g, red, t)
+            news[op.results[0]] = k
+        barrier: set[SSAValue] = {o.results[0] for o in found}
+        varying = _taint(body, set(red), barrier)
+        stale = _taint(body, set(accs), barrier)
+        for op, c in found.items():
+            if c.g in stale:
+                return None
+            if not blocked:
+                continue
+            if c.h in varying:
+                return None
+            if not self._proved(c, op, accs, news, varying):
+                return None
+        return found
+
+    def _locate(
+        self, acc: BlockArgument, y: SSAValue
+    ) -> tuple[Operation, SSAValue, SSAValue, SSAValue] | None:
+        """The combining op of accumulator `acc` (yielded as `y`): op, h, g, t."""
+        if isinstance(y.owner, NestOp):
+            inner = y.owner
+            if inner.is_reduction or len(inner.res) != 1:
+                return None
+            inner_y = inner.yield_op.values[0]
+            op = inner_y.owner
+            if not isinstance(op, Operation) or type(op) not in _KIND:
+                return None
+            reads = [
+                r for r in inner.body.walk() if isinstance(r, ReadOp) and r.source is acc
+            ]
+            if len(reads) != 1 or list(reads[0].indices) != list(inner.dims):
+                return None
+            t = reads[0].result
+            h_side = [x for x in op.operands if t in _slice(x)]
+            if len(h_side) != 1:
+                return None
+            h = h_side[0]
+            g = op.operands[1] if op.operands[0] is h else op.operands[0]
+            return op, h, g, t
+        op = y.owner
+        if not isinstance(op, Operation) or type(op) not in _KIND:
+            return None
+        h_side = [x for x in op.operands if acc in _slice(x)]
+        if len(h_side) != 1:
+            return None
+        h = h_side[0]
+        g = op.operands[1] if op.operands[0] is h else op.operands[0]
+        return op, h, g, acc
+
+    def _proved(
+        self,
+        c: _Combine,
+        op: Operation,
+        accs: list[BlockArgument],
+        news: dict[SSAValue, int],
+        varying: set[SSAValue],
+    ) -> bool:
+        """Whether the repair `h` of a combine is proved to allow block updates."""
+        t = sp.Symbol("t", real=True)
+        old_syms: dict[int, Symbol] = {}
+        new_syms: dict[int, Symbol] = {}
+        leaves: dict[SSAValue, Symbol] = {}
+        acc_index: dict[SSAValue, int] = {a: k for k, a in enumerate(accs)}
+
+        def leaf(v: SSAValue) -> Expr:
+            if v is c.t:
+                return t
+            if v in acc_index and value_shape(v.type) == ():
+                k = acc_index[v]
+                return old_syms.setdefault(k, sp.Symbol(f"x{k}", real=True))
+            if v in news:
+                k = news[v]
+                return new_syms.setdefault(k, sp.Symbol(f"x{k}_new", real=True))
+            if (
+                v in varying
+                or v in acc_index
+                or (isinstance(v.owner, ReadOp) and v.owner.source in acc_index)
+            ):
+                raise RepairRefused("h reads what it cannot repair")
+            return leaves.setdefault(v, sp.Symbol(f"u{len(leaves)}", real=True))
+
+        try:
+            h = to_sympy(c.h, leaf, news)
+            if h == t:
+                return True
+            keys = sorted(set(old_syms) | set(new_syms))
+            old = [old_syms.get(k, sp.Symbol(f"x{k}", real=True)) for k in keys]
+            new = [new_syms.get(k, sp.Symbol(f"x{k}_new", real=True)) for k in keys]
+            check_laws(h, t, old, new, c.kind)
+        except RepairRefused:
+            return False
+        return True
+
+
+def _arguments(values: Sequence[SSAValue]) -> set[SSAValue]:
+    """The block arguments (indices, accumulators) the given values are computed from."""
+    found: set[SSAValue] = set()
+    work = list(values)
+    seen: set[SSAValue] = set()
+    while work:
+        v = work.pop()
+        if v in seen:
+            continue
+        seen.add(v)
+        if isinstance(v, BlockArgument):
+            found.add(v)
+        elif isinstance(v.owner, Operation):
+            work.extend(v.owner.operands)
+    return found
+
+
+def _slice(v: SSAValue) -> set[SSAValue]:
+    """`v` and every value it is computed from (through ops and nested bodies)."""
+    out: set[SSAValue] = set()
+    work = [v]
+    while work:
+        x = work.pop()
+        if x in out:
+            continue
+        out.add(x)
+        op = x.owner
+        if isinstance(op, Operation):
+            work.extend(N.external_values(op) if op.regions else op.operands)
+    return out
+
+
+def _defined_in(v: SSAValue, nest: NestOp) -> bool:
+    owner = v.owner
+    op = owner if isinstance(owner, Operation) else owner.parent_op()
+    while op is not None:
+        if op is nest:
+            return True
+        op = op.parent_op()
+    return False
+
+
+def _shifted(v: SSAValue, dims: dict[SSAValue, Dim]) -> bool:
+    """`dim`, `dim ± constant` or a constant: a padded read of a window (a padded tensor)."""
+    if v in dims or isinstance(v.owner, arith.ConstantOp):
+        return True
+    op = v.owner
+    if not isinstance(op, arith.AddiOp | arith.SubiOp):
+        return False
+    lhs_const, rhs_const = (isinstance(x.owner, arith.ConstantOp) for x in op.operands)
+    if op.lhs in dims and rhs_const:
+        return True
+    return isinstance(op, arith.AddiOp) and lhs_const and op.rhs in dims
+
+
+def _describe(nest: NestOp) -> str:
+    names = [f"%{r.name_hint}" for r in nest.res if r.name_hint]
+    return f"the nest computing {', '.join(names)}" if names else "an unnamed nest"

@@ -1,0 +1,117 @@
+"""
+What the analysis and the code generator of `convert-loop-to-tile` share: dimensions of
+the iteration space, blocks, the plan of a nest, and small queries on values.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from xdsl.dialects import arith
+from xdsl.dialects.builtin import IntegerAttr
+from xdsl.ir import Block, Operation, SSAValue
+
+from plmr.dialects.loop import NestOp
+from plmr.passes.neptune import nests as N
+
+INDEX_OPS = (
+    arith.AddiOp,
+    arith.SubiOp,
+    arith.MuliOp,
+    arith.DivUIOp,
+    arith.DivSIOp,
+    arith.RemUIOp,
+    arith.RemSIOp,
+    arith.FloorDivSIOp,
+    arith.CeilDivSIOp,
+    arith.MaxSIOp,
+    arith.MinSIOp,
+)
+
+
+class Untileable(Exception):
+    """The nest cannot be blocked; it stays at the loop level."""
+
+
+@dataclass(eq=False)
+class Dim:
+    """A dimension of the iteration space: a nest index or an axis of a carried tensor."""
+
+    name: str
+    extent: int
+    block: int
+    order: int
+    top: bool
+    """A dimension of the top-level nest (it has a `tile.for`); else kept whole."""
+    iv: SSAValue | None = None
+    """The `tile.for` index (the block's start) of a top-level dimension."""
+
+    @property
+    def axis(self) -> bool:
+        """Whether blocks have an axis for this dimension (else it is a scalar)."""
+        return self.block > 1
+
+
+@dataclass
+class Blk:
+    """A block: a tile value whose axes are `dims` (sorted by `Dim.order`)."""
+
+    value: SSAValue
+    dims: tuple[Dim, ...]
+
+
+@dataclass
+class Combine:
+    """A combining op of a reduction: `h ⊕ reduce(g)` over `dims`."""
+
+    kind: str
+    h: SSAValue
+    g: SSAValue
+    dims: list[SSAValue]
+    """The index arguments (of some nest) the term is reduced over."""
+    t: SSAValue | None = None
+    """The accumulator as `h` reads it (the block argument, or its element)."""
+
+
+@dataclass
+class Plan:
+    """What the analysis of one top-level nest decided."""
+
+    dims: dict[SSAValue, Dim]
+    combines: dict[Operation, Combine]
+    value_dims: dict[int, list[Dim]] = field(default_factory=dict[int, list[Dim]])
+    """Per tensor-valued accumulator, the dimensions of its value axes."""
+
+
+def nests_in(nest: NestOp) -> list[NestOp]:
+    return [op for op in nest.walk() if isinstance(op, NestOp)]
+
+
+def taint(block: Block, roots: set[SSAValue], barrier: set[SSAValue]) -> set[SSAValue]:
+    """Values of `block` depending on `roots`, not looking through `barrier` values."""
+    tainted = set(roots)
+    for op in block.walk():
+        if any(r in barrier for r in op.results):
+            continue
+        deps = N.external_values(op) if op.regions else set(op.operands)
+        if deps & tainted:
+            tainted.update(op.results)
+    return tainted
+
+
+def is_const(v: SSAValue, value: int) -> bool:
+    op = v.owner
+    return (
+        isinstance(op, arith.ConstantOp)
+        and isinstance(op.value, IntegerAttr)
+        and op.value.value.data == value
+    )
+
+
+def top_op(op: Operation, block: Block | None) -> Operation:
+    while op.parent_block() is not block:
+        parent = op.parent_op()
+        if parent is None:
+            return op
+        op = parent
+    return op

@@ -1,0 +1,228 @@
+"""
+The pass `convert-loop-to-tile`: every top-level nest of a function analysed, blocked and
+replaced by its tile program (with the epilogue nest it absorbs), or left with a remark.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from itertools import count
+
+from xdsl.builder import Builder
+from xdsl.context import Context
+from xdsl.dialects import func
+from xdsl.dialects.builtin import (
+    ModuleOp,
+    StringAttr,
+)
+from xdsl.ir import Block, SSAValue
+from xdsl.passes import ModulePass
+from xdsl.rewriter import InsertPoint
+
+from plmr.dialects.loop import (
+    REMARK_ATTR,
+    NestOp,
+    ReadOp,
+    value_shape,
+)
+from plmr.errors import PlmrError
+from plmr.lowering.loop_to_tile.analysis import Analysis as _Analysis
+from plmr.lowering.loop_to_tile.blocks import Dim, Untileable
+from plmr.lowering.loop_to_tile.blocks import Plan as _Plan
+from plmr.lowering.loop_to_tile.blocks import is_const as _is_const
+from plmr.lowering.loop_to_tile.blocks import nests_in as _nests_in
+from plmr.lowering.loop_to_tile.blocks import top_op as _top
+from plmr.lowering.loop_to_tile.codegen import Codegen as _Codegen
+from plmr.passes.neptune import nests as N
+
+
+def _epilogue_of(nest: NestOp, analysis: _Analysis) -> NestOp | None:
+    """
+    A map nest reading `nest`'s results only at its own points, whose other reads block
+    like `nest`'s dims; its dims are bound to `nest`'s (and fresh whole dims).
+    """
+    block = nest.parent_block()
+    users = {_top(u.operation, block) for r in nest.res for u in r.uses}
+    maps = [u for u in users if isinstance(u, NestOp) and not u.is_reduction]
+    if len(users) != 1 or len(maps) != 1:
+        return None
+    (epi,) = maps
+    par = list(nest.parallel_dims)
+    if tuple(epi.extents[: len(par)]) != nest.parallel_extents:
+        return None
+    # The epilogue's other dims must be the value axes of the results (kept whole).
+    value_rank = max(len(value_shape(t)) for t in nest.yield_op.values.types)
+    if len(epi.extents) != len(par) + value_rank:
+        return None
+    for op in epi.walk():
+        if not isinstance(op, ReadOp) or op.source not in nest.res:
+            continue
+        k = _position(nest.res, op.source)
+        nv = len(value_shape(nest.yield_op.values.types[k]))
+        want = list(epi.dims[: len(par) + nv])
+        if op.parent_op() is not epi or len(op.indices) != len(want):
+            return None
+        extents = epi.extents
+        if any(
+            i is not w and not (extents[a] == 1 and _is_const(i, 0))
+            for a, (i, w) in enumerate(zip(op.indices, want, strict=True))
+        ):
+            return None
+    outside = N.external_values(epi) - set(nest.res)
+    if not all(N.defined_before(v, nest) for v in outside):
+        return None
+    dims = analysis.dims
+    added: list[SSAValue] = []
+    for i, (arg, e) in enumerate(zip(epi.dims, epi.extents, strict=True)):
+        if i < len(par):
+            dims[arg] = dims[nest.dims[par[i]]]
+        else:
+            dims[arg] = Dim(arg.name_hint or "e", e, e, next(analysis.order), False)
+        added.append(arg)
+    reads_ok = len(_nests_in(epi)) == 1 and all(
+        analysis.read_problem(op) is None
+        for op in epi.walk()
+        if isinstance(op, ReadOp) and op.source not in nest.res
+    )
+    if not reads_ok:
+        for arg in added:
+            del dims[arg]
+        return None
+    return epi
+
+
+def _position(values: Sequence[SSAValue], v: SSAValue) -> int:
+    """The index of `v` among `values`."""
+    return [x for x in values].index(v)
+
+
+@dataclass(frozen=True)
+class ConvertLoopToTilePass(ModulePass):
+    """
+    Blocks `loop` nests into `tile` programs: `tile-sizes = P,R` are the block of
+    the reused parallel dimensions and of the innermost reduction dimension;
+    `nest-tile-sizes = "name=P,R;..."` overrides them for the nests computing the named
+    tensors (names as printed, without `%`).
+    """
+
+    name = "convert-loop-to-tile"
+
+    tile_sizes: tuple[int, ...] = (16, 16)
+    """`P,R`: the block size of blocked parallel dimensions and of the reduction."""
+
+    nest_tile_sizes: str = ""
+    """Per-nest overrides `name=P,R;name=P,R`, addressed by the nest's result names."""
+
+    fit: bool = False
+    """Shrink a block that does not divide its dimension to the largest divisor that does
+    (instead of reporting an error)."""
+
+    fit_grid: tuple[int, ...] = ()
+    """With `fit`: the mesh the program is for (`P,Q`); blocks are then shrunk to a
+    divisor whose block count an axis divides, or kept whole when no axis can split the
+    dimension (see `WHOLE_BLOCKS`)."""
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        sizes = _sizes(self.tile_sizes, "tile-sizes")
+        overrides = parse_nest_sizes(self.nest_tile_sizes)
+        if any(n <= 0 for n in self.fit_grid):
+            raise PlmrError(
+                f"convert-loop-to-tile: fit-grid sizes must be positive, got "
+                f"{list(self.fit_grid)}"
+            )
+        for fn in op.ops:
+            if isinstance(fn, func.FuncOp) and fn.body.blocks:
+                lower_function(fn, sizes, overrides, self.fit, self.fit_grid)
+
+
+def _sizes(values: Sequence[int], what: str) -> tuple[int, int]:
+    if len(values) == 1:
+        values = (values[0], values[0])
+    if len(values) != 2 or any(s <= 0 for s in values):
+        raise PlmrError(
+            f"convert-loop-to-tile: {what} must be one or two positive sizes "
+            f"(parallel, reduction), got {list(values)}"
+        )
+    return (values[0], values[1])
+
+
+def parse_nest_sizes(text: str) -> dict[str, tuple[int, int]]:
+    """`"h=8,8;o=4"` -> {"h": (8, 8), "o": (4, 4)}."""
+    out: dict[str, tuple[int, int]] = {}
+    for item in filter(None, (t.strip() for t in text.split(";"))):
+        name, eq, rest = item.partition("=")
+        name = name.strip().lstrip("%")
+        try:
+            values = [int(v) for v in rest.split(",")] if eq else []
+        except ValueError:
+            values = []
+        if not name or not values:
+            raise PlmrError(
+                f"convert-loop-to-tile: bad nest-tile-sizes entry '{item}': expected "
+                "name=P,R (e.g. attn=16,8)"
+            )
+        out[name] = _sizes(values, f"the sizes of nest '{name}'")
+    return out
+
+
+def lower_function(
+    fn: func.FuncOp,
+    sizes: tuple[int, int],
+    overrides: dict[str, tuple[int, int]] | None = None,
+    fit: bool = False,
+    grid: Sequence[int] = (),
+) -> None:
+    """Replaces every top-level nest of `fn` that can be blocked by its tile program."""
+    block = fn.body.block
+    N.hoist_constants(block)
+    order = count()
+    for nest in N.top_nests(block):
+        if nest.parent is None:
+            continue
+        chosen = sizes
+        for result in nest.results:
+            if overrides and result.name_hint in overrides:
+                chosen = overrides[result.name_hint]
+                break
+        try:
+            analysis = _Analysis(nest, chosen, order, fit=fit, grid=grid)
+            plan = analysis.run()
+            epilogue = _epilogue_of(nest, analysis)
+            _replace(nest, plan, epilogue, order)
+        except Untileable as e:
+            nest.attributes[REMARK_ATTR] = StringAttr(
+                f"convert-loop-to-tile: left at the loop level: {e}"
+            )
+    N.dce(block)
+
+
+def _replace(
+    nest: NestOp, plan: _Plan, epilogue: NestOp | None, order: Iterator[int]
+) -> None:
+    """Emits the tile program of `nest` before it and replaces its results."""
+    scratch = Block()
+    gen = _Codegen(nest, plan, epilogue, order)
+    try:
+        finals = gen.emit(Builder(InsertPoint.at_end(scratch)))
+    except Untileable:
+        _drop(scratch)
+        raise
+    stored = gen.stored()
+    for op in list(scratch.ops):
+        op.detach()
+        Builder(InsertPoint.before(nest)).insert(op)
+    for (owner, k), value in zip(stored, finals, strict=True):
+        old = owner.res[k]
+        value.name_hint = old.name_hint
+        old.replace_all_uses_with(value)
+    for owner in [*([epilogue] if epilogue is not None else []), nest]:
+        owner.detach()
+        owner.erase()
+
+
+def _drop(block: Block) -> None:
+    """Erases a detached block's ops, dropping their uses of values outside it."""
+    for op in reversed(list(block.ops)):
+        block.detach_op(op)
+        op.erase(safe_erase=False)
