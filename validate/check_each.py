@@ -93,10 +93,10 @@ class PassCheck:
     """Time of running the program after it."""
 
     def line(self) -> str:
-        name = self.spec if len(self.spec) <= 30 else self.spec[:27] + "..."
+        name = self.spec if len(self.spec) <= 44 else self.spec[:41] + "..."
         err = "not executable" if self.error is None else f"max rel err {self.error:.1e}"
         return (
-            f"  {name:<30}  {self.level:<5}  {err:<22} "
+            f"  {name:<44}  {self.level:<5}  {err:<22} "
             f"{self.seconds * 1e3:7.0f} ms  (run {self.run_seconds * 1e3:.0f} ms)"
         )
 
@@ -125,11 +125,20 @@ class Difference:
 class PassMiscompile(PlmrError):
     """A pass changed the results of the program beyond the tolerance."""
 
-    def __init__(self, message: str, spec: str, difference: Difference, repro: str | None):
+    def __init__(
+        self,
+        message: str,
+        spec: str,
+        difference: Difference,
+        repro: str | None,
+        before: str = "",
+    ):
         super().__init__(message)
         self.spec = spec
         self.difference = difference
         self.repro = repro
+        self.before = before
+        """The IR the pass started from."""
 
 
 class PassFailed(PlmrError):
@@ -219,6 +228,8 @@ class Checker:
     names: list[str] = field(default_factory=list[str])
     entry_name: str | None = None
     index: int = 0
+    current: str = ""
+    """The spec of the stage being applied (or last applied)."""
 
     def _say(self, line: str) -> None:
         if self.echo is not None:
@@ -259,13 +270,14 @@ class Checker:
         took = time.perf_counter() - started
         state = "ok" if self.results is not None else "not executable"
         self._say(
-            f"  {'input':<30}  {level_of(module):<5}  {state:<22} {'':>7}     "
+            f"  {'input':<44}  {level_of(module):<5}  {state:<22} {'':>7}     "
             f"  (run {took * 1e3:.0f} ms)"
         )
 
     def apply(self, stage: Stage, ctx: Context, module: ModuleOp) -> PassCheck:
         """Applies `stage` to `module` in place and checks it kept the results."""
         self.index += 1
+        self.current = stage.spec
         before = module.clone()
         started = time.perf_counter()
         try:
@@ -315,20 +327,21 @@ class Checker:
             f"{self.options.tolerance:.0e}, random inputs seed {self.options.seed})"
         )
         repro: str | None = None
+        before_text = module_text(before)
         out = self.options.check_dir
         if out is not None:
             out.mkdir(parents=True, exist_ok=True)
             stem = f"{self.index:02d}-{stage.name}"
             before_path = out / f"{stem}-before.mlir"
             after_path = out / f"{stem}-after.mlir"
-            before_path.write_text(module_text(before))
+            before_path.write_text(before_text)
             after_path.write_text(module_text(after))
             repro = repro_command(before_path, stage.spec, self.options)
             message += (
                 f"\n  IR before: {before_path}\n  IR after:  {after_path}"
                 f"\n  reproduce: {repro}"
             )
-        return PassMiscompile(message, stage.spec, diff, repro)
+        return PassMiscompile(message, stage.spec, diff, repro, before_text)
 
 
 def _executable(fn: func.FuncOp) -> bool:

@@ -19,6 +19,7 @@ from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import DiagnosticException
 
 from plmr.dialects import loop, tile
+from plmr.dialects.printing import module_text
 from plmr.errors import PlmrError
 from plmr.lowering.graph_to_loop import ConvertGraphToLoopPass
 from plmr.lowering.loop_to_tile import ConvertLoopToTilePass
@@ -42,7 +43,7 @@ from plmr.passes.pipeline import (
 )
 from plmr.passes.taso.substitute import TasoSubstitutePass
 from plmr.passes.transpose_elim import TransposeElimPass
-from plmr.validate.check_each import Checker, Stage
+from plmr.validate.check_each import Checker, PassFailed, Stage
 
 
 def _has(module: ModuleOp, kinds: tuple[type[Operation], ...]) -> bool:
@@ -157,7 +158,14 @@ def compile_checked(
         checker.apply(Stage.of_pass(fuse), ctx, module)
         checker.apply(Stage.of_pass(LoopSimplifyIndicesPass()), ctx, module)
     if _has(module, (loop.NestOp,)):
-        sizes = choose_tile_sizes(ctx, module, opts, mesh_opts)
+        checker.current = "convert-loop-to-tile"
+        try:
+            sizes = choose_tile_sizes(ctx, module, opts, mesh_opts)
+        except PlmrError:
+            raise
+        except Exception as e:
+            spec = "convert-loop-to-tile{blocking search}"
+            raise PassFailed(spec, e, module_text(module)) from e
         checker.apply(Stage.of_pass(_loop_to_tile(opts, sizes)), ctx, module)
     elif not _has(module, (tile.ForOp,)):
         already = any(op.name == "mesh.program" for op in module.ops)

@@ -1,0 +1,755 @@
+"""
+Random valid `graph` programs: DAGs over every graph op with consistent shapes,
+broadcasting, attributes and constants.
+
+Each program is built op by op: an op kind is drawn, its operands are drawn from the
+values built so far (or made as constants), and its attributes are drawn to fit their
+shapes; the op's own constructor infers (and so checks) the result type, and a draw
+that does not fit is drawn again. Values carry what the generator knows of them so
+that every program is well defined on standard-normal inputs:
+
+- `bound`: an upper bound of |value| on typical inputs; `exp` of a value that may be
+  large is squashed by `tanh` first, so nothing overflows.
+- `exact`: the value is computed without rounding that a pass may legitimately change
+  (data movement, `max`, `neg`, comparisons, ...). Discontinuous ops (`floor`, `ceil`,
+  comparisons, float-to-integer casts) only read exact values, so a rounding difference
+  of 1 ulp can never flip their result.
+- logs, square roots, reciprocals, divisors and fractional powers read `|x| + c`.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import cast
+
+import numpy as np
+from xdsl.dialects import func
+from xdsl.dialects.builtin import (
+    Float32Type,
+    IntegerType,
+    ModuleOp,
+    TensorType,
+    f32,
+    i1,
+    i32,
+    i64,
+)
+from xdsl.ir import Attribute, Block, Operation, SSAValue
+from xdsl.utils.exceptions import VerifyException
+
+from plmr.dialects import graph
+from plmr.dialects.graph_shapes import element_type, static_shape
+from plmr.errors import PlmrError
+from plmr.passes.taso.dag import constant_attr
+
+Shape = tuple[int, ...]
+
+DIMS = (1, 2, 2, 4, 4, 4, 8, 8, 3, 5, 6)
+"""Dimension sizes of inputs (drawn uniformly): mostly powers of 2, some odd, and 1."""
+
+
+@dataclass(frozen=True)
+class Info:
+    """What the generator knows of a value (see the module docstring)."""
+
+    bound: float
+    exact: bool
+
+
+class _Retry(Exception):
+    """This draw does not fit: draw another op."""
+
+
+@dataclass
+class GraphGenerator:
+    """Builds one random function `@main` (see `generate_graph`)."""
+
+    rng: random.Random
+    max_ops: int = 10
+    max_elems: int = 256
+
+    def __post_init__(self) -> None:
+        self.np_rng = np.random.default_rng(self.rng.getrandbits(32))
+        self.block = Block()
+        self.values: list[SSAValue] = []
+        self.info: dict[SSAValue, Info] = {}
+        self.arg_types: list[Attribute] = []
+
+    # -- values -----------------------------------------------------------------------
+
+    def _shape(self, rank: int | None = None) -> Shape:
+        if rank is None:
+            rank = self.rng.choice((1, 2, 2, 2, 3, 3, 4))
+        while True:
+            shape = tuple(self.rng.choice(DIMS) for _ in range(rank))
+            if math.prod(shape) <= self.max_elems:
+                return shape
+
+    def _add_arg(self, t: TensorType[Attribute]) -> SSAValue:
+        arg = self.block.insert_arg(t, len(self.block.args))
+        arg.name_hint = f"x{len(self.block.args) - 1}"
+        self.arg_types.append(t)
+        self.values.append(arg)
+        is_int = not isinstance(t.element_type, Float32Type)
+        self.info[arg] = Info(8.0 if is_int else 4.5, True)
+        return arg
+
+    def _emit(self, op: Operation, infos: Sequence[Info] | Info) -> Operation:
+        self.block.add_op(op)
+        if isinstance(infos, Info):
+            infos = [infos] * len(op.results)
+        for r, i in zip(op.results, infos, strict=True):
+            self.values.append(r)
+            self.info[r] = i
+        return op
+
+    def _constant(self, shape: Shape, elt: Attribute = f32, low: float = -1.0) -> SSAValue:
+        width = _int_width(elt)
+        if width is not None:
+            if width == 1:
+                data = self.np_rng.integers(0, 2, shape).astype(np.bool_)
+            else:
+                data = self.np_rng.integers(-3, 4, shape)
+            bound = 3.0
+        else:
+            data = self.np_rng.uniform(low, 1.0, shape).astype(np.float32)
+            # Occasionally a constant of integral values (exact products).
+            if self.rng.random() < 0.2:
+                data = np.round(data * 2).astype(np.float32)
+            bound = float(np.max(np.abs(data), initial=0.0))
+        op = graph.ConstantOp(constant_attr(np.asarray(data), elt))
+        self._emit(op, Info(max(bound, 1e-3), True))
+        return op.results[0]
+
+    def _pick(self, pred: Callable[[SSAValue], bool] = lambda v: True) -> SSAValue:
+        fits = [v for v in self.values if pred(v)]
+        if not fits:
+            raise _Retry
+        # Prefer recent values: deeper programs.
+        weights = [1.0 + i for i in range(len(fits))]
+        return self.rng.choices(fits, weights)[0]
+
+    def _float(self, v: SSAValue) -> bool:
+        return isinstance(element_type(v), Float32Type)
+
+    def _int(self, v: SSAValue) -> bool:
+        width = _int_width(element_type(v))
+        return width is not None and width > 1
+
+    def _bool(self, v: SSAValue) -> bool:
+        return _int_width(element_type(v)) == 1
+
+    def _pick_float(self, min_rank: int = 0) -> SSAValue:
+        return self._pick(
+            lambda v: self._float(v) and len(static_shape(v, "v")) >= min_rank
+        )
+
+    def _scalar(self, c: float) -> SSAValue:
+        op = graph.ConstantOp(constant_attr(np.asarray(c, np.float32), f32))
+        return self._emit(op, Info(abs(c), True)).results[0]
+
+    def _positive(self, v: SSAValue, c: float = 0.5) -> SSAValue:
+        """|v| + c."""
+        a = self._emit(graph.AbsOp(v), self._i(v))
+        k = self._scalar(c)
+        out = self._emit(graph.AddOp(a.results[0], k), Info(self._i(v).bound + c, False))
+        return out.results[0]
+
+    def _squashed(self, v: SSAValue, limit: float = 12.0) -> SSAValue:
+        if self._i(v).bound <= limit:
+            return v
+        return self._emit(graph.TanhOp(v), Info(1.0, False)).results[0]
+
+    def _i(self, v: SSAValue) -> Info:
+        return self.info[v]
+
+    def _broadcast_partner(self, a: SSAValue) -> SSAValue:
+        """A value (or new constant) whose shape broadcasts with `a`'s."""
+        sa = static_shape(a, "a")
+        choice = self.rng.random()
+        if choice < 0.45:
+            same = [v for v in self.values if self._float(v) and static_shape(v, "v") == sa]
+            if same:
+                return self.rng.choice(same)
+        if choice < 0.7:
+            ok = [
+                v
+                for v in self.values
+                if self._float(v) and _broadcasts(static_shape(v, "v"), sa)
+            ]
+            if ok:
+                return self.rng.choice(ok)
+        # A constant of a suffix of the shape, some dims set to 1.
+        start = self.rng.randint(0, len(sa))
+        shape = tuple(d if self.rng.random() < 0.7 else 1 for d in sa[start:])
+        return self._constant(shape)
+
+    # -- ops --------------------------------------------------------------------------
+
+    def _binary(self) -> None:
+        kind = self.rng.choice(("add", "sub", "mul", "div", "maximum", "minimum"))
+        a = self._pick_float()
+        b = self._broadcast_partner(a)
+        if self.rng.random() < 0.5:
+            a, b = b, a
+        ia, ib = self._i(a), self._i(b)
+        if kind == "div":
+            b = self._positive(b)
+            op = graph.DivOp(a, b)
+            self._emit(op, Info(ia.bound / 0.5, False))
+        elif kind == "add":
+            self._emit(graph.AddOp(a, b), Info(ia.bound + ib.bound, False))
+        elif kind == "sub":
+            self._emit(graph.SubOp(a, b), Info(ia.bound + ib.bound, False))
+        elif kind == "mul":
+            self._emit(graph.MulOp(a, b), Info(ia.bound * ib.bound, False))
+        elif kind == "maximum":
+            self._emit(
+                graph.MaximumOp(a, b),
+                Info(max(ia.bound, ib.bound), ia.exact and ib.exact),
+            )
+        else:
+            self._emit(
+                graph.MinimumOp(a, b),
+                Info(max(ia.bound, ib.bound), ia.exact and ib.exact),
+            )
+
+    def _unary(self) -> None:
+        kind = self.rng.choice(
+            (
+                "relu",
+                "gelu",
+                "silu",
+                "sigmoid",
+                "tanh",
+                "exp",
+                "erf",
+                "sqrt",
+                "neg",
+                "abs",
+                "log",
+                "floor",
+                "ceil",
+                "reciprocal",
+                "pow",
+                "scale",
+            )
+        )
+        if kind in ("floor", "ceil"):
+            a = self._pick(lambda v: self._float(v) and self._i(v).exact)
+            op = graph.FloorOp(a) if kind == "floor" else graph.CeilOp(a)
+            self._emit(op, Info(self._i(a).bound + 1, True))
+            return
+        a = self._pick_float()
+        ia = self._i(a)
+        if kind == "relu":
+            self._emit(graph.ReluOp(a), ia)
+        elif kind == "gelu":
+            self._emit(graph.GeluOp(a, self.rng.random() < 0.5), Info(ia.bound, False))
+        elif kind == "silu":
+            self._emit(graph.SiluOp(a), Info(ia.bound, False))
+        elif kind == "sigmoid":
+            self._emit(graph.SigmoidOp(a), Info(1.0, False))
+        elif kind == "tanh":
+            self._emit(graph.TanhOp(a), Info(1.0, False))
+        elif kind == "erf":
+            self._emit(graph.ErfOp(a), Info(1.0, False))
+        elif kind == "exp":
+            s = self._squashed(a)
+            self._emit(graph.ExpOp(s), Info(math.exp(min(self._i(s).bound, 12)), False))
+        elif kind == "sqrt":
+            p = self._positive(a)
+            self._emit(graph.SqrtOp(p), Info(math.sqrt(self._i(p).bound), False))
+        elif kind == "log":
+            p = self._positive(a)
+            self._emit(graph.LogOp(p), Info(math.log(self._i(p).bound) + 1, False))
+        elif kind == "reciprocal":
+            p = self._positive(a)
+            self._emit(graph.ReciprocalOp(p), Info(2.0, False))
+        elif kind == "neg":
+            self._emit(graph.NegOp(a), ia)
+        elif kind == "abs":
+            self._emit(graph.AbsOp(a), ia)
+        elif kind == "pow":
+            exponent = self.rng.choice((2.0, 3.0, 0.5, -1.0, 1.5))
+            if exponent != int(exponent) or exponent < 0:
+                a = self._positive(a)
+            else:
+                a = self._squashed(a, 6.0)
+            bound = self._i(a).bound
+            self._emit(
+                graph.PowOp(a, exponent), Info(max(bound, 2.0) ** abs(exponent), False)
+            )
+        else:
+            factor = self.rng.choice((0.5, 2.0, -1.0, 0.1, 3.0))
+            exact = ia.exact and factor in (0.5, 2.0, -1.0)
+            self._emit(graph.ScaleOp(a, factor), Info(ia.bound * abs(factor), exact))
+
+    def _matmul(self) -> None:
+        a = self._pick_float(1)
+        sa = static_shape(a, "a")
+        ta = len(sa) >= 2 and self.rng.random() < 0.25
+        tb = self.rng.random() < 0.3
+        k = sa[len(sa) - 2] if ta else sa[len(sa) - 1]
+        if self.rng.random() < 0.6:
+            n = self.rng.choice(DIMS)
+            rank_b = self.rng.choice((1, 2, 2, len(sa))) if len(sa) >= 2 else 2
+            if rank_b == 1:
+                tb = False
+                shape_b: Shape = (k,)
+            else:
+                batch = sa[:-2] if rank_b == len(sa) and len(sa) > 2 else ()
+                batch = tuple(d if self.rng.random() < 0.7 else 1 for d in batch)
+                shape_b = (*batch, n, k) if tb else (*batch, k, n)
+            b = self._constant(shape_b)
+        else:
+            b = self._pick(
+                lambda v: (
+                    self._float(v)
+                    and len(static_shape(v, "v")) >= 2
+                    and static_shape(v, "v")[-1 if tb else -2] == k
+                )
+            )
+        op = graph.MatmulOp(a, b, ta, tb)
+        if math.prod(static_shape(op.results[0], "r")) > 4 * self.max_elems:
+            raise _Retry
+        self._emit(op, Info(self._i(a).bound * self._i(b).bound * k, False))
+
+    def _transpose(self) -> None:
+        a = self._pick(lambda v: len(static_shape(v, "v")) >= 2)
+        perm = list(range(len(static_shape(a, "a"))))
+        self.rng.shuffle(perm)
+        self._emit(graph.TransposeOp(a, perm), self._i(a))
+
+    def _reshape(self) -> None:
+        a = self._pick()
+        n = math.prod(static_shape(a, "a"))
+        factors = _factorize(n)
+        self.rng.shuffle(factors)
+        rank = self.rng.randint(1, min(4, max(1, len(factors))))
+        shape = [1] * rank
+        for f in factors:
+            shape[self.rng.randrange(rank)] *= f
+        if self.rng.random() < 0.2:
+            shape.insert(self.rng.randint(0, len(shape)), 1)
+        self._emit(graph.ReshapeOp(a, shape), self._i(a))
+
+    def _reduce(self) -> None:
+        a = self._pick(lambda v: self._float(v) and len(static_shape(v, "v")) >= 1)
+        rank = len(static_shape(a, "a"))
+        axes = sorted(self.rng.sample(range(rank), self.rng.randint(1, rank)))
+        if self.rng.random() < 0.3:
+            axes = [ax - rank for ax in axes]
+        kind = self.rng.choice(("sum", "max", "min", "mean"))
+        keep = self.rng.random() < 0.4
+        ia = self._i(a)
+        n = math.prod(static_shape(a, "a")[ax] for ax in axes)
+        bound = ia.bound * n if kind == "sum" else ia.bound
+        exact = ia.exact and kind in ("max", "min")
+        self._emit(graph.ReduceOp(kind, a, axes, keep), Info(bound, exact))
+
+    def _softmax(self) -> None:
+        a = self._pick_float(1)
+        axis = self.rng.randrange(-len(static_shape(a, "a")), len(static_shape(a, "a")))
+        self._emit(graph.SoftmaxOp(self._squashed(a, 30.0), axis), Info(1.0, False))
+
+    def _norm(self) -> None:
+        a = self._pick_float(1)
+        shape = static_shape(a, "a")
+        axis = self.rng.randrange(len(shape))
+        norm = shape[axis:]
+        if math.prod(norm) < 2:
+            raise _Retry
+        param_shape = tuple(d if self.rng.random() < 0.8 else 1 for d in norm)
+        if self.rng.random() < 0.3:
+            param_shape = param_shape[self.rng.randint(0, len(param_shape) - 1) :]
+        scale = self._constant(param_shape, low=0.5)
+        axis_attr = axis if self.rng.random() < 0.5 else axis - len(shape)
+        if self.rng.random() < 0.5:
+            bias = self._constant(param_shape) if self.rng.random() < 0.7 else None
+            op: Operation = graph.LayerNormOp(a, scale, bias, axis_attr)
+        else:
+            op = graph.RmsNormOp(a, scale, axis_attr, self.rng.choice((1e-5, 1e-6)))
+        self._emit(op, Info(8.0, False))
+
+    def _concat(self) -> None:
+        a = self._pick(lambda v: len(static_shape(v, "v")) >= 1)
+        sa = static_shape(a, "a")
+        axis = self.rng.randrange(len(sa))
+        others = [
+            v
+            for v in self.values
+            if element_type(v) == element_type(a)
+            and len(static_shape(v, "v")) == len(sa)
+            and all(
+                d == e
+                for i, (d, e) in enumerate(zip(static_shape(v, "v"), sa))
+                if i != axis
+            )
+        ]
+        if self.rng.random() < 0.5 or not others:
+            shape = list(sa)
+            shape[axis] = self.rng.choice((1, 2, 3))
+            b = self._constant(tuple(shape), element_type(a))
+        else:
+            b = self.rng.choice(others)
+        inputs = [a, b] if self.rng.random() < 0.5 else [b, a]
+        ia, ib = self._i(a), self._i(b)
+        self._emit(
+            graph.ConcatOp(inputs, axis - len(sa) if self.rng.random() < 0.3 else axis),
+            Info(max(ia.bound, ib.bound), ia.exact and ib.exact),
+        )
+
+    def _split(self) -> None:
+        a = self._pick(lambda v: any(d >= 2 for d in static_shape(v, "v")))
+        sa = static_shape(a, "a")
+        axis = self.rng.choice([i for i, d in enumerate(sa) if d >= 2])
+        cut = self.rng.randint(1, sa[axis] - 1)
+        sizes = [cut, sa[axis] - cut]
+        if sizes[1] >= 2 and self.rng.random() < 0.3:
+            c2 = self.rng.randint(1, sizes[1] - 1)
+            sizes = [cut, c2, sizes[1] - c2]
+        self._emit(graph.SplitOp(a, axis, sizes), self._i(a))
+
+    def _conv_input(self) -> SSAValue:
+        """A float NCHW value: an existing rank-4 one or a reshape of one."""
+        fours = [
+            v for v in self.values if self._float(v) and len(static_shape(v, "v")) == 4
+        ]
+        if fours and self.rng.random() < 0.7:
+            return self.rng.choice(fours)
+        a = self._pick_float()
+        n = math.prod(static_shape(a, "a"))
+        f = _factorize(n)
+        self.rng.shuffle(f)
+        shape = [1, 1, 1, 1]
+        for x in f:
+            shape[self.rng.choice((1, 2, 2, 3, 3))] *= x
+        return self._emit(graph.ReshapeOp(a, shape), self._i(a)).results[0]
+
+    def _conv(self) -> None:
+        x = self._conv_input()
+        n, c, h, w = static_shape(x, "x")
+        groups = self.rng.choice([g for g in (1, 2, 3) if c % g == 0])
+        m = groups * self.rng.choice((1, 2, 3))
+        kh, kw = self.rng.choice((1, 2, 3)), self.rng.choice((1, 2, 3))
+        strides = (self.rng.choice((1, 1, 2)), self.rng.choice((1, 1, 2)))
+        dil = (self.rng.choice((1, 1, 2)), self.rng.choice((1, 1, 2)))
+        pads = tuple(self.rng.choice((0, 0, 1)) for _ in range(4))
+        weight = self._constant((m, c // groups, kh, kw))
+        bias = self._constant((m,)) if self.rng.random() < 0.5 else None
+        op = graph.Conv2dOp(
+            x, weight, bias, strides=strides, pads=pads, dilations=dil, groups=groups
+        )
+        del n, h, w
+        self._emit(op, Info(self._i(x).bound * (c // groups) * kh * kw + 1, False))
+
+    def _pool(self) -> None:
+        x = self._conv_input()
+        kind = self.rng.choice(("max", "avg"))
+        kernel = (self.rng.choice((1, 2, 3)), self.rng.choice((1, 2, 3)))
+        strides = (self.rng.choice((1, 2)), self.rng.choice((1, 2)))
+        pads = tuple(
+            self.rng.choice(range(0, kernel[i % 2])) if self.rng.random() < 0.3 else 0
+            for i in range(4)
+        )
+        include = kind == "avg" and self.rng.random() < 0.5
+        op = graph.PoolOp(
+            kind, x, kernel, strides=strides, pads=pads, count_include_pad=include
+        )
+        ix = self._i(x)
+        self._emit(op, Info(ix.bound, ix.exact and kind == "max"))
+
+    def _gather(self) -> None:
+        data = self._pick(lambda v: len(static_shape(v, "v")) >= 1)
+        sd = static_shape(data, "d")
+        axis = self.rng.randrange(len(sd))
+        shape = self._shape(self.rng.choice((0, 1, 1, 2)))
+        if self.rng.random() < 0.4:
+            ids = self._add_arg(TensorType(self.rng.choice((i64, i32)), shape))
+        else:
+            values = self.np_rng.integers(-sd[axis], sd[axis], shape)
+            k = graph.ConstantOp(constant_attr(np.asarray(values), i64))
+            self._emit(k, Info(float(sd[axis]), True))
+            ids = k.results[0]
+        axis_attr = axis - len(sd) if self.rng.random() < 0.3 else axis
+        self._emit(graph.GatherOp(data, ids, axis_attr), self._i(data))
+
+    def _gather_elements(self) -> None:
+        data = self._pick(lambda v: len(static_shape(v, "v")) >= 1)
+        sd = static_shape(data, "d")
+        axis = self.rng.randrange(len(sd))
+        shape = tuple(
+            self.rng.randint(1, 4) if i == axis else self.rng.randint(1, d)
+            for i, d in enumerate(sd)
+        )
+        values = self.np_rng.integers(-sd[axis], sd[axis], shape)
+        k = graph.ConstantOp(constant_attr(np.asarray(values), i64))
+        self._emit(k, Info(float(sd[axis]), True))
+        self._emit(graph.GatherElementsOp(data, k.results[0], axis), self._i(data))
+
+    def _cmp(self) -> None:
+        a = self._pick(lambda v: not self._bool(v) and self._i(v).exact)
+        sa = static_shape(a, "a")
+        others = [
+            v
+            for v in self.values
+            if element_type(v) == element_type(a)
+            and self._i(v).exact
+            and _broadcasts(static_shape(v, "v"), sa)
+        ]
+        if others and self.rng.random() < 0.6:
+            b = self.rng.choice(others)
+        else:
+            b = self._constant(sa[self.rng.randint(0, len(sa)) :], element_type(a))
+        pred = self.rng.choice(("eq", "ne", "lt", "le", "gt", "ge"))
+        self._emit(graph.CmpOp(pred, a, b), Info(1.0, True))
+
+    def _a_bool(self) -> SSAValue:
+        """A boolean value: an existing one, or a new comparison."""
+        if not any(self._bool(v) for v in self.values) or self.rng.random() < 0.3:
+            self._cmp()
+        return self._pick(self._bool)
+
+    def _logical(self) -> None:
+        a = self._a_bool()
+        kind = self.rng.choice(("not", "and", "or", "xor"))
+        if kind == "not":
+            self._emit(graph.NotOp(a), Info(1.0, True))
+            return
+        sa = static_shape(a, "a")
+        others = [
+            v
+            for v in self.values
+            if self._bool(v) and _broadcasts(static_shape(v, "v"), sa)
+        ]
+        b = self.rng.choice(others) if others else self._constant(sa, i1)
+        cls = {"and": graph.AndOp, "or": graph.OrOp, "xor": graph.XorOp}[kind]
+        self._emit(cls(a, b), Info(1.0, True))
+
+    def _where(self) -> None:
+        c = self._a_bool()
+        sc = static_shape(c, "c")
+        a = self._pick_float()
+        b = self._broadcast_partner(a)
+        if not _broadcasts(sc, static_shape(a, "a")) and not _broadcasts(
+            static_shape(a, "a"), sc
+        ):
+            raise _Retry
+        ia, ib = self._i(a), self._i(b)
+        self._emit(
+            graph.WhereOp(c, a, b), Info(max(ia.bound, ib.bound), ia.exact and ib.exact)
+        )
+
+    def _cast(self) -> None:
+        a = self._pick()
+        ea = element_type(a)
+        if self._float(a):
+            if not self._i(a).exact or self.rng.random() < 0.4:
+                # Floats only become integers from exact values.
+                if self._i(a).exact:
+                    target: Attribute = self.rng.choice((i1, i32, i64))
+                else:
+                    raise _Retry
+            else:
+                target = self.rng.choice((i32, i64, i1))
+        else:
+            target = f32 if self.rng.random() < 0.7 else self.rng.choice((i32, i64, i1))
+        if target == ea:
+            raise _Retry
+        self._emit(graph.CastOp(a, target), Info(self._i(a).bound + 1, True))
+
+    def _int_arith(self) -> None:
+        a = self._pick(self._int)
+        kind = self.rng.choice(("add", "sub", "mul", "maximum", "minimum", "neg", "abs"))
+        ia = self._i(a)
+        if kind == "neg":
+            self._emit(graph.NegOp(a), ia)
+            return
+        if kind == "abs":
+            self._emit(graph.AbsOp(a), ia)
+            return
+        sa = static_shape(a, "a")
+        others = [
+            v
+            for v in self.values
+            if element_type(v) == element_type(a) and _broadcasts(static_shape(v, "v"), sa)
+        ]
+        b = self.rng.choice(others) if others else self._constant(sa, element_type(a))
+        cls = {
+            "add": graph.AddOp,
+            "sub": graph.SubOp,
+            "mul": graph.MulOp,
+            "maximum": graph.MaximumOp,
+            "minimum": graph.MinimumOp,
+        }[kind]
+        ib = self._i(b)
+        bound = ia.bound * ib.bound if kind == "mul" else ia.bound + ib.bound
+        if bound > 1e6:
+            raise _Retry
+        self._emit(cls(a, b), Info(bound, True))
+
+    def _slice(self) -> None:
+        a = self._pick(lambda v: len(static_shape(v, "v")) >= 1)
+        sa = static_shape(a, "a")
+        starts: list[int] = []
+        ends: list[int] = []
+        steps: list[int] = []
+        for d in sa:
+            step = self.rng.choice((1, 1, 1, 2, -1, 3, -2))
+            if step > 0:
+                s = self.rng.randint(0, d - 1)
+                e = self.rng.randint(s + 1, d)
+            else:
+                s = self.rng.randint(0, d - 1)
+                e = self.rng.randint(-1, s - 1)
+            starts.append(s)
+            ends.append(e)
+            steps.append(step)
+        self._emit(graph.SliceOp(a, starts, ends, steps), self._i(a))
+
+    def _expand(self) -> None:
+        a = self._pick()
+        sa = static_shape(a, "a")
+        target = [d if d != 1 else self.rng.choice((1, 2, 3)) for d in sa]
+        if self.rng.random() < 0.4 and len(target) < 4:
+            target.insert(0, self.rng.choice((2, 3)))
+        if math.prod(target) > 4 * self.max_elems:
+            raise _Retry
+        self._emit(graph.ExpandOp(a, target), self._i(a))
+
+    def _pad(self) -> None:
+        a = self._pick(lambda v: len(static_shape(v, "v")) >= 1)
+        sa = static_shape(a, "a")
+        mode = self.rng.choice(("constant", "constant", "reflect", "edge"))
+        rank = len(sa)
+        pads: list[int] = []
+        for i in range(2 * rank):
+            d = sa[i % rank]
+            top = d - 1 if mode == "reflect" else 2
+            pads.append(self.rng.randint(0, max(0, min(2, top))))
+        value = self.rng.choice((0.0, 1.0, -2.0)) if mode == "constant" else 0.0
+        self._emit(graph.PadOp(a, pads, mode, value), self._i(a))
+
+    OPS: tuple[tuple[str, float], ...] = (
+        ("binary", 4.0),
+        ("unary", 4.0),
+        ("matmul", 2.5),
+        ("transpose", 1.0),
+        ("reshape", 1.0),
+        ("reduce", 1.5),
+        ("softmax", 1.0),
+        ("norm", 1.0),
+        ("concat", 1.0),
+        ("split", 0.8),
+        ("conv", 0.7),
+        ("pool", 0.7),
+        ("gather", 0.8),
+        ("gather_elements", 0.6),
+        ("cmp", 0.8),
+        ("logical", 0.6),
+        ("where", 0.8),
+        ("cast", 0.8),
+        ("int_arith", 0.6),
+        ("slice", 1.0),
+        ("expand", 0.8),
+        ("pad", 0.8),
+    )
+
+    def generate(self) -> ModuleOp:
+        for _ in range(self.rng.randint(1, 3)):
+            self._add_arg(TensorType(f32, self._shape()))
+        n_ops = self.rng.randint(1, self.max_ops)
+        names = [n for n, _ in self.OPS]
+        weights = [w for _, w in self.OPS]
+        built = 0
+        attempts = 0
+        while built < n_ops and attempts < 20 * n_ops:
+            attempts += 1
+            kind = self.rng.choices(names, weights)[0]
+            mark = len(self.values), len(list(self.block.ops)), len(self.block.args)
+            try:
+                getattr(self, f"_{kind}")()
+                built += 1
+            except (_Retry, VerifyException, PlmrError, ValueError, IndexError):
+                self._rollback(*mark)
+        return self._finish()
+
+    def _rollback(self, n_values: int, n_ops: int, n_args: int) -> None:
+        ops = list(self.block.ops)
+        for op in reversed(ops[n_ops:]):
+            op.detach()
+            op.erase(safe_erase=False)
+        for v in self.values[n_values:]:
+            self.info.pop(v, None)
+        del self.values[n_values:]
+        while len(self.block.args) > n_args:
+            self.block.erase_arg(self.block.args[-1])
+            self.arg_types.pop()
+
+    def _finish(self) -> ModuleOp:
+        computed = [v for v in self.values if not isinstance(v.owner, Block)]
+        computed = [v for v in computed if not isinstance(v.owner, graph.ConstantOp)]
+        if not computed:
+            a = self.values[0]
+            computed = [self._emit(graph.NegOp(a), self._i(a)).results[0]]
+        # Every leaf is a result (up to 4, the last ones): no op is dead.
+        outs = [v for v in computed if not v.uses][-4:]
+        self.block.add_op(func.ReturnOp(*outs))
+        fn = func.FuncOp("main", (self.arg_types, [v.type for v in outs]))
+        old = fn.body.blocks[0]
+        fn.body.detach_block(old)
+        old.erase()
+        fn.body.add_block(self.block)
+        _drop_dead(fn)
+        module = ModuleOp([fn])
+        module.verify()
+        return module
+
+
+def _int_width(t: Attribute) -> int | None:
+    """The width of an integer type, else None."""
+    if isinstance(t, IntegerType):
+        return cast(IntegerType, t).bitwidth
+    return None
+
+
+def _drop_dead(fn: func.FuncOp) -> None:
+    """Erases ops whose results are unused (in reverse order)."""
+    for op in reversed(list(fn.body.block.ops)):
+        if isinstance(op, func.ReturnOp):
+            continue
+        if all(not r.uses for r in op.results):
+            op.detach()
+            op.erase()
+
+
+def _broadcasts(small: Shape, big: Shape) -> bool:
+    """Whether `small` broadcasts to exactly `big` (numpy rules)."""
+    if len(small) > len(big):
+        return False
+    return all(s in (1, b) for s, b in zip(reversed(small), reversed(big), strict=False))
+
+
+def _factorize(n: int) -> list[int]:
+    out: list[int] = []
+    d = 2
+    while d * d <= n:
+        while n % d == 0:
+            out.append(d)
+            n //= d
+        d += 1
+    if n > 1:
+        out.append(n)
+    return out
+
+
+def generate_graph(seed: int, max_ops: int = 10) -> ModuleOp:
+    """A random valid graph-level module with one function `@main`, from `seed`."""
+    return GraphGenerator(random.Random(seed), max_ops=max_ops).generate()
+
+
+__all__ = ["GraphGenerator", "generate_graph"]

@@ -1,0 +1,185 @@
+"""
+A fuzz run: programs `0, 1, 2, ...` of a seed through the checked compile on worker
+processes until the time or the program count runs out, then every crash and miscompile
+minimised and written as an `.mlir` file that says how to reproduce it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import cast
+
+from plmr.validate.fuzz.driver import (
+    FUZZ_TOLERANCE,
+    Case,
+    Outcome,
+    Task,
+    make_case,
+    run_tasks,
+)
+
+KINDS = ("ok", "refused", "crash", "miscompile", "timeout", "invalid")
+FAILURES = ("crash", "miscompile", "timeout", "invalid")
+
+
+@dataclass
+class Failure:
+    case: Case
+    outcome: Outcome
+    path: Path | None = None
+    minimized: str | None = None
+
+
+@dataclass
+class Summary:
+    seed: int
+    seconds: float = 0.0
+    counts: Counter[str] = field(default_factory=Counter[str])
+    refusals: Counter[str] = field(default_factory=Counter[str])
+    failures: list[Failure] = field(default_factory=list[Failure])
+    stage_seconds: float = 0.0
+
+    @property
+    def programs(self) -> int:
+        return sum(self.counts.values())
+
+    def line(self) -> str:
+        parts = ", ".join(f"{k} {self.counts.get(k, 0)}" for k in KINDS)
+        rate = self.programs / self.seconds if self.seconds else 0.0
+        return f"{self.programs} programs in {self.seconds:.0f} s ({rate:.2f}/s): {parts}"
+
+    def report(self) -> list[str]:
+        lines = [f"plmr fuzz --seed {self.seed}: {self.line()}"]
+        if self.refusals:
+            total = sum(self.refusals.values())
+            lines.append(f"refusals ({total}), by pass and message:")
+            for key, n in self.refusals.most_common():
+                lines.append(f"  {n:5d}  {key}")
+        for f in self.failures:
+            where = f" -> {f.path}" if f.path is not None else ""
+            lines.append(
+                f"{f.outcome.kind}: program {f.case.index} in {f.outcome.stage or '-'}: "
+                f"{_first_line(f.outcome.message)}{where}"
+            )
+        return lines
+
+
+def _first_line(text: str) -> str:
+    line = text.strip().splitlines()[0] if text.strip() else ""
+    return line if len(line) <= 200 else line[:197] + "..."
+
+
+Progress = Callable[[Summary, float], None]
+
+
+def fuzz(
+    seed: int,
+    seconds: float | None = None,
+    count: int | None = None,
+    jobs: int = 1,
+    out: Path | None = None,
+    level: str = "graph",
+    tolerance: float = FUZZ_TOLERANCE,
+    timeout: float = 120.0,
+    minimize_budget: float = 90.0,
+    progress: Progress | None = None,
+) -> Summary:
+    """Runs programs of `seed` for `seconds` and/or `count` programs (see module doc)."""
+    summary = Summary(seed)
+    started = time.monotonic()
+    deadline = None if seconds is None else started + seconds
+
+    def tasks() -> Iterator[tuple[Task, object]]:
+        i = 0
+        while count is None or i < count:
+            yield ("case", (seed, i, level, tolerance)), i
+            i += 1
+
+    for tag, result in run_tasks(tasks(), jobs, timeout, deadline):
+        if result is None:
+            assert isinstance(tag, int)
+            case = make_case(seed, tag, level)
+            outcome = Outcome("timeout", "", f"more than {timeout:.0f} s")
+        elif isinstance(result, tuple):
+            got = cast(tuple[object, object], result)
+            case, outcome = got
+            assert isinstance(case, Case)
+            assert isinstance(outcome, Outcome)
+        else:
+            assert isinstance(tag, int)
+            case = make_case(seed, tag, level)
+            outcome = Outcome("crash", "worker", str(result))
+        summary.counts[outcome.kind] += 1
+        summary.stage_seconds += outcome.seconds
+        if outcome.kind == "refused":
+            summary.refusals[outcome.key] += 1
+        elif outcome.kind in FAILURES:
+            summary.failures.append(Failure(case, outcome))
+        summary.seconds = time.monotonic() - started
+        if progress is not None:
+            progress(summary, summary.seconds)
+    summary.seconds = time.monotonic() - started
+    if out is not None and summary.failures:
+        _minimize_and_write(summary, out, jobs, tolerance, minimize_budget)
+    return summary
+
+
+def _minimize_and_write(
+    summary: Summary, out: Path, jobs: int, tolerance: float, budget: float
+) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    # Minimise at most 3 cases per kind of failure; the others are written as generated.
+    per_key: Counter[str] = Counter()
+    todo: list[Failure] = []
+    for f in summary.failures:
+        key = f"{f.outcome.kind} {f.outcome.key}"
+        per_key[key] += 1
+        if per_key[key] <= 3 and f.outcome.kind in ("crash", "miscompile"):
+            todo.append(f)
+
+    def tasks() -> Iterator[tuple[Task, object]]:
+        for i, f in enumerate(todo):
+            yield ("minimize", (f.case, f.outcome, tolerance, budget)), i
+
+    for tag, result in run_tasks(tasks(), jobs, budget * 2 + 60, None):
+        assert isinstance(tag, int)
+        if isinstance(result, tuple):
+            text, outcome = cast(tuple[object, object], result)
+            assert isinstance(text, str)
+            assert isinstance(outcome, Outcome)
+            todo[tag].minimized = text
+            todo[tag].outcome = outcome
+    for n, f in enumerate(summary.failures):
+        f.path = out / f"{f.outcome.kind}-{summary.seed}-{f.case.index:05d}.mlir"
+        f.path.write_text(case_file(f, summary.seed))
+        if f.outcome.before:
+            before = f.path.with_suffix(".before.mlir")
+            before.write_text(f.outcome.before)
+        del n
+
+
+def case_file(f: Failure, seed: int) -> str:
+    """The program with comments saying what failed and how to reproduce it."""
+    text = f.minimized if f.minimized is not None else f.case.text
+    path = f"{f.outcome.kind}-{seed}-{f.case.index:05d}.mlir"
+    lines = [
+        f"// plmr fuzz --seed {seed}: program {f.case.index}"
+        + (" (minimised)" if f.minimized is not None else ""),
+        f"// {f.outcome.kind} in {f.outcome.stage or '-'}:",
+        *(f"//   {line}" for line in f.outcome.message.strip().splitlines()[:12]),
+        f"// reproduce: plmr compile {path} {f.case.config.flags()} --check-each "
+        f"--check-tol {FUZZ_TOLERANCE:g}",
+    ]
+    if f.outcome.before:
+        lines.append(
+            f"// the failing pass alone: plmr-opt {Path(path).with_suffix('.before.mlir')} "
+            f"-p '{f.outcome.stage}' --check-each --check-tol {FUZZ_TOLERANCE:g}"
+        )
+    return "\n".join(lines) + "\n" + text
+
+
+__all__ = ["Summary", "fuzz"]
