@@ -163,6 +163,23 @@ def import_cmd(model: Path, output: Path | None, func_name: str, generic: bool) 
     "estimate against the simulated cycles (timing mode) instead of the program "
     "(with -o, the program is still written).",
 )
+@click.option(
+    "--check-each",
+    is_flag=True,
+    help="Run the program before and after every pass with the reference semantics "
+    "of its level on the same random inputs (one line per pass on stderr); stop at "
+    "the first pass that changes the results.",
+)
+@click.option(
+    "--check-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="With --check-each: write the IR before and after a failing pass here.",
+)
+@click.option("--check-seed", type=int, default=0, show_default=True, help="Inputs' seed.")
+@click.option(
+    "--check-tol", type=float, default=1e-4, show_default=True, help="Relative tolerance."
+)
 def compile_cmd(
     program: Path,
     output: Path | None,
@@ -180,6 +197,10 @@ def compile_cmd(
     db_path: Path | None,
     generic: bool,
     explain: bool,
+    check_each: bool,
+    check_dir: Path | None,
+    check_seed: int,
+    check_tol: float,
 ) -> None:
     """
     Compile PROGRAM (.mlir at the graph, loop or tile level, or an .onnx model) to a
@@ -234,6 +255,10 @@ def compile_cmd(
         schedule = _load_schedule(schedule_path)
         schedule_json = schedule.bind({}).to_json()
         module = compile_schedule(source_text, schedule.bind({}), relay=relay)
+    elif check_each:
+        from plmr.tools.fuzz_cli import compile_with_checks
+
+        compile_with_checks(ctx, module, opts, plans, check_dir, check_seed, check_tol)
     else:
         compile_module(ctx, module, opts, plans)
     if db_path is not None:
@@ -745,8 +770,10 @@ def demo_cmd(seed: int, grid: str, steps: int, out_dir: Path, no_llm: bool) -> N
 def _register_subcommands() -> None:
     from plmr.tools.bench import bench
     from plmr.tools.db_cli import db
+    from plmr.tools.fuzz_cli import fuzz
     from plmr.tools.rules_cli import rules
 
+    cli.add_command(fuzz)
     cli.add_command(bench)
     cli.add_command(rules)
     cli.add_command(db)
