@@ -42,10 +42,13 @@ from plmr.runtime.report import OpTime, Report
 from plmr.runtime.routing import RouteTable
 from plmr.runtime.sram import SramReport, spmd_sram
 from plmr.runtime.steady import (
+    STAGES,
     Extrapolated,
     ExtrapolationLog,
     LayerRepeat,
     LayerRunner,
+    chain_power,
+    chain_run,
     external_operands,
     iteration_invariant,
     watch_loop,
@@ -873,9 +876,12 @@ class MeshRuntime:
 
         streamed_any = False
         reduces = False
+        resume = 0
         for index, st in enumerate(stages):
-            if st.src.size == 0:
+            if index < resume or st.src.size == 0:
                 continue
+            # A chain of identical stages (a ring's steps) is one closed-form jump.
+            repeat = 1 if self.mode != "timing" or self.exact else chain_run(stages, index)
             msg_bytes = block_bytes * st.fraction
             wavelets = math.ceil(msg_bytes / dev.link_bytes_per_cycle)
             delay = st.hops * hop + 2 * dev.ramp_cycles
@@ -892,9 +898,17 @@ class MeshRuntime:
                     delay_of = delay_of + dev.step_overhead_cycles
                 if not st.streamed:
                     delay_of = delay_of + wavelets * st.load_of
-                arrival = np.take(now, st.src_of, axis=pos_axis)
-                arrival += along(delay_of.astype(CLOCK))
-                now = np.maximum(now, arrival)
+                if repeat > 1:
+                    add = self._combine_cost(st, elems) if st.combine else 0.0
+                    now = chain_power(
+                        now, st.src_of, delay_of.astype(CLOCK), add, repeat, pos_axis
+                    )
+                    resume = index + repeat
+                    self.log_extrapolation(Extrapolated(STAGES, repeat - 1, now, now))
+                else:
+                    arrival = np.take(now, st.src_of, axis=pos_axis)
+                    arrival += along(delay_of.astype(CLOCK))
+                    now = np.maximum(now, arrival)
             else:
                 arrival = np.take(now, st.src, axis=pos_axis)
                 arrival += along(delay.astype(CLOCK))
@@ -903,15 +917,14 @@ class MeshRuntime:
                 np.maximum.at(now, target, arrival)  # pyright: ignore[reportArgumentType]
             if st.combine:
                 reduces = True
-                assert st.counts is not None
-                per = dev.op_overhead_cycles + math.ceil(
-                    elems * st.fraction / dev.simd_fp16
-                )
-                now = now + along((st.counts * per).astype(CLOCK))
+                if repeat == 1:
+                    assert st.counts is not None
+                    per = self._combine_cost(st, elems)
+                    now = now + along((st.counts * per).astype(CLOCK))
             streamed_any = streamed_any or st.streamed
-            n_msgs = st.src.size * lines
+            n_msgs = st.src.size * lines * repeat
             self.traffic.bytes += msg_bytes * n_msgs
-            self.traffic.hop_bytes += msg_bytes * float(st.hops.sum()) * lines
+            self.traffic.hop_bytes += msg_bytes * float(st.hops.sum()) * lines * repeat
             self.traffic.messages += n_msgs
         if streamed_any:
             now = now + math.ceil(block_bytes / dev.link_bytes_per_cycle)
@@ -926,6 +939,11 @@ class MeshRuntime:
         # Time by op is sampled at PE (0, 0) (a full reduction per op would double the cost).
         self.account(op, float(done[0, 0]) - float(np.broadcast_to(issue, self.grid)[0, 0]))
         return done
+
+    def _combine_cost(self, st: StageArrays, elems: int) -> float:
+        """Cycles to combine one received message of a reducing stage."""
+        dev = self.device
+        return dev.op_overhead_cycles + math.ceil(elems * st.fraction / dev.simd_fp16)
 
     def _flow_control(
         self,

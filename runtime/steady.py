@@ -41,6 +41,7 @@ with the stepped one to about `iterations × TOLERANCE` relative.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, cast
 
@@ -706,3 +707,77 @@ class LayerRunner:
             self._mark(layer + 1, ready, self.carried, self._engine())
         if watch is not None:
             watch.end_iteration([ready.get(v, 0.0) for v in self.carried], [], 0)
+
+
+# ---------------------------------------------------------------------------------------
+# Chains of identical collective stages
+# ---------------------------------------------------------------------------------------
+
+CHAIN_MIN = 4
+"""Runs of identical stages from this length on are one closed-form step."""
+
+
+def chain_run(stages: Sequence[Any], index: int) -> int:
+    """
+    How many stages from `index` on can be one closed-form step (1: step it alone):
+    the same stage repeated (a ring's steps, a shift by several positions), every
+    position receiving at most one message from one sender, and, for a reduction, every
+    position receiving the same number (its combine cost is then the same everywhere).
+    The first stage of a collective is never part of a run (it pays no step overhead).
+    """
+    st = stages[index]
+    if index == 0 or not st.unique_dst or st.src_of is None:
+        return 1
+    if st.combine and (st.counts is None or np.ptp(st.counts) != 0):
+        return 1
+    end = index + 1
+    while end < len(stages) and stages[end] is st:
+        end += 1
+    return end - index if end - index >= CHAIN_MIN else 1
+
+
+def chain_power(
+    now: Any,
+    src_of: npt.NDArray[np.int64],
+    delay_of: F64,
+    add: float,
+    m: int,
+    pos_axis: int,
+) -> F64:
+    """
+    `m` applications of one stage in which position `p` receives from `s(p) = src_of[p]`
+    after `d(p) = delay_of[p]` cycles (-inf: nothing arrives) and then spends `add`:
+    `x'(p) = max(x(p), x(s(p)) + d(p)) + add`. The stage is max-plus linear, so
+
+        x_m(p) = m·add + max over 0 <= j <= m of (x(s^j(p)) + d(p) + d(s(p)) + ... + d(s^(j-1)(p)))
+
+    — the best of staying and of receiving along the last j links. The windowed maximum
+    is built by binary lifting (windows of 2^e links combined as `m`'s binary digits),
+    so a chain of m stages costs O(log m) array operations instead of m. Exact up to the
+    rounding order of the sums (the stepped chain adds the same terms one by one).
+    """
+    grid_now = np.asarray(now, dtype=np.float64)
+    n = src_of.size
+
+    def along(v: F64) -> F64:
+        return v if pos_axis == 1 else v[:, None]
+
+    def take(x: F64, index: npt.NDArray[np.int64]) -> F64:
+        return np.take(x, index, axis=pos_axis)
+
+    ident = np.arange(n, dtype=np.int64)
+    acc_val, acc_anc, acc_dist = grid_now, ident, np.zeros(n)
+    cur_val = np.maximum(grid_now, take(grid_now, src_of) + along(delay_of))
+    cur_anc, cur_dist = src_of, np.asarray(delay_of, dtype=np.float64)
+    left = m
+    while left:
+        if left & 1:
+            acc_val = np.maximum(acc_val, along(acc_dist) + take(cur_val, acc_anc))
+            acc_dist = acc_dist + cur_dist[acc_anc]
+            acc_anc = cur_anc[acc_anc]
+        left >>= 1
+        if left:
+            cur_val = np.maximum(cur_val, along(cur_dist) + take(cur_val, cur_anc))
+            cur_dist = cur_dist + cur_dist[cur_anc]
+            cur_anc = cur_anc[cur_anc]
+    return acc_val + m * add if add else acc_val

@@ -59,8 +59,9 @@ def assert_same_report(fast: Report, exact: Report) -> None:
             getattr(exact, name), rel=REL, abs=REL * exact.cycles
         ), name
     assert fast.mean_compute_cycles == pytest.approx(exact.mean_compute_cycles, rel=REL)
-    assert fast.bytes_moved == exact.bytes_moved
-    assert fast.hop_bytes == exact.hop_bytes
+    # A ring's messages carry 1/n of a block: fractional bytes, summed in another order.
+    assert fast.bytes_moved == pytest.approx(exact.bytes_moved, rel=1e-12)
+    assert fast.hop_bytes == pytest.approx(exact.hop_bytes, rel=1e-12)
     assert fast.max_sram_bytes == exact.max_sram_bytes
     assert fast.max_routes == exact.max_routes
     assert fast.critical_pe == exact.critical_pe or fast.cycles == pytest.approx(
@@ -95,7 +96,6 @@ STEPPED: dict[str, Any] = {
     "summa-16x16": lambda: gemm("summa", 256, 256, 256, (16, 16), "wse2"),
     "gemv-ktree-13x7": lambda: gemv("ktree", 91, 52, (13, 7), "wse2", k=2),
     "gemv-pipeline-9x4": lambda: gemv("pipeline", 36, 36, (9, 4), "wse2"),
-    "gemv-ring-11x5": lambda: gemv("ring", 55, 44, (11, 5), "wse2"),
     "meshgemm-4x4-short": lambda: gemm("meshgemm", 32, 32, 32, (4, 4), "wse2"),
     "meshgemm-6x9-drifting": lambda: gemm("meshgemm", 36, 54, 27, (6, 9), "wse2"),
     "cannon-5x8-drifting": lambda: gemm("cannon", 40, 80, 24, (5, 8), "wse2"),
@@ -123,6 +123,83 @@ def test_kernels_without_a_steady_loop_are_stepped(name: str):
     # Nothing extrapolated: the very same computation.
     assert fast.cycles == exact.cycles
     assert fast.bytes_moved == exact.bytes_moved
+
+
+# ---------------------------------------------------------------------------------------
+# Chains of identical collective stages
+# ---------------------------------------------------------------------------------------
+
+RINGS: dict[str, Any] = {
+    "gemv-ring-11x5": lambda: gemv("ring", 55, 44, (11, 5), "wse2"),
+    "gemv-ring-6x13": lambda: gemv("ring", 78, 52, (6, 13), "wse2"),
+    "gemv-ring-16x16": lambda: gemv("ring", 256, 64, (16, 16), "wse2"),
+}
+"""Ring allreduces: reduce-scatter and allgather are chains of identical stages."""
+
+
+@pytest.mark.parametrize("name", RINGS)
+def test_ring_allreduce_chains_extrapolate_to_the_exact_report(name: str):
+    kernel: Kernel = RINGS[name]()
+    fast, exact = both(kernel.module)
+    assert fast.extrapolated_stages > 0
+    assert exact.extrapolated_stages == 0
+    assert "collective stage(s) extrapolated" in "\n".join(fast.summary())
+    assert_same_report(fast, exact)
+
+
+def test_functional_mode_steps_every_stage():
+    kernel = gemv("ring", 55, 44, (11, 5), "wse2")
+    rng = np.random.default_rng(0)
+    x = [rng.standard_normal(s).astype(np.float32) for s in kernel.inputs]
+    (y,), report = run_mesh(kernel.module, x, mode="functional")
+    assert report.extrapolated_stages == 0
+    np.testing.assert_allclose(y, x[0] @ x[1], rtol=1e-4, atol=1e-4)
+
+
+def step_chain(
+    now: Any, src_of: Any, delay_of: Any, add: float, m: int, pos_axis: int
+) -> Any:
+    """The chain stepped one stage at a time, as the runtime steps it."""
+    d = delay_of if pos_axis == 1 else delay_of[:, None]
+    for _ in range(m):
+        now = np.maximum(now, np.take(now, src_of, axis=pos_axis) + d) + add
+    return now
+
+
+@pytest.mark.parametrize("pos_axis", [0, 1])
+@pytest.mark.parametrize("m", [1, 2, 3, 7, 8, 13, 40])
+def test_chain_power_is_the_stepped_chain(m: int, pos_axis: int):
+    rng = np.random.default_rng(m * 2 + pos_axis)
+    n, lines = 9, 5
+    shape = (lines, n) if pos_axis == 1 else (n, lines)
+    for _ in range(20):
+        now = rng.uniform(0, 100, shape)
+        src_of = rng.integers(0, n, n)  # any function: rings, chains, self-loops
+        delay_of = rng.uniform(0, 10, n)
+        delay_of[rng.random(n) < 0.2] = -np.inf  # nothing arrives
+        add = float(rng.choice([0.0, 2.5]))
+        got = steady.chain_power(now, src_of, delay_of, add, m, pos_axis)
+        want = step_chain(now, src_of, delay_of, add, m, pos_axis)
+        np.testing.assert_allclose(got, want, rtol=1e-12)
+
+
+def test_only_runs_of_the_same_uniform_stage_are_chained():
+    kernel = gemv("ring", 55, 44, (11, 5), "wse2")
+    (allreduce,) = [op for op in kernel.module.walk() if isinstance(op, mesh.AllreduceOp)]
+    from plmr.runtime.interpreter import stage_arrays
+    from plmr.runtime.route_plan import plan_of
+
+    stages = stage_arrays(plan_of(allreduce, (11, 5), None))
+    n = 11 if allreduce.axis.data == "y" else 5
+    assert len(stages) == 2 * (n - 1)
+    assert steady.chain_run(stages, 0) == 1  # the first stage pays no step overhead
+    assert steady.chain_run(stages, 1) == n - 2  # the rest of the reduce-scatter
+    assert steady.chain_run(stages, n - 1) == n - 1  # the allgather
+    pipeline = gemv("pipeline", 36, 36, (9, 4), "wse2")
+    (chain,) = [op for op in pipeline.module.walk() if isinstance(op, mesh.AllreduceOp)]
+    stages = stage_arrays(plan_of(chain, (9, 4), None))
+    # A pipeline's chain moves one link further each stage: no two stages are the same.
+    assert all(steady.chain_run(stages, i) == 1 for i in range(len(stages)))
 
 
 def test_extrapolation_skips_most_of_a_long_rotation():
