@@ -48,17 +48,17 @@ def _stem(path: Path, grid: tuple[int, int]) -> str:
 
 def compile_one(path: Path, grid: tuple[int, int]) -> tuple[str, str]:
     """(program text or `error: ...`, plans text) of `path` compiled for `grid`."""
+    from plmr.dialects.context import load_module, make_context
+    from plmr.dialects.printing import module_text
     from plmr.errors import PlmrError
     from plmr.lowering.tile_to_mesh import NestPlan
     from plmr.passes.pipeline import CompileOptions, compile_module
-    from plmr.tools.loading import load_module, make_context
-    from plmr.tools.printing import module_text
 
     ctx = make_context()
     plans: list[NestPlan] = []
     try:
         if path.suffix == ".onnx":
-            from plmr.tools.onnx_import import import_onnx_file
+            from plmr.frontend.onnx import import_onnx_file
 
             module = import_onnx_file(str(path))
         else:

@@ -35,15 +35,15 @@ sys.path.insert(0, str(ROOT / "examples" / "attention"))
 
 from build_examples import Variant, attention_mlir  # noqa: E402
 
+from plmr.dialects.context import parse_module  # noqa: E402
 from plmr.dialects.loop import NestOp  # noqa: E402
 from plmr.lowering.graph_to_loop import ConvertGraphToLoopPass  # noqa: E402
 from plmr.lowering.loop_to_tile import ConvertLoopToTilePass  # noqa: E402
 from plmr.passes.neptune.fuse import NeptuneFusePass  # noqa: E402
 from plmr.passes.neptune.repair import clear_cache as repair_cache_clear  # noqa: E402
 from plmr.runtime.reference import evaluate_function, run_tile_function  # noqa: E402
+from plmr.runtime.running import random_inputs, select_function  # noqa: E402
 from plmr.runtime.traffic import Traffic, static_traffic  # noqa: E402
-from plmr.tools.loading import parse_module  # noqa: E402
-from plmr.tools.running import random_inputs, select_function  # noqa: E402
 
 SEQ = 4096
 DIM = 128

@@ -26,12 +26,12 @@ from pathlib import Path
 import numpy as np
 from xdsl.dialects.builtin import ModuleOp
 
+from plmr.dialects.context import make_context, parse_module
 from plmr.dialects.graph import static_shape
 from plmr.lowering.kernels import gemm
 from plmr.passes.pipeline import CompileOptions, compile_module
 from plmr.runtime.interpreter import find_program, run_mesh
 from plmr.runtime.report import Report
-from plmr.tools.loading import make_context, parse_module
 
 README = Path(__file__).resolve().parent / "README.md"
 BEGIN = "<!-- steady:begin (benchmarks/steady_state.py --readme writes this section) -->"

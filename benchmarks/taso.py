@@ -30,12 +30,12 @@ from xdsl.dialects.builtin import ModuleOp, TensorType, f32
 from xdsl.ir import SSAValue
 
 from plmr.dialects import graph
+from plmr.dialects.context import load_module
 from plmr.passes.taso.dag import constant_attr
 from plmr.passes.taso.substitute import substitute_module
 from plmr.runtime.device import get_device
 from plmr.runtime.reference import evaluate_function
-from plmr.tools.loading import load_module
-from plmr.tools.running import random_inputs, select_function
+from plmr.runtime.running import random_inputs, select_function
 
 ROOT = Path(__file__).resolve().parent.parent
 RNG = np.random.default_rng(0)

@@ -247,8 +247,8 @@ def attention_div_onnx(heads: int = 2, seq: int = 16, dim: int = 8) -> onnx.Mode
 
 
 def main() -> None:
-    from plmr.tools.onnx_import import import_onnx
-    from plmr.tools.printing import module_text
+    from plmr.dialects.printing import module_text
+    from plmr.frontend.onnx import import_onnx
 
     for v in VARIANTS:
         path = HERE / f"{v.name}.mlir"

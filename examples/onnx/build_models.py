@@ -7,7 +7,7 @@ Run it from the repository root:
 
 It writes, next to this file, `<name>.onnx` (built with `onnx.helper`, random weights
 from a seeded generator, so the output is reproducible) and `<name>.mlir` (the model
-imported with `plmr.tools.onnx_import`) for each of:
+imported with `plmr.frontend.onnx`) for each of:
 
 - `mlp`: Gemm / MatMul + Add / Relu layers;
 - `attention`: two-head causal self-attention;
@@ -29,7 +29,7 @@ import numpy.typing as npt
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from plmr.tools.onnx_import import import_onnx
+from plmr.frontend.onnx import import_onnx
 
 Array = npt.NDArray[Any]
 

@@ -8,6 +8,7 @@ from xdsl.ir import Block
 from xdsl.utils.exceptions import VerifyException
 from xdsl.utils.test_value import create_ssa_value
 
+from plmr.dialects.context import parse_module
 from plmr.dialects.loop import (
     IteratorKind,
     NestOp,
@@ -17,7 +18,6 @@ from plmr.dialects.loop import (
     nest_result_type,
     value_shape,
 )
-from plmr.tools.loading import parse_module
 
 P, R = IteratorKind.PARALLEL, IteratorKind.REDUCTION
 T48 = TensorType(f32, [4, 8])

@@ -11,15 +11,15 @@ import numpy as np
 import pytest
 from xdsl.context import Context
 
+from plmr.dialects.context import load_module
 from plmr.dialects.loop import NestOp
+from plmr.dialects.printing import module_text
+from plmr.frontend.onnx import import_onnx_file
 from plmr.lowering.graph_to_loop import ConvertGraphToLoopPass
 from plmr.lowering.loop_to_tile import ConvertLoopToTilePass
 from plmr.passes.neptune.fuse import NeptuneFusePass
 from plmr.runtime.reference import evaluate_function, run_tile_function
-from plmr.tools.loading import load_module
-from plmr.tools.onnx_import import import_onnx_file
-from plmr.tools.printing import module_text
-from plmr.tools.running import random_inputs, select_function
+from plmr.runtime.running import random_inputs, select_function
 
 HERE = Path(__file__).resolve().parents[2] / "examples" / "attention"
 sys.path.insert(0, str(HERE))

@@ -4,8 +4,8 @@ from pathlib import Path
 
 import numpy as np
 
-from plmr.tools.loading import load_module
-from plmr.tools.running import arg_names, random_inputs, run_function, select_function
+from plmr.dialects.context import load_module
+from plmr.runtime.running import arg_names, random_inputs, run_function, select_function
 
 EXAMPLES = Path(__file__).resolve().parent.parent.parent / "examples" / "graph"
 

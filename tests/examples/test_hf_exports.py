@@ -13,10 +13,10 @@ import onnx
 import pytest
 from onnx.numpy_helper import to_array
 
+from plmr.frontend.onnx import import_onnx_file
 from plmr.runtime.reference import Array
+from plmr.runtime.running import arg_names, result_names, run_function, select_function
 from plmr.tools.cli import main as plmr_main
-from plmr.tools.onnx_import import import_onnx_file
-from plmr.tools.running import arg_names, result_names, run_function, select_function
 
 HF = Path(__file__).resolve().parents[2] / "examples" / "hf"
 MODELS = ("llama", "gpt2", "bert")

@@ -16,12 +16,12 @@ from xdsl.context import Context
 from xdsl.dialects import func
 
 from plmr.dialects import loop, tile
+from plmr.dialects.context import make_context, parse_module
 from plmr.lowering.graph_to_loop import ConvertGraphToLoopPass
 from plmr.lowering.loop_to_tile import ConvertLoopToTilePass
 from plmr.passes.pipeline import CompileOptions, compile_module
 from plmr.runtime.reference import evaluate_function
-from plmr.tools.loading import make_context, parse_module
-from plmr.tools.running import run_entry, select_entry
+from plmr.runtime.running import run_entry, select_entry
 
 
 def embedding(vocab: int, dim: int, ids: tuple[int, ...], idt: str = "i64") -> str:

@@ -10,11 +10,11 @@ from xdsl.context import Context
 from xdsl.dialects import func
 
 from plmr.dialects import graph
+from plmr.dialects.context import parse_module
 from plmr.dialects.loop import NestOp
 from plmr.lowering.graph_to_loop import ConvertGraphToLoopPass, reshape_groups
 from plmr.runtime.reference import evaluate_function
-from plmr.tools.loading import parse_module
-from plmr.tools.running import random_inputs
+from plmr.runtime.running import random_inputs
 
 
 def t(*shape: int) -> str:

@@ -11,14 +11,14 @@ from xdsl.context import Context
 from xdsl.dialects import func
 from xdsl.dialects.builtin import MemRefType
 
+from plmr.dialects.context import load_module, parse_module
 from plmr.errors import PlmrError
 from plmr.lowering.graph_to_loop import ConvertGraphToLoopPass
 from plmr.lowering.loop_to_scf import ConvertLoopToScfPass
 from plmr.passes.neptune.fuse import NeptuneFusePass
 from plmr.runtime.reference import evaluate_function
+from plmr.runtime.running import random_inputs, select_function
 from plmr.runtime.xdsl_interp import run_with_xdsl
-from plmr.tools.loading import load_module, parse_module
-from plmr.tools.running import random_inputs, select_function
 
 ROOT = Path(__file__).resolve().parents[2]
 

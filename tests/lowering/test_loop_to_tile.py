@@ -13,6 +13,7 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 
 from plmr.dialects import tile
+from plmr.dialects.context import load_module, parse_module
 from plmr.dialects.graph import static_shape
 from plmr.dialects.loop import REMARK_ATTR, NestOp
 from plmr.errors import PlmrError
@@ -20,10 +21,9 @@ from plmr.lowering.graph_to_loop import ConvertGraphToLoopPass
 from plmr.lowering.loop_to_tile import ConvertLoopToTilePass
 from plmr.passes.neptune.fuse import NeptuneFusePass
 from plmr.runtime.reference import evaluate_function, run_tile_function
+from plmr.runtime.running import random_inputs, select_function
 from plmr.runtime.tile_ops import TileStats
 from plmr.runtime.traffic import static_traffic
-from plmr.tools.loading import load_module, parse_module
-from plmr.tools.running import random_inputs, select_function
 
 ROOT = Path(__file__).resolve().parents[2]
 ATTENTION = ROOT / "examples" / "graph" / "softmax_attention.mlir"
@@ -149,8 +149,8 @@ def test_sram_estimate_grows_with_the_blocks():
 
 def test_fit_shrinks_blocks_to_divisors():
     """With fit, a block that does not divide its dimension becomes its largest divisor."""
+    from plmr.dialects.context import make_context, parse_module
     from plmr.lowering.loop_to_tile import ConvertLoopToTilePass
-    from plmr.tools.loading import make_context, parse_module
 
     text = """
     func.func @f(%a: tensor<12x10xf32>) -> tensor<12x10xf32> {

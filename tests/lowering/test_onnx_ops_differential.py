@@ -16,12 +16,12 @@ import pytest
 from xdsl.context import Context
 from xdsl.dialects import func
 
+from plmr.dialects.context import make_context, parse_module
 from plmr.errors import PlmrError
 from plmr.lowering.graph_to_loop import ConvertGraphToLoopPass
 from plmr.passes.pipeline import CompileOptions, compile_module
 from plmr.runtime.reference import evaluate_function
-from plmr.tools.loading import make_context, parse_module
-from plmr.tools.running import random_inputs, run_entry, select_entry
+from plmr.runtime.running import random_inputs, run_entry, select_entry
 
 F = "tensor<4x6xf32>"
 B = "tensor<4x6xi1>"

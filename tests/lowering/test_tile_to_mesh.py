@@ -15,13 +15,13 @@ from xdsl.dialects.builtin import ModuleOp, TensorType
 from xdsl.passes import PassPipeline
 
 from plmr.dialects import mesh, tile
+from plmr.dialects.context import load_module, make_context, parse_module
 from plmr.dialects.graph import static_shape
 from plmr.errors import PlmrError
 from plmr.passes import get_all_passes
 from plmr.passes.pipeline import CompileOptions, compile_module
 from plmr.runtime.interpreter import run_mesh
-from plmr.tools.loading import load_module, make_context, parse_module
-from plmr.tools.running import random_inputs, run_function, select_function
+from plmr.runtime.running import random_inputs, run_function, select_function
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"

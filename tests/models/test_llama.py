@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from plmr.dialects.context import make_context, parse_module
 from plmr.errors import PlmrError
 from plmr.models.generate import MeshLlama
 from plmr.models.llama import (
@@ -22,8 +23,7 @@ from plmr.models.llama import (
     split_kv_rows,
 )
 from plmr.passes.pipeline import CompileOptions
-from plmr.tools.loading import make_context, parse_module
-from plmr.tools.running import run_function, select_function
+from plmr.runtime.running import run_function, select_function
 
 PROMPT = [1, 2, 3, 4, 5, 6, 7, 8]
 
@@ -176,7 +176,7 @@ def test_taso_fuses_projections_of_the_decode_step():
     """
     from plmr.dialects import graph
     from plmr.passes.taso.substitute import TasoSubstitutePass
-    from plmr.tools.running import random_inputs
+    from plmr.runtime.running import random_inputs
 
     config = get_config("tiny")
     builder = ProgramBuilder(config, random_weights(config, 0), form="per-head")
@@ -323,7 +323,7 @@ def test_head_splits_and_merges_move_no_data(grid: tuple[int, int]):
     from plmr.models.nests import describe
     from plmr.passes.pipeline import compile_module
     from plmr.runtime.interpreter import run_mesh
-    from plmr.tools.running import random_inputs
+    from plmr.runtime.running import random_inputs
 
     graph_module = parse_module(ONNX_ATTENTION)
     fn = select_function(graph_module, "main")

@@ -15,11 +15,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from plmr.dialects import graph
+from plmr.dialects.context import make_context, parse_module
 from plmr.passes.graph_canonicalize import GraphCanonicalizePass
 from plmr.passes.pipeline import CompileOptions, compile_module
 from plmr.runtime.reference import evaluate_function
-from plmr.tools.loading import make_context, parse_module
-from plmr.tools.running import run_entry, select_entry
+from plmr.runtime.running import run_entry, select_entry
 
 
 def tensor(shape: tuple[int, ...], elt: str) -> str:

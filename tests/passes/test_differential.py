@@ -16,12 +16,12 @@ from xdsl.dialects.builtin import ModuleOp, TensorType, f32
 from xdsl.ir import SSAValue
 
 from plmr.dialects import graph
+from plmr.dialects.context import load_module
 from plmr.passes.taso.dag import constant_attr
 from plmr.passes.taso.substitute import substitute_module
 from plmr.passes.transpose_elim import eliminate_transposes
 from plmr.runtime.reference import evaluate_function
-from plmr.tools.loading import load_module
-from plmr.tools.running import random_inputs
+from plmr.runtime.running import random_inputs
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 EXAMPLE_FILES = sorted((EXAMPLES / "onnx").glob("*.mlir")) + sorted(

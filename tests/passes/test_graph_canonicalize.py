@@ -14,12 +14,12 @@ import pytest
 from xdsl.dialects.builtin import ModuleOp
 
 from plmr.dialects import graph
+from plmr.dialects.context import make_context, parse_module
+from plmr.frontend.onnx import import_onnx_file
 from plmr.passes.canonicalize.attention import finite_values, rows_have_finite
 from plmr.passes.graph_canonicalize import GraphCanonicalizePass
 from plmr.runtime.reference import evaluate_function
-from plmr.tools.loading import make_context, parse_module
-from plmr.tools.onnx_import import import_onnx_file
-from plmr.tools.running import functions, random_inputs, select_function
+from plmr.runtime.running import functions, random_inputs, select_function
 
 ROOT = Path(__file__).resolve().parents[2]
 FILECHECK = ROOT / "tests" / "filecheck" / "passes"

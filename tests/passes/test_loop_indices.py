@@ -8,12 +8,12 @@ from xdsl.context import Context
 from xdsl.dialects import arith
 from xdsl.dialects.builtin import ModuleOp
 
+from plmr.dialects.context import parse_module
 from plmr.lowering.graph_to_loop import ConvertGraphToLoopPass
 from plmr.passes.loop_indices import LoopSimplifyIndicesPass
 from plmr.passes.neptune.fuse import NeptuneFusePass
 from plmr.runtime.reference import evaluate_function
-from plmr.tools.loading import parse_module
-from plmr.tools.running import random_inputs, select_function
+from plmr.runtime.running import random_inputs, select_function
 
 
 def _heads_program(n: int, heads: int, hd: int, perm: tuple[int, ...]) -> str:

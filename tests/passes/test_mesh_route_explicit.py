@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 
 from plmr.dialects import mesh
+from plmr.dialects.context import make_context, parse_module
+from plmr.dialects.printing import module_text
 from plmr.lowering.kernels import Kernel, gemm, gemv
 from plmr.passes.mesh_route import MeshRoutePass
 from plmr.runtime.interpreter import run_mesh
-from plmr.tools.loading import make_context, parse_module
-from plmr.tools.printing import module_text
 
 KERNELS: dict[str, Callable[[], Kernel]] = {
     "meshgemm-4x4": lambda: gemm("meshgemm", 40, 40, 40, (4, 4), "test-small"),

@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 
 from plmr.dialects import graph
+from plmr.dialects.context import load_module, make_context, parse_module
 from plmr.passes.transpose_elim import TransposeElimPass, inverse, swaps_last_two
 from plmr.runtime.reference import evaluate_function
-from plmr.tools.loading import load_module, make_context, parse_module
-from plmr.tools.running import random_inputs, select_function
+from plmr.runtime.running import random_inputs, select_function
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 

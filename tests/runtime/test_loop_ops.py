@@ -9,11 +9,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from plmr.dialects.context import parse_module
 from plmr.errors import PlmrError
 from plmr.runtime import loop_ops
 from plmr.runtime.reference import evaluate_function
 from plmr.tools.cli import main
-from plmr.tools.loading import parse_module
 
 PROGRAM = """
 func.func @main(%x: tensor<4x8xf32>, %v: tensor<8x2xf32>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4x2xf32>, tensor<4x8xf32>) {

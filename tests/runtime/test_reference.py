@@ -753,7 +753,7 @@ def test_pad_unknown_mode():
 def test_constants_of_every_element_type_evaluate():
     from xdsl.parser import Parser
 
-    from plmr.tools.loading import make_context
+    from plmr.dialects.context import make_context
 
     source = """
     func.func @f() -> (tensor<3xi1>, tensor<2xi32>, tensor<2xi64>, tensor<2x2xi1>) {

@@ -18,6 +18,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation
 
 from plmr.dialects import mesh
+from plmr.dialects.context import parse_module
 from plmr.dialects.mesh import Port
 from plmr.errors import PlmrError
 from plmr.lowering.kernels import gemm, gemv
@@ -31,7 +32,6 @@ from plmr.passes.mesh_route import (
 from plmr.runtime.collectives import Transfer
 from plmr.runtime.device import get_device
 from plmr.runtime.routing import PORT_INDEX, RouteTable, Rule, compress_positions
-from plmr.tools.loading import parse_module
 
 # ---------------------------------------------------------------------------------------
 # Helpers

@@ -22,6 +22,7 @@ from click.testing import CliRunner
 from xdsl.dialects.builtin import ModuleOp
 
 from plmr.dialects import mesh, tile
+from plmr.dialects.context import make_context, parse_module
 from plmr.dialects.graph import static_shape
 from plmr.lowering.kernels import Kernel, gemm, gemv
 from plmr.passes.pipeline import CompileOptions, compile_module
@@ -30,7 +31,6 @@ from plmr.runtime.device import get_device
 from plmr.runtime.interpreter import MeshRuntime, find_program, run_mesh
 from plmr.runtime.report import Report
 from plmr.runtime.trace import TraceRecorder
-from plmr.tools.loading import make_context, parse_module
 
 REL = 1e-9
 

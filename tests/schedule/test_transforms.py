@@ -10,10 +10,13 @@ import pytest
 from xdsl.passes import PassPipeline
 
 from plmr.dialects import tile
+from plmr.dialects.context import load_module, make_context
+from plmr.dialects.printing import module_text
 from plmr.errors import PlmrError
 from plmr.passes import get_all_passes
 from plmr.passes.pipeline import CompileOptions, PlmrCompilePass, compile_module
 from plmr.runtime.interpreter import run_mesh
+from plmr.runtime.running import random_inputs, run_function, select_function
 from plmr.schedule.transforms import (
     Compound,
     EliminateTransposes,
@@ -30,9 +33,6 @@ from plmr.schedule.transforms import (
     tunable_schedule,
 )
 from plmr.schedule.tuner import compile_schedule
-from plmr.tools.loading import load_module, make_context
-from plmr.tools.printing import module_text
-from plmr.tools.running import random_inputs, run_function, select_function
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 

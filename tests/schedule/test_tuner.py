@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from plmr.dialects.context import load_module
+from plmr.dialects.printing import module_text
 from plmr.errors import PlmrError
 from plmr.schedule.db import PerfDB, program_hash
 from plmr.schedule.transforms import (
@@ -21,8 +23,6 @@ from plmr.schedule.transforms import (
 )
 from plmr.schedule.tuner import Measurement, check_functional, evaluate, tune
 from plmr.tools.cli import main as plmr_main
-from plmr.tools.loading import load_module
-from plmr.tools.printing import module_text
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 MLP = EXAMPLES / "onnx" / "mlp.mlir"

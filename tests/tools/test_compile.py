@@ -413,9 +413,9 @@ def test_compiling_a_mesh_program_says_so(
 
 def test_relay_lets_routing_share_colors():
     """Without --relay a program needing more colors than a router has is refused."""
+    from plmr.dialects.context import load_module, make_context
     from plmr.errors import PlmrError
     from plmr.passes.pipeline import CompileOptions, compile_module
-    from plmr.tools.loading import load_module, make_context
 
     path = EXAMPLES / "onnx" / "transformer_block.mlir"
     opts = CompileOptions(grid=(4, 4), device="wse2:colors=5")

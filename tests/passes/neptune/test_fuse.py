@@ -13,13 +13,13 @@ from xdsl.context import Context
 from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp, StringAttr
 
+from plmr.dialects.context import load_module, parse_module
 from plmr.dialects.loop import REMARK_ATTR, NestOp, ReadOp
 from plmr.errors import PlmrError
 from plmr.lowering.graph_to_loop import ConvertGraphToLoopPass
 from plmr.passes.neptune.fuse import NeptuneFusePass
 from plmr.runtime.reference import evaluate_function
-from plmr.tools.loading import load_module, parse_module
-from plmr.tools.running import random_inputs, select_function
+from plmr.runtime.running import random_inputs, select_function
 
 ROOT = Path(__file__).resolve().parents[3]
 EXAMPLES = sorted((ROOT / "examples" / "onnx").glob("*.mlir")) + sorted(

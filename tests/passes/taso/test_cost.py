@@ -2,10 +2,10 @@
 
 import pytest
 
+from plmr.dialects.context import parse_module
 from plmr.passes.taso.cost import CostModel
 from plmr.passes.taso.dag import DagContext, import_function
 from plmr.runtime.device import get_device
-from plmr.tools.loading import parse_module
 
 
 @pytest.fixture(scope="module")

@@ -6,14 +6,14 @@ import numpy as np
 import pytest
 
 from plmr.dialects import graph
+from plmr.dialects.context import load_module, make_context, parse_module
 from plmr.errors import PlmrError
 from plmr.passes.taso.dag import DagContext, import_function
 from plmr.passes.taso.matcher import apply_match, directions, find_matches
 from plmr.passes.taso.rules import load_rules
 from plmr.passes.taso.substitute import TasoSubstitutePass, substitute_module
 from plmr.runtime.reference import evaluate_function
-from plmr.tools.loading import load_module, make_context, parse_module
-from plmr.tools.running import random_inputs, select_function
+from plmr.runtime.running import random_inputs, select_function
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 
