@@ -53,6 +53,8 @@ class CompileOptions:
     eliminate_transposes: bool = True
     chunks: int = 4
     budget: int = 100
+    engine: str = "backtrack"
+    """The search of taso-substitute: `backtrack` (TASO) or `eqsat` (equality saturation)."""
     fuse: str = "auto"
     route: bool = True
     relay: bool = False
@@ -114,7 +116,11 @@ def to_loop_level(ctx: Context, module: ModuleOp, opts: CompileOptions) -> Modul
             # The mesh lowering has no concatenation of computed values: keep the
             # substitutions whose concatenations fold into constants (fused weights).
             TasoSubstitutePass(
-                alpha=opts.alpha, budget=opts.budget, device=opts.device, concats="constant"
+                alpha=opts.alpha,
+                budget=opts.budget,
+                device=opts.device,
+                concats="constant",
+                engine=opts.engine,
             ).apply(ctx, module)
         ConvertGraphToLoopPass().apply(ctx, module)
     if _has(module, (loop.NestOp,)):

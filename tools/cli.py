@@ -132,6 +132,13 @@ def import_cmd(model: Path, output: Path | None, func_name: str, generic: bool) 
     "--budget", type=int, default=100, show_default=True, help="TASO search budget."
 )
 @click.option(
+    "--engine",
+    type=click.Choice(["backtrack", "eqsat"]),
+    default="backtrack",
+    show_default=True,
+    help="Graph substitution search: TASO's backtracking or equality saturation.",
+)
+@click.option(
     "--fuse",
     type=click.Choice(["auto", "rolling", "split-k"]),
     default="auto",
@@ -191,6 +198,7 @@ def compile_cmd(
     tile_sizes: str | None,
     no_substitute: bool,
     budget: int,
+    engine: str,
     fuse: str,
     relay: bool,
     schedule_path: Path | None,
@@ -232,6 +240,7 @@ def compile_cmd(
         tile_sizes=sizes,
         substitute=not no_substitute,
         budget=budget,
+        engine=engine,
         fuse=fuse,
         relay=relay,
     )

@@ -31,6 +31,7 @@ from plmr.dialects import graph
 from plmr.errors import PlmrError
 from plmr.passes.taso.cost import CostModel
 from plmr.passes.taso.dag import DagContext, constant_attr, export_function, import_function
+from plmr.passes.taso.eqsat.engine import EqsatOptions, saturate
 from plmr.passes.taso.matcher import Directed, directions
 from plmr.passes.taso.rules import load_rules
 from plmr.passes.taso.search import folded_concats_only, optimize
@@ -139,9 +140,17 @@ class FunctionReport:
 
 
 CONCATS = ("any", "constant")
+ENGINES = ("backtrack", "eqsat")
 
 
-def check_options(alpha: float, budget: int, concats: str = "any") -> None:
+def check_options(
+    alpha: float, budget: int, concats: str = "any", engine: str = "backtrack"
+) -> None:
+    if engine not in ENGINES:
+        raise PlmrError(
+            f"taso-substitute: unknown engine '{engine}' (backtrack: TASO's cost-based "
+            "backtracking search; eqsat: equality saturation with egglog)"
+        )
     if not alpha > 0:
         raise PlmrError(f"taso-substitute: alpha must be positive, got {alpha}")
     if budget < 0:
@@ -161,9 +170,11 @@ def substitute_module(
     device: str = "wse2",
     functions: Sequence[str] | None = None,
     concats: str = "any",
+    engine: str = "backtrack",
+    eqsat: EqsatOptions | None = None,
 ) -> list[FunctionReport]:
     """Optimizes every function (or the named ones) of `module` in place."""
-    check_options(alpha, budget, concats)
+    check_options(alpha, budget, concats, engine)
     accept = folded_concats_only if concats == "constant" else None
     directed: list[Directed] = directions(load_rules(rules))
     cost = CostModel(get_device(device))
@@ -175,7 +186,17 @@ def substitute_module(
         dag = import_function(fn, ctx)
         if dag is None or dag.op_count() == 0:
             continue
-        result = optimize(dag, directed, cost, alpha, budget, accept)
+        if engine == "eqsat":
+            result = saturate(
+                dag,
+                load_rules(rules),
+                cost,
+                eqsat or EqsatOptions(),
+                accept,
+                constant_concats_only=concats == "constant",
+            )
+        else:
+            result = optimize(dag, directed, cost, alpha, budget, accept)
         if result.best_cost < result.initial_cost and result.applied:
             export_function(result.best, fn)
         reports.append(
@@ -222,8 +243,22 @@ class TasoSubstitutePass(ModulePass):
     concats: str = "any"
     """`constant`: only results whose concatenations join constants (weights), which
     fold away; the mesh lowering has no concatenation of computed values."""
+    engine: str = "backtrack"
+    """`backtrack`: TASO's search (`alpha`, `budget`); `eqsat`: equality saturation with
+    egglog under node and time limits, then greedy and ILP extraction."""
+    time_limit: float = 4.0
+    """`eqsat`: seconds of saturation."""
+    node_limit: int = 20_000
+    """`eqsat`: e-nodes at which saturation stops."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         substitute_module(
-            op, self.alpha, self.budget, self.rules, self.device, concats=self.concats
+            op,
+            self.alpha,
+            self.budget,
+            self.rules,
+            self.device,
+            concats=self.concats,
+            engine=self.engine,
+            eqsat=EqsatOptions(node_limit=self.node_limit, time_limit=self.time_limit),
         )

@@ -1,0 +1,531 @@
+"""
+Search graphs and substitution rules as egglog programs.
+
+Every value of a graph is an e-class of sort `T`. Ops are interned as `(kind, params)` keys
+(`Keys`) and written `(N<arity> key operands...)`; three ops get their own constructors
+because rules bind their parameters: `(Scale factor x)` (the rule's scalar variable),
+`(Split axis s0 s1 x)` (a two-way split, read with `(Res i split)`; its sizes bind the
+rule's symbolic sizes) and `(Ident shape)` (an identity matrix or conv kernel). Function
+arguments are `(Arg i)` and constants `(Const i)`: the index of the constant in the search
+context, never its data, so the e-graph grows with the number of ops, not with weights.
+The shape of every value is the function `(sh x)` (a `Vec i64`).
+
+A rule direction becomes one egglog `rule`: the matched side is a conjunction of patterns
+(two outputs are two patterns joined by their shared variables, as Tensat's multi-pattern
+rules), the shapes of the input variables bind the rule's symbolic sizes, and the action
+builds the other side, sets the shapes of its new values and unions the outputs. A rule
+over matmul, elementwise ops, transposes, concats and splits also holds per element of
+leading batch dimensions: it is emitted once per batch rank the graph has, every input
+variable then carrying the same batch dimensions. Directions that cannot be expressed are
+reported with the reason, never dropped silently.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from plmr.passes.taso.dag import Dag, Node
+from plmr.passes.taso.matcher import LIFTABLE, lift_params
+from plmr.passes.taso.ops import COMMUTATIVE, Params, Shape
+from plmr.passes.taso.rules import INPUT, PatOp, Pattern, Ref, Rule
+
+MAX_RANK = 6
+"""Shapes of up to this rank are encoded (`S0` ... `S6`)."""
+
+PRELUDE = (
+    "(datatype Shape "
+    + " ".join(f"(S{r}{' i64' * r})" for r in range(MAX_RANK + 1))
+    + ")\n"
+    + """\
+(datatype T
+  (Arg i64)
+  (Const i64)
+  (Ident Shape)
+  (N1 i64 T)
+  (N2 i64 T T)
+  (N3 i64 T T T)
+  (N4 i64 T T T T)
+  (Scale i64 T)
+  (Split i64 i64 i64 T)
+  (Res i64 T))
+(function sh (T) Shape :merge old)
+(function via (T) i64 :merge old)
+(ruleset single)
+(ruleset multi)
+"""
+)
+"""Sorts, constructors, the shape and provenance functions, and the two rulesets."""
+
+MAX_OPERANDS = 4
+"""Ops with more operands are not encoded (the engine then leaves the function alone)."""
+
+Dim = str
+"""A dimension as an egglog expression: a literal, a bound variable or arithmetic on them."""
+
+
+@dataclass
+class Keys:
+    """Interned `(kind, params)` keys and scale factors of one program."""
+
+    keys: list[tuple[str, Params]] = field(
+        default_factory=lambda: list[tuple[str, Params]]()
+    )
+    index: dict[tuple[str, Params], int] = field(
+        default_factory=lambda: dict[tuple[str, Params], int]()
+    )
+    factors: list[float] = field(default_factory=lambda: list[float]())
+    factor_index: dict[float, int] = field(default_factory=lambda: dict[float, int]())
+
+    def key(self, kind: str, params: Params) -> int:
+        k = (kind, params)
+        found = self.index.get(k)
+        if found is None:
+            found = len(self.keys)
+            self.keys.append(k)
+            self.index[k] = found
+        return found
+
+    def factor(self, value: float) -> int:
+        found = self.factor_index.get(value)
+        if found is None:
+            found = len(self.factors)
+            self.factors.append(value)
+            self.factor_index[value] = found
+        return found
+
+
+def vec(dims: Iterable[object]) -> str:
+    """A shape as an egglog `Shape` term (`?S`: a pointwise rule's shape)."""
+    dims = tuple(dims)
+    if dims == ("?S",):
+        return "?S"
+    if len(dims) > MAX_RANK:
+        raise EncodeError(
+            f"a value of rank {len(dims)} (the encoding holds up to {MAX_RANK})"
+        )
+    return f"(S{len(dims)}{''.join(f' {d}' for d in dims)})"
+
+
+# ---------------------------------------------------------------------------------------
+# Graphs
+# ---------------------------------------------------------------------------------------
+
+
+class EncodeError(Exception):
+    """A graph the e-graph encoding cannot hold (the reason is the message)."""
+
+
+def node_term(node: Node, operands: Sequence[str], keys: Keys) -> str:
+    """The constructor term of one search-graph node over operand terms."""
+    if node.kind == "arg":
+        return f"(Arg {node.params[0]})"
+    if node.kind == "const":
+        return f"(Const {node.params[1]})"
+    if node.kind == "scale":
+        factor = node.params[0]
+        assert isinstance(factor, float)
+        return f"(Scale {keys.factor(factor)} {operands[0]})"
+    if node.kind == "split" and len(node.shapes) == 2:
+        axis, sizes = node.params
+        assert isinstance(sizes, tuple)
+        return f"(Split {axis} {sizes[0]} {sizes[1]} {operands[0]})"
+    if not 1 <= len(operands) <= MAX_OPERANDS:
+        raise EncodeError(
+            f"'{node.kind}' has {len(operands)} operands (the encoding holds 1 to "
+            f"{MAX_OPERANDS})"
+        )
+    key = keys.key(node.kind, node.params)
+    return f"(N{len(operands)} {key} {' '.join(operands)})"
+
+
+def encode_graph(dag: Dag, keys: Keys, identities: set[int]) -> tuple[str, dict[int, str]]:
+    """
+    The egglog facts of a graph: one global per node (`$vN`, and `$vN_r` for each result
+    of a multi-result op) with its shape. `identities` are the `const` nodes that are
+    identity matrices or kernels (rules match them as `Ident`).
+    """
+    lines: list[str] = []
+    names: dict[int, str] = {}
+
+    def ref(v: tuple[int, int]) -> str:
+        nid, r = v
+        if len(dag.nodes[nid].shapes) == 1:
+            return names[nid]
+        return f"{names[nid]}_{r}"
+
+    for nid in dag.order():
+        node = dag.nodes[nid]
+        name = f"$v{nid}"
+        names[nid] = name
+        if nid in identities:
+            term = f"(Ident {vec(node.shapes[0])})"
+        else:
+            term = node_term(node, [ref(o) for o in node.operands], keys)
+        lines.append(f"(let {name} {term})")
+        if len(node.shapes) == 1:
+            lines.append(f"(set (sh {name}) {vec(node.shapes[0])})")
+        else:
+            for r, shape in enumerate(node.shapes):
+                lines.append(f"(let {name}_{r} (Res {r} {name}))")
+                lines.append(f"(set (sh {name}_{r}) {vec(shape)})")
+    return "\n".join(lines) + "\n", names
+
+
+# ---------------------------------------------------------------------------------------
+# Rules
+# ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Untranslated:
+    """A rule direction with no egglog form, and why."""
+
+    label: str
+    reason: str
+
+
+@dataclass
+class RuleSet:
+    """The egglog rules of a rule set for one graph, and the directions left out."""
+
+    rules: list[str] = field(default_factory=lambda: list[str]())
+    labels: list[str] = field(default_factory=lambda: list[str]())
+    """Rule direction of every `via` provenance number."""
+    multi: int = 0
+    """Emitted rules whose outputs come from several ops (ruleset `multi`)."""
+    untranslated: list[Untranslated] = field(default_factory=lambda: list[Untranslated]())
+
+
+def _add(a: Dim, b: Dim) -> Dim:
+    if a.lstrip("-").isdigit() and b.lstrip("-").isdigit():
+        return str(int(a) + int(b))
+    if b == "0":
+        return a
+    if a == "0":
+        return b
+    return f"(+ {a} {b})"
+
+
+def _window(size: Dim, kernel: Dim, stride: int, pad: int, dilation: int) -> Dim:
+    """Output size of a sliding window (conv, pool) on an input of `size`."""
+    if not kernel.isdigit():
+        raise EncodeError("a symbolic kernel size")
+    span = dilation * (int(kernel) - 1) + 1
+    if size.isdigit():
+        return str((int(size) + pad - span) // stride + 1)
+    if stride == 1:
+        return _add(size, str(pad - span + 1))
+    return f"(+ (/ (+ {size} {pad - span}) {stride}) 1)"
+
+
+def _ints(p: object) -> tuple[int, ...]:
+    assert isinstance(p, tuple)
+    return tuple(int(x) for x in p)  # pyright: ignore[reportUnknownArgumentType, reportUnknownVariableType]
+
+
+def infer_dims(
+    kind: str, params: Params, operands: Sequence[tuple[Dim, ...]]
+) -> list[tuple[Dim, ...]]:
+    """Result shapes of a (lifted) rule op on symbolic operand shapes."""
+    if kind == "matmul":
+        a, b = operands
+        m = a[-1] if params[0] else a[-2]
+        n = b[-2] if params[1] else b[-1]
+        return [(*a[:-2], m, n)]
+    if kind in ("add", "mul"):
+        a, b = operands
+        return [tuple(y if x == "1" else x for x, y in zip(a, b, strict=True))]
+    if kind in ("scale", "relu"):
+        return [operands[0]]
+    if kind == "transpose":
+        perm = _ints(params[0])
+        return [tuple(operands[0][p] for p in perm)]
+    if kind == "concat":
+        axis = params[0]
+        assert isinstance(axis, int)
+        a, b = operands
+        return [tuple(_add(x, y) if i == axis else x for i, (x, y) in enumerate(zip(a, b)))]
+    if kind == "conv2d":
+        x, w = operands[0], operands[1]
+        strides, pads, dilations = _ints(params[0]), _ints(params[1]), _ints(params[2])
+        return [
+            (
+                x[0],
+                w[0],
+                _window(x[2], w[2], strides[0], pads[0] + pads[2], dilations[0]),
+                _window(x[3], w[3], strides[1], pads[1] + pads[3], dilations[1]),
+            )
+        ]
+    if kind == "pool":
+        x = operands[0]
+        kernel, strides, pads = _ints(params[1]), _ints(params[2]), _ints(params[3])
+        return [
+            (
+                x[0],
+                x[1],
+                _window(x[2], str(kernel[0]), strides[0], pads[0] + pads[2], 1),
+                _window(x[3], str(kernel[1]), strides[1], pads[1] + pads[3], 1),
+            )
+        ]
+    raise EncodeError(f"no symbolic shape rule for '{kind}'")
+
+
+class _Direction:
+    """Translation of one direction of one rule at one batch rank."""
+
+    def __init__(
+        self, rule: Rule, frm: Pattern, to: Pattern, batch: int, keys: Keys, via: int
+    ):
+        self.rule, self.frm, self.to, self.batch, self.keys, self.via = (
+            rule,
+            frm,
+            to,
+            batch,
+            keys,
+            via,
+        )
+        self.query: list[str] = []
+        self.actions: list[str] = []
+        self.bound: set[str] = set()
+        self.batch_dims = tuple(f"?B{i}" for i in range(batch))
+
+    def dim(self, d: int) -> Dim:
+        """A representative dimension as an expression (a symbol or a literal)."""
+        if d in self.rule.symbols:
+            return f"?d{d}"
+        return str(d)
+
+    def bind_shape(self, var: str, rep: Shape, tag: str) -> tuple[Dim, ...]:
+        """Query atoms binding the shape of `var` (rank and sizes); its symbolic shape."""
+        if self.rule.pointwise:
+            self.query.append(f"(= (sh {var}) ?S)")
+            return ("?S",)
+        del tag
+        shape = (*self.batch_dims, *(self.dim(d) for d in rep))
+        self.query.append(f"(= (sh {var}) {vec(shape)})")
+        self.bound |= {self.dim(d) for d in rep if d in self.rule.symbols}
+        return shape
+
+    def params(self, op: PatOp) -> Params:
+        params = op.params
+        if op.kind in LIFTABLE and not self.rule.pointwise:
+            params = lift_params(op.kind, params, self.batch)
+        return params
+
+    def translate(self, label: str) -> str:
+        rule, frm, to = self.rule, self.frm, self.to
+        var_shape: dict[int, tuple[Dim, ...]] = {}
+        names: dict[Ref, str] = {}
+        for k in sorted(frm.used_inputs()):
+            names[(INPUT, k)] = f"?x{k}"
+        # The matched side: one atom per op, operands first.
+        for j, op in enumerate(frm.ops):
+            args = [names[r] for r in op.operands]
+            out = f"?o{j}"
+            if op.kind == "scale":
+                self.query.append(f"(= {out} (Scale ?f {args[0]}))")
+            elif op.kind == "split":
+                axis, sizes = self.params(op)
+                assert isinstance(sizes, tuple)
+                dims = [self.dim(s) for s in sizes]
+                self.bound |= {d for d in dims if d.startswith("?")}
+                self.query.append(f"(= {out} (Split {axis} {dims[0]} {dims[1]} {args[0]}))")
+            elif op.kind == "const":
+                self.query.append(f"(= {out} (Ident ?c{j}))")
+            else:
+                key = self.keys.key(op.kind, self.params(op))
+                self.query.append(f"(= {out} (N{len(args)} {key} {' '.join(args)}))")
+            if op.num_results == 1:
+                names[(j, 0)] = out
+            else:
+                for r in range(op.num_results):
+                    names[(j, r)] = f"{out}_{r}"
+                    self.query.append(f"(= {out}_{r} (Res {r} {out}))")
+            if op.kind == "const":
+                shape = op.params[1]
+                assert isinstance(shape, tuple)
+                self.bind_shape(out, _ints(shape), f"c{j}")
+        for k in sorted(frm.used_inputs()):
+            var_shape[k] = self.bind_shape(f"?x{k}", rule.inputs[k], f"x{k}")
+        outs = [names[r] for r in frm.outputs]
+        for a in range(len(outs)):
+            for b in range(a + 1, len(outs)):
+                self.query.append(f"(!= {outs[a]} {outs[b]})")
+        # The new side.
+        shapes: dict[Ref, tuple[Dim, ...]] = {(INPUT, k): s for k, s in var_shape.items()}
+        new: dict[Ref, str] = {(INPUT, k): f"?x{k}" for k in var_shape}
+        for j, op in enumerate(to.ops):
+            args = [new[r] for r in op.operands]
+            out = f"?n{j}"
+            if rule.pointwise:
+                result_shapes: list[tuple[Dim, ...]] = [("?S",)] * op.num_results
+            elif op.kind == "split":
+                axis, sizes = self.params(op)
+                assert isinstance(sizes, tuple)
+                assert isinstance(axis, int)
+                src = shapes[op.operands[0]]
+                result_shapes = [
+                    tuple(self.dim(s) if i == axis else d for i, d in enumerate(src))
+                    for s in sizes
+                ]
+            elif op.kind == "const":
+                shape = op.params[1]
+                assert isinstance(shape, tuple)
+                result_shapes = [tuple(self.dim(d) for d in _ints(shape))]
+            else:
+                result_shapes = infer_dims(
+                    op.kind, self.params(op), [shapes[r] for r in op.operands]
+                )
+            if op.kind == "scale":
+                term = f"(Scale ?f {args[0]})"
+            elif op.kind == "split":
+                axis, sizes = self.params(op)
+                assert isinstance(sizes, tuple)
+                d0, d1 = (self.dim(s) for s in sizes)
+                term = f"(Split {axis} {d0} {d1} {args[0]})"
+            elif op.kind == "const":
+                term = f"(Ident {vec(result_shapes[0])})"
+            else:
+                key = self.keys.key(op.kind, self.params(op))
+                term = f"(N{len(args)} {key} {' '.join(args)})"
+            self.actions.append(f"(let {out} {term})")
+            for r, shape in enumerate(result_shapes):
+                ref = f"{out}_{r}" if op.num_results > 1 else out
+                if op.num_results > 1:
+                    self.actions.append(f"(let {ref} (Res {r} {out}))")
+                new[(j, r)] = ref
+                shapes[(j, r)] = shape
+                self.actions.append(f"(set (sh {ref}) {vec(shape)})")
+                self.actions.append(f"(set (via {ref}) {self.via})")
+        used = {
+            tok.strip("()")
+            for shape in shapes.values()
+            for d in shape
+            for tok in d.split()
+            if tok.strip("()").startswith("?d")
+        }
+        if not used <= self.bound:
+            raise EncodeError(
+                f"the new side needs sizes the matched side does not bind "
+                f"({', '.join(sorted(used - self.bound))})"
+            )
+        for old_ref, new_ref in zip(frm.outputs, to.outputs, strict=True):
+            self.actions.append(f"(union {names[old_ref]} {new[new_ref]})")
+        ruleset = "multi" if is_multi(frm) else "single"
+        return (
+            f"(rule ({' '.join(self.query)})\n      ({' '.join(self.actions)})\n"
+            f'      :ruleset {ruleset} :name "{label}")'
+        )
+
+
+def is_multi(pattern: Pattern) -> bool:
+    """Whether a matched side has outputs of several ops (patterns joined by variables)."""
+    return len({r[0] for r in pattern.outputs}) > 1
+
+
+def _ranks(rule: Rule, pattern: Pattern) -> list[int]:
+    return [len(rule.inputs[k]) for k in sorted(pattern.used_inputs())]
+
+
+def reachable_kinds(rules: Sequence[Rule], kinds: set[str]) -> set[str]:
+    """The op kinds a graph of `kinds` can come to hold by rewriting with `rules`."""
+    have = set(kinds)
+    changed = True
+    while changed:
+        changed = False
+        for rule in rules:
+            for frm, to in ((rule.src, rule.dst), (rule.dst, rule.src)):
+                if set(frm.kinds()) <= have and not set(to.kinds()) <= have:
+                    have |= set(to.kinds())
+                    changed = True
+    return have
+
+
+def translate_rules(
+    rules: Sequence[Rule],
+    keys: Keys,
+    graph_ranks: set[int],
+    graph_kinds: set[str] | None = None,
+) -> RuleSet:
+    """
+    The egglog rules of both directions of every rule, at the batch ranks of a graph.
+    With `graph_kinds`, only directions whose matched side can occur in a graph of those
+    op kinds (after any rewriting) are emitted; the others cannot match.
+    """
+    out = RuleSet()
+    possible = None if graph_kinds is None else reachable_kinds(rules, graph_kinds)
+    add_key = keys.key("add", ())
+    mul_key = keys.key("mul", ())
+    for key in (add_key, mul_key):
+        out.rules.append(
+            f"(rule ((= ?e (N2 {key} ?a ?b))) ((union ?e (N2 {key} ?b ?a)))"
+            f' :ruleset single :name "commute {keys.keys[key][0]}")'
+        )
+    assert COMMUTATIVE == {"add", "mul"}
+    top = max(graph_ranks, default=0)
+    for rule in rules:
+        liftable = rule.pointwise or all(
+            k in LIFTABLE for side in rule.sides() for k in side.kinds()
+        )
+        for frm, to, label in (
+            (rule.src, rule.dst, rule.name),
+            (rule.dst, rule.src, f"{rule.name}'"),
+        ):
+            reason = _skip_reason(frm, to)
+            if reason is not None:
+                out.untranslated.append(Untranslated(label, reason))
+                continue
+            if possible is not None and not set(frm.kinds()) <= possible:
+                continue
+            ranks = _ranks(rule, frm)
+            if rule.pointwise:
+                batches = [0]
+            elif liftable:
+                batches = [
+                    b
+                    for b in range(top + 1)
+                    if ranks and all(r + b in graph_ranks for r in ranks)
+                ]
+            else:
+                batches = [0] if all(r in graph_ranks for r in ranks) else []
+            for b in batches:
+                via = len(out.labels)
+                try:
+                    text = _Direction(rule, frm, to, b, keys, via).translate(
+                        label if b == 0 else f"{label}@b{b}"
+                    )
+                except EncodeError as e:
+                    out.untranslated.append(Untranslated(label, str(e)))
+                    break
+                out.labels.append(label)
+                out.rules.append(text)
+                if is_multi(frm):
+                    out.multi += 1
+    return out
+
+
+def _skip_reason(frm: Pattern, to: Pattern) -> str | None:
+    if not to.used_inputs() <= frm.used_inputs():
+        return "the new side reads inputs the matched side does not bind"
+    if any(r[0] == INPUT for r in frm.outputs):
+        return "an output of the matched side is an input (it would match every value)"
+    if any(op.kind == "const" for op in to.ops) and not any(
+        op.kind == "const" for op in frm.ops
+    ):
+        return (
+            "it introduces an identity constant the graph does not hold (an extra "
+            "matmul or conv, never cheaper)"
+        )
+    return None
+
+
+__all__ = [
+    "PRELUDE",
+    "EncodeError",
+    "Keys",
+    "RuleSet",
+    "Untranslated",
+    "encode_graph",
+    "translate_rules",
+]

@@ -1,0 +1,359 @@
+"""
+The equality-saturation engine of `taso-substitute` (`engine=eqsat`).
+
+A search graph is encoded as egglog facts, the rule set as egglog rules (`encode`), and the
+e-graph is grown under a node limit, a time limit and an iteration limit: rules whose
+matched side joins several patterns (two matmuls of one input, ...) run in the first
+`multi_rounds` iterations only, as Tensat's `k_multi`, since they pair every new node with
+every old one. Then the cheapest graph under the wafer cost model is extracted, greedily
+and, within a time limit, exactly by ILP; the cheaper graph as priced by `CostModel` wins
+and is returned only if it is cheaper than the input.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from egglog.bindings import EggSmolError, EGraph
+
+from plmr.errors import PlmrError
+from plmr.passes.taso.cost import CostModel
+from plmr.passes.taso.dag import Dag, Node, Val
+from plmr.passes.taso.eqsat.egraph import Classes, node_costs, node_kind, read_egraph
+from plmr.passes.taso.eqsat.encode import (
+    PRELUDE,
+    EncodeError,
+    Keys,
+    RuleSet,
+    Untranslated,
+    encode_graph,
+    translate_rules,
+)
+from plmr.passes.taso.eqsat.extract import Choice, acyclic, greedy, ilp
+from plmr.passes.taso.ops import Params, Shape
+from plmr.passes.taso.rules import Rule, identity_array
+
+IDENTITY_CHECK_LIMIT = 1 << 16
+"""Constants with more elements are never identities for the rules (not inspected)."""
+
+
+@dataclass(frozen=True)
+class EqsatOptions:
+    """Limits of one saturation and extraction."""
+
+    node_limit: int = 20_000
+    """Stop growing the e-graph once it holds this many e-nodes."""
+    time_limit: float = 4.0
+    """Stop growing the e-graph after this many seconds."""
+    iterations: int = 30
+    multi_rounds: int = 2
+    """Iterations in which multi-pattern rules run."""
+    ilp_time: float = 4.0
+    """Time limit of the ILP extraction (0: greedy only)."""
+    ilp_node_limit: int = 30_000
+    """Skip the ILP on larger (reachable) e-graphs."""
+    match_limit: int = 1_000
+    """A rule matching more often in one iteration (or 4x the op count, if more) sits
+    that iteration out (egglog's back-off scheduler), so that associativity does not
+    flood the e-graph."""
+
+
+@dataclass(frozen=True)
+class EqsatResult:
+    """The outcome of one saturation (costs in cycles of the device)."""
+
+    best: Dag
+    initial_cost: float
+    best_cost: float
+    applied: tuple[str, ...]
+    explored: int
+    """Iterations run."""
+    enodes: int
+    classes: int
+    stop: str
+    """Why saturation stopped: saturated, node limit, time limit, iteration limit."""
+    extraction: str
+    """Which extraction won: ilp, greedy, input (neither was cheaper), or none."""
+    greedy_cost: float
+    ilp_cost: float
+    ilp_status: str
+    seconds: float
+    saturate_seconds: float
+    extract_seconds: float
+    untranslated: tuple[Untranslated, ...] = field(default=())
+    declined: str = ""
+    """Why the graph was left alone (an op the encoding does not hold), if it was."""
+
+
+def find_identities(dag: Dag) -> set[int]:
+    out: set[int] = set()
+    for nid, node in dag.nodes.items():
+        if node.kind != "const":
+            continue
+        shape = node.shapes[0]
+        if math.prod(shape) > IDENTITY_CHECK_LIMIT:
+            continue
+        if dag.ctx.is_identity(dag, nid):
+            out.add(nid)
+    return out
+
+
+def _size(eg: EGraph) -> int:
+    (report,) = eg.run_program(*eg.parse_program("(print-size)"))
+    sizes: Any = getattr(report, "sizes", None)
+    if sizes is None:
+        sizes = report.__getattribute__("_0") if hasattr(report, "_0") else []
+    return sum(n for name, n in sizes if name[:1].isupper())
+
+
+def _run(eg: EGraph, ruleset: str, match_limit: int) -> bool:
+    """One iteration of a ruleset; a rule with more matches than the limit sits it out."""
+    program = (
+        f"(run-schedule (let-scheduler bo (back-off :match-limit {match_limit})) "
+        f"(run-with bo {ruleset}))"
+    )
+    (out,) = eg.run_program(*eg.parse_program(program))
+    return bool(getattr(out, "report").updated)
+
+
+def _load(eg: EGraph, texts: Sequence[str], chunk: int = 64) -> None:
+    """Runs egglog commands in small pieces (egglog parses one long text slowly)."""
+    for i in range(0, len(texts), chunk):
+        eg.run_program(*eg.parse_program("\n".join(texts[i : i + chunk])))
+
+
+class _Builder:
+    """Builds the `Dag` of an extraction, reusing the input graph's nodes where chosen."""
+
+    def __init__(self, dag: Dag, g: Classes, keys: Keys, names: dict[int, str]):
+        self.dag, self.g, self.keys = dag, g, keys
+        self.orig: dict[tuple[int, tuple[Any, ...]], int] = {}
+        self.klass: dict[int, int] = {}
+        for nid, node in dag.nodes.items():
+            c = g.globals.get(names[nid])
+            if c is None:
+                continue
+            self.klass[nid] = c
+        for nid, node in dag.nodes.items():
+            if nid not in self.klass:
+                continue
+            kids = tuple(self._class_of(o) for o in node.operands)
+            self.orig[(self.klass[nid], (node.kind, node.params, kids))] = nid
+        self.elt = next(iter(dag.nodes.values())).elt
+        self.names = names
+        self.new_classes: set[int] = set()
+        """Classes of the last extraction whose node is not one of the input graph's."""
+
+    def _class_of(self, v: Val) -> int:
+        nid, r = v
+        if len(self.dag.nodes[nid].shapes) == 1:
+            return self.klass[nid]
+        return self.g.globals[f"{self.names[nid]}_{r}"]
+
+    def build(self, choice: Choice, shapes: list[tuple[Shape, ...]]) -> Dag:
+        dag, g, ctx = self.dag, self.g, self.dag.ctx
+        nodes: dict[int, Node] = {nid: n for nid, n in dag.nodes.items() if n.kind == "arg"}
+        value: dict[int, Val] = {}
+        tuples: dict[int, int] = {}
+        self.new_classes = set()
+
+        def visit(c: int) -> None:
+            """Creates the node of class `c` (children first, iteratively)."""
+            stack: list[tuple[int, bool]] = [(c, False)]
+            while stack:
+                cls, ready = stack.pop()
+                if cls in value or cls in tuples:
+                    continue
+                n = choice[cls]
+                node = g.nodes[n]
+                if not ready:
+                    stack.append((cls, True))
+                    for ch in node.children:
+                        if ch not in value and ch not in tuples:
+                            stack.append((ch, False))
+                    continue
+                self._make(cls, n, nodes, value, tuples, shapes)
+
+        for v in dag.outputs:
+            visit(self._class_of(v))
+        outputs = tuple(value[self._class_of(v)] for v in dag.outputs)
+        del ctx
+        return Dag(dag.ctx, nodes, outputs)
+
+    def _make(
+        self,
+        cls: int,
+        n: int,
+        nodes: dict[int, Node],
+        value: dict[int, Val],
+        tuples: dict[int, int],
+        shapes: list[tuple[Shape, ...]],
+    ) -> None:
+        g, keys, ctx = self.g, self.keys, self.dag.ctx
+        node = g.nodes[n]
+        if node.op == "Res":
+            value[cls] = (tuples[node.children[0]], node.fields[0])
+            return
+        if node.op == "Arg":
+            nid = next(
+                i
+                for i, x in self.dag.nodes.items()
+                if x.kind == "arg" and x.params[0] == node.fields[0]
+            )
+            value[cls] = (nid, 0)
+            return
+        if node.op == "Const":
+            nid = next(
+                i
+                for i, x in self.dag.nodes.items()
+                if x.kind == "const" and x.params[1] == node.fields[0]
+            )
+            nodes[nid] = self.dag.nodes[nid]
+            value[cls] = (nid, 0)
+            return
+        operands = tuple(value[ch] for ch in node.children)
+        if node.op == "Ident":
+            shape = node.fields
+            ctx.constants.append(identity_array(shape, "float64"))
+            kind: str = "const"
+            params: Params = ("value", len(ctx.constants) - 1)
+            out_shapes: tuple[Shape, ...] = (shape,)
+        else:
+            kind, params = node_kind(node, keys)
+            out_shapes = shapes[n]
+        kids = tuple(node.children)
+        nid = self.orig.get((cls, (kind, params, kids)))
+        if nid is None or nid in nodes:
+            elt = nodes[operands[0][0]].elt if operands else self.elt
+            nid = ctx.fresh()
+            nodes[nid] = Node(kind, params, operands, out_shapes, elt)
+            self.new_classes.add(cls)
+        else:
+            orig = self.dag.nodes[nid]
+            nodes[nid] = Node(orig.kind, orig.params, operands, orig.shapes, orig.elt)
+        if len(out_shapes) == 1 and node.op != "Split":
+            value[cls] = (nid, 0)
+        else:
+            tuples[cls] = nid
+
+
+_RULE_CACHE: dict[
+    tuple[tuple[int, ...], frozenset[int], frozenset[str]], tuple[RuleSet, Keys]
+] = {}
+
+
+def _rules_for(
+    rules: Sequence[Rule], ranks: frozenset[int], kinds: frozenset[str]
+) -> tuple[RuleSet, Keys]:
+    """Translated rules (cached per rules, graph ranks and kinds) and a copy of their keys."""
+    cache_key = (tuple(map(id, rules)), ranks, kinds)
+    found = _RULE_CACHE.get(cache_key)
+    if found is None:
+        keys = Keys()
+        found = (translate_rules(rules, keys, set(ranks), set(kinds)), keys)
+        if len(_RULE_CACHE) > 16:
+            _RULE_CACHE.clear()
+        _RULE_CACHE[cache_key] = found
+    ruleset, keys = found
+    copy = Keys(
+        list(keys.keys), dict(keys.index), list(keys.factors), dict(keys.factor_index)
+    )
+    return ruleset, copy
+
+
+def saturate(
+    dag: Dag,
+    rules: Sequence[Rule],
+    model: CostModel,
+    options: EqsatOptions = EqsatOptions(),
+    accept: Callable[[Dag], bool] | None = None,
+    constant_concats_only: bool = False,
+) -> EqsatResult:
+    """Saturates, extracts and returns the cheapest graph equal to `dag` that was found."""
+    start = time.perf_counter()
+    initial = model.graph_cost(dag)
+    ranks = frozenset(len(s) for n in dag.nodes.values() for s in n.shapes)
+    kinds = frozenset(n.kind for n in dag.nodes.values())
+    ruleset, keys = _rules_for(rules, ranks, kinds)
+    untranslated = tuple(ruleset.untranslated)
+
+    def unchanged(reason: str, stop: str = "", iterations: int = 0) -> EqsatResult:
+        seconds = time.perf_counter() - start
+        return EqsatResult(
+            dag, initial, initial, (), iterations, 0, 0, stop, "none", initial,
+            math.inf, "", seconds, seconds, 0.0, untranslated, reason,
+        )  # fmt: skip
+
+    try:
+        facts, names = encode_graph(dag, keys, find_identities(dag))
+    except EncodeError as e:
+        return unchanged(str(e))
+    eg = EGraph()
+    try:
+        _load(eg, [PRELUDE], 1)
+        _load(eg, facts.splitlines(), 256)
+        _load(eg, ruleset.rules, 1)
+    except EggSmolError as e:  # pragma: no cover - a translation defect
+        raise PlmrError(f"taso-substitute (eqsat): egglog rejected the program: {e}") from e
+    match_limit = max(options.match_limit, 4 * dag.op_count())
+    stop = "iteration limit"
+    iterations = 0
+    for it in range(options.iterations):
+        changed = False
+        if it < options.multi_rounds and ruleset.multi:
+            changed |= _run(eg, "multi", match_limit)
+        changed |= _run(eg, "single", match_limit)
+        iterations += 1
+        if not changed:
+            stop = "saturated"
+            break
+        if time.perf_counter() - start > options.time_limit:
+            stop = "time limit"
+            break
+        if _size(eg) > options.node_limit:
+            stop = "node limit"
+            break
+    saturated_at = time.perf_counter()
+    g = read_egraph(eg)
+    del eg
+    multi_shapes: dict[tuple[str, Params], tuple[Shape, ...]] = {
+        (n.kind, n.params): n.shapes
+        for n in dag.nodes.values()
+        if len(n.shapes) > 1 and n.kind != "split"
+    }
+    priced = node_costs(g, keys, model, multi_shapes, constant_concats_only)
+    builder = _Builder(dag, g, keys, names)
+    roots = [builder._class_of(v) for v in dag.outputs]  # pyright: ignore[reportPrivateUsage]
+    candidates: list[tuple[float, str, Dag, set[int]]] = []
+    greedy_cost = ilp_cost = math.inf
+    choice = greedy(g, priced)
+    if all(r in choice for r in roots) and acyclic(g, choice, roots):
+        best = builder.build(choice, priced.out_shapes)
+        greedy_cost = model.graph_cost(best)
+        candidates.append((greedy_cost, "greedy", best, builder.new_classes))
+    ilp_status = "skipped"
+    if options.ilp_time > 0 and g.size() <= options.ilp_node_limit:
+        found = ilp(g, priced, roots, options.ilp_time)
+        ilp_status = found.status
+        if found.choice is not None and acyclic(g, found.choice, roots):
+            best = builder.build(found.choice, priced.out_shapes)
+            ilp_cost = model.graph_cost(best)
+            candidates.append((ilp_cost, "ilp", best, builder.new_classes))
+    candidates = [c for c in candidates if accept is None or accept(c[2])]
+    winner = min(candidates, key=lambda c: (c[0], c[1] != "ilp"), default=None)
+    best_dag, best_cost, extraction = dag, initial, "input"
+    applied: tuple[str, ...] = ()
+    if winner is not None and winner[0] < initial:
+        best_cost, extraction, best_dag, new_classes = winner
+        labels = {ruleset.labels[g.via[c]] for c in new_classes if c in g.via}
+        applied = tuple(sorted(labels)) or ("eqsat",)
+    end = time.perf_counter()
+    return EqsatResult(
+        best_dag, initial, best_cost, applied, iterations, g.size(), len(g.members),
+        stop, extraction, greedy_cost, ilp_cost, ilp_status, end - start,
+        saturated_at - start, end - saturated_at, untranslated,
+    )  # fmt: skip

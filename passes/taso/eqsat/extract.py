@@ -1,0 +1,284 @@
+"""
+Extracting a graph from a saturated e-graph: greedy (tree cost) and exact (ILP).
+
+Greedy extraction picks, bottom-up, the node of least tree cost in every class (Knuth's
+generalization of Dijkstra's algorithm, so the choice is acyclic). A tree cost counts a
+shared sub-term once per use, so greedy cannot see that one merged matmul serves two
+outputs; the ILP (`scipy.optimize.milp`, HiGHS) counts every chosen node once, as the
+graph runs it. Both choices are then priced exactly as graphs and the cheaper one wins.
+The ILP is Tensat's: a 0/1 variable per node, a chosen node needs a chosen node in each
+child class, every output class needs one, and an order variable per class forbids
+cycles (only inside strongly connected parts of the e-graph, where cycles can occur).
+"""
+
+from __future__ import annotations
+
+import heapq
+import importlib
+import math
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from plmr.passes.taso.eqsat.egraph import Classes, Priced
+
+Choice = dict[int, int]
+"""Class -> chosen node."""
+
+
+def greedy(g: Classes, priced: Priced) -> Choice:
+    """The least-tree-cost node of every class reachable bottom-up."""
+    parents: dict[int, list[int]] = {}
+    pending: list[int] = []
+    heap: list[tuple[float, int]] = []
+    for n, node in enumerate(g.nodes):
+        kids = set(node.children)
+        pending.append(len(kids))
+        if math.isinf(priced.cost[n]):
+            continue
+        for ch in kids:
+            parents.setdefault(ch, []).append(n)
+        if not kids:
+            heapq.heappush(heap, (priced.cost[n], n))
+    best: dict[int, float] = {}
+    choice: Choice = {}
+    while heap:
+        cost, n = heapq.heappop(heap)
+        c = g.node_class[n]
+        if c in choice:
+            continue
+        choice[c] = n
+        best[c] = cost
+        for p in parents.get(c, ()):
+            pending[p] -= 1
+            if pending[p] == 0:
+                total = priced.cost[p] + sum(best[ch] for ch in set(g.nodes[p].children))
+                heapq.heappush(heap, (total, p))
+    return choice
+
+
+def reachable(g: Classes, priced: Priced, roots: Sequence[int]) -> set[int]:
+    seen: set[int] = set()
+    stack = list(roots)
+    while stack:
+        c = stack.pop()
+        if c in seen:
+            continue
+        seen.add(c)
+        for n in g.members.get(c, ()):
+            if not math.isinf(priced.cost[n]):
+                stack.extend(g.nodes[n].children)
+    return seen
+
+
+def _sccs(classes: set[int], edges: dict[int, set[int]]) -> dict[int, int]:
+    """Tarjan's strongly connected components (iterative): class -> component id."""
+    index: dict[int, int] = {}
+    low: dict[int, int] = {}
+    comp: dict[int, int] = {}
+    stack: list[int] = []
+    on: set[int] = set()
+    counter = 0
+    ncomp = 0
+    for start in classes:
+        if start in index:
+            continue
+        work: list[tuple[int, list[int]]] = [(start, sorted(edges.get(start, ())))]
+        index[start] = low[start] = counter
+        counter += 1
+        stack.append(start)
+        on.add(start)
+        while work:
+            v, rest = work[-1]
+            if rest:
+                w = rest.pop()
+                if w not in index:
+                    index[w] = low[w] = counter
+                    counter += 1
+                    stack.append(w)
+                    on.add(w)
+                    work.append((w, sorted(edges.get(w, ()))))
+                elif w in on:
+                    low[v] = min(low[v], index[w])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[v])
+            if low[v] == index[v]:
+                while True:
+                    w = stack.pop()
+                    on.discard(w)
+                    comp[w] = ncomp
+                    if w == v:
+                        break
+                ncomp += 1
+    return comp
+
+
+@dataclass(frozen=True)
+class IlpResult:
+    choice: Choice | None
+    status: str
+    variables: int
+    seconds_limit: float
+
+
+def ilp(g: Classes, priced: Priced, roots: Sequence[int], time_limit: float) -> IlpResult:
+    """
+    The least-cost acyclic choice counting shared nodes once (None on time-out).
+
+    Order variables are added lazily: first without them, then for the strongly
+    connected parts that hold a cycle of the previous solution, and so on.
+    """
+    import time
+
+    start = time.perf_counter()
+    ordered: set[int] = set()
+    result = IlpResult(None, "not run", 0, time_limit)
+    for _ in range(6):
+        left = time_limit - (time.perf_counter() - start)
+        if left <= 0.05:
+            break
+        result = _ilp(g, priced, roots, left, ordered)
+        if result.choice is None:
+            return result
+        cycle = _cycle_classes(g, result.choice, roots)
+        if not cycle:
+            return result
+        ordered |= cycle
+    return IlpResult(None, "cyclic", result.variables, time_limit)
+
+
+def _cycle_classes(g: Classes, choice: Choice, roots: Sequence[int]) -> set[int]:
+    """Classes on cycles of a choice (empty if it is acyclic)."""
+    edges: dict[int, set[int]] = {}
+    seen: set[int] = set()
+    stack = list(roots)
+    while stack:
+        c = stack.pop()
+        if c in seen or c not in choice:
+            continue
+        seen.add(c)
+        kids = set(g.nodes[choice[c]].children)
+        edges[c] = kids
+        stack.extend(kids)
+    comp = _sccs(seen, edges)
+    sizes: dict[int, int] = {}
+    for c in seen:
+        sizes[comp[c]] = sizes.get(comp[c], 0) + 1
+    return {c for c in seen if sizes[comp[c]] > 1 or c in edges.get(c, set())}
+
+
+def _ilp(
+    g: Classes, priced: Priced, roots: Sequence[int], time_limit: float, ordered: set[int]
+) -> IlpResult:
+    # scipy ships no type stubs: use it untyped.
+    optimize: Any = importlib.import_module("scipy.optimize")
+    sparse: Any = importlib.import_module("scipy.sparse")
+
+    classes = reachable(g, priced, roots)
+    nodes = [
+        n for c in classes for n in g.members.get(c, ()) if not math.isinf(priced.cost[n])
+    ]
+    var = {n: i for i, n in enumerate(nodes)}
+    edges: dict[int, set[int]] = {}
+    for n in nodes:
+        edges.setdefault(g.node_class[n], set()).update(g.nodes[n].children)
+    comp = _sccs(classes, edges)
+    sizes: dict[int, int] = {}
+    for c in classes:
+        sizes[comp[c]] = sizes.get(comp[c], 0) + 1
+    cycle_comps = {comp[c] for c in ordered if c in comp}
+    cyclic = sorted(c for c in classes if sizes[comp[c]] > 1 and comp[c] in cycle_comps)
+    order = {c: len(nodes) + i for i, c in enumerate(cyclic)}
+    nvars = len(nodes) + len(cyclic)
+    rows: list[int] = []
+    cols: list[int] = []
+    vals: list[float] = []
+    lb: list[float] = []
+    ub: list[float] = []
+
+    def row(entries: list[tuple[int, float]], lo: float, hi: float) -> None:
+        r = len(lb)
+        for col, v in entries:
+            rows.append(r)
+            cols.append(col)
+            vals.append(v)
+        lb.append(lo)
+        ub.append(hi)
+
+    for c in set(roots):
+        row([(var[n], 1.0) for n in g.members.get(c, ()) if n in var], 1.0, math.inf)
+    eps = 1.0 / (len(cyclic) + 1)
+    for n in nodes:
+        c = g.node_class[n]
+        for ch in set(g.nodes[n].children):
+            row(
+                [(var[m], 1.0) for m in g.members.get(ch, ()) if m in var]
+                + [(var[n], -1.0)],
+                0.0,
+                math.inf,
+            )
+            if c in order and ch in order and comp[c] == comp[ch]:
+                row(
+                    [(order[c], 1.0), (order[ch], -1.0), (var[n], -1.0)],
+                    eps - 1.0,
+                    math.inf,
+                )
+    if not lb:
+        return IlpResult({}, "empty", 0, time_limit)
+    matrix = sparse.coo_matrix((vals, (rows, cols)), shape=(len(lb), nvars)).tocsr()
+    objective = np.zeros(nvars)
+    for n, i in var.items():
+        objective[i] = priced.cost[n]
+    integrality = np.zeros(nvars)
+    integrality[: len(nodes)] = 1
+    upper = np.ones(nvars)
+    res: Any = optimize.milp(
+        objective,
+        integrality=integrality,
+        bounds=(np.zeros(nvars), upper),
+        constraints=optimize.LinearConstraint(matrix, np.array(lb), np.array(ub)),
+        options={"time_limit": time_limit, "disp": False},
+    )
+    status = {0: "optimal", 1: "time limit", 2: "infeasible", 3: "unbounded"}.get(
+        res.status, "failed"
+    )
+    if res.x is None:
+        return IlpResult(None, status, nvars, time_limit)
+    picked: Choice = {}
+    for n, i in var.items():
+        if res.x[i] > 0.5:
+            c = g.node_class[n]
+            if c not in picked or priced.cost[n] < priced.cost[picked[c]]:
+                picked[c] = n
+    return IlpResult(picked, status, nvars, time_limit)
+
+
+def acyclic(g: Classes, choice: Choice, roots: Sequence[int]) -> bool:
+    """Whether following `choice` from the roots reaches every class without a cycle."""
+    state: dict[int, int] = {}
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), 10000))
+    for root in roots:
+        stack: list[tuple[int, int]] = [(root, 0)]
+        while stack:
+            c, i = stack.pop()
+            if i == 0:
+                if state.get(c) == 2:
+                    continue
+                if state.get(c) == 1 or c not in choice:
+                    return False
+                state[c] = 1
+            kids = g.nodes[choice[c]].children
+            if i < len(kids):
+                stack.append((c, i + 1))
+                if state.get(kids[i]) != 2:
+                    if state.get(kids[i]) == 1:
+                        return False
+                    stack.append((kids[i], 0))
+            else:
+                state[c] = 2
+    return True
