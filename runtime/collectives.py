@@ -15,6 +15,10 @@ Algorithms:
   group roots reducing in the next phase, then a multicast), `pipeline` (one chain to the
   last PE, then a multicast back), or `ring` (reduce-scatter then allgather on the
   interleaved ring, each step moving 1/n of the block).
+
+Plans are pure functions of their arguments and are cached: a program asks for the same
+plan once per collective op, several times (routing, verification, simulation). A plan
+returned by these functions is shared: never modify it.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from plmr.dialects.mesh import Port
 from plmr.errors import PlmrError
@@ -114,6 +119,7 @@ def ring_order(ring: str, n: int) -> list[int]:
     return order
 
 
+@lru_cache(maxsize=4096)
 def shift_plan(ring: str, n: int, distance: int) -> Plan:
     """`|distance|` shift steps; a negative distance runs the ring backwards."""
     succ = ring_successors(ring, n)
@@ -138,6 +144,7 @@ def shift_plan(ring: str, n: int, distance: int) -> Plan:
 # ---------------------------------------------------------------------------------------
 
 
+@lru_cache(maxsize=4096)
 def broadcast_plan(n: int, root: int) -> Plan:
     if not 0 <= root < n:
         raise PlmrError(f"broadcast root {root} is outside the {n} PEs of the axis")
@@ -197,6 +204,7 @@ def ktree_levels(n: int, k: int, groups: int | None) -> list[list[list[int]]]:
     return levels
 
 
+@lru_cache(maxsize=4096)
 def reduce_plan(
     n: int, algorithm: str, k: int = 2, groups: int | None = None, root: int | None = None
 ) -> Plan:
@@ -235,16 +243,20 @@ def reduce_root(n: int, algorithm: str, k: int = 2, groups: int | None = None) -
     return top[len(top) // 2]
 
 
+@lru_cache(maxsize=4096)
 def allreduce_plan(n: int, algorithm: str, k: int = 2, groups: int | None = None) -> Plan:
     if algorithm == "ring":
         return ring_allreduce_plan(n)
-    plan = reduce_plan(n, algorithm, k, groups)
+    reduce = reduce_plan(n, algorithm, k, groups)
     root = reduce_root(n, algorithm, k, groups)
-    plan.stages += broadcast_plan(n, root).stages
-    plan.description = f"{algorithm} allreduce (k={k}, groups={groups})"
-    return plan
+    return Plan(
+        n,
+        [*reduce.stages, *broadcast_plan(n, root).stages],
+        f"{algorithm} allreduce (k={k}, groups={groups})",
+    )
 
 
+@lru_cache(maxsize=4096)
 def ring_allreduce_plan(n: int) -> Plan:
     """Reduce-scatter then allgather: 2(n-1) steps, each moving 1/n of the block."""
     plan = Plan(n, description="ring allreduce")
