@@ -152,12 +152,17 @@ def route_collectives(
     patterns: dict[tuple[str, str], list[int]] = {}
     relayed_patterns: set[tuple[str, str]] = set()
     pattern_colors: dict[tuple[str, str], list[list[int]]] = {}
+    # Plans are cached (shared objects): spell each one's transfers once.
+    spelled: dict[int, tuple[Plan, str]] = {}
     for op in ops:
         axis = axis_of(op)
         used: list[int] = []
         for root in roots_of(op, grid):
             plan = plan_of(op, grid, root)
-            key = (axis, repr([s.transfers for s in plan.stages]))
+            known = spelled.get(id(plan))
+            if known is None or known[0] is not plan:
+                known = spelled[id(plan)] = (plan, repr([s.transfers for s in plan.stages]))
+            key = (axis, known[1])
             if key not in patterns:
                 patterns[key] = _route_plan(
                     op, plan, axis, grid, device, relay, table, routing
