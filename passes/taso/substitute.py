@@ -250,6 +250,8 @@ class TasoSubstitutePass(ModulePass):
     """`eqsat`: seconds of saturation."""
     node_limit: int = 20_000
     """`eqsat`: e-nodes at which saturation stops."""
+    ilp_time: float = 4.0
+    """`eqsat`: seconds of the ILP extraction (0: greedy only)."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         substitute_module(
@@ -260,5 +262,9 @@ class TasoSubstitutePass(ModulePass):
             self.device,
             concats=self.concats,
             engine=self.engine,
-            eqsat=EqsatOptions(node_limit=self.node_limit, time_limit=self.time_limit),
+            eqsat=EqsatOptions(
+                node_limit=self.node_limit,
+                time_limit=self.time_limit,
+                ilp_time=self.ilp_time,
+            ),
         )

@@ -1,0 +1,111 @@
+"""`taso-substitute{engine=eqsat}`: rule translation, saturation and extraction."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from plmr.dialects import graph
+from plmr.dialects.context import load_module, parse_module
+from plmr.errors import PlmrError
+from plmr.passes.taso.eqsat.encode import Keys, translate_rules
+from plmr.passes.taso.eqsat.engine import EqsatOptions
+from plmr.passes.taso.rules import load_rules, parse_rules
+from plmr.passes.taso.substitute import substitute_module
+from plmr.runtime.reference import evaluate_function
+from plmr.runtime.running import select_function
+
+EXAMPLES = Path(__file__).resolve().parents[4] / "examples"
+FILECHECK = Path(__file__).resolve().parents[3] / "filecheck" / "passes"
+
+
+def integer_inputs(fn, seed: int) -> list[np.ndarray]:
+    """Small integers: every sum and product of the examples is exact in float32."""
+    rng = np.random.default_rng(seed)
+    return [
+        rng.integers(-3, 4, size=arg.type.get_shape()).astype(np.float32)
+        for arg in fn.body.block.args
+    ]
+
+
+def run_exact(module, exact: bool = True, **options):
+    fn = select_function(module, None)
+    args = integer_inputs(fn, 0)
+    before = evaluate_function(module, fn.sym_name.data, args)
+    reports = substitute_module(module, engine="eqsat", **options)
+    module.verify()
+    after = evaluate_function(module, fn.sym_name.data, args)
+    for a, b in zip(before, after, strict=True):
+        if exact:
+            np.testing.assert_array_equal(a, b)
+        else:
+            np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+    return reports
+
+
+def count(module, cls) -> int:
+    return sum(1 for op in module.walk() if isinstance(op, cls))
+
+
+def test_every_direction_is_translated_or_reported():
+    rules = load_rules("default")
+    out = translate_rules(rules, Keys(), {1, 2, 3, 4})
+    emitted = set(out.labels)
+    reported = {u.label for u in out.untranslated}
+    for rule in rules:
+        for label in (rule.name, f"{rule.name}'"):
+            assert label in emitted or label in reported, label
+    assert all(u.reason for u in out.untranslated)
+    assert out.multi > 0
+
+
+UNTRANSLATABLE = """
+func.func @rule_1_src(%x0: tensor<2x4xf32>) -> tensor<2x4xf32> attributes {plmr.symbols = array<i64: 2, 4>} {
+  %0 = graph.scale %x0 by 2.000000e+00 : tensor<2x4xf32>
+  func.return %0 : tensor<2x4xf32>
+}
+func.func @rule_1_dst(%x0: tensor<2x4xf32>) -> tensor<2x4xf32> {
+  %0 = graph.constant {plmr.rule_constant = "identity"} dense<[[1.0, 0.0, 0.0, 0.0], [0.0, 1.0, 0.0, 0.0], [0.0, 0.0, 1.0, 0.0], [0.0, 0.0, 0.0, 1.0]]> : tensor<4x4xf32>
+  %1 = graph.scale %0 by 2.000000e+00 : tensor<4x4xf32>
+  %2 = graph.matmul %x0, %1 : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
+  func.return %2 : tensor<2x4xf32>
+}
+"""
+
+
+def test_a_rule_that_does_not_translate_is_reported():
+    (rule,) = parse_rules(UNTRANSLATABLE)
+    out = translate_rules([rule], Keys(), {2})
+    # matmul(x, scale(I)) => scale(x) translates; the other way creates a constant.
+    assert out.labels == ["rule_1'"]
+    (skipped,) = out.untranslated
+    assert skipped.label == "rule_1"
+    assert "identity constant" in skipped.reason
+
+
+def test_rnn_cell_is_equal_and_cheaper():
+    # Random float weights: reassociated sums round differently, so within tolerance.
+    module = load_module(EXAMPLES / "onnx" / "rnn_cell.mlir")
+    assert count(module, graph.MatmulOp) == 6
+    (report,) = run_exact(module, exact=False)
+    assert report.best_cost < report.initial_cost
+    assert count(module, graph.MatmulOp) < 6
+    assert report.applied
+
+
+@pytest.mark.parametrize("name", ["rnn", "scaled", "nothing"])
+def test_filecheck_functions_are_exact(name: str):
+    text = (FILECHECK / "taso-substitute-eqsat.mlir").read_text()
+    module = parse_module(text, "eqsat")
+    for fn in list(module.ops):
+        if fn.sym_name.data != name:
+            fn.detach()
+    (report,) = run_exact(module, eqsat=EqsatOptions(ilp_time=1.0))
+    assert report.best_cost <= report.initial_cost
+    assert (report.best_cost < report.initial_cost) == (name != "nothing")
+
+
+def test_unknown_engine_is_refused():
+    module = load_module(EXAMPLES / "onnx" / "mlp.mlir")
+    with pytest.raises(PlmrError, match="unknown engine 'tree'"):
+        substitute_module(module, engine="tree")
