@@ -218,7 +218,8 @@ def gather_array(
         merged.append(n * block[d])
     rest = [i for i in (0, 1) if i not in order]
     out = np.transpose(out, [*order, *rest]).reshape(merged)
-    return np.ascontiguousarray(out[tuple(slice(0, s) for s in shape)])
+    # `reshape`: ascontiguousarray makes a rank-0 tensor (a numpy scalar here) rank 1.
+    return np.ascontiguousarray(out[tuple(slice(0, s) for s in shape)]).reshape(shape)
 
 
 # ---------------------------------------------------------------------------------------
