@@ -30,9 +30,7 @@ def compile_with_checks(
     def echo(line: str) -> None:
         click.echo(line, err=True)
 
-    options = CheckOptions(
-        seed=seed, tolerance=tolerance, check_dir=check_dir, relay=opts.relay
-    )
+    options = CheckOptions(seed=seed, tolerance=tolerance, check_dir=check_dir)
     compile_checked(ctx, module, opts, Checker(options, echo), plans)
 
 

@@ -108,6 +108,13 @@ class RotateHalfAsMatmul(RewritePattern):
             rewriter.replace(op, [], [source])
             return
         r = constant_op(rows, elt_of(source))
+        if len(x_shape) == 1:
+            # A vector: the product of the row [1, d_in] by R, flattened again.
+            row = graph.ReshapeOp(source, [1, x_shape[0]])
+            product = graph.MatmulOp(row, r)
+            flat = graph.ReshapeOp(product, [out[-1]])
+            rewriter.replace(op, [r, row, product, flat])
+            return
         rewriter.replace(op, [r, graph.MatmulOp(source, r)])
 
 

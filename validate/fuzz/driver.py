@@ -111,7 +111,7 @@ def random_config(rng: random.Random) -> Config:
         overrides.append(f"colors={rng.choice((6, 8, 12))}")
     base = rng.choice(("wse2", "wse2", "wse3"))
     device = base + (":" + ",".join(overrides) if overrides else "")
-    sizes = (rng.choice((1, 2, 2, 4, 4, 8)), rng.choice((1, 2, 4, 4, 8)))
+    sizes = (rng.choice((1, 2, 2, 4, 4, 4, 8)), rng.choice((1, 2, 4, 4, 4, 8)))
     return Config(
         grid=rng.choice(GRIDS),
         device=device,
@@ -213,14 +213,21 @@ def run_case(
     checker = Checker(
         CheckOptions(
             tolerance=tolerance,
-            relay=config.relay,
             check_dir=Path(check_dir) if check_dir else None,
+            verify_each=False,
         )
     )
     outcome: Outcome
     try:
         compile_checked(ctx, module, config.options(), checker)
-        outcome = Outcome("ok")
+        try:
+            module.verify()
+            outcome = Outcome("ok")
+        except Exception as e:
+            # Which pass broke the IR: `plmr compile --check-each` verifies each one.
+            outcome = Outcome(
+                "crash", "(end)", f"the compiled program does not verify: {e}"
+            )
     except PassMiscompile as e:
         outcome = Outcome("miscompile", e.spec, str(e), before=e.before)
     except PassFailed as e:
@@ -248,7 +255,8 @@ def run_case(
 # ---------------------------------------------------------------------------------------
 
 
-Task = tuple[str, tuple[object, ...]]
+Task = tuple[Callable[..., object], tuple[object, ...]]
+"""A module-level function (picklable by reference) and its arguments."""
 
 
 def _worker(conn: multiprocessing.connection.Connection) -> None:
@@ -259,32 +267,21 @@ def _worker(conn: multiprocessing.connection.Connection) -> None:
             return
         if task is None:
             return
-        name, args = task
+        fn, args = task
         try:
-            result = TASKS[name](*args)
+            result = fn(*args)
         except BaseException as e:  # reported to the parent, which decides
             result = ("error", f"{type(e).__name__}: {e}")
         conn.send(result)
 
 
-def _case_task(run_seed: int, index: int, level: str, tolerance: float) -> object:
+def case_task(run_seed: int, index: int, level: str, tolerance: float) -> object:
+    """Generates program `index` of the run and compiles it (a worker task)."""
     case = make_case(run_seed, index, level)
     try:
         return case, run_case(case.text, case.config, tolerance)
     except Exception as e:
         return case, Outcome("invalid", "input", f"{type(e).__name__}: {e}")
-
-
-def _minimize_task(case: Case, outcome: Outcome, tolerance: float, budget: float) -> object:
-    from plmr.validate.fuzz.minimize import minimize
-
-    return minimize(case.text, case.config, outcome, tolerance, budget)
-
-
-TASKS: dict[str, Callable[..., object]] = {
-    "case": _case_task,
-    "minimize": _minimize_task,
-}
 
 
 class Worker:

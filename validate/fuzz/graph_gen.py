@@ -68,8 +68,8 @@ class GraphGenerator:
     """Builds one random function `@main` (see `generate_graph`)."""
 
     rng: random.Random
-    max_ops: int = 10
-    max_elems: int = 256
+    max_ops: int = 8
+    max_elems: int = 128
 
     def __post_init__(self) -> None:
         self.np_rng = np.random.default_rng(self.rng.getrandbits(32))
@@ -747,7 +747,7 @@ def _factorize(n: int) -> list[int]:
     return out
 
 
-def generate_graph(seed: int, max_ops: int = 10) -> ModuleOp:
+def generate_graph(seed: int, max_ops: int = 8) -> ModuleOp:
     """A random valid graph-level module with one function `@main`, from `seed`."""
     return GraphGenerator(random.Random(seed), max_ops=max_ops).generate()
 

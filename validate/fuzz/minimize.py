@@ -19,7 +19,7 @@ from xdsl.ir import Block, Operation
 from plmr.dialects import graph
 from plmr.dialects.context import parse_module
 from plmr.dialects.printing import module_text
-from plmr.validate.fuzz.driver import Config, Outcome, run_case
+from plmr.validate.fuzz.driver import Case, Config, Outcome, run_case
 
 
 def _main(module: ModuleOp) -> func.FuncOp:
@@ -175,4 +175,9 @@ def minimize(
     return best, best_outcome
 
 
-__all__ = ["minimize"]
+def minimize_task(case: Case, outcome: Outcome, tolerance: float, budget: float) -> object:
+    """`minimize` as a worker task."""
+    return minimize(case.text, case.config, outcome, tolerance, budget)
+
+
+__all__ = ["minimize", "minimize_task"]

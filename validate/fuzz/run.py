@@ -18,9 +18,11 @@ from plmr.validate.fuzz.driver import (
     Case,
     Outcome,
     Task,
+    case_task,
     make_case,
     run_tasks,
 )
+from plmr.validate.fuzz.minimize import minimize_task
 
 KINDS = ("ok", "refused", "crash", "miscompile", "timeout", "invalid")
 FAILURES = ("crash", "miscompile", "timeout", "invalid")
@@ -96,7 +98,7 @@ def fuzz(
     def tasks() -> Iterator[tuple[Task, object]]:
         i = 0
         while count is None or i < count:
-            yield ("case", (seed, i, level, tolerance)), i
+            yield (case_task, (seed, i, level, tolerance)), i
             i += 1
 
     for tag, result in run_tasks(tasks(), jobs, timeout, deadline):
@@ -143,7 +145,7 @@ def _minimize_and_write(
 
     def tasks() -> Iterator[tuple[Task, object]]:
         for i, f in enumerate(todo):
-            yield ("minimize", (f.case, f.outcome, tolerance, budget)), i
+            yield (minimize_task, (f.case, f.outcome, tolerance, budget)), i
 
     for tag, result in run_tasks(tasks(), jobs, budget * 2 + 60, None):
         assert isinstance(tag, int)

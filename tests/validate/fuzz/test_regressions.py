@@ -1,0 +1,77 @@
+"""
+Programs `plmr fuzz` found failing, minimised, each compiled with every pass checked
+(they must now compile and keep their results, or be refused cleanly).
+"""
+
+import pytest
+
+from plmr.validate.fuzz.driver import Config, run_case
+
+SCALAR_GATHER = """
+func.func @main(%i: tensor<i32>, %x: tensor<4xf32>) -> tensor<f32> {
+  %g = graph.gather %x, %i axis = -1 : (tensor<4xf32>, tensor<i32>) -> tensor<f32>
+  func.return %g : tensor<f32>
+}
+"""
+
+SCALAR_SUM = """
+func.func @main(%x: tensor<4xf32>) -> tensor<f32> {
+  %s = graph.reduce sum %x axes = [0] : tensor<4xf32> -> tensor<f32>
+  func.return %s : tensor<f32>
+}
+"""
+
+VECTOR_ROTATION = """
+func.func @main(%x: tensor<5xf32>) -> tensor<6xf32> {
+  %a, %b = graph.split %x axis = 0 sizes = [3, 2] : tensor<5xf32> -> (tensor<3xf32>, tensor<2xf32>)
+  %n = graph.neg %b : tensor<2xf32>
+  %c = graph.concat %n, %a, %a axis = 0 : (tensor<2xf32>, tensor<3xf32>, tensor<3xf32>) -> tensor<8xf32>
+  %s = graph.slice %c starts = [0] ends = [6] steps = [1] : tensor<8xf32> -> tensor<6xf32>
+  func.return %s : tensor<6xf32>
+}
+"""
+
+FEW_COLORS = """
+func.func @main(%w: tensor<3x1x1xf32>, %x: tensor<8x3x1x1xf32>) -> tensor<8x3x1x1xf32> {
+  %s = graph.softmax %x axis = -2 : tensor<8x3x1x1xf32>
+  %r = graph.rmsnorm %s, %w axis = 0 : (tensor<8x3x1x1xf32>, tensor<3x1x1xf32>) -> tensor<8x3x1x1xf32>
+  func.return %r : tensor<8x3x1x1xf32>
+}
+"""
+
+
+@pytest.mark.parametrize(
+    ("program", "config"),
+    [
+        # The mesh runtime gathered a rank-0 result as shape (1,) (np.ascontiguousarray).
+        (
+            SCALAR_GATHER,
+            Config(grid=(2, 3), gemm="summa", gemv="ring", k=1, tile_sizes=(1, 4)),
+        ),
+        (SCALAR_SUM, Config(grid=(2, 2), tile_sizes=(4, 4))),
+        # graph-canonicalize's rotate-half pattern built a matmul of a vector (a crash).
+        (VECTOR_ROTATION, Config(grid=(1, 3), tile_sizes=(1, 1))),
+    ],
+    ids=["scalar-gather", "scalar-sum", "vector-rotation"],
+)
+def test_compiles_and_keeps_its_results(program: str, config: Config):
+    outcome = run_case(program, config, tolerance=1e-4)
+    assert outcome.kind == "ok", outcome.message
+
+
+def test_too_few_colors_is_a_refusal_by_mesh_verify_not_a_crash():
+    # The checker ran the unrouted program without relaying: a color shortage looked
+    # like a broken pass. Now only mesh-verify-plmr may refuse it.
+    config = Config(
+        grid=(4, 4),
+        device="wse3:colors=6",
+        gemm="summa",
+        gemv="ring",
+        k=1,
+        tile_sizes=(1, 1),
+    )
+    outcome = run_case(FEW_COLORS, config, tolerance=1e-4)
+    assert outcome.kind in ("ok", "refused"), outcome.message
+    if outcome.kind == "refused":
+        assert outcome.stage.startswith(("mesh-route", "mesh-verify-plmr"))
+        assert "colors" in outcome.message
