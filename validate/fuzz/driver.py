@@ -275,6 +275,18 @@ def _worker(conn: multiprocessing.connection.Connection) -> None:
         conn.send(result)
 
 
+def warm_up() -> float:
+    """
+    Loads what every worker needs (TASO's rule set, parsed once: tens of seconds) in
+    this process, so that forked workers inherit it; returns the seconds it took.
+    """
+    from plmr.passes.taso.rules import load_rules
+
+    started = time.perf_counter()
+    load_rules()
+    return time.perf_counter() - started
+
+
 def case_task(run_seed: int, index: int, level: str, tolerance: float) -> object:
     """Generates program `index` of the run and compiles it (a worker task)."""
     case = make_case(run_seed, index, level)

@@ -21,6 +21,7 @@ from plmr.validate.fuzz.driver import (
     case_task,
     make_case,
     run_tasks,
+    warm_up,
 )
 from plmr.validate.fuzz.minimize import minimize_task
 
@@ -44,6 +45,8 @@ class Summary:
     refusals: Counter[str] = field(default_factory=Counter[str])
     failures: list[Failure] = field(default_factory=list[Failure])
     stage_seconds: float = 0.0
+    warm_up_seconds: float = 0.0
+    """Loading shared data before the workers start (not in `seconds`)."""
 
     @property
     def programs(self) -> int:
@@ -55,7 +58,10 @@ class Summary:
         return f"{self.programs} programs in {self.seconds:.0f} s ({rate:.2f}/s): {parts}"
 
     def report(self) -> list[str]:
-        lines = [f"plmr fuzz --seed {self.seed}: {self.line()}"]
+        lines = [
+            f"plmr fuzz --seed {self.seed}: {self.line()} "
+            f"(after {self.warm_up_seconds:.0f} s loading TASO's rules)"
+        ]
         if self.refusals:
             total = sum(self.refusals.values())
             lines.append(f"refusals ({total}), by pass and message:")
@@ -92,6 +98,7 @@ def fuzz(
 ) -> Summary:
     """Runs programs of `seed` for `seconds` and/or `count` programs (see module doc)."""
     summary = Summary(seed)
+    summary.warm_up_seconds = warm_up()
     started = time.monotonic()
     deadline = None if seconds is None else started + seconds
 
