@@ -318,7 +318,13 @@ class Search:
         return child
 
     def _children(self, task: str) -> list[Values]:
-        parents = [v for v, _, _ in sorted(self._ok, key=lambda t: t[1])[:POPULATION]]
+        # The best schedules of distinct cycles (a plateau of equals is one parent).
+        parents: list[Values] = []
+        levels: set[float] = set()
+        for v, y, _ in sorted(self._ok, key=lambda t: t[1]):
+            if round(y, 9) not in levels and len(parents) < POPULATION:
+                levels.add(round(y, 9))
+                parents.append(v)
         # The better a parent, the more children it has (rank weights 1/(1+rank)).
         weights = [1.0 / (1 + i) for i in range(len(parents))]
         own = self._tasks.get(task, list(self.space.knobs))
@@ -329,15 +335,15 @@ class Search:
             if len(out) >= self.children:
                 break
             r = self._rng.random()
-            if r < 0.1 or not parents:
+            if r < 0.3 or not parents:
                 child = self.random_feasible(8)
                 if child is None:
                     continue
-            elif r < 0.35 and len(parents) > 1:
+            elif r < 0.5 and len(parents) > 1:
                 a, b = self._rng.sample(parents, 2)
                 child = (
                     self._mutate(self._crossover(a, b), every)
-                    if r < 0.2
+                    if r < 0.4
                     else (self._crossover(a, b))
                 )
             else:
@@ -382,10 +388,24 @@ class Search:
         x = np.array([self.space.vector(c) for c in candidates])
         pred = self.model.predict(x)
         order = np.argsort(pred, kind="stable")
-        take = [int(i) for i in order[: max(1, n - 1)]]
-        # Exploration among the promising: the model's top quarter.
-        top = [int(i) for i in order[: max(n, len(candidates) // 4)]]
-        rest = [i for i in top if i not in set(take)]
+        # Distinct predictions: children the model cannot tell apart (they differ in
+        # knobs it found irrelevant) would measure the same plateau again.
+        take: list[int] = []
+        said: set[float] = set()
+        for i in order:
+            if len(take) >= max(1, n - 1):
+                break
+            p = round(float(pred[i]), 9)
+            if p not in said:
+                said.add(p)
+                take.append(int(i))
+        for i in order:  # too few distinct: fill up in order
+            if len(take) >= max(1, n - 1):
+                break
+            if int(i) not in take:
+                take.append(int(i))
+        # Exploration: one candidate the model did not choose.
+        rest = [i for i in range(len(candidates)) if i not in set(take)]
         if n > 1 and rest:
             take.append(self._rng.choice(rest))
         self._pending = {key_of(candidates[i]): float(pred[i]) for i in take}
@@ -406,7 +426,8 @@ class Search:
         ]
         first = True
         while len(out) < trials:
-            n = min(self.batch, trials - len(out))
+            # The first round is twice as large: a diverse sample before any model.
+            n = min(self.batch * (2 if first else 1), trials - len(out))
             self._pending: dict[str, float] = {}
             task = GLOBAL
             batch: list[tuple[Values, str]] = []
