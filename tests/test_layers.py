@@ -54,19 +54,23 @@ def test_lint_imports_keeps_every_contract():
 
 
 @pytest.mark.parametrize(
-    ("importer", "imported"),
+    ("contract_id", "importer", "imported"),
     [
-        ("plmr.runtime.values", "plmr.tools.cli"),
-        ("plmr.dialects.graph", "plmr.runtime.reference"),
-        ("plmr.passes.pipeline", "plmr.models.llama"),
-        ("plmr.errors", "plmr.dialects.context"),
-        ("plmr.models.llama", "plmr.schedule.tuner"),
+        ("layers", "plmr.runtime.values", "plmr.tools.cli"),
+        ("layers", "plmr.dialects.graph", "plmr.runtime.reference"),
+        ("layers", "plmr.passes.pipeline", "plmr.models.llama"),
+        ("layers", "plmr.errors", "plmr.dialects.context"),
+        ("layers", "plmr.models.llama", "plmr.schedule.tuner"),
+        ("dialects", "plmr.dialects.tile", "plmr.dialects.mesh"),
+        ("dialects", "plmr.dialects.graph", "plmr.dialects.loop"),
+        ("reference", "plmr.runtime.tile_ops", "plmr.runtime.loop_ops"),
+        ("reference", "plmr.runtime.evaluator", "plmr.runtime.reference"),
     ],
 )
-def test_the_layers_contract_refuses_an_upward_or_sideways_import(
-    options: Any, graph: grimp.ImportGraph, importer: str, imported: str
+def test_a_layers_contract_refuses_an_upward_or_sideways_import(
+    options: Any, graph: grimp.ImportGraph, contract_id: str, importer: str, imported: str
 ):
-    contract = _contract(options, "layers", LayersContract)
+    contract = _contract(options, contract_id, LayersContract)
     assert contract.check(graph, verbose=False).kept
     graph.add_import(importer=importer, imported=imported)
     assert not contract.check(graph, verbose=False).kept
