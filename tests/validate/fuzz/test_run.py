@@ -13,9 +13,9 @@ from plmr.validate.fuzz.run import fuzz
 
 
 def test_short_graph_run_finds_no_failure(tmp_path: Path):
-    summary = fuzz(seed=11, count=40, jobs=1, out=tmp_path)
+    summary = fuzz(seed=11, count=30, jobs=1, out=tmp_path)
     report = "\n".join(summary.report())
-    assert summary.programs == 40
+    assert summary.programs == 30
     assert summary.counts["crash"] == 0, report
     assert summary.counts["miscompile"] == 0, report
     assert summary.counts["invalid"] == 0, report
@@ -24,7 +24,7 @@ def test_short_graph_run_finds_no_failure(tmp_path: Path):
 
 
 def test_short_loop_run_finds_no_failure(tmp_path: Path):
-    summary = fuzz(seed=5, count=15, jobs=1, out=tmp_path, level="loop")
+    summary = fuzz(seed=5, count=10, jobs=1, out=tmp_path, level="loop")
     report = "\n".join(summary.report())
     assert not summary.failures, report
     assert summary.counts["ok"] >= 5, report
