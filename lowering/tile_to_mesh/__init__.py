@@ -14,6 +14,12 @@ of `parallel` `tile.for` loops around a block body) becomes one `mesh.spmd`:
     its share, then `mesh.allreduce` with the `gemv` algorithm, K-tree by default) —
     WaferLLM's MeshGEMV, possible when every accumulator is combined by a plain
     `add` / `max` / `min`; or
+  - a **merge** along a free axis, for a rolling update (FlashAttention's running
+    maximum and the sums it repairs by `exp(m − m')`): each PE runs the update over its
+    share, then the PEs' partial results merge by Neptune's split-K repair — a `max`
+    allreduce of the maxima, a rescaling by `exp(m_p − M)`, `sum` allreduces
+    (`rolling_merge`). Prefill attention so splits its queries over one axis and its
+    keys over the other, and no PE repeats another's work; or
   - **rotation**: the operands indexed by the reduction are cut into chunks that
     circulate on rings — along `x` for operands that follow the row loop, along `y` for
     those that follow the column loop — and every step combines one chunk (any combine,

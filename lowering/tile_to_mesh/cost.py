@@ -70,6 +70,12 @@ class CostModel:
                 assert axis is not None
                 stages = 2 * max(1, math.ceil(math.log2(opts.n(axis))))
                 comm += count * stages * message(accs)
+            elif m.mode == "merge":
+                axis = m.axis_of(red)
+                assert axis is not None
+                stages = 2 * max(1, math.ceil(math.log2(opts.n(axis))))
+                # The maxima first, then the rescaled accumulators.
+                comm += count * stages * (message(accs / 4) + message(accs))
             else:
                 chunk = sum(
                     block_bytes(s, m.layouts[s], grid) * opts.n(p) / m.chunks
@@ -91,6 +97,7 @@ class CostModel:
             full = math.prod(static_shape(src, "source")) * 4
             skewed = src in m.paths and cannon_skew(m, opts)
             block = block_bytes(src, layout, grid)
+            before = comm
             for j, a in enumerate(have):
                 if a == "-":
                     continue
@@ -105,7 +112,16 @@ class CostModel:
                     comm += stages * message(block)
                 else:
                     comm += stages * message(full)
+            if m.mode == "merge" and not self._indexed_by_reduction(src):
+                # The queries' layout becomes the outputs', which the rest of the
+                # program follows: move the keys rather than the queries.
+                comm += comm - before
         return compute + comm
+
+    def _indexed_by_reduction(self, src: SSAValue) -> bool:
+        """Whether the nest reads `src` at the reduction's index (the keys' side)."""
+        r = self.nest.reduction_var
+        return any(ld.source is src and r in ld.indices for ld in self.nest.loads)
 
 
 def diagonal_move(

@@ -36,6 +36,7 @@ from plmr.lowering.tile_to_mesh.cost import cannon_skew as _cannon_skew
 from plmr.lowering.tile_to_mesh.planning import Mapping
 from plmr.lowering.tile_to_mesh.planning import plain_accumulators as _plain_accumulators
 from plmr.lowering.tile_to_mesh.relayout import Relayout
+from plmr.lowering.tile_to_mesh.rolling_merge import emit_merge, rolling_roles
 
 if TYPE_CHECKING:
     from plmr.lowering.tile_to_mesh.program import FunctionLowering as _Lowering
@@ -192,6 +193,12 @@ class NestEmitter(Relayout):
         self.b = outer
         new = self.b.insert(tile.ForOp(lb, ub, step, loop.kind.data, inits, Region(body)))
         results = list(new.res)
+        if axis is not None and loop is self.nest.reduction and m.mode == "merge":
+            roles = rolling_roles(loop)
+            assert roles is not None
+            results = emit_merge(
+                self.b, roles, results, axis, opts.gemv, opts.k, _groups(opts, axis)
+            )
         if axis is not None and loop is self.nest.reduction and m.mode == "allreduce":
             kinds = _plain_accumulators(loop)
             assert kinds is not None

@@ -19,6 +19,7 @@ from plmr.lowering.tile_to_mesh.analysis import Composite, Layout, Load, Nest, O
 from plmr.lowering.tile_to_mesh.analysis import splits_unevenly as _uneven
 from plmr.lowering.tile_to_mesh.cost import CostModel
 from plmr.lowering.tile_to_mesh.cost import block_bytes as _block_bytes
+from plmr.lowering.tile_to_mesh.rolling_merge import rolling_roles
 
 _PLAIN = {"add": "sum", "max": "max", "min": "min"}
 _IDENTITY = {"sum": 0.0, "max": -3.0e38, "min": 3.0e38}
@@ -35,7 +36,10 @@ class Mapping:
     axes: dict[str, tile.ForOp]
     """Mesh axis -> the loop split over it (a parallel loop, or the reduction loop)."""
     mode: str
-    """`local`, `allreduce` (reduction split over a free axis) or `rotate`."""
+    """
+    `local`, `allreduce` (reduction split over a free axis), `merge` (a rolling update
+    split over a free axis, the PEs' partial results merged: `rolling_merge`) or `rotate`.
+    """
     paths: dict[SSAValue, str] = field(default_factory=lambda: {})
     """Rotation: operand tensor -> the axis its chunks circulate on."""
     chunks: int = 0
@@ -246,9 +250,14 @@ class Planner(CostModel):
                     continue
                 free = [a for a in ("y", "x") if a not in axes]
                 kinds = plain_accumulators(red)
+                roles = None if kinds is not None else rolling_roles(red)
                 for a in free:
                     if kinds is not None and _extent_ok(red, opts.n(a)):
                         m = Mapping({**axes, a: red}, "allreduce", outputs=outs)
+                        result.append(self._finish(m))
+                    if roles is not None and _extent_ok(red, opts.n(a)):
+                        # A rolling update split over the axis, merged (split-K).
+                        m = Mapping({**axes, a: red}, "merge", outputs=outs)
                         result.append(self._finish(m))
                 even = all(not _uneven(lp, opts.n(a)) for a, lp in axes.items())
                 if axes and even:
