@@ -23,7 +23,13 @@ from egglog.bindings import EggSmolError, EGraph
 from plmr.errors import PlmrError
 from plmr.passes.taso.cost import CostModel
 from plmr.passes.taso.dag import Dag, Node, Val
-from plmr.passes.taso.eqsat.egraph import Classes, node_costs, node_kind, read_egraph
+from plmr.passes.taso.eqsat.egraph import (
+    Classes,
+    Priced,
+    node_costs,
+    node_kind,
+    read_egraph,
+)
 from plmr.passes.taso.eqsat.encode import (
     PRELUDE,
     EncodeError,
@@ -54,6 +60,9 @@ class EqsatOptions:
     """Iterations in which multi-pattern rules run."""
     ilp_time: float = 4.0
     """Time limit of the ILP extraction (0: greedy only)."""
+    polish_time: float = 1.5
+    """Seconds of putting input nodes back into the extracted graph where that is
+    cheaper as a whole (0: none)."""
     ilp_node_limit: int = 30_000
     """Skip the ILP on larger (reachable) e-graphs."""
     match_limit: int = 1_000
@@ -131,6 +140,7 @@ class _Builder:
 
     def __init__(self, dag: Dag, g: Classes, keys: Keys, names: dict[int, str]):
         self.dag, self.g, self.keys = dag, g, keys
+        self.names = names
         self.orig: dict[tuple[int, tuple[Any, ...]], int] = {}
         self.klass: dict[int, int] = {}
         for nid, node in dag.nodes.items():
@@ -147,6 +157,26 @@ class _Builder:
         self.names = names
         self.new_classes: set[int] = set()
         """Classes of the last extraction whose node is not one of the input graph's."""
+
+    def original_choice(self) -> Choice:
+        """Class -> the e-node of the input graph's node in it."""
+        g, keys = self.g, self.keys
+        out: Choice = {}
+        results: dict[int, tuple[int, int]] = {}
+        for nid, node in self.dag.nodes.items():
+            if len(node.shapes) > 1 and nid in self.klass:
+                for r in range(len(node.shapes)):
+                    results[self._class_of((nid, r))] = (self.klass[nid], r)
+        for n, node in enumerate(g.nodes):
+            c = g.node_class[n]
+            if node.op in ("Arg", "Const", "Ident"):
+                out.setdefault(c, n)
+            elif node.op == "Res":
+                if results.get(c) == (node.children[0], node.fields[0]):
+                    out[c] = n
+            elif (c, (*node_kind(node, keys), node.children)) in self.orig:
+                out[c] = n
+        return out
 
     def _class_of(self, v: Val) -> int:
         nid, r = v
@@ -336,15 +366,34 @@ def saturate(
         greedy_cost = model.graph_cost(best)
         candidates.append((greedy_cost, "greedy", best, builder.new_classes))
     ilp_status = "skipped"
+    found_choice: Choice = {}
     if options.ilp_time > 0 and g.size() <= options.ilp_node_limit:
-        found = ilp(g, priced, roots, options.ilp_time)
+        fixed = {c: n for c, n in choice.items() if c in priced.constant}
+        found = ilp(g, priced, roots, options.ilp_time, fixed)
         ilp_status = found.status
         if found.choice is not None and acyclic(g, found.choice, roots):
+            found_choice = found.choice
             best = builder.build(found.choice, priced.out_shapes)
             ilp_cost = model.graph_cost(best)
             candidates.append((ilp_cost, "ilp", best, builder.new_classes))
     candidates = [c for c in candidates if accept is None or accept(c[2])]
     winner = min(candidates, key=lambda c: (c[0], c[1] != "ilp"), default=None)
+    if options.polish_time > 0 and candidates:
+        # The per-node costs only estimate a node's context (epilogues, absorbed
+        # transposes): put back input nodes one class at a time while the graph,
+        # priced as a whole, gets cheaper.
+        base = {**choice, **builder.original_choice()}
+        deadline = time.perf_counter() + options.polish_time
+        share = options.polish_time / len(candidates)
+        for cost0, name, _, _ in list(candidates):
+            chosen = found_choice if name == "ilp" else choice
+            polished = _polish(
+                builder, {**base, **chosen}, base, cost0, roots, model, priced,
+                min(deadline, time.perf_counter() + share), accept,
+            )  # fmt: skip
+            if polished is not None:
+                candidates.append((polished[0], f"{name}+polish", polished[1], polished[2]))
+    winner = min(candidates, key=lambda c: (c[0], "ilp" not in c[1]), default=None)
     best_dag, best_cost, extraction = dag, initial, "input"
     applied: tuple[str, ...] = ()
     if winner is not None and winner[0] < initial:
@@ -357,3 +406,38 @@ def saturate(
         stop, extraction, greedy_cost, ilp_cost, ilp_status, end - start,
         saturated_at - start, end - saturated_at, untranslated,
     )  # fmt: skip
+
+
+def _polish(
+    builder: _Builder,
+    choice: Choice,
+    original: Choice,
+    cost: float,
+    roots: Sequence[int],
+    model: CostModel,
+    priced: Priced,
+    deadline: float,
+    accept: Callable[[Dag], bool] | None,
+) -> tuple[float, Dag, set[int]] | None:
+    """Hill-climbs from `choice` towards `original`, pricing whole graphs exactly."""
+    g = builder.g
+    best: tuple[float, Dag, set[int]] | None = None
+    improved = True
+    while improved and time.perf_counter() < deadline:
+        improved = False
+        for c, n in original.items():
+            if time.perf_counter() >= deadline:
+                break
+            if choice.get(c) == n:
+                continue
+            trial = dict(choice)
+            trial[c] = n
+            if not acyclic(g, trial, roots):
+                continue
+            dag = builder.build(trial, priced.out_shapes)
+            k = model.graph_cost(dag)
+            if k < cost - 1e-9 and (accept is None or accept(dag)):
+                choice, cost = trial, k
+                best = (k, dag, builder.new_classes)
+                improved = True
+    return best

@@ -60,7 +60,68 @@ def greedy(g: Classes, priced: Priced) -> Choice:
     return choice
 
 
-def reachable(g: Classes, priced: Priced, roots: Sequence[int]) -> set[int]:
+def _members(
+    g: Classes, priced: Priced, c: int, fixed: Choice, banned: frozenset[int] = frozenset()
+) -> list[int]:
+    """The usable nodes of a class (only the fixed one, if it has one)."""
+    if c in fixed:
+        return [fixed[c]]
+    return [
+        n
+        for n in g.members.get(c, ())
+        if not math.isinf(priced.cost[n]) and n not in banned
+    ]
+
+
+def cycle_breakers(
+    g: Classes, priced: Priced, roots: Sequence[int], fixed: Choice
+) -> frozenset[int]:
+    """
+    Nodes whose removal leaves the reachable e-graph acyclic: a depth-first walk from the
+    roots, visiting the cheaper nodes of a class first, drops every node with a child
+    class on the walk's stack (the back edges).
+    """
+    banned: set[int] = set()
+    state: dict[int, int] = {}
+    for root in roots:
+        if root in state:
+            continue
+        state[root] = 1
+        stack: list[tuple[int, list[tuple[int, int]]]] = [
+            (root, _edges_of(g, priced, root, fixed))
+        ]
+        while stack:
+            c, todo = stack[-1]
+            if not todo:
+                state[c] = 2
+                stack.pop()
+                continue
+            n, ch = todo.pop()
+            if n in banned:
+                continue
+            s = state.get(ch)
+            if s == 1:
+                banned.add(n)
+            elif s is None:
+                state[ch] = 1
+                stack.append((ch, _edges_of(g, priced, ch, fixed)))
+    return frozenset(banned)
+
+
+def _edges_of(g: Classes, priced: Priced, c: int, fixed: Choice) -> list[tuple[int, int]]:
+    """(node, child class) pairs of a class, cheapest node first (popped from the end)."""
+    nodes = sorted(_members(g, priced, c, fixed), key=lambda n: -priced.cost[n])
+    return [(n, ch) for n in nodes for ch in reversed(g.nodes[n].children)]
+
+
+def reachable(
+    g: Classes,
+    priced: Priced,
+    roots: Sequence[int],
+    fixed: Choice | None = None,
+    banned: frozenset[int] = frozenset(),
+) -> set[int]:
+    """Classes reachable from the roots through usable nodes."""
     seen: set[int] = set()
     stack = list(roots)
     while stack:
@@ -68,9 +129,8 @@ def reachable(g: Classes, priced: Priced, roots: Sequence[int]) -> set[int]:
         if c in seen:
             continue
         seen.add(c)
-        for n in g.members.get(c, ()):
-            if not math.isinf(priced.cost[n]):
-                stack.extend(g.nodes[n].children)
+        for n in _members(g, priced, c, fixed or {}, banned):
+            stack.extend(g.nodes[n].children)
     return seen
 
 
@@ -126,23 +186,33 @@ class IlpResult:
     seconds_limit: float
 
 
-def ilp(g: Classes, priced: Priced, roots: Sequence[int], time_limit: float) -> IlpResult:
+def ilp(
+    g: Classes,
+    priced: Priced,
+    roots: Sequence[int],
+    time_limit: float,
+    fixed: Choice | None = None,
+) -> IlpResult:
     """
     The least-cost acyclic choice counting shared nodes once (None on time-out).
 
     Order variables are added lazily: first without them, then for the strongly
-    connected parts that hold a cycle of the previous solution, and so on.
+    connected parts that hold a cycle of the previous solution, and so on. Classes in
+    `fixed` keep that node (constant classes: any constant sub-graph folds to nothing,
+    so the ILP need not choose among the many equal ways to build one).
     """
     import time
 
     start = time.perf_counter()
+    fixed = fixed or {}
+    banned = cycle_breakers(g, priced, roots, fixed)
     ordered: set[int] = set()
     result = IlpResult(None, "not run", 0, time_limit)
     for _ in range(6):
         left = time_limit - (time.perf_counter() - start)
         if left <= 0.05:
             break
-        result = _ilp(g, priced, roots, left, ordered)
+        result = _ilp(g, priced, roots, left, ordered, fixed, banned)
         if result.choice is None:
             return result
         cycle = _cycle_classes(g, result.choice, roots)
@@ -173,16 +243,20 @@ def _cycle_classes(g: Classes, choice: Choice, roots: Sequence[int]) -> set[int]
 
 
 def _ilp(
-    g: Classes, priced: Priced, roots: Sequence[int], time_limit: float, ordered: set[int]
+    g: Classes,
+    priced: Priced,
+    roots: Sequence[int],
+    time_limit: float,
+    ordered: set[int],
+    fixed: Choice,
+    banned: frozenset[int] = frozenset(),
 ) -> IlpResult:
     # scipy ships no type stubs: use it untyped.
     optimize: Any = importlib.import_module("scipy.optimize")
     sparse: Any = importlib.import_module("scipy.sparse")
 
-    classes = reachable(g, priced, roots)
-    nodes = [
-        n for c in classes for n in g.members.get(c, ()) if not math.isinf(priced.cost[n])
-    ]
+    classes = reachable(g, priced, roots, fixed, banned)
+    nodes = [n for c in classes for n in _members(g, priced, c, fixed, banned)]
     var = {n: i for i, n in enumerate(nodes)}
     edges: dict[int, set[int]] = {}
     for n in nodes:
@@ -211,7 +285,7 @@ def _ilp(
         ub.append(hi)
 
     for c in set(roots):
-        row([(var[n], 1.0) for n in g.members.get(c, ()) if n in var], 1.0, math.inf)
+        row([(var[n], 1.0) for n in _members(g, priced, c, fixed, banned)], 1.0, math.inf)
     eps = 1.0 / (len(cyclic) + 1)
     for n in nodes:
         c = g.node_class[n]
