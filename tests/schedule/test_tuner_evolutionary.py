@@ -143,3 +143,59 @@ def test_bad_executor():
         make_executor("mpi")
     with pytest.raises(PlmrError, match="--address needs --executor ray"):
         make_executor("process", 1, "ray://x:1")
+
+
+def test_plmr_tune_evolutionary_reports_start_model_and_tasks(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+):
+    from plmr.tools.cli import main as plmr_main
+
+    schedule = tmp_path / "space.json"
+    schedule.write_text(space((2, 2)).dumps())
+    code = plmr_main(
+        [
+            "tune",
+            str(EXAMPLES / "mlp.mlir"),
+            "--grid",
+            "2x2",
+            "--schedule",
+            str(schedule),
+            "--trials",
+            "16",
+            "--db",
+            str(tmp_path / "perf.sqlite"),
+            "--sampler",
+            "evolutionary",
+            "--no-progress",
+            "-o",
+            str(tmp_path / "best.json"),
+        ]
+    )
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert "analytic start:" in captured.out
+    assert "cost model: rank correlation" in captured.out
+    assert "task nest:MatMul_3_out:" in captured.out
+    assert "task global:" in captured.out
+
+
+def test_plmr_tune_ray_without_a_cluster_is_one_clear_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+):
+    from plmr.tools.cli import main as plmr_main
+
+    code = plmr_main(
+        [
+            "tune",
+            str(EXAMPLES / "mlp.mlir"),
+            "--trials",
+            "1",
+            "--db",
+            str(tmp_path / "perf.sqlite"),
+            "--address",
+            "ray://x:1",
+        ]
+    )
+    captured = capsys.readouterr()
+    assert code != 0
+    assert "--address needs --executor ray" in captured.err
