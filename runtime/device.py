@@ -65,9 +65,6 @@ class Device:
     dsd_overhead_cycles: float = 5.89
     """Per vector instruction (DSD op) of a block product: one per scalar of the left
     operand, each an FMAC over a row of the right operand."""
-    send_row_cycles: float = 0.0
-    """Per row of a message's block on its path: the sender's fabric DSD runs once per
-    row (a `t x t` block is `t` DSDs), before the wavelets leave."""
     step_overhead_cycles: float = 0.0
     """Software cost of each stage after the first of a multi-stage collective."""
     elem_bytes: int = 2

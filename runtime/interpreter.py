@@ -885,9 +885,7 @@ class MeshRuntime:
             repeat = 1 if self.mode != "timing" or self.exact else chain_run(stages, index)
             msg_bytes = block_bytes * st.fraction
             wavelets = math.ceil(msg_bytes / dev.link_bytes_per_cycle)
-            # One DSD per row of the message on the sender (a setup on the path).
-            setup = dev.send_row_cycles * math.ceil(self._rows(op) * st.fraction)
-            delay = st.hops * hop + 2 * dev.ramp_cycles + setup
+            delay = st.hops * hop + 2 * dev.ramp_cycles
             if index:
                 delay = delay + dev.step_overhead_cycles
             if not st.streamed:
@@ -896,7 +894,7 @@ class MeshRuntime:
                 assert st.src_of is not None
                 assert st.hops_of is not None
                 assert st.load_of is not None
-                delay_of = st.hops_of * hop + 2 * dev.ramp_cycles + setup
+                delay_of = st.hops_of * hop + 2 * dev.ramp_cycles
                 if index:
                     delay_of = delay_of + dev.step_overhead_cycles
                 if not st.streamed:
@@ -942,11 +940,6 @@ class MeshRuntime:
         # Time by op is sampled at PE (0, 0) (a full reduction per op would double the cost).
         self.account(op, float(done[0, 0]) - float(np.broadcast_to(issue, self.grid)[0, 0]))
         return done
-
-    def _rows(self, op: Operation) -> int:
-        """Rows of a collective's per-PE block (all dimensions but the last)."""
-        shape = static_shape(op.results[0], "value")
-        return math.prod(shape[:-1]) if shape else 1
 
     def _combine_cost(self, st: StageArrays, elems: int) -> float:
         """Cycles to combine one received message of a reducing stage."""
@@ -1011,11 +1004,8 @@ class MeshRuntime:
         load = int(delivery.link_load.max()) if delivery.link_load.size else 1
         issue = np.maximum(ready, self.clocks.ce_free)
         sent = np.where(sources, issue + dev.send_overhead_cycles, self.clocks.ce_free)
-        shape = static_shape(op.input, "input")
-        setup = dev.send_row_cycles * (math.prod(shape[:-1]) if shape else 1)
         arrival = (
             sent[delivery.src_y, delivery.src_x]
-            + setup
             + 2 * dev.ramp_cycles
             + delivery.hops * dev.hop_cycles
             + wavelets * max(load, 1)
