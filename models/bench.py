@@ -297,21 +297,20 @@ def grid_block(
     model: str | LlamaConfig, grid: tuple[int, int], kind: str = "prefill"
 ) -> int:
     """
-    The block size of large grids, 0 for small ones (the compile's own search).
-    Decode: a PE's share of the (padded) FFN width, so that every GEMV has one block
-    per PE and axis (`fit` shrinks it to the narrower dims), as the kernel library's
-    GEMV does. Prefill: a PE's share of the model's width, or half of it (two blocks
-    per PE and axis), whichever pads the width less (the smaller on a tie).
+    The block size of large grids, 0 for small ones (the compile's own search): a PE's
+    share of the (padded) FFN width, so that every GEMV (decode) and every step of a
+    MeshGEMM over the FFN (prefill) has one block per PE and axis (`fit` shrinks it to
+    the narrower dims), as the kernel library's kernels do. (Prefill blocks of a PE's
+    share of the model's width made the FFN's block products 5 thin ones per step:
+    llama3-8b on 480², 11.35M cycles per layer against 7.47M.)
     """
+    del kind
     p, q = grid
     if p * q <= 64:
         return 0
     config = resolve_model(model)
-    dim, n, m = config.dim, max(p, q), math.lcm(p, q)
-    if kind == "decode":
-        return max(1, math.ceil(-(-config.ffn_dim // m) * m / n))
-    blocks = {max(1, math.ceil(dim / n / 2)), max(1, math.ceil(dim / n))}
-    return min(blocks, key=lambda b: (-(-dim // (m * b)) * m * b, b))
+    n, m = max(p, q), math.lcm(p, q)
+    return max(1, math.ceil(-(-config.ffn_dim // m) * m / n))
 
 
 def bench_config(

@@ -540,13 +540,14 @@ def test_form_chooses_how_the_program_is_written():
 
 @pytest.mark.parametrize(
     ("grid", "decode", "prefill"),
-    [((420, 420), 35, 5), ((540, 540), 27, 4), ((8, 8), 0, 0)],
+    [((420, 420), 35, 35), ((480, 480), 30, 30), ((540, 540), 27, 27), ((8, 8), 0, 0)],
 )
 def test_grid_block_gives_decode_one_ffn_block_per_pe(
     grid: tuple[int, int], decode: int, prefill: int
 ) -> None:
-    # llama3-8b's FFN width 14336 pads to 14700 on 420 and 14580 on 540: 35 and 27 per
-    # PE; prefill keeps a share (or half) of the model width; small grids search.
+    # llama3-8b's FFN width 14336 pads to 14700 on 420, 14400 on 480 and 14580 on 540:
+    # 35, 30 and 27 per PE, for decode's GEMVs and prefill's MeshGEMMs; small grids
+    # search.
     assert grid_block("llama3-8b", grid, "decode") == decode
     assert grid_block("llama3-8b", grid, "prefill") == prefill
     assert default_options("llama3-8b", grid, "wse2", "decode").tile_sizes == (
