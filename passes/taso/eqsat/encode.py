@@ -428,33 +428,64 @@ def _ranks(rule: Rule, pattern: Pattern) -> list[int]:
     return [len(rule.inputs[k]) for k in sorted(pattern.used_inputs())]
 
 
-def reachable_kinds(rules: Sequence[Rule], kinds: set[str]) -> set[str]:
-    """The op kinds a graph of `kinds` can come to hold by rewriting with `rules`."""
-    have = set(kinds)
-    changed = True
-    while changed:
-        changed = False
-        for rule in rules:
-            for frm, to in ((rule.src, rule.dst), (rule.dst, rule.src)):
-                if set(frm.kinds()) <= have and not set(to.kinds()) <= have:
-                    have |= set(to.kinds())
-                    changed = True
-    return have
+Signature = tuple[object, ...]
+"""What a pattern op needs in the graph to match: its kind and (lifted) parameters;
+split sizes, scale factors and identity shapes are bound by matching, so left out."""
+
+
+def signature(kind: str, params: Params) -> Signature:
+    if kind == "split":
+        return ("split", params[0])
+    if kind in ("scale", "const"):
+        return (kind,)
+    return (kind, params)
+
+
+def graph_signatures(dag: Dag, identities: set[int]) -> set[Signature]:
+    """The signatures of a graph's ops (its identity constants included)."""
+    out: set[Signature] = set()
+    for nid, node in dag.nodes.items():
+        if node.kind == "const":
+            if nid in identities:
+                out.add(("const",))
+        elif node.kind != "arg" and not node.kind.startswith("opaque:"):
+            out.add(signature(node.kind, node.params))
+    return out
+
+
+@dataclass(frozen=True)
+class _Candidate:
+    rule: Rule
+    frm: Pattern
+    to: Pattern
+    label: str
+    batch: int
+    needs: frozenset[Signature]
+    gives: frozenset[Signature]
+
+
+def _signatures(rule: Rule, pattern: Pattern, batch: int) -> frozenset[Signature]:
+    out: set[Signature] = set()
+    for op in pattern.ops:
+        params = op.params
+        if op.kind in LIFTABLE and not rule.pointwise:
+            params = lift_params(op.kind, params, batch)
+        out.add(signature(op.kind, params))
+    return frozenset(out)
 
 
 def translate_rules(
     rules: Sequence[Rule],
     keys: Keys,
     graph_ranks: set[int],
-    graph_kinds: set[str] | None = None,
+    graph_keys: set[Signature] | None = None,
 ) -> RuleSet:
     """
     The egglog rules of both directions of every rule, at the batch ranks of a graph.
-    With `graph_kinds`, only directions whose matched side can occur in a graph of those
-    op kinds (after any rewriting) are emitted; the others cannot match.
+    With `graph_keys` (the signatures of a graph's ops), only directions whose matched
+    side can occur in the graph after any rewriting are emitted; the others never match.
     """
     out = RuleSet()
-    possible = None if graph_kinds is None else reachable_kinds(rules, graph_kinds)
     add_key = keys.key("add", ())
     mul_key = keys.key("mul", ())
     for key in (add_key, mul_key):
@@ -464,6 +495,7 @@ def translate_rules(
         )
     assert COMMUTATIVE == {"add", "mul"}
     top = max(graph_ranks, default=0)
+    candidates: list[_Candidate] = []
     for rule in rules:
         liftable = rule.pointwise or all(
             k in LIFTABLE for side in rule.sides() for k in side.kinds()
@@ -476,8 +508,6 @@ def translate_rules(
             if reason is not None:
                 out.untranslated.append(Untranslated(label, reason))
                 continue
-            if possible is not None and not set(frm.kinds()) <= possible:
-                continue
             ranks = _ranks(rule, frm)
             if rule.pointwise:
                 batches = [0]
@@ -489,19 +519,48 @@ def translate_rules(
                 ]
             else:
                 batches = [0] if all(r in graph_ranks for r in ranks) else []
-            for b in batches:
-                via = len(out.labels)
-                try:
-                    text = _Direction(rule, frm, to, b, keys, via).translate(
-                        label if b == 0 else f"{label}@b{b}"
-                    )
-                except EncodeError as e:
-                    out.untranslated.append(Untranslated(label, str(e)))
-                    break
-                out.labels.append(label)
-                out.rules.append(text)
-                if is_multi(frm):
-                    out.multi += 1
+            candidates.extend(
+                _Candidate(
+                    rule,
+                    frm,
+                    to,
+                    label,
+                    b,
+                    _signatures(rule, frm, b),
+                    _signatures(rule, to, b),
+                )
+                for b in batches
+            )
+    if graph_keys is not None:
+        have = set(graph_keys)
+        enabled: set[int] = set()
+        changed = True
+        while changed:
+            changed = False
+            for i, cand in enumerate(candidates):
+                if i not in enabled and cand.needs <= have:
+                    enabled.add(i)
+                    have |= cand.gives
+                    changed = True
+        candidates = [c for i, c in enumerate(candidates) if i in enabled]
+    failed: set[str] = set()
+    for cand in candidates:
+        if cand.label in failed:
+            continue
+        via = len(out.labels)
+        name = cand.label if cand.batch == 0 else f"{cand.label}@b{cand.batch}"
+        try:
+            text = _Direction(
+                cand.rule, cand.frm, cand.to, cand.batch, keys, via
+            ).translate(name)
+        except EncodeError as e:
+            out.untranslated.append(Untranslated(cand.label, str(e)))
+            failed.add(cand.label)
+            continue
+        out.labels.append(cand.label)
+        out.rules.append(text)
+        if is_multi(cand.frm):
+            out.multi += 1
     return out
 
 

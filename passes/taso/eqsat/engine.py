@@ -35,8 +35,10 @@ from plmr.passes.taso.eqsat.encode import (
     EncodeError,
     Keys,
     RuleSet,
+    Signature,
     Untranslated,
     encode_graph,
+    graph_signatures,
     translate_rules,
 )
 from plmr.passes.taso.eqsat.extract import Choice, acyclic, greedy, ilp
@@ -58,6 +60,8 @@ class EqsatOptions:
     iterations: int = 30
     multi_rounds: int = 2
     """Iterations in which multi-pattern rules run."""
+    chunk: int = 3
+    """Iterations per egglog schedule (the limits are checked between schedules)."""
     ilp_time: float = 4.0
     """Time limit of the ILP extraction (0: greedy only)."""
     polish_time: float = 1.5
@@ -119,11 +123,16 @@ def _size(eg: EGraph) -> int:
     return sum(n for name, n in sizes if name[:1].isupper())
 
 
-def _run(eg: EGraph, ruleset: str, match_limit: int) -> bool:
-    """One iteration of a ruleset; a rule with more matches than the limit sits it out."""
+def _run(eg: EGraph, rulesets: Sequence[Sequence[str]], match_limit: int) -> bool:
+    """
+    Iterations of the rulesets in one schedule (one list per iteration); a rule with
+    more matches than the limit in an iteration sits it out (egglog's back-off
+    scheduler). Whether anything changed.
+    """
+    steps = " ".join(f"(run-with bo {name})" for names in rulesets for name in names)
     program = (
         f"(run-schedule (let-scheduler bo (back-off :match-limit {match_limit})) "
-        f"(run-with bo {ruleset}))"
+        f"(seq {steps}))"
     )
     (out,) = eg.run_program(*eg.parse_program(program))
     return bool(getattr(out, "report").updated)
@@ -277,14 +286,14 @@ _RULE_CACHE: dict[
 
 
 def _rules_for(
-    rules: Sequence[Rule], ranks: frozenset[int], kinds: frozenset[str]
+    rules: Sequence[Rule], ranks: frozenset[int], sigs: frozenset[Signature]
 ) -> tuple[RuleSet, Keys]:
-    """Translated rules (cached per rules, graph ranks and kinds) and a copy of their keys."""
-    cache_key = (tuple(map(id, rules)), ranks, kinds)
+    """Translated rules (cached per rules, graph ranks and ops) and a copy of their keys."""
+    cache_key = (tuple(map(id, rules)), ranks, sigs)
     found = _RULE_CACHE.get(cache_key)
     if found is None:
         keys = Keys()
-        found = (translate_rules(rules, keys, set(ranks), set(kinds)), keys)
+        found = (translate_rules(rules, keys, set(ranks), set(sigs)), keys)
         if len(_RULE_CACHE) > 16:
             _RULE_CACHE.clear()
         _RULE_CACHE[cache_key] = found
@@ -307,8 +316,9 @@ def saturate(
     start = time.perf_counter()
     initial = model.graph_cost(dag)
     ranks = frozenset(len(s) for n in dag.nodes.values() for s in n.shapes)
-    kinds = frozenset(n.kind for n in dag.nodes.values())
-    ruleset, keys = _rules_for(rules, ranks, kinds)
+    identities = find_identities(dag)
+    sigs = frozenset(graph_signatures(dag, identities))
+    ruleset, keys = _rules_for(rules, ranks, sigs)
     untranslated = tuple(ruleset.untranslated)
 
     def unchanged(reason: str, stop: str = "", iterations: int = 0) -> EqsatResult:
@@ -319,7 +329,7 @@ def saturate(
         )  # fmt: skip
 
     try:
-        facts, names = encode_graph(dag, keys, find_identities(dag))
+        facts, names = encode_graph(dag, keys, identities)
     except EncodeError as e:
         return unchanged(str(e))
     eg = EGraph()
@@ -332,12 +342,17 @@ def saturate(
     match_limit = max(options.match_limit, 4 * dag.op_count())
     stop = "iteration limit"
     iterations = 0
-    for it in range(options.iterations):
-        changed = False
-        if it < options.multi_rounds and ruleset.multi:
-            changed |= _run(eg, "multi", match_limit)
-        changed |= _run(eg, "single", match_limit)
-        iterations += 1
+    while iterations < options.iterations:
+        # A few iterations per schedule: each schedule costs a fixed set-up.
+        chunk = range(iterations, min(options.iterations, iterations + options.chunk))
+        plan = [
+            ["multi", "single"]
+            if it < options.multi_rounds and ruleset.multi
+            else ["single"]
+            for it in chunk
+        ]
+        changed = _run(eg, plan, match_limit)
+        iterations += len(plan)
         if not changed:
             stop = "saturated"
             break
