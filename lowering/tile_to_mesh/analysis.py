@@ -218,8 +218,22 @@ def _finish_nest(
             stores.setdefault(root, []).append(op)
     for init in top.iter_args:
         if not isinstance(init.owner, tensor.EmptyOp) and init not in globals_:
-            globals_.append(init)
+            if initial_fill(init, top) is None:
+                globals_.append(init)
     return Nest(top, chain, reduction, loads, stores, _trip_flops(top), globals_, wholes)
+
+
+def initial_fill(init: SSAValue, top: tile.ForOp) -> tile.FillOp | None:
+    """
+    The function-level `tile.fill` that only starts the accumulator `init` of the nest
+    `top`: the nest's `mesh.spmd` fills it itself (no operand, no spmd of its own).
+    """
+    fill = init.owner
+    if not isinstance(fill, tile.FillOp) or fill.parent_op() is not top.parent_op():
+        return None
+    if any(use.operation is not top for use in init.uses):
+        return None
+    return fill
 
 
 def loop_name(loop: tile.ForOp) -> str:

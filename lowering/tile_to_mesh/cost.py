@@ -28,6 +28,9 @@ class CostModel:
     opts: Options
     placed: dict[SSAValue, Layout]
     """The layouts of the values earlier nests left on the grid."""
+    deferred_kinds: list[str] | None = None
+    """The outputs' combines if the allreduce can wait for the end of the nest
+    (`batching.deferrable`)."""
 
     def _per_pe_trips(self, op: Operation, m: Mapping) -> int:
         """How many times one PE runs `op` under mapping `m`."""
@@ -69,7 +72,16 @@ class CostModel:
                 axis = m.axis_of(red)
                 assert axis is not None
                 stages = 2 * max(1, math.ceil(math.log2(opts.n(axis))))
-                comm += count * stages * message(accs)
+                each = count * stages * message(accs)
+                # Or one allreduce per output block at the end (fewer, larger messages).
+                kinds = self.deferred_kinds if count > 1 else None
+                outs = [
+                    block_bytes(o, lay, grid)
+                    for o, lay in zip(nest.outputs, m.outputs, strict=True)
+                ]
+                once = sum(stages * message(b) for b in outs)
+                m.deferred = kinds if kinds is not None and once < each else None
+                comm += each if m.deferred is None else once
             elif m.mode == "merge":
                 axis = m.axis_of(red)
                 assert axis is not None

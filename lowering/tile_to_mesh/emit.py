@@ -22,9 +22,10 @@ from xdsl.rewriter import InsertPoint
 from plmr.dialects import mesh, tile
 from plmr.dialects.graph import static_shape
 from plmr.errors import PlmrError
-from plmr.lowering.tile_to_mesh.analysis import Composite, Layout, Nest
+from plmr.lowering.tile_to_mesh.analysis import Composite, Layout, Nest, initial_fill
 from plmr.lowering.tile_to_mesh.analysis import is_global as _is_global
 from plmr.lowering.tile_to_mesh.analysis import splits_unevenly as _uneven
+from plmr.lowering.tile_to_mesh.batching import epilogue
 from plmr.lowering.tile_to_mesh.builders import add_index as _add
 from plmr.lowering.tile_to_mesh.builders import const_index as _index
 from plmr.lowering.tile_to_mesh.builders import dist_type as _dist
@@ -69,6 +70,8 @@ class NestEmitter(Relayout):
         self.skew = _cannon_skew(m, self.opts)
         self.ring = "interleaved" if self.opts.gemm == "meshgemm" else "torus"
         self.loads = {ld.op: ld for ld in nest.loads}
+        self.epilogue: set[Operation] = set()
+        """Straight-line ops after the nest emitted at the end of its spmd."""
 
     def _skew_of(self, src: SSAValue) -> tuple[str, str, int]:
         if not self.skew or src not in self.m.paths:
@@ -125,12 +128,72 @@ class NestEmitter(Relayout):
         results = self._emit_loop(
             nest.top, [self._init(k) for k in range(len(nest.outputs))]
         )
-        b.insert(mesh.YieldOp(*results))
+        if m.deferred is not None and nest.reduction is not None:
+            axis = m.axis_of(nest.reduction)
+            assert axis is not None
+            results = [
+                b.insert(
+                    mesh.AllreduceOp(kind, r, axis, opts.gemv, opts.k, _groups(opts, axis))
+                ).result
+                for kind, r in zip(m.deferred, results, strict=True)
+            ]
+        extra = self._emit_epilogue(inputs, results)
+        b.insert(mesh.YieldOp(*results, *(self.vmap[v] for v in extra)))
+        whole = [tuple("-" for _ in static_shape(v, "result")) for v in extra]
+        out_types += [_dist(v, lay) for v, lay in zip(extra, whole, strict=True)]
         spmd = low.builder.insert(mesh.SpmdOp(inputs, out_types, Region(body)))
-        for k, (old, new) in enumerate(zip(nest.outputs, spmd.outputs, strict=True)):
+        layouts = [*m.outputs, *whole]
+        for k, (old, new) in enumerate(
+            zip([*nest.outputs, *extra], spmd.outputs, strict=True)
+        ):
             new.name_hint = old.name_hint
-            low.placed[old] = Placed(new, m.outputs[k])
+            low.placed[old] = Placed(new, layouts[k])
         return spmd
+
+    def _emit_epilogue(
+        self, inputs: list[SSAValue], results: Sequence[SSAValue]
+    ) -> list[SSAValue]:
+        """
+        Emits the straight-line ops after the nest that `batching.epilogue` takes (values
+        of earlier nests they read become inputs); returns their results used later.
+        """
+        low, nest, b = self.low, self.nest, self.b
+        body = b.insertion_point.block
+        for old, new in zip(nest.outputs, results, strict=True):
+            self.vmap[old] = new
+        held = {
+            v
+            for v, p in low.placed.items()
+            if v not in nest.outputs and all(a == "-" for a in p.layout)
+        }
+        tail = epilogue(nest.top, self.m.outputs, held)
+        self.epilogue = set(tail)
+        extra: list[SSAValue] = []
+        for op in tail:
+            for v in op.operands:
+                if v in self.vmap:
+                    continue
+                if v in held:
+                    placed = low.placed[v].value
+                    inputs.append(placed)
+                    d = placed.type
+                    assert isinstance(d, mesh.DistType)
+                    shape = d.block_shape(self.opts.grid)
+                    arg = body.insert_arg(
+                        TensorType(d.tensor.element_type, shape), len(body.args)
+                    )
+                    self.vmap[v] = arg
+                elif isinstance(v.owner, tensor.EmptyOp):
+                    empty = TensorType(_elt(v), static_shape(v, "empty"))
+                    self.vmap[v] = b.insert(tile.FillOp(0.0, empty)).result
+            self._emit_ops([op])
+            extra += [
+                r
+                for r in op.results
+                if isinstance(r.type, TensorType)
+                and any(u.operation not in self.epilogue for u in r.uses)
+            ]
+        return extra
 
     # -- loops ------------------------------------------------------------------------
 
@@ -139,7 +202,9 @@ class NestEmitter(Relayout):
         if init in self.operands:
             return self.operands[init].block
         shape = self._shape(static_shape(init, "init"), self.m.outputs[k])
-        return self.b.insert(tile.FillOp(0.0, TensorType(_elt(init), shape))).result
+        fill = initial_fill(init, self.nest.top)
+        value = 0.0 if fill is None else fill.value.value.data
+        return self.b.insert(tile.FillOp(value, TensorType(_elt(init), shape))).result
 
     def _emit_loop(self, loop: tile.ForOp, inits: list[SSAValue]) -> list[SSAValue]:
         m, opts = self.m, self.opts
@@ -199,7 +264,12 @@ class NestEmitter(Relayout):
             results = emit_merge(
                 self.b, roles, results, axis, opts.gemv, opts.k, _groups(opts, axis)
             )
-        if axis is not None and loop is self.nest.reduction and m.mode == "allreduce":
+        if (
+            axis is not None
+            and loop is self.nest.reduction
+            and m.mode == "allreduce"
+            and m.deferred is None
+        ):
             kinds = _plain_accumulators(loop)
             assert kinds is not None
             results = [

@@ -17,6 +17,7 @@ from plmr.dialects.graph import static_shape
 from plmr.errors import PlmrError
 from plmr.lowering.tile_to_mesh.analysis import Composite, Layout, Load, Nest, Options
 from plmr.lowering.tile_to_mesh.analysis import splits_unevenly as _uneven
+from plmr.lowering.tile_to_mesh.batching import deferrable
 from plmr.lowering.tile_to_mesh.cost import CostModel
 from plmr.lowering.tile_to_mesh.cost import block_bytes as _block_bytes
 from plmr.lowering.tile_to_mesh.rolling_merge import rolling_roles
@@ -48,6 +49,9 @@ class Mapping:
     outputs: list[Layout] = field(default_factory=lambda: [])
     cost: float = 0.0
     sram: int = 0
+    deferred: list[str] | None = None
+    """Allreduce: the combine of each output when one allreduce of each output block at
+    the end of the nest replaces one per local block (`batching.deferrable`)."""
 
     def axis_of(self, loop: tile.ForOp) -> str | None:
         for a, lp in self.axes.items():
@@ -165,6 +169,9 @@ class Planner(CostModel):
         self.nest = nest
         self.opts = opts
         self.placed = placed
+        red = nest.reduction
+        if red is not None:
+            self.deferred_kinds = deferrable(nest, plain_accumulators(red))
 
     # -- layouts ----------------------------------------------------------------------
 

@@ -32,6 +32,7 @@ from plmr.lowering.tile_to_mesh.analysis import (
     analyze_nest,
 )
 from plmr.lowering.tile_to_mesh.analysis import loop_name as _loop_name
+from plmr.lowering.tile_to_mesh.batching import starts_a_nest
 from plmr.lowering.tile_to_mesh.builders import dist_type as _dist
 from plmr.lowering.tile_to_mesh.emit import NestEmitter as _NestEmitter
 from plmr.lowering.tile_to_mesh.emit import Placed as _Placed
@@ -59,6 +60,8 @@ class FunctionLowering:
         self.cost = 0.0
         """The estimated cycles of the chosen mappings, summed over the nests."""
         self.plans: list[NestPlan] = []
+        self.absorbed: set[Operation] = set()
+        """Straight-line ops emitted at the end of the nest before them."""
 
     # -- program ----------------------------------------------------------------------
 
@@ -93,6 +96,8 @@ class FunctionLowering:
                 continue
             if isinstance(op, tensor.EmptyOp):
                 continue
+            if op in self.absorbed or starts_a_nest(op):
+                continue  # run inside a nest's spmd (`batching`)
             if isinstance(op, tile.TileOp) and not isinstance(op, tile.ForOp):
                 # Straight-line block code between nests: one replicated spmd per run.
                 straight.append(op)
@@ -159,10 +164,12 @@ class FunctionLowering:
         sram = self.opts.device.sram_bytes
         needed: list[int] = []
         for m in planner.ranked():
-            spmd = _NestEmitter(self, nest, m).emit()
+            emitter = _NestEmitter(self, nest, m)
+            spmd = emitter.emit()
             # The block estimate leaves out the body's temporaries: measure the peak.
             peak = spmd_sram(spmd, self.opts.device).peak_bytes
             if peak <= sram:
+                self.absorbed |= emitter.epilogue
                 self.cost += m.cost
                 loops = [*nest.chain, *([nest.reduction] if nest.reduction else [])]
                 self.plans.append(
@@ -177,6 +184,9 @@ class FunctionLowering:
                 )
                 return
             needed.append(peak)
+            for op in emitter.epilogue:
+                for r in op.results:
+                    self.placed.pop(r, None)
             for out in nest.outputs:
                 del self.placed[out]
             spmd.detach()
