@@ -34,12 +34,16 @@ from xdsl.ir import Attribute, Operation, SSAValue
 from plmr.dialects import mesh, tile
 from plmr.dialects.graph import static_shape
 from plmr.errors import PlmrError
-from plmr.runtime.collectives import Plan
+from plmr.runtime.collective_stages import StageArrays, stage_arrays
 from plmr.runtime.device import Device, get_device
 from plmr.runtime.memory import check_host_memory
-from plmr.runtime.reference import Array, ReferenceEvaluator, dense_to_numpy, tensor_dtype
+from plmr.runtime.op_cost import op_cycles
+from plmr.runtime.placement import chunk_index, gather_array, scatter_array, skew_index
+from plmr.runtime.reference import Array, dense_to_numpy, tensor_dtype
 from plmr.runtime.report import OpTime, Report
 from plmr.runtime.routing import RouteTable
+from plmr.runtime.spmd import CLOCK, Clocks, FloatArray, Ready, SpmdEvaluator, Traffic
+from plmr.runtime.spmd import Pending as _Pending
 from plmr.runtime.sram import SramReport, spmd_sram
 from plmr.runtime.steady import (
     STAGES,
@@ -51,465 +55,10 @@ from plmr.runtime.steady import (
     chain_run,
     external_operands,
     iteration_invariant,
-    watch_loop,
 )
 from plmr.runtime.trace import TraceRecorder
 
-FloatArray = npt.NDArray[np.floating[Any]]
-
-CLOCK = np.float64
-"""Clocks are float64: their rounding (1e-16 relative per operation) stays far below a
-cycle even on 10⁹-cycle programs, and periodic loops show equal increments
-(`plmr.runtime.steady`)."""
-
 MODES = ("functional", "timing")
-
-
-# ---------------------------------------------------------------------------------------
-# Placement
-# ---------------------------------------------------------------------------------------
-
-
-def scatter_array(
-    x: Array, layout: mesh.LayoutAttr, grid: tuple[int, int], pad: float = 0.0
-) -> Array:
-    """Host tensor -> per-PE blocks of shape `(rows, cols, *block)`."""
-    shape = x.shape
-    block = mesh.block_shape(shape, layout, grid)
-    pads = [
-        (0, 0) if a == "-" else (0, b * mesh.axis_size(a, grid) - s)
-        for s, b, a in zip(shape, block, layout.axes, strict=True)
-    ]
-    if any(p[1] for p in pads):
-        x = np.pad(x, pads, constant_values=pad)
-    split: list[int] = []
-    axis_pos: dict[str, int] = {}
-    for s, b, a in zip(x.shape, block, layout.axes, strict=True):
-        if a == "-":
-            split.append(s)
-            continue
-        n = mesh.axis_size(a, grid)
-        if layout.mode.data == "interleaved":
-            split += [b, n]
-            axis_pos[a] = len(split) - 1
-        else:
-            split += [n, b]
-            axis_pos[a] = len(split) - 2
-    y = x.reshape(split)
-    block_axes = [i for i in range(len(split)) if i not in axis_pos.values()]
-    lead: list[int] = []
-    for a in ("y", "x"):
-        if a in axis_pos:
-            lead.append(axis_pos[a])
-    y = np.transpose(y, [*lead, *block_axes])
-    for i, a in enumerate(("y", "x")):
-        if a not in axis_pos:
-            y = np.expand_dims(y, i)
-    out = np.ascontiguousarray(np.broadcast_to(y, (grid[0], grid[1], *block)))
-    if layout.skew.data and layout.chunks.data:
-        dim = layout.dim_of(layout.skew.data)
-        assert dim is not None
-        rows, cols, units = chunk_index(layout, grid)
-        moved = _chunked(out, dim, layout.chunks.data, grid, layout.skew.data)
-        picked = moved[rows, cols, units]
-        return _unchunked(picked, dim, out.shape)
-    if layout.skew.data:
-        rows, cols = skew_index(layout, grid)
-        out = np.ascontiguousarray(out[rows, cols])
-    return out
-
-
-def _chunked(
-    blocks: Array, dim: int, chunks: int, grid: tuple[int, int], axis: str
-) -> Array:
-    """(H, W, ..., S, ...) -> (H, W, per-PE chunks, ..., chunk size, ...)."""
-    n = grid[1] if axis == "x" else grid[0]
-    per = chunks // n
-    size = blocks.shape[2 + dim] // per
-    shape = (*blocks.shape[: 2 + dim], per, size, *blocks.shape[3 + dim :])
-    return np.moveaxis(blocks.reshape(shape), 2 + dim, 2)
-
-
-def _unchunked(moved: Array, dim: int, shape: Sequence[int]) -> Array:
-    return np.ascontiguousarray(np.moveaxis(moved, 2, 2 + dim).reshape(shape))
-
-
-def chunk_index(
-    layout: mesh.LayoutAttr, grid: tuple[int, int]
-) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
-    """For a chunked skew: (row, col, local chunk) of the standard placement per chunk."""
-    from plmr.runtime.collectives import ring_order
-
-    ny, nx = grid
-    ring = layout.ring.data
-    chunks = layout.chunks.data
-    ord_y = np.asarray(ring_order(ring, ny) if ny >= 3 or ring == "torus" else range(ny))
-    ord_x = np.asarray(ring_order(ring, nx) if nx >= 3 or ring == "torus" else range(nx))
-    pos_y, pos_x = np.argsort(ord_y), np.argsort(ord_x)
-    per_x, per_y = chunks // nx, chunks // ny
-    if layout.skew.data == "x":
-        yy, xx, uu = np.indices((ny, nx, per_x), dtype=np.int64)
-        c = (pos_x[xx] * per_x + uu + pos_y[yy] * per_y) % chunks
-        return yy, c // per_x, c % per_x
-    yy, xx, uu = np.indices((ny, nx, per_y), dtype=np.int64)
-    c = (pos_y[yy] * per_y + uu + pos_x[xx] * per_x) % chunks
-    return c // per_y, xx, c % per_y
-
-
-def skew_index(
-    layout: mesh.LayoutAttr, grid: tuple[int, int]
-) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
-    """For a skewed layout: the standard-placement PE whose block each PE holds."""
-    from plmr.runtime.collectives import ring_order
-
-    ny, nx = grid
-    ring = layout.ring.data
-    ord_y = np.asarray(ring_order(ring, ny) if ny >= 3 or ring == "torus" else range(ny))
-    ord_x = np.asarray(ring_order(ring, nx) if nx >= 3 or ring == "torus" else range(nx))
-    pos_y = np.argsort(ord_y)
-    pos_x = np.argsort(ord_x)
-    yy, xx = np.indices(grid, dtype=np.int64)
-    if layout.skew.data == "x":
-        return yy, ord_x[(pos_x[xx] + pos_y[yy]) % nx]
-    return ord_y[(pos_y[yy] + pos_x[xx]) % ny], xx
-
-
-def gather_array(
-    blocks: Array, layout: mesh.LayoutAttr, shape: Sequence[int], grid: tuple[int, int]
-) -> Array:
-    """Per-PE blocks -> host tensor (replicas from the first PE of replicated axes)."""
-    block = list(blocks.shape[2:])
-    arr = blocks
-    if layout.skew.data and layout.chunks.data:
-        dim = layout.dim_of(layout.skew.data)
-        assert dim is not None
-        rows, cols, units = chunk_index(layout, grid)
-        moved = _chunked(arr, dim, layout.chunks.data, grid, layout.skew.data)
-        standard = np.empty_like(moved)
-        standard[rows, cols, units] = moved
-        arr = _unchunked(standard, dim, arr.shape)
-    elif layout.skew.data:
-        rows, cols = skew_index(layout, grid)
-        unskewed = np.empty_like(arr)
-        unskewed[rows, cols] = arr
-        arr = unskewed
-    if layout.dim_of("x") is None:
-        arr = arr[:, :1]
-    if layout.dim_of("y") is None:
-        arr = arr[:1]
-    # arr: (ny, nx, *block) with ny/nx = 1 when replicated.
-    out = arr
-    rank = len(block)
-    # Move each mesh axis next to the tensor dim it splits, then merge.
-    order: list[int] = []
-    merged: list[int] = []
-    for d in range(rank):
-        a = layout.axes[d]
-        if a == "-":
-            order.append(2 + d)
-            merged.append(block[d])
-            continue
-        lead_axis = 0 if a == "y" else 1
-        n = out.shape[lead_axis]
-        if layout.mode.data == "interleaved":
-            order += [2 + d, lead_axis]
-        else:
-            order += [lead_axis, 2 + d]
-        merged.append(n * block[d])
-    rest = [i for i in (0, 1) if i not in order]
-    out = np.transpose(out, [*order, *rest]).reshape(merged)
-    # `reshape`: ascontiguousarray makes a rank-0 tensor (a numpy scalar here) rank 1.
-    return np.ascontiguousarray(out[tuple(slice(0, s) for s in shape)]).reshape(shape)
-
-
-# ---------------------------------------------------------------------------------------
-# Collective execution
-# ---------------------------------------------------------------------------------------
-
-
-@dataclass
-class StageArrays:
-    """One stage of a plan as index arrays over the positions of a line."""
-
-    src: npt.NDArray[np.int64]
-    dst: npt.NDArray[np.int64]
-    hops: npt.NDArray[np.int64]
-    load: npt.NDArray[np.int64]
-    """Messages on the busiest link of each transfer's path (contention)."""
-    combine: bool
-    fraction: float
-    streamed: bool
-    unique_dst: bool = True
-    """Every destination receives one message (plain fancy assignment suffices)."""
-    counts: npt.NDArray[np.float64] | None = None
-    """Messages each position receives (for combine costs)."""
-    src_of: npt.NDArray[np.int64] | None = None
-    """For unique-destination stages: the sender of each position (itself if none)."""
-    hops_of: npt.NDArray[np.float64] | None = None
-    """Hops to each position (-inf where nothing arrives)."""
-    load_of: npt.NDArray[np.float64] | None = None
-    dst_of: npt.NDArray[np.int64] | None = None
-    """For stages where every position sends at most once: its receiver (itself if none)."""
-    back_hops_of: npt.NDArray[np.float64] | None = None
-    """Hops back from each sender's receiver (-inf where the position sends nothing)."""
-
-
-def stage_arrays(plan: Plan) -> list[StageArrays]:
-    out: list[StageArrays] = []
-    n = plan.n
-    # A plan repeats its stage objects (a ring's steps): build each once.
-    built: dict[int, StageArrays] = {}
-    for stage in plan.stages:
-        if id(stage) in built:
-            out.append(built[id(stage)])
-            continue
-        srcs: list[int] = []
-        dsts: list[int] = []
-        # Directed link loads along the line: east links i -> i+1, west links i+1 -> i.
-        east = np.zeros(max(n, 1), dtype=np.int64)
-        west = np.zeros(max(n, 1), dtype=np.int64)
-        for t in stage.transfers:
-            far_e = max([d for d in t.dsts if d > t.src], default=t.src)
-            far_w = min([d for d in t.dsts if d < t.src], default=t.src)
-            east[t.src : far_e] += 1
-            west[far_w : t.src] += 1
-            for d in t.dsts:
-                srcs.append(t.src)
-                dsts.append(d)
-        load: list[int] = []
-        for s, d in zip(srcs, dsts, strict=True):
-            seg = east[s:d] if d > s else west[d:s]
-            load.append(int(seg.max()) if seg.size else 1)
-        src = np.asarray(srcs, dtype=np.int64)
-        dst = np.asarray(dsts, dtype=np.int64)
-        combine = any(t.combine for t in stage.transfers)
-        out.append(
-            StageArrays(
-                src,
-                dst,
-                np.abs(dst - src),
-                np.asarray(load, dtype=np.int64),
-                combine,
-                stage.fraction,
-                stage.streamed,
-                unique_dst=len(set(dsts)) == len(dsts),
-                counts=np.bincount(dst, minlength=n).astype(np.float64),
-            )
-        )
-        st = out[-1]
-        if st.unique_dst:
-            src_of = np.arange(n, dtype=np.int64)
-            hops_of = np.full(n, -np.inf)
-            load_of = np.zeros(n)
-            src_of[dst] = src
-            hops_of[dst] = st.hops
-            load_of[dst] = st.load
-            st.src_of, st.hops_of, st.load_of = src_of, hops_of, load_of
-        if len(set(srcs)) == len(srcs):
-            dst_of = np.arange(n, dtype=np.int64)
-            back = np.full(n, -np.inf)
-            dst_of[src] = dst
-            back[src] = st.hops
-            st.dst_of, st.back_hops_of = dst_of, back
-        built[id(stage)] = st
-    return out
-
-
-# ---------------------------------------------------------------------------------------
-# The SPMD evaluator
-# ---------------------------------------------------------------------------------------
-
-
-@dataclass
-class Clocks:
-    """Per-PE time, in cycles: when the compute engine is free, and what it did."""
-
-    ce_free: FloatArray
-    compute: float
-    """Every PE runs the same ops on blocks of the same shapes: one number for all."""
-    comm_busy: FloatArray
-    finish: FloatArray
-
-    @staticmethod
-    def zeros(grid: tuple[int, int]) -> Clocks:
-        def zero() -> FloatArray:
-            return np.zeros(grid, dtype=CLOCK)
-
-        return Clocks(zero(), 0.0, zero(), zero())
-
-
-@dataclass
-class Traffic:
-    bytes: float = 0.0
-    hop_bytes: float = 0.0
-    messages: int = 0
-
-
-@dataclass
-class _Pending:
-    """Messages that arrived at PEs on one color and wait to be received."""
-
-    has: npt.NDArray[np.bool_]
-    data: Array | None
-    arrival: FloatArray
-
-
-Ready = FloatArray | float
-
-
-class SpmdEvaluator(ReferenceEvaluator):
-    """
-    Runs `mesh.spmd` bodies for all PEs at once. Time is dataflow: every value has a
-    per-PE ready time; an op starts when its operands are ready and the PE's compute
-    engine is free, so communication overlaps with independent computation (e.g. the
-    shifts of MeshGEMM's next step with this step's block product).
-    """
-
-    def __init__(self, runtime: MeshRuntime, program: mesh.ProgramOp):
-        super().__init__(None, lead=runtime.grid)
-        self.runtime = runtime
-        self.program = program
-        self.ready: dict[SSAValue, Ready] = {}
-        self.eval_impls.update(
-            {
-                tile.ForOp: _run_for,
-                mesh.ShiftOp: _run_collective,
-                mesh.BroadcastOp: _run_collective,
-                mesh.AllreduceOp: _run_collective,
-                mesh.ReduceOp: _run_collective,
-                mesh.SendOp: _run_send,
-                mesh.RecvOp: _run_recv,
-            }
-        )
-
-    def ready_of(self, values: Sequence[SSAValue]) -> Ready:
-        """The latest ready time of `values` (clocks are never negative: 0 is none)."""
-        out: Ready | None = None
-        for v in values:
-            r = self.ready.get(v)
-            if r is None or r is out or (isinstance(r, float) and r <= 0.0):
-                continue
-            out = r if out is None else np.maximum(out, r)
-        return 0.0 if out is None else out
-
-    def run_op(self, op: Operation, operands: list[Any]) -> list[Any]:
-        rt = self.runtime
-        in_map_body = isinstance(op.parent_op(), tile.MapOp)
-        if rt.mode == "timing" and _is_compute(op):
-            results = [rt.placeholder(r) for r in op.results]
-        else:
-            results = super().run_op(op, operands)
-        if in_map_body or isinstance(op, tile.ForOp | mesh.CommOp):
-            return results
-        cycles = rt.compute_cycles(op)
-        if not cycles:
-            ready = self.ready_of(list(op.operands))
-            for r in op.results:
-                self.ready[r] = ready
-            return results
-        ready = self.ready_of(list(op.operands))
-        free = rt.clocks.ce_free
-        # The engine's clock is never negative: max(0, free) and max(free, free) are free.
-        start = (
-            free if ready is free or isinstance(ready, float) else np.maximum(ready, free)
-        )
-        if isinstance(ready, float) and ready > 0.0:
-            start = np.maximum(ready, free)
-        if rt.recorder is not None:
-            rt.recorder.record(op.name, start, start + cycles, rt.grid)
-        end = start + cycles
-        rt.clocks.ce_free = end
-        rt.clocks.compute += cycles
-        rt.account(op, cycles)
-        for r in op.results:
-            self.ready[r] = end
-        return results
-
-
-def _is_compute(op: Operation) -> bool:
-    if isinstance(op, tile.ForOp | mesh.CommOp):
-        return False
-    return isinstance(op, tile.TileOp)
-
-
-def _uniform_index(value: Any, what: str) -> int:
-    arr = np.asarray(value)
-    if arr.ndim == 0:
-        return int(arr)
-    first = arr.reshape(-1)[0]
-    if not np.all(arr == first):
-        raise PlmrError(f"{what} must be the same on every PE")
-    return int(first)
-
-
-def _run_for(ev: ReferenceEvaluator, op: Operation, args: list[Any]) -> list[Any]:
-    assert isinstance(ev, SpmdEvaluator)
-    assert isinstance(op, tile.ForOp)
-    block = op.body.block
-    carried_ready = [ev.ready.get(v, 0.0) for v in op.iter_args]
-    values = list(args)
-    yield_op = block.last_op
-    assert yield_op is not None
-    # Timing mode: once the iterations are periodic, the rest are extrapolated.
-    watch = watch_loop(ev.runtime, op, ev.ready)
-    trips = range(op.lb.value.data, op.ub.value.data, op.step.value.data)
-    for n, i in enumerate(trips):
-        ev.ready[block.args[0]] = 0.0
-        for arg, r in zip(block.args[1:], carried_ready, strict=True):
-            ev.ready[arg] = r
-        if watch is not None:
-            watch.begin_iteration()
-        values = ev.run_block(block, [np.int64(i), *values])
-        carried_ready = [ev.ready.get(v, 0.0) for v in yield_op.operands]
-        if watch is not None:
-            jumped = watch.end_iteration(carried_ready, values, len(trips) - n - 1)
-            if jumped is not None:
-                carried_ready = jumped
-                break
-    for res, r in zip(op.res, carried_ready, strict=True):
-        ev.ready[res] = r
-    return values
-
-
-def _run_collective(ev: ReferenceEvaluator, op: Operation, args: list[Any]) -> list[Any]:
-    assert isinstance(ev, SpmdEvaluator)
-    rt = ev.runtime
-    values = dict(zip(op.operands, args, strict=True))
-    source: SSAValue = getattr(op, "input")
-    x = values[source]
-    root: int | None = None
-    if isinstance(op, mesh.BroadcastOp | mesh.ReduceOp):
-        root = _uniform_index(values[op.root], f"the root of '{op.name}'")
-        n = mesh.axis_size(op.axis.data, rt.grid)
-        if not 0 <= root < n:
-            raise PlmrError(f"root {root} is outside the {n} PEs along {op.axis.data}")
-    result = rt.collective_data(op, x, root) if rt.mode == "functional" else None
-    ev.ready[op.results[0]] = rt.collective_time(op, root, ev.ready_of([source]))
-    if result is None:
-        return [rt.placeholder(op.results[0])]
-    return [result]
-
-
-def _run_send(ev: ReferenceEvaluator, op: Operation, args: list[Any]) -> list[Any]:
-    assert isinstance(ev, SpmdEvaluator)
-    assert isinstance(op, mesh.SendOp)
-    ev.runtime.send(
-        op, args[0], args[1] if len(args) > 1 else None, ev.ready_of([op.input])
-    )
-    return []
-
-
-def _run_recv(ev: ReferenceEvaluator, op: Operation, args: list[Any]) -> list[Any]:
-    assert isinstance(ev, SpmdEvaluator)
-    assert isinstance(op, mesh.RecvOp)
-    data, ready = ev.runtime.recv(op, args[0] if args else None)
-    ev.ready[op.result] = ready
-    return [data]
-
-
-# ---------------------------------------------------------------------------------------
-# The runtime
-# ---------------------------------------------------------------------------------------
 
 
 @dataclass
@@ -568,7 +117,7 @@ class MeshRuntime:
     def run_program(
         self, program: mesh.ProgramOp, inputs: Sequence[Array]
     ) -> tuple[list[Array], Report]:
-        from plmr.passes.mesh_route import route_program
+        from plmr.runtime.route_plan import route_program
 
         started = time.perf_counter()
         self.grid = program.grid_shape
@@ -844,7 +393,7 @@ class MeshRuntime:
         return self._line_view(result, axis)
 
     def _stages(self, op: Operation, root: int | None) -> list[StageArrays]:
-        from plmr.passes.mesh_route import plan_of
+        from plmr.runtime.route_plan import plan_of
 
         key = (id(op), root)
         cached = self._plans.get(key)
@@ -1065,55 +614,6 @@ class MeshRuntime:
         return data.astype(wave.data.dtype), ready
 
 
-def op_cycles(dev: Device, op: Operation) -> float:
-    """The compute cycles of one op on one PE (0 for ops that take no time)."""
-    if isinstance(op, tile.DotOp):
-        return _dot_cycles(dev, op)
-    if isinstance(op, tile.TileOp):
-        cost = op.cost()
-        if cost.flops == 0 and cost.bytes_read == 0 and cost.bytes_written == 0:
-            return 0.0
-        ratio = _byte_ratio(dev, op)
-        simd = dev.fmac_fp16 if cost.fmacs else dev.simd_fp16
-        arithmetic = math.ceil(cost.flops / simd)
-        memory = max(cost.bytes_read * ratio / 16, cost.bytes_written * ratio / 8)
-        return dev.op_overhead_cycles + max(arithmetic, math.ceil(memory))
-    if isinstance(op, arith.ConstantOp):
-        return 0.0
-    if op.name.startswith(("arith.", "math.")):
-        return 1.0
-    return 0.0
-
-
-def _dot_cycles(dev: Device, op: tile.DotOp) -> float:
-    """
-    A block product as the PE runs it: for each row of the left block, one vector
-    instruction per scalar of that row, each a multiply-accumulate of a row of the
-    right block (N elements at the FMAC SIMD width) into the output row.
-    """
-    out = static_shape(op.result, "result")
-    lhs = static_shape(op.lhs, "lhs")
-    batch = math.prod(out[:-2])
-    m, n = out[-2], out[-1]
-    k = lhs[-2] if op.transpose_a is not None else lhs[-1]
-    rows = batch * m
-    instructions = rows * k
-    return (
-        dev.op_overhead_cycles
-        + rows * dev.row_overhead_cycles
-        + instructions * (dev.dsd_overhead_cycles + math.ceil(n / dev.fmac_fp16))
-    )
-
-
-def _byte_ratio(dev: Device, op: Operation) -> float:
-    for v in (*op.results, *op.operands):
-        t = v.type
-        if isinstance(t, TensorType):
-            itemsize = tensor_dtype(cast(Attribute, t)).itemsize
-            return dev.elem_bytes / itemsize
-    return 1.0
-
-
 def find_program(module: ModuleOp, name: str | None) -> mesh.ProgramOp:
     programs = [op for op in module.ops if isinstance(op, mesh.ProgramOp)]
     names = ", ".join(f"@{p.sym_name.data}" for p in programs) or "none"
@@ -1153,3 +653,24 @@ def run_mesh(
     dev = get_device(device) if isinstance(device, str) else device
     runtime = MeshRuntime(dev, mode, relay, recorder=recorder, exact=exact, layers=layers)
     return runtime.run_program(program, inputs)
+
+
+__all__ = [
+    "CLOCK",
+    "MODES",
+    "Clocks",
+    "FloatArray",
+    "MeshRuntime",
+    "Ready",
+    "SpmdEvaluator",
+    "StageArrays",
+    "Traffic",
+    "chunk_index",
+    "find_program",
+    "gather_array",
+    "op_cycles",
+    "run_mesh",
+    "scatter_array",
+    "skew_index",
+    "stage_arrays",
+]

@@ -1,0 +1,101 @@
+"""
+The stages of a collective's plan (`plmr.runtime.collectives`) as arrays over the grid:
+who sends to whom at each stage, for the mesh runtime's vectorised timing and data.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from plmr.runtime.collectives import Plan
+
+
+@dataclass
+class StageArrays:
+    """One stage of a plan as index arrays over the positions of a line."""
+
+    src: npt.NDArray[np.int64]
+    dst: npt.NDArray[np.int64]
+    hops: npt.NDArray[np.int64]
+    load: npt.NDArray[np.int64]
+    """Messages on the busiest link of each transfer's path (contention)."""
+    combine: bool
+    fraction: float
+    streamed: bool
+    unique_dst: bool = True
+    """Every destination receives one message (plain fancy assignment suffices)."""
+    counts: npt.NDArray[np.float64] | None = None
+    """Messages each position receives (for combine costs)."""
+    src_of: npt.NDArray[np.int64] | None = None
+    """For unique-destination stages: the sender of each position (itself if none)."""
+    hops_of: npt.NDArray[np.float64] | None = None
+    """Hops to each position (-inf where nothing arrives)."""
+    load_of: npt.NDArray[np.float64] | None = None
+    dst_of: npt.NDArray[np.int64] | None = None
+    """For stages where every position sends at most once: its receiver (itself if none)."""
+    back_hops_of: npt.NDArray[np.float64] | None = None
+    """Hops back from each sender's receiver (-inf where the position sends nothing)."""
+
+
+def stage_arrays(plan: Plan) -> list[StageArrays]:
+    out: list[StageArrays] = []
+    n = plan.n
+    # A plan repeats its stage objects (a ring's steps): build each once.
+    built: dict[int, StageArrays] = {}
+    for stage in plan.stages:
+        if id(stage) in built:
+            out.append(built[id(stage)])
+            continue
+        srcs: list[int] = []
+        dsts: list[int] = []
+        # Directed link loads along the line: east links i -> i+1, west links i+1 -> i.
+        east = np.zeros(max(n, 1), dtype=np.int64)
+        west = np.zeros(max(n, 1), dtype=np.int64)
+        for t in stage.transfers:
+            far_e = max([d for d in t.dsts if d > t.src], default=t.src)
+            far_w = min([d for d in t.dsts if d < t.src], default=t.src)
+            east[t.src : far_e] += 1
+            west[far_w : t.src] += 1
+            for d in t.dsts:
+                srcs.append(t.src)
+                dsts.append(d)
+        load: list[int] = []
+        for s, d in zip(srcs, dsts, strict=True):
+            seg = east[s:d] if d > s else west[d:s]
+            load.append(int(seg.max()) if seg.size else 1)
+        src = np.asarray(srcs, dtype=np.int64)
+        dst = np.asarray(dsts, dtype=np.int64)
+        combine = any(t.combine for t in stage.transfers)
+        out.append(
+            StageArrays(
+                src,
+                dst,
+                np.abs(dst - src),
+                np.asarray(load, dtype=np.int64),
+                combine,
+                stage.fraction,
+                stage.streamed,
+                unique_dst=len(set(dsts)) == len(dsts),
+                counts=np.bincount(dst, minlength=n).astype(np.float64),
+            )
+        )
+        st = out[-1]
+        if st.unique_dst:
+            src_of = np.arange(n, dtype=np.int64)
+            hops_of = np.full(n, -np.inf)
+            load_of = np.zeros(n)
+            src_of[dst] = src
+            hops_of[dst] = st.hops
+            load_of[dst] = st.load
+            st.src_of, st.hops_of, st.load_of = src_of, hops_of, load_of
+        if len(set(srcs)) == len(srcs):
+            dst_of = np.arange(n, dtype=np.int64)
+            back = np.full(n, -np.inf)
+            dst_of[src] = dst
+            back[src] = st.hops
+            st.dst_of, st.back_hops_of = dst_of, back
+        built[id(stage)] = st
+    return out

@@ -1,0 +1,67 @@
+"""
+The compute cycles of one tile op on a PE of a device (the mesh runtime's model, also the
+cost the partitioner plans with).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import cast
+
+from xdsl.dialects import arith
+from xdsl.dialects.builtin import TensorType
+from xdsl.ir import Attribute, Operation
+
+from plmr.dialects import tile
+from plmr.dialects.graph import static_shape
+from plmr.runtime.device import Device
+from plmr.runtime.reference import tensor_dtype
+
+
+def op_cycles(dev: Device, op: Operation) -> float:
+    """The compute cycles of one op on one PE (0 for ops that take no time)."""
+    if isinstance(op, tile.DotOp):
+        return _dot_cycles(dev, op)
+    if isinstance(op, tile.TileOp):
+        cost = op.cost()
+        if cost.flops == 0 and cost.bytes_read == 0 and cost.bytes_written == 0:
+            return 0.0
+        ratio = _byte_ratio(dev, op)
+        simd = dev.fmac_fp16 if cost.fmacs else dev.simd_fp16
+        arithmetic = math.ceil(cost.flops / simd)
+        memory = max(cost.bytes_read * ratio / 16, cost.bytes_written * ratio / 8)
+        return dev.op_overhead_cycles + max(arithmetic, math.ceil(memory))
+    if isinstance(op, arith.ConstantOp):
+        return 0.0
+    if op.name.startswith(("arith.", "math.")):
+        return 1.0
+    return 0.0
+
+
+def _dot_cycles(dev: Device, op: tile.DotOp) -> float:
+    """
+    A block product as the PE runs it: for each row of the left block, one vector
+    instruction per scalar of that row, each a multiply-accumulate of a row of the
+    right block (N elements at the FMAC SIMD width) into the output row.
+    """
+    out = static_shape(op.result, "result")
+    lhs = static_shape(op.lhs, "lhs")
+    batch = math.prod(out[:-2])
+    m, n = out[-2], out[-1]
+    k = lhs[-2] if op.transpose_a is not None else lhs[-1]
+    rows = batch * m
+    instructions = rows * k
+    return (
+        dev.op_overhead_cycles
+        + rows * dev.row_overhead_cycles
+        + instructions * (dev.dsd_overhead_cycles + math.ceil(n / dev.fmac_fp16))
+    )
+
+
+def _byte_ratio(dev: Device, op: Operation) -> float:
+    for v in (*op.results, *op.operands):
+        t = v.type
+        if isinstance(t, TensorType):
+            itemsize = tensor_dtype(cast(Attribute, t)).itemsize
+            return dev.elem_bytes / itemsize
+    return 1.0
