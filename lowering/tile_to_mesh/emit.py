@@ -428,7 +428,8 @@ class NestEmitter(Relayout):
                 inits = [self._value(v) for v in op.iter_args]
                 self._emit_loop(op, inits)
                 continue
-            if isinstance(op, tile.LoadOp) and op.source in self.operands:
+            if isinstance(op, tile.LoadOp) and op in self.loads:
+                # A load of the nest's own (an epilogue's load of a held value is cloned).
                 self._emit_load(op)
                 continue
             if isinstance(op, tile.StoreOp) and self._output_of(op) is not None:
