@@ -168,6 +168,7 @@ def compile_checked(
             raise PassFailed(spec, e, module_text(module)) from e
         checker.apply(Stage.of_pass(_loop_to_tile(opts, sizes)), ctx, module)
     elif not _has(module, (tile.ForOp,)):
+        checker.current = "plmr compile"
         already = any(op.name == "mesh.program" for op in module.ops)
         raise PlmrError(
             "plmr compile: the program has no graph, loop or tile operations to compile"

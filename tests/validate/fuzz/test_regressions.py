@@ -75,3 +75,25 @@ def test_too_few_colors_is_a_refusal_by_mesh_verify_not_a_crash():
     if outcome.kind == "refused":
         assert outcome.stage.startswith(("mesh-route", "mesh-verify-plmr"))
         assert "colors" in outcome.message
+
+
+EPILOGUE_LOAD = """
+func.func @main(%w: tensor<1xf32>, %b: tensor<f32>, %x: tensor<1xf32>) -> (tensor<4xf32>, tensor<1xf32>) {
+  %a = graph.add %x, %b : (tensor<1xf32>, tensor<f32>) -> tensor<1xf32>
+  %e = graph.exp %a : tensor<1xf32>
+  %p = graph.pad %e pads = [1, 2] mode = edge value = 0.000000e+00 : tensor<1xf32> -> tensor<4xf32>
+  %r = graph.rmsnorm %p, %w : (tensor<4xf32>, tensor<1xf32>) -> tensor<4xf32>
+  %h, %t = graph.split %p axis = 0 sizes = [1, 3] : tensor<4xf32> -> (tensor<1xf32>, tensor<3xf32>)
+  func.return %r, %h : tensor<4xf32>, tensor<1xf32>
+}
+"""
+
+
+def test_a_load_after_a_nest_of_a_value_the_nest_also_reads():
+    # convert-tile-to-mesh emitted the epilogue's `tile.load` of the mean of squares
+    # (held whole, and read by the nest too) as one of the nest's own loads: KeyError.
+    config = Config(
+        grid=(2, 3), gemm="summa", gemv="pipeline", k=3, tile_sizes=(4, 4), fuse="rolling"
+    )
+    outcome = run_case(EPILOGUE_LOAD, config, tolerance=1e-4)
+    assert outcome.kind == "ok", outcome.message
