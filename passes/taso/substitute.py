@@ -137,6 +137,12 @@ class FunctionReport:
     applied: tuple[str, ...]
     explored: int
     seconds: float
+    extraction: str = ""
+    """`eqsat`: which extraction won (greedy, ilp, +polish, input)."""
+    stop: str = ""
+    """`eqsat`: why saturation stopped."""
+    enodes: int = 0
+    """`eqsat`: e-nodes of the saturated e-graph."""
 
 
 CONCATS = ("any", "constant")
@@ -207,6 +213,9 @@ def substitute_module(
                 result.applied if result.best_cost < result.initial_cost else (),
                 result.explored,
                 result.seconds,
+                getattr(result, "extraction", ""),
+                getattr(result, "stop", ""),
+                getattr(result, "enodes", 0),
             )
         )
     cleanup(module)

@@ -109,3 +109,36 @@ def test_unknown_engine_is_refused():
     module = load_module(EXAMPLES / "onnx" / "mlp.mlir")
     with pytest.raises(PlmrError, match="unknown engine 'tree'"):
         substitute_module(module, engine="tree")
+
+
+def test_plmr_compile_engine_eqsat(tmp_path: Path, monkeypatch):
+    from click.testing import CliRunner
+
+    from plmr.passes.taso import substitute
+    from plmr.tools.cli import cli
+
+    engines: list[str] = []
+    original = substitute.substitute_module
+
+    def spy(module, *args, **kwargs):
+        engines.append(kwargs.get("engine", "backtrack"))
+        return original(module, *args, **kwargs)
+
+    monkeypatch.setattr(substitute, "substitute_module", spy)
+    out = tmp_path / "out.mlir"
+    result = CliRunner().invoke(
+        cli,
+        [
+            "compile",
+            str(EXAMPLES / "onnx" / "rnn_cell.mlir"),
+            "--grid",
+            "2x2",
+            "--engine",
+            "eqsat",
+            "-o",
+            str(out),
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    assert engines == ["eqsat"]
+    assert "mesh.program @main" in out.read_text()
