@@ -114,10 +114,15 @@ class FunctionLowering:
                 continue
             remark = op.attributes.get("loop.remark")
             why = f" ({remark.data})" if isinstance(remark, StringAttr) else ""
+            expected = (
+                "expected tile nests; a 'loop.nest' here was left untiled by "
+                "convert-loop-to-tile"
+                if op.name == "loop.nest"
+                else "expected tile nests, straight-line tile ops, constants and the return"
+            )
             raise PlmrError(
                 f"convert-tile-to-mesh: '{op.name}' at the top of @{fn.sym_name.data} "
-                "cannot be placed on the mesh (expected tile nests; a 'loop.nest' here "
-                f"was left untiled by convert-loop-to-tile){why}"
+                f"cannot be placed on the mesh ({expected}){why}"
             )
         # Placements made for mappings that were then rejected.
         for dead in [o for o in pblock.ops if isinstance(o, mesh.ScatterOp)]:
