@@ -54,8 +54,7 @@ def layer_shapes(c: LlamaConfig) -> dict[str, tuple[int, ...]]:
         "wkr": (hkv, 1, c.dim, hd),
         "wo": (hkv, g, hd, c.dim),
         "ffn_norm": (c.dim,),
-        "w1": (c.dim, c.ffn_dim),
-        "w3": (c.dim, c.ffn_dim),
+        "w13": (2, c.dim, c.ffn_dim),
         "w2": (c.ffn_dim, c.dim),
     }
 
@@ -88,8 +87,8 @@ def fused_weights(c: LlamaConfig, w: dict[str, F32], layer: int) -> dict[str, F3
             hkv, g, c.head_dim, c.dim
         ),
         "ffn_norm": w[f"{p}.ffn_norm"],
-        "w1": w[f"{p}.w1"],
-        "w3": w[f"{p}.w3"],
+        # The FFN's up (W1) and gate (W3) projections, one batched GEMV.
+        "w13": np.stack([w[f"{p}.w1"], w[f"{p}.w3"]]),
         "w2": w[f"{p}.w2"],
     }
 
@@ -169,8 +168,10 @@ class HeadsBuilder:
         out = t.reduce_axes("sum", per_kv, (0,), tensor_type(n, c.dim))
         h_ = t.binary("add", x, out, tensor_type(n, c.dim))
         f = t.rmsnorm(h_, w[f"{p}.ffn_norm"], c.norm_eps)
-        up = t.matmul(f, w[f"{p}.w1"], tensor_type(n, c.ffn_dim))
-        gate = t.matmul(f, w[f"{p}.w3"], tensor_type(n, c.ffn_dim))
+        both = t.matmul(
+            t.reshape(f, (1, n, c.dim)), w[f"{p}.w13"], tensor_type(2, n, c.ffn_dim)
+        )
+        up, gate = (t.reshape(part, (n, c.ffn_dim)) for part in t.slices(both, 0, (1, 1)))
         act = t.binary("mul", t.unary("silu", up), gate, tensor_type(n, c.ffn_dim))
         down = t.matmul(act, w[f"{p}.w2"], tensor_type(n, c.dim))
         return (
