@@ -60,6 +60,9 @@ class EqsatOptions:
     iterations: int = 30
     multi_rounds: int = 2
     """Iterations in which multi-pattern rules run."""
+    multi_every: int = 1
+    """Multi-pattern rules run every this many iterations (the others let single-pattern
+    rules build the terms the next round can merge)."""
     chunk: int = 3
     """Iterations per egglog schedule (the limits are checked between schedules)."""
     ilp_time: float = 4.0
@@ -347,7 +350,9 @@ def saturate(
         chunk = range(iterations, min(options.iterations, iterations + options.chunk))
         plan = [
             ["multi", "single"]
-            if it < options.multi_rounds and ruleset.multi
+            if it % options.multi_every == 0
+            and it // options.multi_every < options.multi_rounds
+            and ruleset.multi
             else ["single"]
             for it in chunk
         ]
