@@ -55,6 +55,7 @@ from plmr.models.nests import (
     critical_path,
     describe,
     layer_window,
+    nest_name,
     program_signatures,
     run_nests,
 )
@@ -480,7 +481,7 @@ def simulate_whole_model(
     if timer.first_ends is not None:
         ends[: window.stop] = timer.first_ends[: window.stop]
     times = [
-        NestTime(i, nest.outputs[0].name_hint or f"nest{i}", describe(nest), cycles, end)
+        NestTime(i, nest_name(nest) or f"nest{i}", describe(nest), cycles, end)
         for i, (nest, cycles, end) in enumerate(
             zip(nests, critical_path(ends), ends, strict=True)
         )

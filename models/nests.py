@@ -175,6 +175,11 @@ def critical_path(ends: Sequence[float]) -> list[float]:
     return out
 
 
+def nest_name(spmd: mesh.SpmdOp) -> str | None:
+    """The first name among the nest's results (a norm's statistic may come second)."""
+    return next((r.name_hint for r in spmd.outputs if r.name_hint), None)
+
+
 def run_nests(
     module: ModuleOp,
     inputs: Sequence[Any],
@@ -190,7 +195,7 @@ def run_nests(
     _, report = timer.run_program(program, inputs)
     nests = [op for op in program.body.block.ops if isinstance(op, mesh.SpmdOp)]
     times = [
-        NestTime(i, nest.outputs[0].name_hint or f"nest{i}", describe(nest), cycles, end)
+        NestTime(i, nest_name(nest) or f"nest{i}", describe(nest), cycles, end)
         for i, (nest, cycles, end) in enumerate(
             zip(nests, critical_path(timer.ends), timer.ends, strict=True)
         )
@@ -227,6 +232,7 @@ __all__ = [
     "critical_path",
     "describe",
     "layer_window",
+    "nest_name",
     "program_signatures",
     "run_nests",
 ]
