@@ -58,7 +58,8 @@ from plmr.lowering.tile_to_mesh.analysis import (
     Options,
     analyze_nest,
 )
-from plmr.lowering.tile_to_mesh.planning import Mapping, NestPlan
+from plmr.lowering.tile_to_mesh.mapping import Mapping
+from plmr.lowering.tile_to_mesh.planning import NestPlan
 from plmr.lowering.tile_to_mesh.program import (
     ConvertTileToMeshPass,
     lower_module,

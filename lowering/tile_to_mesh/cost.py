@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 from xdsl.ir import Operation, SSAValue
 
@@ -15,10 +14,8 @@ from plmr.dialects import tile
 from plmr.dialects.graph import static_shape
 from plmr.lowering.tile_to_mesh.analysis import Layout, Nest, Options
 from plmr.lowering.tile_to_mesh.analysis import other_axis as _other
+from plmr.lowering.tile_to_mesh.mapping import Mapping
 from plmr.runtime.interpreter import op_cycles
-
-if TYPE_CHECKING:
-    from plmr.lowering.tile_to_mesh.planning import Mapping
 
 
 class CostModel:

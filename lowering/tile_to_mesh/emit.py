@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from xdsl.builder import Builder
 from xdsl.dialects import arith, tensor
@@ -22,7 +22,13 @@ from xdsl.rewriter import InsertPoint
 from plmr.dialects import mesh, tile
 from plmr.dialects.graph import static_shape
 from plmr.errors import PlmrError
-from plmr.lowering.tile_to_mesh.analysis import Composite, Layout, Nest, initial_fill
+from plmr.lowering.tile_to_mesh.analysis import (
+    Composite,
+    Layout,
+    Nest,
+    Options,
+    initial_fill,
+)
 from plmr.lowering.tile_to_mesh.analysis import is_global as _is_global
 from plmr.lowering.tile_to_mesh.analysis import splits_unevenly as _uneven
 from plmr.lowering.tile_to_mesh.batching import epilogue
@@ -34,13 +40,10 @@ from plmr.lowering.tile_to_mesh.builders import ktree_groups as _groups
 from plmr.lowering.tile_to_mesh.builders import mul_index as _mul
 from plmr.lowering.tile_to_mesh.builders import ring_for as _ring_for
 from plmr.lowering.tile_to_mesh.cost import cannon_skew as _cannon_skew
-from plmr.lowering.tile_to_mesh.planning import Mapping
+from plmr.lowering.tile_to_mesh.mapping import Mapping
 from plmr.lowering.tile_to_mesh.planning import plain_accumulators as _plain_accumulators
 from plmr.lowering.tile_to_mesh.relayout import Relayout
 from plmr.lowering.tile_to_mesh.rolling_merge import emit_merge, rolling_roles
-
-if TYPE_CHECKING:
-    from plmr.lowering.tile_to_mesh.program import FunctionLowering as _Lowering
 
 
 @dataclass
@@ -49,6 +52,24 @@ class Placed:
 
     value: SSAValue
     layout: Layout
+
+
+class _Lowering(Protocol):
+    """What the emitters use of the function being lowered (`program.FunctionLowering`)."""
+
+    opts: Options
+    block: Block
+    builder: Builder
+    placed: dict[SSAValue, Placed]
+
+    def scatter(
+        self,
+        value: SSAValue,
+        layout: Layout,
+        skew: str = "",
+        ring: str = "",
+        chunks: int = 0,
+    ) -> SSAValue: ...
 
 
 @dataclass

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from xdsl.ir import Operation, SSAValue
 
@@ -20,44 +20,11 @@ from plmr.lowering.tile_to_mesh.analysis import splits_unevenly as _uneven
 from plmr.lowering.tile_to_mesh.batching import deferrable
 from plmr.lowering.tile_to_mesh.cost import CostModel
 from plmr.lowering.tile_to_mesh.cost import block_bytes as _block_bytes
+from plmr.lowering.tile_to_mesh.mapping import Mapping
 from plmr.lowering.tile_to_mesh.rolling_merge import rolling_roles
 
 _PLAIN = {"add": "sum", "max": "max", "min": "min"}
 _IDENTITY = {"sum": 0.0, "max": -3.0e38, "min": 3.0e38}
-
-# ---------------------------------------------------------------------------------------
-# Mappings
-# ---------------------------------------------------------------------------------------
-
-
-@dataclass
-class Mapping:
-    """How one nest runs on the grid."""
-
-    axes: dict[str, tile.ForOp]
-    """Mesh axis -> the loop split over it (a parallel loop, or the reduction loop)."""
-    mode: str
-    """
-    `local`, `allreduce` (reduction split over a free axis), `merge` (a rolling update
-    split over a free axis, the PEs' partial results merged: `rolling_merge`) or `rotate`.
-    """
-    paths: dict[SSAValue, str] = field(default_factory=lambda: {})
-    """Rotation: operand tensor -> the axis its chunks circulate on."""
-    chunks: int = 0
-    layouts: dict[SSAValue, Layout] = field(default_factory=lambda: {})
-    """Required layout of every global operand (unskewed part)."""
-    outputs: list[Layout] = field(default_factory=lambda: [])
-    cost: float = 0.0
-    sram: int = 0
-    deferred: list[str] | None = None
-    """Allreduce: the combine of each output when one allreduce of each output block at
-    the end of the nest replaces one per local block (`batching.deferrable`)."""
-
-    def axis_of(self, loop: tile.ForOp) -> str | None:
-        for a, lp in self.axes.items():
-            if lp is loop:
-                return a
-        return None
 
 
 @dataclass(frozen=True)

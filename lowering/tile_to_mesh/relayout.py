@@ -29,7 +29,7 @@ from plmr.lowering.tile_to_mesh.builders import ring_for as _ring_for
 from plmr.lowering.tile_to_mesh.builders import ring_position as _ring_pos
 from plmr.lowering.tile_to_mesh.cost import diagonal_move as _diagonal_move
 from plmr.lowering.tile_to_mesh.cost import ring_realignable as _ring_realignable
-from plmr.lowering.tile_to_mesh.planning import Mapping
+from plmr.lowering.tile_to_mesh.mapping import Mapping
 
 
 class Relayout:
