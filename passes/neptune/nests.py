@@ -197,7 +197,8 @@ def inline_maps(block: Block) -> bool:
     read by more than `MAX_INLINED_READERS` nests: a norm or softmax reads its input in
     up to three (statistics, sum, normalisation), which fusion needs inlined; more
     readers mean a value shared by independent consumers, each of which would recompute
-    it (a GEMV once per output column).
+    it (a GEMV once per output column). Nor is a map with a transcendental read by a
+    GEMM along a long output dimension (`REREAD_LIMIT`).
     """
     changed = False
     progress = True
@@ -211,6 +212,8 @@ def inline_maps(block: Block) -> bool:
                 continue
             if any(r.padding is not None for r in reads):
                 continue  # the body would be computed outside the tensor, not padded
+            if _transcendental(nest) and any(_rereads(r, block) for r in reads):
+                continue  # recomputed for every output column of a GEMM: store it
             for read in reads:
                 inline_map_read(nest, read)
             progress = changed = True
@@ -218,6 +221,55 @@ def inline_maps(block: Block) -> bool:
                 nest.detach()
                 nest.erase()
     return changed
+
+
+REREAD_LIMIT = 512
+"""
+A map with a transcendental (`exp`, `sqrt`, ...) is not inlined into a reduction nest
+that reads each of its elements again for every index of a parallel loop this long: a
+GEMM's operand (SwiGLU's `silu(up)·gate` read by the down projection) would be
+recomputed for every output column, and on the mesh by every PE its chunk passes. The
+map stays a nest, computed once per element. Short loops (an attention head's dimension
+reading the probabilities in P·V) keep the inlining fusion needs.
+"""
+
+
+def _transcendental(nest: NestOp) -> bool:
+    """Whether the body of `nest` uses a `math` op (exp, sqrt, tanh, ...)."""
+    return any(op.name.startswith("math.") for op in nest.body.walk())
+
+
+def _rereads(read: ReadOp, block: Block) -> bool:
+    """
+    Whether `read` sits in a reduction nest with a parallel loop of at least
+    `REREAD_LIMIT` iterations that its indices do not use (each element read again
+    for every index of that loop).
+    """
+    top = _top(read, block)
+    if not isinstance(top, NestOp) or IteratorKind.REDUCTION not in top.kinds:
+        return False
+    for dim, kind, extent in zip(top.dims, top.kinds, top.extents, strict=True):
+        if kind != IteratorKind.PARALLEL or extent < REREAD_LIMIT:
+            continue
+        if not any(_uses(i, dim) for i in read.indices):
+            return True
+    return False
+
+
+def _uses(value: SSAValue, target: SSAValue) -> bool:
+    """Whether the index `value` is computed from `target`."""
+    stack = [value]
+    seen: set[SSAValue] = set()
+    while stack:
+        v = stack.pop()
+        if v is target:
+            return True
+        if v in seen:
+            continue
+        seen.add(v)
+        if isinstance(v, OpResult):
+            stack.extend(v.op.operands)
+    return False
 
 
 def _top(op: Operation, block: Block) -> Operation:

@@ -1,0 +1,58 @@
+"""
+neptune-fuse's inlining of maps: a map with a transcendental (SwiGLU's `silu(up)·gate`)
+read by a GEMM that reads each element again for every index of a long output dimension
+stays a nest (computed once per element); read along a short one, it is inlined. Both
+keep the program's semantics.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from xdsl.context import Context
+
+from plmr.dialects.context import parse_module
+from plmr.dialects.loop import NestOp
+from plmr.lowering.graph_to_loop import ConvertGraphToLoopPass
+from plmr.passes.neptune.fuse import NeptuneFusePass
+from plmr.passes.neptune.nests import REREAD_LIMIT
+from plmr.runtime.reference import evaluate_function
+from plmr.runtime.running import random_inputs, select_function
+
+
+def swiglu(tokens: int, dim: int, ffn: int, out: int) -> str:
+    x, f, o = (
+        f"tensor<{tokens}x{dim}xf32>",
+        f"tensor<{tokens}x{ffn}xf32>",
+        f"tensor<{tokens}x{out}xf32>",
+    )
+    w, w2 = f"tensor<{dim}x{ffn}xf32>", f"tensor<{ffn}x{out}xf32>"
+    return f"""
+    func.func @main(%x: {x}, %w1: {w}, %w3: {w}, %w2: {w2}) -> {o} {{
+      %up = graph.matmul %x, %w1 : ({x}, {w}) -> {f}
+      %gate = graph.matmul %x, %w3 : ({x}, {w}) -> {f}
+      %s = graph.silu %up : {f}
+      %act = graph.mul %s, %gate : ({f}, {f}) -> {f}
+      %down = graph.matmul %act, %w2 : ({f}, {w2}) -> {o}
+      func.return %down : {o}
+    }}"""
+
+
+@pytest.mark.parametrize(("out", "stored"), [(REREAD_LIMIT, True), (16, False)])
+def test_silu_is_stored_for_a_long_gemm_and_inlined_for_a_short_one(out: int, stored: bool):
+    module = parse_module(swiglu(4, 8, 16, out))
+    fn = select_function(module, None)
+    args = random_inputs(fn, 0)
+    want = evaluate_function(module, "main", args)
+    ConvertGraphToLoopPass().apply(Context(), module)
+    NeptuneFusePass(remarks=False).apply(Context(), module)
+    module.verify()
+    fn = select_function(module, None)
+    top = [op for op in fn.body.block.ops if isinstance(op, NestOp)]
+    maps = [n for n in top if all(k.data.value == "parallel" for k in n.iterators)]
+    # up, gate, down; and the activation when it is stored.
+    assert len(top) == (4 if stored else 3)
+    assert (len(maps) == 1) == stored
+    got = evaluate_function(module, "main", args)
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5 * float(np.abs(w).max()))
