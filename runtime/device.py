@@ -11,8 +11,12 @@ the command line).
 
 The software and latency parameters (hop, send/receive overheads, the block product's
 per-row and per-instruction costs) were fitted by `benchmarks/calibrate.py` on real WSE-3
-cycle counts of WaferLLM's MeshGEMM and MeshGEMV (mean error 4%, max 12% over 14 points);
-WSE-2 shares them and differs in SIMD width.
+cycle counts of WaferLLM's MeshGEMM and MeshGEMV (mean error 1.7%, max 3.7% over 14
+points; leave-one-out in `benchmarks/README.md`); WSE-2 shares them and differs in SIMD
+width. A block product costs ≈42 cycles per row of its left block (one `@map` over the
+row, with its own DSD setup) and, per scalar of it, ≈1.4 plus the row's streaming time,
+bounded by SRAM bandwidth (`runtime/op_cost.py`): most of a small block's cost is per
+row, not per instruction.
 """
 
 from __future__ import annotations
@@ -48,21 +52,21 @@ class Device:
     """Routable colors (static routes) per router."""
     reserved_colors: int = 3
     """Colors the host I/O framework keeps for itself."""
-    hop_cycles: float = 1.89
+    hop_cycles: float = 1.98
     """α: latency of a pass-through router hop (calibrated on WSE-3 data)."""
     ramp_cycles: float = 2.0
     """T_R: latency between a PE's compute engine and its router, each way."""
     relay_cycles: float = 30.0
     """β: a software relay at an intermediate PE (when routes run out)."""
-    send_overhead_cycles: float = 80.18
+    send_overhead_cycles: float = 58.81
     """Software cost to start one message (task activation, DSD setup) on the sender."""
-    recv_overhead_cycles: float = 30.11
+    recv_overhead_cycles: float = 32.24
     """Software cost on the receiver when a message completes (data-task activation)."""
-    op_overhead_cycles: float = 6.75
+    op_overhead_cycles: float = 5.32
     """Fixed cost of one compute op (loop and DSD setup)."""
-    row_overhead_cycles: float = 8.60
+    row_overhead_cycles: float = 42.40
     """Per row of a block product (one `@map` over the row's scalars)."""
-    dsd_overhead_cycles: float = 5.89
+    dsd_overhead_cycles: float = 1.36
     """Per vector instruction (DSD op) of a block product: one per scalar of the left
     operand, each an FMAC over a row of the right operand."""
     step_overhead_cycles: float = 0.0

@@ -42,7 +42,11 @@ def _dot_cycles(dev: Device, op: tile.DotOp) -> float:
     """
     A block product as the PE runs it: for each row of the left block, one vector
     instruction per scalar of that row, each a multiply-accumulate of a row of the
-    right block (N elements at the FMAC SIMD width) into the output row.
+    right block (N elements) into the output row. An instruction streams N elements at
+    the FMAC SIMD width, but no faster than SRAM serves it — as every op: it reads the
+    right block's row and the output row (16 bytes per cycle) and writes the output
+    row (8 bytes per cycle); on fp16 that is 4 elements per cycle, the bound for rows
+    wider than 4 on WSE-3 (calibrated: `benchmarks/calibrate.py`).
     """
     out = static_shape(op.result, "result")
     lhs = static_shape(op.lhs, "lhs")
@@ -51,10 +55,14 @@ def _dot_cycles(dev: Device, op: tile.DotOp) -> float:
     k = lhs[-2] if op.transpose_a is not None else lhs[-1]
     rows = batch * m
     instructions = rows * k
+    e = dev.elem_bytes
+    stream = max(
+        math.ceil(n / dev.fmac_fp16), math.ceil(2 * n * e / 16), math.ceil(n * e / 8)
+    )
     return (
         dev.op_overhead_cycles
         + rows * dev.row_overhead_cycles
-        + instructions * (dev.dsd_overhead_cycles + math.ceil(n / dev.fmac_fp16))
+        + instructions * (dev.dsd_overhead_cycles + stream)
     )
 
 
