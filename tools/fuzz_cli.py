@@ -51,10 +51,10 @@ def compile_with_checks(
 )
 @click.option(
     "--level",
-    type=click.Choice(["graph", "loop", "mixed"]),
+    type=click.Choice(["graph", "loop", "tile", "mixed"]),
     default="graph",
     show_default=True,
-    help="Generate graph programs, loop nests, or both.",
+    help="Generate graph programs, loop nests, tile programs (blocked loop nests), or all.",
 )
 @click.option(
     "--timeout",

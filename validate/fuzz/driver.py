@@ -190,11 +190,17 @@ def make_case(run_seed: int, index: int, level: str = "graph") -> Case:
 
     seed = program_seed(run_seed, index)
     rng = random.Random(seed)
-    kind = level if level != "mixed" else rng.choice(("graph", "graph", "graph", "loop"))
+    kind = level
+    if level == "mixed":
+        kind = rng.choice(("graph", "graph", "graph", "graph", "loop", "tile"))
     if kind == "loop":
         from plmr.validate.fuzz.loop_gen import generate_loop
 
         module = generate_loop(rng.getrandbits(32))
+    elif kind == "tile":
+        from plmr.validate.fuzz.loop_gen import generate_tile
+
+        module = generate_tile(rng.getrandbits(32))
     else:
         module = GraphGenerator(random.Random(rng.getrandbits(32))).generate()
     config = random_config(rng)

@@ -204,4 +204,19 @@ def generate_loop(seed: int, max_nests: int = 4) -> ModuleOp:
     return LoopGenerator(random.Random(seed), max_nests=max_nests).generate()
 
 
-__all__ = ["LoopGenerator", "generate_loop"]
+def generate_tile(seed: int, max_nests: int = 4) -> ModuleOp:
+    """
+    A random tile-level module: a random loop program blocked by `convert-loop-to-tile`
+    with random block sizes (shrunk to divisors: `fit`), so every nest is tiled.
+    """
+    from plmr.dialects.context import make_context
+    from plmr.lowering.loop_to_tile import ConvertLoopToTilePass
+
+    rng = random.Random(seed)
+    module = generate_loop(rng.getrandbits(32), max_nests)
+    sizes = (rng.choice((1, 2, 4, 8)), rng.choice((1, 2, 4, 8)))
+    ConvertLoopToTilePass(tile_sizes=sizes, fit=True).apply(make_context(), module)
+    return module
+
+
+__all__ = ["LoopGenerator", "generate_loop", "generate_tile"]

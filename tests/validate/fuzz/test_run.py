@@ -65,3 +65,10 @@ def test_plmr_fuzz_cli(tmp_path: Path):
     assert result.exit_code == 0, result.output
     assert result.output.startswith("plmr fuzz --seed 2: 3 programs in ")
     assert "crash 0, miscompile 0" in result.output
+
+
+def test_short_tile_run_finds_no_failure(tmp_path: Path):
+    summary = fuzz(seed=3, count=8, jobs=1, out=tmp_path, level="tile")
+    report = "\n".join(summary.report())
+    assert not summary.failures, report
+    assert summary.counts["ok"] >= 4, report
