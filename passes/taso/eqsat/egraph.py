@@ -133,8 +133,14 @@ def node_costs(
     model: CostModel,
     multi_shapes: Mapping[tuple[str, Params], tuple[Shape, ...]],
     constant_concats_only: bool = False,
+    discounts: Mapping[int, tuple[bool, bool]] | None = None,
 ) -> Priced:
-    """Prices every node; nodes whose operand shapes are unknown cannot be used."""
+    """
+    Prices every node; nodes whose operand shapes are unknown cannot be used. With
+    `discounts` (node -> (epilogue, absorbed), the context the input graph gives its own
+    nodes), only those nodes run in an epilogue or are absorbed into a matmul; otherwise
+    the context is guessed from the e-graph.
+    """
     # Constant classes: a constant, or an op of constants only (folded when compiled).
     constant: set[int] = set()
     changed = True
@@ -189,6 +195,20 @@ def node_costs(
             costs.append(math.inf)
             continue
         folded = all(ch in constant for ch in node.children)
+        if discounts is not None:
+            epilogue, absorbed = discounts.get(n, (False, False))
+            costs.append(
+                model.op_cost(
+                    kind,
+                    params,
+                    ins,
+                    out_shapes,
+                    folded=folded,
+                    epilogue=epilogue,
+                    absorbed=absorbed,
+                )
+            )
+            continue
         epilogue = (
             kind in EPILOGUE_KINDS
             and len(node.children) == 1

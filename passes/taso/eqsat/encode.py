@@ -232,10 +232,15 @@ def infer_dims(
         a, b = operands
         m = a[-1] if params[0] else a[-2]
         n = b[-2] if params[1] else b[-1]
-        return [(*a[:-2], m, n)]
+        prefix = a[:-2] if len(a) >= len(b) else b[:-2]
+        return [(*prefix, m, n)]
     if kind in ("add", "mul"):
         a, b = operands
-        return [tuple(y if x == "1" else x for x, y in zip(a, b, strict=True))]
+        if len(a) < len(b):
+            a, b = b, a
+        lead = a[: len(a) - len(b)]
+        tail = a[len(a) - len(b) :]
+        return [(*lead, *(y if x == "1" else x for x, y in zip(tail, b, strict=True)))]
     if kind in ("scale", "relu"):
         return [operands[0]]
     if kind == "transpose":
@@ -275,8 +280,17 @@ class _Direction:
     """Translation of one direction of one rule at one batch rank."""
 
     def __init__(
-        self, rule: Rule, frm: Pattern, to: Pattern, batch: int, keys: Keys, via: int
+        self,
+        rule: Rule,
+        frm: Pattern,
+        to: Pattern,
+        batch: int,
+        keys: Keys,
+        via: int,
+        unbatched: frozenset[int] = frozenset(),
     ):
+        self.unbatched = unbatched
+        self.value_batch: dict[Ref, int] = {}
         self.rule, self.frm, self.to, self.batch, self.keys, self.via = (
             rule,
             frm,
@@ -301,17 +315,35 @@ class _Direction:
         if self.rule.pointwise:
             self.query.append(f"(= (sh {var}) ?S)")
             return ("?S",)
-        del tag
-        shape = (*self.batch_dims, *(self.dim(d) for d in rep))
+        batch = self.batch_dims if self.batch_of_var(tag) else ()
+        shape = (*batch, *(self.dim(d) for d in rep))
         self.query.append(f"(= (sh {var}) {vec(shape)})")
         self.bound |= {self.dim(d) for d in rep if d in self.rule.symbols}
         return shape
 
+    def batch_of_var(self, tag: str) -> int:
+        """The batch rank of the value a `bind_shape` tag names (`xK`: input K)."""
+        if tag.startswith("x") and int(tag[1:]) in self.unbatched:
+            return 0
+        return 0 if tag.startswith("c") else self.batch
+
+    def op_batch(self, op: PatOp) -> int:
+        """An op's batch rank: its operands' (broadcast); concatenations need one."""
+        batches = [self.value_batch.get(r, self.batch) for r in op.operands]
+        if op.kind == "concat" and len(set(batches)) > 1:
+            raise EncodeError("a concatenation of batched and unbatched values")
+        return max(batches, default=0)
+
     def params(self, op: PatOp) -> Params:
         params = op.params
         if op.kind in LIFTABLE and not self.rule.pointwise:
-            params = lift_params(op.kind, params, self.batch)
+            params = lift_params(op.kind, params, self.op_batch(op))
         return params
+
+    def note_batch(self, j: int, op: PatOp) -> None:
+        b = self.op_batch(op)
+        for r in range(op.num_results):
+            self.value_batch[(j, r)] = b
 
     def translate(self, label: str) -> str:
         rule, frm, to = self.rule, self.frm, self.to
@@ -319,6 +351,7 @@ class _Direction:
         names: dict[Ref, str] = {}
         for k in sorted(frm.used_inputs()):
             names[(INPUT, k)] = f"?x{k}"
+            self.value_batch[(INPUT, k)] = 0 if k in self.unbatched else self.batch
         # The matched side: one atom per op, operands first.
         for j, op in enumerate(frm.ops):
             args = [names[r] for r in op.operands]
@@ -336,6 +369,7 @@ class _Direction:
             else:
                 key = self.keys.key(op.kind, self.params(op))
                 self.query.append(f"(= {out} (N{len(args)} {key} {' '.join(args)}))")
+            self.note_batch(j, op)
             if op.num_results == 1:
                 names[(j, 0)] = out
             else:
@@ -355,6 +389,7 @@ class _Direction:
         # The new side.
         shapes: dict[Ref, tuple[Dim, ...]] = {(INPUT, k): s for k, s in var_shape.items()}
         new: dict[Ref, str] = {(INPUT, k): f"?x{k}" for k in var_shape}
+        self.value_batch = {r: b for r, b in self.value_batch.items() if r[0] == INPUT}
         for j, op in enumerate(to.ops):
             args = [new[r] for r in op.operands]
             out = f"?n{j}"
@@ -390,6 +425,7 @@ class _Direction:
                 key = self.keys.key(op.kind, self.params(op))
                 term = f"(N{len(args)} {key} {' '.join(args)})"
             self.actions.append(f"(let {out} {term})")
+            self.note_batch(j, op)
             for r, shape in enumerate(result_shapes):
                 ref = f"{out}_{r}" if op.num_results > 1 else out
                 if op.num_results > 1:
@@ -462,6 +498,7 @@ class _Candidate:
     batch: int
     needs: frozenset[Signature]
     gives: frozenset[Signature]
+    unbatched: frozenset[int] = frozenset()
 
 
 def _signatures(rule: Rule, pattern: Pattern, batch: int) -> frozenset[Signature]:
@@ -519,18 +556,15 @@ def translate_rules(
                 ]
             else:
                 batches = [0] if all(r in graph_ranks for r in ranks) else []
-            candidates.extend(
-                _Candidate(
-                    rule,
-                    frm,
-                    to,
-                    label,
-                    b,
-                    _signatures(rule, frm, b),
-                    _signatures(rule, to, b),
-                )
-                for b in batches
-            )
+            rhs = _rhs_only(frm)
+            for b in batches:
+                needs, gives = _signatures(rule, frm, b), _signatures(rule, to, b)
+                candidates.append(_Candidate(rule, frm, to, label, b, needs, gives))
+                if b > 0 and rhs and not rule.pointwise:
+                    # Weights shared by every batch element (x·W with x batched).
+                    candidates.append(
+                        _Candidate(rule, frm, to, label, b, needs, gives, rhs)
+                    )
     if graph_keys is not None:
         have = set(graph_keys)
         enabled: set[int] = set()
@@ -549,11 +583,15 @@ def translate_rules(
             continue
         via = len(out.labels)
         name = cand.label if cand.batch == 0 else f"{cand.label}@b{cand.batch}"
+        if cand.unbatched:
+            name += "/w"
         try:
             text = _Direction(
-                cand.rule, cand.frm, cand.to, cand.batch, keys, via
+                cand.rule, cand.frm, cand.to, cand.batch, keys, via, cand.unbatched
             ).translate(name)
         except EncodeError as e:
+            if cand.unbatched:
+                continue
             out.untranslated.append(Untranslated(cand.label, str(e)))
             failed.add(cand.label)
             continue
@@ -562,6 +600,16 @@ def translate_rules(
         if is_multi(cand.frm):
             out.multi += 1
     return out
+
+
+def _rhs_only(pattern: Pattern) -> frozenset[int]:
+    """Inputs used only as the right operand of matmuls (weights)."""
+    uses: dict[int, set[tuple[str, int]]] = {}
+    for op in pattern.ops:
+        for p, r in enumerate(op.operands):
+            if r[0] == INPUT:
+                uses.setdefault(r[1], set()).add((op.kind, p))
+    return frozenset(k for k, u in uses.items() if u == {("matmul", 1)})
 
 
 def _skip_reason(frm: Pattern, to: Pattern) -> str | None:

@@ -56,7 +56,8 @@ class EqsatOptions:
     node_limit: int = 20_000
     """Stop growing the e-graph once it holds this many e-nodes."""
     time_limit: float = 4.0
-    """Stop growing the e-graph after this many seconds."""
+    """Stop growing the e-graph after this many seconds of the process's CPU time (the
+    same work on a busy machine as on an idle one)."""
     iterations: int = 30
     multi_rounds: int = 2
     """Iterations in which multi-pattern rules run."""
@@ -68,7 +69,7 @@ class EqsatOptions:
     ilp_time: float = 4.0
     """Time limit of the ILP extraction (0: greedy only)."""
     polish_time: float = 1.5
-    """Seconds of putting input nodes back into the extracted graph where that is
+    """CPU seconds of putting input nodes back into the extracted graph where that is
     cheaper as a whole (0: none)."""
     ilp_node_limit: int = 30_000
     """Skip the ILP on larger (reachable) e-graphs."""
@@ -284,7 +285,7 @@ class _Builder:
 
 
 _RULE_CACHE: dict[
-    tuple[tuple[int, ...], frozenset[int], frozenset[str]], tuple[RuleSet, Keys]
+    tuple[tuple[int, ...], frozenset[int], frozenset[Signature]], tuple[RuleSet, Keys]
 ] = {}
 
 
@@ -317,6 +318,7 @@ def saturate(
 ) -> EqsatResult:
     """Saturates, extracts and returns the cheapest graph equal to `dag` that was found."""
     start = time.perf_counter()
+    cpu_start = time.process_time()
     initial = model.graph_cost(dag)
     ranks = frozenset(len(s) for n in dag.nodes.values() for s in n.shapes)
     identities = find_identities(dag)
@@ -361,7 +363,7 @@ def saturate(
         if not changed:
             stop = "saturated"
             break
-        if time.perf_counter() - start > options.time_limit:
+        if time.process_time() - cpu_start > options.time_limit:
             stop = "time limit"
             break
         if _size(eg) > options.node_limit:
@@ -375,8 +377,19 @@ def saturate(
         for n in dag.nodes.values()
         if len(n.shapes) > 1 and n.kind != "split"
     }
-    priced = node_costs(g, keys, model, multi_shapes, constant_concats_only)
     builder = _Builder(dag, g, keys, names)
+    original = builder.original_choice()
+    folded = model.folded_nodes(dag)
+    discounts: dict[int, tuple[bool, bool]] = {}
+    for nid, node in dag.nodes.items():
+        c = builder.klass.get(nid)
+        if c is None or c not in original or nid in folded:
+            continue
+        discounts[original[c]] = (
+            model.is_epilogue(dag, node),
+            model.is_absorbed(dag, nid, node),
+        )
+    priced = node_costs(g, keys, model, multi_shapes, constant_concats_only, discounts)
     roots = [builder._class_of(v) for v in dag.outputs]  # pyright: ignore[reportPrivateUsage]
     candidates: list[tuple[float, str, Dag, set[int]]] = []
     greedy_cost = ilp_cost = math.inf
@@ -402,14 +415,14 @@ def saturate(
         # The per-node costs only estimate a node's context (epilogues, absorbed
         # transposes): put back input nodes one class at a time while the graph,
         # priced as a whole, gets cheaper.
-        base = {**choice, **builder.original_choice()}
-        deadline = time.perf_counter() + options.polish_time
+        base = {**choice, **original}
+        deadline = time.process_time() + options.polish_time
         share = options.polish_time / len(candidates)
         for cost0, name, _, _ in list(candidates):
             chosen = found_choice if name == "ilp" else choice
             polished = _polish(
                 builder, {**base, **chosen}, base, cost0, roots, model, priced,
-                min(deadline, time.perf_counter() + share), accept,
+                min(deadline, time.process_time() + share), accept,
             )  # fmt: skip
             if polished is not None:
                 candidates.append((polished[0], f"{name}+polish", polished[1], polished[2]))
@@ -443,10 +456,10 @@ def _polish(
     g = builder.g
     best: tuple[float, Dag, set[int]] | None = None
     improved = True
-    while improved and time.perf_counter() < deadline:
+    while improved and time.process_time() < deadline:
         improved = False
         for c, n in original.items():
-            if time.perf_counter() >= deadline:
+            if time.process_time() >= deadline:
                 break
             if choice.get(c) == n:
                 continue
