@@ -303,6 +303,8 @@ class Fuser:
         red_extents = [target.extents[i] for i in target.reduction_dims]
         glob = {v for s in self.splits for v in s.partial}
         found: dict[NestOp, _Match] = {}
+        unaligned: set[NestOp] = set()
+        """Producers also read at points that are not a projection of `target`'s dims."""
         for op in target.body.walk():
             if not isinstance(op, ReadOp):
                 continue
@@ -320,6 +322,8 @@ class Fuser:
                 extents_ok = [src.extents[i] for i in src.reduction_dims] == red_extents
             sigma = self._sigma(target, src, op)
             if sigma is None or not extents_ok:
+                if extents_ok:
+                    unaligned.add(src)
                 continue
             if op.parent_op() is not target:
                 raise _Refused(
@@ -333,6 +337,12 @@ class Fuser:
                     "different points"
                 )
             match.reads.append(op)
+        for src in unaligned & set(found):
+            # Fused, this read would see the producer's unfinished result.
+            raise _Refused(
+                f"the reduction computing {_name(target)} reads {_name(src)} at "
+                "different points"
+            )
         return list(found.values())
 
     def _sigma(self, target: NestOp, src: NestOp, read: ReadOp) -> dict[int, int] | None:

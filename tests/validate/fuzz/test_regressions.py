@@ -97,3 +97,41 @@ def test_a_load_after_a_nest_of_a_value_the_nest_also_reads():
     )
     outcome = run_case(EPILOGUE_LOAD, config, tolerance=1e-4)
     assert outcome.kind == "ok", outcome.message
+
+
+DIAGONAL_READ = """
+func.func @main(%x: tensor<4x1x8xf32>) -> tensor<4x4xf32> {
+  %big = arith.constant 3.40282347e+38 : f32
+  %m = loop.nest (%i, %j, %k) to (4, 4, 1) [parallel, parallel, reduction] init(%acc = %big : f32) -> tensor<4x4xf32> {
+    %c2 = arith.constant 2 : index
+    %a = loop.read %x[%j, %k, %c2] : tensor<4x1x8xf32>
+    %s = arith.minimumf %acc, %a : f32
+    loop.yield %s : f32
+  }
+  %n = loop.nest (%i, %j, %k) to (4, 4, 1) [parallel, parallel, reduction] init(%acc = %big : f32) -> tensor<4x4xf32> {
+    %t = loop.read %m[%j, %i] : tensor<4x4xf32>
+    %d = loop.read %m[%j, %j] : tensor<4x4xf32>
+    %v = arith.subf %t, %d : f32
+    %s = arith.minimumf %acc, %v : f32
+    loop.yield %s : f32
+  }
+  func.return %n : tensor<4x4xf32>
+}
+"""
+
+
+def test_a_reduction_reading_another_off_its_projection_is_not_fused():
+    # neptune-fuse fused %n into %m although %n also reads %m on the diagonal: the fused
+    # nest read its own unfinished result (a program that does not run).
+    from plmr.dialects.context import make_context, parse_module
+    from plmr.dialects.printing import module_text
+    from plmr.passes.neptune.fuse import NeptuneFusePass
+
+    module = parse_module(DIAGONAL_READ)
+    NeptuneFusePass(remarks=False).apply(make_context(), module)
+    text = module_text(module)
+    assert "reads %m at different points" in text
+    outcome = run_case(
+        DIAGONAL_READ, Config(grid=(2, 1), tile_sizes=(4, 1)), tolerance=1e-4
+    )
+    assert outcome.kind == "ok", outcome.message
