@@ -43,5 +43,5 @@ def test_an_op_that_is_not_a_nest_is_not_called_an_untiled_nest():
 
 def test_an_untiled_loop_nest_is_named_as_such():
     module = parse_module(UNTILED_NEST)
-    with pytest.raises(PlmrError, match="a 'loop.nest' here was left untiled by"):
+    with pytest.raises(PlmrError, match=r"a 'loop\.nest' here was left untiled by"):
         lower_module(module, parse_options((2, 2), "wse2", "meshgemm", "ktree", 2))
