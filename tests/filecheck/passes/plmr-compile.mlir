@@ -6,17 +6,18 @@
 // multiplies its block and a K-tree allreduce along y sums the partial products: the
 // result is split along x (with W1's columns) and replicated along y. The second GEMV
 // therefore reduces along x, placing W2 pre-transposed ([x, y]): the reduction axes
-// alternate and no layout change is needed in between (WaferLLM's MeshGEMV).
+// alternate and no layout change is needed in between (WaferLLM's MeshGEMV). A PE's
+// four 16-wide output blocks are allreduced together, once, at the end of the nest.
 
 // CHECK:      mesh.program @decode(%x: tensor<1x256xf32>, %w1: tensor<256x256xf32>, %w2: tensor<256x256xf32>) -> tensor<1x256xf32> device "wse2" grid [4, 4] {
 // CHECK-NEXT:   %x_1 = mesh.scatter %x : tensor<1x256xf32> -> !mesh.dist<tensor<1x256xf32>, #mesh.layout<[-, y]>>
 // CHECK-NEXT:   %w1_1 = mesh.scatter %w1 : tensor<256x256xf32> -> !mesh.dist<tensor<256x256xf32>, #mesh.layout<[y, x]>>
 // CHECK-NEXT:   %h = mesh.spmd(%x_1, %w1_1) : {{.*}} -> !mesh.dist<tensor<1x256xf32>, #mesh.layout<[-, x]>> {
-// CHECK:          mesh.allreduce sum %{{.*}} axis y {colors = [0 : i64, 1 : i64, 2 : i64]} : tensor<16xf32>
+// CHECK:          mesh.allreduce sum %{{.*}} axis y {colors = [0 : i64, 1 : i64, 2 : i64]} : tensor<1x64xf32>
 // CHECK:        %w2_1 = mesh.scatter %w2 : tensor<256x256xf32> -> !mesh.dist<tensor<256x256xf32>, #mesh.layout<[x, y]>>
 // CHECK-NEXT:   %o = mesh.spmd(%h, %w2_1) : {{.*}} -> !mesh.dist<tensor<1x256xf32>, #mesh.layout<[-, y]>> {
 // CHECK-NOT:      mesh.scatter
-// CHECK:          mesh.allreduce sum %{{.*}} axis x {colors = [3 : i64, 4 : i64, 5 : i64]} : tensor<16xf32>
+// CHECK:          mesh.allreduce sum %{{.*}} axis x {colors = [3 : i64, 4 : i64, 5 : i64]} : tensor<1x64xf32>
 
 // The K-tree's stages (k = 2, groups of 2 on 4 PEs) as route rules on the column: rows
 // 0 -> 1 and 2 -> 3 reduce in their groups, 1 -> 3 across the group roots, then 3
