@@ -27,7 +27,7 @@ tile.for %g = 0 to 4 ... parallel {          %o = tile.for %g = 0 to 4 ... paral
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Container, Sequence
 
 from xdsl.dialects import arith, tensor
 from xdsl.dialects.builtin import TensorType
@@ -37,7 +37,7 @@ from plmr.dialects import tile
 from plmr.lowering.tile_to_mesh.analysis import Layout, Nest, initial_fill
 
 
-def _stored_only(value: SSAValue, stores: set[Operation]) -> bool:
+def _stored_only(value: SSAValue, stores: Container[Operation]) -> bool:
     """Whether `value` reaches nothing but (the stored block of) `stores`, via reshapes."""
     for use in value.uses:
         op = use.operation
@@ -53,8 +53,9 @@ def _reduced_from(value: SSAValue, red: tile.ForOp) -> int | None:
     """Which result of `red` `value` is (through reshapes), if any."""
     while isinstance(value.owner, tile.ReshapeOp):
         value = value.owner.input
-    if value.owner is red:
-        return list(red.res).index(value)
+    for i, r in enumerate(red.res):
+        if r is value:
+            return i
     return None
 
 
