@@ -29,7 +29,7 @@ import numpy as np
 from plmr.models.text import F32, Text, hexdump, tensor_type
 
 if TYPE_CHECKING:
-    from plmr.models.llama import LlamaConfig
+    from plmr.models.llama_config import LlamaConfig
 
 
 def rotate_half_matrix(hd: int) -> F32:
