@@ -167,7 +167,7 @@ def message_kind(message: str) -> str:
     line = message.strip().splitlines()[0] if message.strip() else ""
     for pattern, repl in _ELIDE:
         line = pattern.sub(repl, line)
-    return line[:140]
+    return line[:300]
 
 
 @dataclass(frozen=True)
