@@ -3,14 +3,16 @@ The LLaMA programs with heads as a tensor dimension, as frameworks write them an
 exports spell them.
 
 Per layer: the projections of all heads at once as batched matmuls over per-head weights
-(`a[1, 1, n, dim] @ Wq[Hkv, G, dim, hd] -> q[Hkv, G, n, hd]`, likewise K and V with one
-head per group, and the rotated `Wq·R`, `Wk·R`: R is the signed permutation of
+(`a[1, 1, n, dim] @ Wq[Hkv, 2G, dim, hd] -> [Hkv, 2G, n, hd]`: the G query heads of a KV
+head and their rotations `Wq·R` in one GEMV, sliced after along the group axis; K, V and
+the rotated `Wk·R` with one head per group; R is the signed permutation of
 `rotate_half`, so they are exact), RoPE as `q·cos + (q·R)·sin` on the head dimension,
 grouped-query attention as batched matmuls that broadcast the K/V heads
 (`[Hkv, G, L, hd] × [Hkv, 1, S, hd]`), the output projection per head
-(`o[Hkv, G, n, hd] @ Wo[Hkv, G, hd, dim]`) summed over the heads, and the SwiGLU FFN. The projections that share an input are separate
-matmuls: a fused matmul whose result is split at offsets would need the mesh to move
-the pieces.
+(`o[Hkv, G, n, hd] @ Wo[Hkv, G, hd, dim]`) summed over the group axis, then over the KV
+heads, and the SwiGLU FFN with up and gate as one batched GEMV over stacked weights
+(`[2, dim, ffn]`). K, rotated K and V stay three GEMVs: V is a result of the program, and
+a slice of a fused result that is also returned is a copy (a nest of its own).
 
 - prefill(x[L, dim], mask[L, L], cos[L, hd], sin[L, hd]) ->
   (logits[1, vocab], then per layer K[Hkv, 1, L, hd] (rotated) and V[Hkv, 1, L, hd])
@@ -47,10 +49,9 @@ def layer_shapes(c: LlamaConfig) -> dict[str, tuple[int, ...]]:
     hd, hkv, g = c.head_dim, c.n_kv_heads, c.group
     return {
         "attn_norm": (c.dim,),
-        "wq": (hkv, g, c.dim, hd),
+        "wq": (hkv, 2 * g, c.dim, hd),
         "wk": (hkv, 1, c.dim, hd),
         "wv": (hkv, 1, c.dim, hd),
-        "wqr": (hkv, g, c.dim, hd),
         "wkr": (hkv, 1, c.dim, hd),
         "wo": (hkv, g, hd, c.dim),
         "ffn_norm": (c.dim,),
@@ -78,10 +79,10 @@ def fused_weights(c: LlamaConfig, w: dict[str, F32], layer: int) -> dict[str, F3
     wkr = heads("wk", hkv, 1, True)
     return {
         "attn_norm": w[f"{p}.attn_norm"],
-        "wq": wq,
+        # Per KV head: its G query heads, then their rotations.
+        "wq": np.concatenate([wq, wqr], axis=1),
         "wk": wk,
         "wv": wv,
-        "wqr": wqr,
         "wkr": wkr,
         "wo": np.stack([w[f"{p}.wo{h}"] for h in range(c.n_heads)]).reshape(
             hkv, g, c.head_dim, c.dim
@@ -149,15 +150,14 @@ class HeadsBuilder:
         p = f"l{layer}"
         a = t.rmsnorm(x, w[f"{p}.attn_norm"], c.norm_eps)
         a4 = t.reshape(a, (1, 1, n, c.dim))
-        q, k, v, qr, kr = (
-            t.matmul(a4, w[f"{p}.{key}"], tensor_type(hkv, group, n, hd))
-            for key, group in (
-                ("wq", c.group),
-                ("wk", 1),
-                ("wv", 1),
-                ("wqr", c.group),
-                ("wkr", 1),
-            )
+        # The query heads and their rotations (x·Wq·R) of each KV head: one batched
+        # GEMV, split after along the group axis.
+        g = c.group
+        qq = t.matmul(a4, w[f"{p}.wq"], tensor_type(hkv, 2 * g, n, hd))
+        q, qr = t.slices(qq, 1, (g, g))
+        k, v, kr = (
+            t.matmul(a4, w[f"{p}.{key}"], tensor_type(hkv, 1, n, hd))
+            for key in ("wk", "wv", "wkr")
         )
         q = self._rope(t, q, qr, n)
         k = self._rope(t, k, kr, n)

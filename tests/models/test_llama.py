@@ -164,9 +164,9 @@ def test_llama_examples_are_current():
     fn = select_function(module, "decode")
     config = get_config("tiny")
     # x, mask, cos, sin; the K and V caches of every layer; per layer the norms and
-    # the Q, K, V, rotated Q and K, output, W1 and W3 (stacked) and W2 weights; the
-    # final norm and the LM head.
-    assert len(fn.args) == 4 + 2 * config.n_layers + 10 * config.n_layers + 2
+    # the Q with rotated Q (stacked), K, V, rotated K, output, W1 and W3 (stacked) and
+    # W2 weights; the final norm and the LM head.
+    assert len(fn.args) == 4 + 2 * config.n_layers + 9 * config.n_layers + 2
 
 
 def test_taso_fuses_projections_of_the_decode_step():
