@@ -34,6 +34,7 @@ from xdsl.pattern_rewriter import (
 
 from plmr.dialects import graph
 from plmr.runtime.reference import dense_to_numpy
+from plmr.runtime.values import constant_attr
 
 UNARY_ELEMENTWISE = (
     graph.ReluOp,
@@ -88,8 +89,6 @@ def constant_transposed(value: SSAValue, perm: Sequence[int]) -> graph.ConstantO
     owner = value.owner
     if not isinstance(owner, graph.ConstantOp):
         return None
-    from plmr.passes.taso.dag import constant_attr
-
     array: np.ndarray[Any, Any] = np.transpose(dense_to_numpy(owner.value), perm)
     return graph.ConstantOp(constant_attr(array, graph.element_type(value)))
 

@@ -12,6 +12,7 @@ import numpy as np
 import numpy.typing as npt
 from xdsl.dialects.builtin import (
     BFloat16Type,
+    BytesAttr,
     DenseIntOrFPElementsAttr,
     Float16Type,
     Float32Type,
@@ -79,3 +80,14 @@ def dense_to_numpy(attr: DenseIntOrFPElementsAttr) -> Array:
     if values.size == 1 and math.prod(shape) != 1:
         return np.full(shape, values.reshape(()), dtype=dtype)
     return values.reshape(shape)
+
+
+def constant_attr(
+    array: np.ndarray[Any, Any], elt: Attribute
+) -> DenseIntOrFPElementsAttr[Any]:
+    """A dense attribute of element type `elt` holding `array`."""
+    dtype = numpy_dtype(elt).newbyteorder("<")
+    data = np.ascontiguousarray(array, dtype=dtype).tobytes()
+    return DenseIntOrFPElementsAttr(
+        TensorType(cast(Any, elt), array.shape), BytesAttr(data)
+    )

@@ -10,6 +10,7 @@ from xdsl.ir import Attribute, Operation, SSAValue
 
 from plmr.dialects import graph
 from plmr.runtime.reference import dense_to_numpy
+from plmr.runtime.values import constant_attr
 
 Array = npt.NDArray[Any]
 OpT = TypeVar("OpT", bound=Operation)
@@ -60,8 +61,6 @@ def commuted(op: Operation) -> tuple[tuple[SSAValue, SSAValue], ...]:
 
 def constant_op(array: Array, elt: Attribute) -> graph.ConstantOp:
     """A `graph.constant` of element type `elt` holding `array`."""
-    from plmr.passes.taso.dag import constant_attr
-
     return graph.ConstantOp(constant_attr(np.asarray(array), elt))
 
 

@@ -13,18 +13,19 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 from xdsl.dialects import func
-from xdsl.dialects.builtin import BytesAttr, DenseIntOrFPElementsAttr, TensorType
+from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, TensorType
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 from xdsl.rewriter import Rewriter
 from xdsl.utils.hints import isa
 
 from plmr.dialects import graph
 from plmr.passes.taso.ops import Params, Shape, build_op, op_key
-from plmr.runtime.reference import dense_to_numpy, numpy_dtype
+from plmr.runtime.reference import dense_to_numpy
+from plmr.runtime.values import constant_attr
 
 Val = tuple[int, int]
 """A value of the DAG: (node id, result index)."""
@@ -415,17 +416,6 @@ def import_function(fn: func.FuncOp, ctx: DagContext) -> Dag | None:
     if outputs is None:
         return None
     return Dag(ctx, nodes, outputs)
-
-
-def constant_attr(
-    array: np.ndarray[Any, Any], elt: Attribute
-) -> DenseIntOrFPElementsAttr[Any]:
-    """A dense attribute of element type `elt` holding `array`."""
-    dtype = numpy_dtype(elt).newbyteorder("<")
-    data = np.ascontiguousarray(array, dtype=dtype).tobytes()
-    return DenseIntOrFPElementsAttr(
-        TensorType(cast(Any, elt), array.shape), BytesAttr(data)
-    )
 
 
 def export_function(dag: Dag, fn: func.FuncOp) -> None:

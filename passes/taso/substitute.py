@@ -30,7 +30,7 @@ from xdsl.rewriter import InsertPoint
 from plmr.dialects import graph
 from plmr.errors import PlmrError
 from plmr.passes.taso.cost import CostModel
-from plmr.passes.taso.dag import DagContext, constant_attr, export_function, import_function
+from plmr.passes.taso.dag import DagContext, export_function, import_function
 from plmr.passes.taso.eqsat.engine import EqsatOptions, saturate
 from plmr.passes.taso.matcher import Directed, directions
 from plmr.passes.taso.rules import load_rules
@@ -42,6 +42,7 @@ from plmr.passes.transpose_elim import (
 )
 from plmr.runtime.device import get_device
 from plmr.runtime.reference import GRAPH_IMPLS, dense_to_numpy
+from plmr.runtime.values import constant_attr
 
 
 class FoldConstantOps(RewritePattern):
