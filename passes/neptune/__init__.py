@@ -5,5 +5,6 @@ Neptune-style fusion of reduction chains (rolling update and split-K update).
 - `repair`: derives the repair `h` of a reduction that reads an unfinished one, and
   proves that it distributes over the reduction's combiner;
 - `nests`: IR utilities on `loop.nest`s (inlining, hoisting, common subexpressions);
-- `fuse`: the `neptune-fuse` pass.
+- `fuse`: the `neptune-fuse` pass (its driver, `Fuser`), built on `split_k` (the split-K
+  update), `rolling` (the rolling update) and `fusion` (terms, matches, IR helpers).
 """
