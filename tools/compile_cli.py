@@ -1,0 +1,492 @@
+"""
+`plmr compile` (a program or ONNX model down to the mesh level, or any level on the way) and
+`plmr tune` (search the schedules of a program on the simulator); registered by `plmr.tools.cli`.
+
+Bad input is one `error:` message and a non-zero exit status, never a traceback, and no
+half-written output file is left behind.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from plmr.errors import PlmrError
+from plmr.files import write_text_atomically
+
+# ---------------------------------------------------------------------------------------
+# plmr compile
+# ---------------------------------------------------------------------------------------
+
+
+@click.command("compile")
+@click.argument("program", type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Write the mesh program here (default: standard output).",
+)
+@click.option(
+    "--device", default="wse2", show_default=True, help="Device, e.g. wse2, wse3:colors=16."
+)
+@click.option("--grid", default="4x4", show_default=True, help="PEs as ROWSxCOLS.")
+@click.option(
+    "--gemm",
+    type=click.Choice(["meshgemm", "cannon", "summa"]),
+    default="meshgemm",
+    show_default=True,
+    help="How reductions over operands circulate (prefill GEMMs).",
+)
+@click.option(
+    "--gemv",
+    type=click.Choice(["ktree", "pipeline", "ring"]),
+    default="ktree",
+    show_default=True,
+    help="The allreduce algorithm (decode GEMVs, row reductions).",
+)
+@click.option("--k", "k", type=int, default=2, show_default=True, help="K-tree phases.")
+@click.option(
+    "--tile-sizes",
+    default=None,
+    help="P,R blocks of convert-loop-to-tile (default: chosen for the grid).",
+)
+@click.option("--no-substitute", is_flag=True, help="Skip the TASO graph substitutions.")
+@click.option(
+    "--budget", type=int, default=100, show_default=True, help="TASO search budget."
+)
+@click.option(
+    "--engine",
+    type=click.Choice(["backtrack", "eqsat"]),
+    default="backtrack",
+    show_default=True,
+    help="Graph substitution search: TASO's backtracking or equality saturation.",
+)
+@click.option(
+    "--fuse",
+    type=click.Choice(["auto", "rolling", "split-k"]),
+    default="auto",
+    show_default=True,
+    help="neptune-fuse strategy.",
+)
+@click.option(
+    "--relay", is_flag=True, help="Accept routes beyond the colors (relayed in software)."
+)
+@click.option(
+    "--schedule",
+    "schedule_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="A schedule (JSON) to compile with; its settings replace the options above.",
+)
+@click.option(
+    "--db",
+    "db_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Also time the result and record it in this performance database (SQLite).",
+)
+@click.option("--generic", is_flag=True, help="Print the generic MLIR form.")
+@click.option(
+    "--explain",
+    is_flag=True,
+    help="Print, per nest, the mapping chosen, its collectives and the planner's "
+    "estimate against the simulated cycles (timing mode) instead of the program "
+    "(with -o, the program is still written).",
+)
+@click.option(
+    "--check-each",
+    is_flag=True,
+    help="Run the program before and after every pass with the reference semantics "
+    "of its level on the same random inputs (one line per pass on stderr); stop at "
+    "the first pass that changes the results.",
+)
+@click.option(
+    "--check-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="With --check-each: write the IR before and after a failing pass here.",
+)
+@click.option("--check-seed", type=int, default=0, show_default=True, help="Inputs' seed.")
+@click.option(
+    "--check-tol", type=float, default=1e-4, show_default=True, help="Relative tolerance."
+)
+def compile_cmd(
+    program: Path,
+    output: Path | None,
+    device: str,
+    grid: str,
+    gemm: str,
+    gemv: str,
+    k: int,
+    tile_sizes: str | None,
+    no_substitute: bool,
+    budget: int,
+    engine: str,
+    fuse: str,
+    relay: bool,
+    schedule_path: Path | None,
+    db_path: Path | None,
+    generic: bool,
+    explain: bool,
+    check_each: bool,
+    check_dir: Path | None,
+    check_seed: int,
+    check_tol: float,
+) -> None:
+    """
+    Compile PROGRAM (.mlir at the graph, loop or tile level, or an .onnx model) to a
+    routed mesh program: transpose-elim, taso-substitute, convert-graph-to-loop,
+    neptune-fuse, convert-loop-to-tile, convert-tile-to-mesh, mesh-route,
+    mesh-verify-plmr. Run the result with `plmr run`."""
+    from plmr.dialects.context import load_module, make_context
+    from plmr.dialects.printing import module_text
+    from plmr.passes.pipeline import CompileOptions, compile_module
+    from plmr.tools.bench import parse_grid
+
+    sizes: tuple[int, int] | None = None
+    if tile_sizes is not None:
+        try:
+            parts = [int(t) for t in tile_sizes.split(",")]
+        except ValueError as e:
+            raise PlmrError(
+                f"bad --tile-sizes '{tile_sizes}': expected P,R e.g. 8,4"
+            ) from e
+        if len(parts) not in (1, 2) or any(p <= 0 for p in parts):
+            raise PlmrError(f"bad --tile-sizes '{tile_sizes}': expected P,R e.g. 8,4")
+        sizes = (parts[0], parts[-1])
+    opts = CompileOptions(
+        grid=parse_grid(grid),
+        device=device,
+        gemm=gemm,
+        gemv=gemv,
+        k=k,
+        tile_sizes=sizes,
+        substitute=not no_substitute,
+        budget=budget,
+        engine=engine,
+        fuse=fuse,
+        relay=relay,
+    )
+    if output is not None and not output.resolve().parent.is_dir():
+        raise PlmrError(
+            f"cannot write {output}: directory {output.resolve().parent} does not exist"
+        )
+    ctx = make_context()
+    if program.suffix == ".onnx":
+        from plmr.frontend.onnx import import_onnx_file
+
+        module = import_onnx_file(str(program))
+    else:
+        module = load_module(program, ctx)
+    source_text = module_text(module)
+    schedule_json = _schedule_of_options(opts)
+    plans: list[Any] = []
+    if schedule_path is not None:
+        from plmr.schedule.tuner import compile_schedule
+
+        schedule = _load_schedule(schedule_path)
+        schedule_json = schedule.bind({}).to_json()
+        module = compile_schedule(source_text, schedule.bind({}), relay=relay)
+    elif check_each:
+        from plmr.tools.fuzz_cli import compile_with_checks
+
+        compile_with_checks(ctx, module, opts, plans, check_dir, check_seed, check_tol)
+    else:
+        compile_module(ctx, module, opts, plans)
+    if db_path is not None:
+        _record_compiled(
+            db_path,
+            source_text,
+            f"{program.name}",
+            module,
+            schedule_json,
+            "manual" if schedule_path is not None else "default",
+        )
+    text = module_text(module, generic=generic)
+    if explain:
+        from plmr.models.explain import explain as explain_nests
+        from plmr.models.explain import format_explain
+        from plmr.runtime.device import get_device
+
+        rows = explain_nests(module, plans, get_device(opts.device), relay=relay)
+        click.echo(format_explain(rows), nl=False)
+    if output is None:
+        if not explain:
+            click.echo(text, nl=False)
+        return
+    write_text_atomically(output, text)
+    click.echo(f"wrote {output}", err=True)
+
+
+def _load_schedule(path: Path) -> Any:
+    from plmr.schedule.transforms import Compound
+
+    try:
+        text = path.read_text()
+    except OSError as e:
+        raise PlmrError(f"cannot read schedule {path}: {e.strerror or e}") from e
+    return Compound.loads(text, str(path))
+
+
+def _schedule_of_options(opts: Any) -> dict[str, Any]:
+    """The schedule (JSON) equivalent to compile options."""
+    from plmr.schedule.transforms import (
+        Compound,
+        EliminateTransposes,
+        Fuse,
+        Partition,
+        Substitute,
+        Tile,
+    )
+
+    tile = (
+        Tile()
+        if opts.tile_sizes is None
+        else Tile(parallel=opts.tile_sizes[0], reduction=opts.tile_sizes[1])
+    )
+    steps = [
+        EliminateTransposes(enabled=opts.eliminate_transposes),
+        Substitute(enabled=opts.substitute, alpha=opts.alpha, budget=opts.budget),
+        Fuse(opts.fuse, chunks=opts.chunks),
+        tile,
+        Partition(
+            grid=list(opts.grid),
+            device=opts.device,
+            gemm=opts.gemm,
+            gemv=opts.gemv,
+            k=opts.k,
+            groups=opts.groups,
+        ),
+    ]
+    return Compound(steps).to_json()
+
+
+def _record_compiled(
+    db_path: Path,
+    source_text: str,
+    name: str,
+    module: Any,
+    schedule_json: dict[str, Any],
+    source: str,
+) -> None:
+    """Times a compiled program and records it in the performance database."""
+    from plmr.dialects import mesh
+    from plmr.runtime.interpreter import run_mesh
+    from plmr.runtime.running import zero_inputs
+    from plmr.schedule.db import PerfDB, Record, program_hash
+
+    program = next(op for op in module.ops if isinstance(op, mesh.ProgramOp))
+    _, report = run_mesh(module, zero_inputs(program), mode="timing")
+    with PerfDB(db_path) as db:
+        rid = db.add(
+            Record(
+                program_hash=program_hash(source_text),
+                program=name,
+                device=program.device.spec.data,
+                grid=program.grid_shape,
+                schedule=schedule_json,
+                source=source,
+                status="ok",
+                cycles=float(report.cycles),
+                seconds=float(report.seconds),
+                sram_peak=int(report.max_sram_bytes),
+                routes_peak=int(report.max_routes),
+            )
+        )
+    click.echo(
+        f"recorded trial {rid} in {db_path}: {report.cycles:,.0f} cycles ({source})",
+        err=True,
+    )
+
+
+# ---------------------------------------------------------------------------------------
+# plmr tune
+# ---------------------------------------------------------------------------------------
+
+
+def _nest_names(program: Path, no_substitute: bool, limit: int = 6) -> list[str]:
+    """The named loop nests of PROGRAM with a reduction (the default pipeline's front)."""
+    from plmr.dialects.context import load_module, make_context
+    from plmr.passes.pipeline import CompileOptions, loop_nests, to_loop_level
+
+    ctx = make_context()
+    module = load_module(program, ctx)
+    to_loop_level(ctx, module, CompileOptions(substitute=not no_substitute))
+    named = [(n, e) for n, e in loop_nests(module).items() if e[1]]
+    named.sort(key=lambda item: -(max(item[1][0], default=1) * max(item[1][1])))
+    return [n for n, _ in named[:limit]]
+
+
+@click.command("tune")
+@click.argument("program", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--device", default="wse2", show_default=True, help="Device of the default.")
+@click.option("--grid", default="4x4", show_default=True, help="Grid of the default.")
+@click.option(
+    "--schedule",
+    "schedule_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="The schedule with knobs to search (default: blocking, GEMM/GEMV algorithms, k).",
+)
+@click.option("--trials", type=int, default=20, show_default=True, help="Candidates.")
+@click.option(
+    "--db",
+    "db_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    required=True,
+    help="The performance database (SQLite; created if missing).",
+)
+@click.option(
+    "--sampler",
+    type=click.Choice(["random", "grid", "tpe", "evolutionary"]),
+    default="random",
+    show_default=True,
+    help="tpe needs Optuna (pip install -e '.[tune]'); evolutionary: population, "
+    "learned cost model, constraint-aware, analytic start, per-nest tasks.",
+)
+@click.option("--seed", type=int, default=0, show_default=True, help="Sampler seed.")
+@click.option("--workers", type=int, default=1, show_default=True, help="Processes.")
+@click.option(
+    "--executor",
+    type=click.Choice(["process", "ray"]),
+    default="process",
+    show_default=True,
+    help="Where candidates run; ray needs pip install -e '.[ray]'.",
+)
+@click.option("--address", default=None, help="A Ray cluster's address (--executor ray).")
+@click.option("--resume", is_flag=True, help="Also measure the best schedule in the DB.")
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Write the best schedule here (default: PROGRAM.tuned.json next to PROGRAM).",
+)
+@click.option("--no-substitute", is_flag=True, help="Default schedule without TASO.")
+@click.option("--no-progress", is_flag=True, help="Do not show the progress bar.")
+def tune_cmd(
+    program: Path,
+    device: str,
+    grid: str,
+    schedule_path: Path | None,
+    trials: int,
+    db_path: Path,
+    sampler: str,
+    seed: int,
+    workers: int,
+    executor: str,
+    address: str | None,
+    resume: bool,
+    output: Path | None,
+    no_substitute: bool,
+    no_progress: bool,
+) -> None:
+    """
+    Search the knobs of a schedule for PROGRAM against the runtime's timing mode; record
+    every trial in the database, check the winner in functional mode, print it and its
+    speedup over the default schedule, and write it as JSON."""
+    from plmr.dialects.context import load_module
+    from plmr.dialects.printing import module_text
+    from plmr.schedule.db import PerfDB
+    from plmr.schedule.executors import make_executor
+    from plmr.schedule.transforms import Substitute, default_schedule, tunable_schedule
+    from plmr.schedule.tuner import Measurement, check_functional, tune, write_schedule
+    from plmr.tools.bench import parse_grid
+
+    rows_cols = parse_grid(grid)
+    default = default_schedule(rows_cols, device)
+    if schedule_path is not None:
+        schedule = _load_schedule(schedule_path)
+        default = None
+    else:
+        schedule = tunable_schedule(rows_cols, device, _nest_names(program, no_substitute))
+    if no_substitute:
+        schedule = schedule.replace(Substitute(enabled=False))
+        if default is not None:
+            default = default.replace(Substitute(enabled=False))
+    text = module_text(load_module(program))
+    out = output if output is not None else program.with_suffix(".tuned.json")
+    if not out.resolve().parent.is_dir():
+        raise PlmrError(
+            f"cannot write {out}: directory {out.resolve().parent} does not exist"
+        )
+    knobs = schedule.knobs()
+    click.echo(
+        f"tuning {program.name}: {len(knobs)} knob(s) "
+        f"({', '.join(knobs) or 'none'}), {trials} trial(s), {sampler} sampler, "
+        f"{workers} worker(s) ({executor})",
+        err=True,
+    )
+    runner = make_executor(executor, workers, address)
+    with (
+        PerfDB(db_path) as db,
+        click.progressbar(
+            length=trials + 1 + (1 if resume else 0),
+            label="trials",
+            file=sys.stderr if not no_progress else io.StringIO(),
+        ) as bar,
+    ):
+
+        def progress(m: Measurement) -> None:
+            del m
+            bar.update(1)
+
+        result = tune(
+            text,
+            program.name,
+            schedule,
+            trials=trials,
+            db=db,
+            sampler=sampler,
+            seed=seed,
+            workers=workers,
+            resume=resume,
+            progress=progress,
+            default=default,
+            executor=runner,
+        )
+    runner.close()
+    from plmr.schedule.transforms import Compound
+
+    best = Compound.from_json(result.best.schedule)
+    error = check_functional(text, best, seed)
+    if error > 1e-3:
+        raise PlmrError(
+            f"the best schedule computes wrong results (max relative error {error:.2e})"
+        )
+    infeasible = [m for m in result.trials if m.status != "ok"]
+    click.echo(
+        f"default: {result.default.cycles or float('nan'):,.0f} cycles; best: "
+        f"{result.best.cycles or float('nan'):,.0f} cycles "
+        f"({result.speedup or float('nan'):.2f}x) after {len(result.trials)} trial(s), "
+        f"{len(infeasible)} infeasible; functional check: max error {error:.1e}"
+    )
+    for m in infeasible[:5]:
+        click.echo(f"  skipped {json.dumps(m.values, sort_keys=True)}: {m.reason}")
+    if result.generated is not None:
+        click.echo(
+            f"analytic start: {result.generated.cycles or float('nan'):,.0f} cycles "
+            f"({result.generated.status})"
+        )
+    if result.rank_correlation is not None:
+        click.echo(
+            f"cost model: rank correlation {result.rank_correlation:.2f} on trials it "
+            f"ranked before measuring; {result.transferred} trial(s) transferred from the DB"
+        )
+    for t in result.tasks:
+        click.echo(
+            f"  task {t.name}: {t.share:.0%} of the time, {t.rounds} round(s), "
+            f"{t.trials} trial(s), gained {t.gain:,.0f} cycles"
+        )
+    if result.best.values:
+        click.echo(f"best knobs: {json.dumps(result.best.values, sort_keys=True)}")
+    click.echo(best.dumps(), nl=False)
+    write_schedule(out, best)
+    click.echo(f"wrote {out}", err=True)
