@@ -323,6 +323,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         metavar="CASE=N",
         help="Fewer seeds for one case (e.g. 3=1: the 8x8 decode step, the costliest).",
     )
+    parser.add_argument(
+        "--source",
+        action="append",
+        default=[],
+        metavar="CASE=FILE",
+        help="Another version of a case's program (e.g. the one a cache was filled with).",
+    )
     parser.add_argument("--png", type=Path, default=PNG)
     parser.add_argument(
         "--readme", action="store_true", help="Rewrite the section of benchmarks/README.md."
@@ -337,7 +344,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     fewer = {int(k): int(v) for k, v in (c.split("=") for c in args.case_seeds)}
     with PerfDB(args.cache) as cache:
         for label, path, side in cases:
-            text = module_text(load_module(ROOT / path))
+            index = CASES.index((label, path, side))
+            sources = dict(c.split("=", 1) for c in args.source)
+            text = module_text(load_module(Path(sources.get(str(index), ROOT / path))))
             grid = (side, side)
             print(f"{label} {side}x{side}", file=sys.stderr, flush=True)
             n = fewer.get(CASES.index((label, path, side)), seeds)
