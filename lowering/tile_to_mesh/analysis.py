@@ -243,3 +243,19 @@ def loop_name(loop: tile.ForOp) -> str:
 def splits_unevenly(loop: tile.ForOp, n: int) -> bool:
     """Whether splitting `loop` over `n` PEs leaves some PEs blocks of padding."""
     return loop.trip_count % n != 0
+
+
+def depends_on(value: SSAValue, targets: set[SSAValue]) -> bool:
+    """Whether `value` is computed from any of `targets` (through operands, transitively)."""
+    seen: set[SSAValue] = set()
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if v in targets:
+            return True
+        if v in seen:
+            continue
+        seen.add(v)
+        if isinstance(v.owner, Operation):
+            stack.extend(v.owner.operands)
+    return False

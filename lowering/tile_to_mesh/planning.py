@@ -10,12 +10,13 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from xdsl.ir import Operation, SSAValue
+from xdsl.ir import SSAValue
 
 from plmr.dialects import mesh, tile
 from plmr.dialects.graph import static_shape
 from plmr.errors import PlmrError
 from plmr.lowering.tile_to_mesh.analysis import Composite, Layout, Load, Nest, Options
+from plmr.lowering.tile_to_mesh.analysis import depends_on as _depends_on
 from plmr.lowering.tile_to_mesh.analysis import splits_unevenly as _uneven
 from plmr.lowering.tile_to_mesh.batching import deferrable
 from plmr.lowering.tile_to_mesh.cost import CostModel
@@ -100,21 +101,6 @@ def plain_accumulators(red: tile.ForOp) -> list[str] | None:
             return None
         kinds.append(_PLAIN[kind])
     return kinds
-
-
-def _depends_on(value: SSAValue, targets: set[SSAValue]) -> bool:
-    seen: set[SSAValue] = set()
-    stack = [value]
-    while stack:
-        v = stack.pop()
-        if v in targets:
-            return True
-        if v in seen:
-            continue
-        seen.add(v)
-        if isinstance(v.owner, Operation):
-            stack.extend(v.owner.operands)
-    return False
 
 
 def _var_uses_ok(var: SSAValue, nest: Nest, allow_other: bool) -> bool:

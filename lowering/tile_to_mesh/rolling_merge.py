@@ -27,6 +27,7 @@ from xdsl.ir import Block, Operation, SSAValue
 
 from plmr.dialects import mesh, tile
 from plmr.dialects.graph import static_shape
+from plmr.lowering.tile_to_mesh.analysis import depends_on as _depends_on
 
 _LINEAR_UNARY = (tile.ReshapeOp,)
 
@@ -53,21 +54,6 @@ def _strip_reshapes(value: SSAValue) -> SSAValue:
     while isinstance(value.owner, tile.ReshapeOp):
         value = value.owner.input
     return value
-
-
-def _depends_on(value: SSAValue, targets: set[SSAValue]) -> bool:
-    seen: set[SSAValue] = set()
-    stack = [value]
-    while stack:
-        v = stack.pop()
-        if v in targets:
-            return True
-        if v in seen:
-            continue
-        seen.add(v)
-        if isinstance(v.owner, Operation):
-            stack.extend(v.owner.operands)
-    return False
 
 
 def _linear_in_exp(value: SSAValue, new_max: SSAValue, accs: set[SSAValue]) -> bool:
