@@ -48,6 +48,12 @@ WHOLE_BLOCKS = 32
 """With `fit` and a grid: a dimension no axis can split, of at most this many blocks, is
 kept whole."""
 
+SPLIT_FRACTION = 8
+"""With `fit` and a grid: a dimension shorter than an axis is split in blocks of one
+element (one per PE, the rest of the axis idle) when it occupies at least
+`1 / SPLIT_FRACTION` of the axis's PEs (a head dimension of 128 on 420 PEs), and kept
+whole when it is smaller than that on every axis (8 heads)."""
+
 
 class Analysis:
     def __init__(
@@ -119,18 +125,37 @@ class Analysis:
             chosen = par[-1:]
         for i in chosen:
             blocks[i] = self._block(p, nest.extents[i])
+        for i in par:
+            if i not in chosen and self._too_small(nest.extents[i]):
+                blocks[i] = nest.extents[i]
         return blocks
+
+    def _too_small(self, extent: int) -> bool:
+        """
+        With `fit` and a grid: a dimension that no axis divides and that would occupy
+        fewer than `1 / SPLIT_FRACTION` of every axis's PEs (8 heads on 420 PEs) is kept
+        whole: a split would leave almost every PE idle, and whole, its blocks are one
+        batched op on the PE instead of a loop of small ones.
+        """
+        axes = [n for n in self.grid if n > 1]
+        if not self.fit or not axes or extent <= 1:
+            return False
+        if any(extent % n == 0 for n in axes):
+            return False
+        return all(extent * SPLIT_FRACTION < n for n in axes)
 
     def _block(self, size: int, extent: int) -> int:
         """
         The block of a dimension: `size` (at most the extent); with `fit`, the largest
         divisor of the extent that is at most `size`. With `fit` and a grid, the largest
         such divisor whose block count a mesh axis divides (so that the loop can be
-        split over it); failing that, a dimension of at most `WHOLE_BLOCKS` blocks is
-        one block (a head of 128 whose 32 blocks of 4 no axis of 420 divides: one
-        block instead of 32 allreduces); failing that, the largest divisor whose blocks
-        split unevenly over an axis, each PE's share its block of the padded layout
-        (`ceil(extent / n)` elements: 11,264 columns over 420 PEs, 27 blocks of 1).
+        split over it); failing that, blocks of 1 for a dimension shorter than an axis
+        but at least `1 / SPLIT_FRACTION` of it (a head dimension of 128 on 420 PEs: one
+        element on each of 128 PEs); failing that, a dimension of at most `WHOLE_BLOCKS`
+        blocks is one block (a head of 128 on 1,024 PEs: one block instead of 32
+        allreduces); failing that, the largest divisor whose blocks split unevenly over
+        an axis, each PE's share its block of the padded layout (`ceil(extent / n)`
+        elements: 11,264 columns over 420 PEs, 27 blocks of 1).
         """
         if not self.fit or extent <= size:
             return min(size, extent)
@@ -146,6 +171,8 @@ class Analysis:
             for d in divisors
             if any(-(-(extent // d) // n) * d == -(-extent // n) for n in axes)
         ]
+        if any(extent < n <= extent * SPLIT_FRACTION for n in axes):
+            return 1
         if extent <= WHOLE_BLOCKS * size:
             return extent
         if padded:

@@ -257,6 +257,54 @@ def test_grouped_query_attention_on_the_mesh_equals_numpy(
     )
 
 
+def test_head_dimension_over_an_axis_on_a_large_grid():
+    """
+    On a grid whose axes are longer than the head dimension (16 on 20 PEs) but more
+    than 8 times the KV heads (2), the blocking splits the head dimension in blocks of 1
+    and keeps the heads whole: the projections put the head dimension over y (16 rows
+    work, each allreduces its heads' values), attention reduces it along y, and the
+    decode step still gives numpy's logits and K row.
+    """
+    from plmr.lowering.tile_to_mesh import NestPlan
+    from plmr.passes.pipeline import compile_module
+    from plmr.runtime.interpreter import run_mesh
+
+    config = LlamaConfig(
+        "g",
+        dim=40,
+        n_layers=1,
+        n_heads=4,
+        n_kv_heads=2,
+        ffn_dim=80,
+        vocab=20,
+        max_seq=20,
+        head_dim_override=16,
+    )
+    weights = random_weights(config, 1)
+    model = NumpyLlama(config, weights)
+    prompt = [3, 1, 4, 1, 5]
+    x = weights["embed"][np.asarray(prompt)]
+    _, ks, vs = model.forward(x, range(len(prompt)), KVCache.empty(config))
+    cache = KVCache.empty(config)
+    cache.store(ks, vs)
+    cos, sin = rope_tables(config, [len(prompt)])
+    args = [weights["embed"][[2]], cache_mask(config, len(prompt)), cos, sin]
+    plans: list[NestPlan] = []
+    opts = CompileOptions(grid=(20, 20), substitute=False, tile_sizes=(4, 4), fit_tiles=True)
+    text = ProgramBuilder(config, weights).decode()
+    module = compile_module(make_context(), parse_module(text), opts, plans)
+    got, _ = run_mesh(module, args + decode_cache_args(cache, config), mode="functional")
+    step, k_new, _ = model.forward(weights["embed"][[2]], [len(prompt)], cache)
+    np.testing.assert_allclose(got[0], step, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(
+        split_kv_rows(got[1:], config)[0][0][1], k_new[0][1], rtol=1e-4, atol=1e-5
+    )
+    # Q with its rotations, K, V and the rotated K with RoPE: heads whole (one block),
+    # the head dimension's 16 blocks over y, the model width over x.
+    projections = [p.mapping() for p in plans[2:6]]
+    assert all("i0(1)" in m and "(16) -> y" in m for m in projections), projections
+
+
 def _decode_layer_nests(heads: int) -> tuple[int, int]:
     """spmds and allreduces of one decode layer with `heads` query heads of one group."""
     from plmr.models.nests import count_ops
