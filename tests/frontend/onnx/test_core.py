@@ -11,8 +11,10 @@ from typing import Any
 import numpy as np
 import onnx
 import pytest
-from onnx import helper
+from onnx import TensorProto, helper
+from xdsl.dialects import func
 
+from plmr.errors import PlmrError
 from plmr.frontend.onnx import (
     MAX_OPSET,
     MIN_OPSET,
@@ -78,20 +80,24 @@ def test_plmr_import_prints_the_conversion_notice(
     assert "converted" not in out
 
 
-def test_external_data(kit: Any, tmp_path: Path):
+@pytest.mark.parametrize("one_file", [True, False])
+def test_external_data(kit: Any, tmp_path: Path, one_file: bool):
+    """Weights stored outside the model: in one named file, or a file per tensor."""
     x = kit.rand(2, 64)
     w = kit.rand(64, 32, seed=1)
     model = kit.model([kit.node("MatMul", ["x", "w"])], {"x": x}, ["out"], {"w": w})
     path = tmp_path / "model.onnx"
+    where = {"all_tensors_to_one_file": True, "location": "model.onnx.data"}
     onnx.save(
         model,
         str(path),
         save_as_external_data=True,
-        all_tensors_to_one_file=True,
-        location="model.onnx.data",
         size_threshold=0,
+        **(where if one_file else {}),
     )
-    assert (tmp_path / "model.onnx.data").stat().st_size == w.nbytes
+    assert path.stat().st_size < w.nbytes  # the weight really is stored outside
+    (data_file,) = [p for p in tmp_path.iterdir() if p != path]
+    assert data_file.stat().st_size == w.nbytes
     (got,) = evaluate_function(import_onnx_file(str(path)), "main", [x])
     np.testing.assert_allclose(got, x @ w, rtol=1e-5, atol=1e-5)
 
@@ -117,9 +123,7 @@ def test_external_data_file_missing(kit: Any, tmp_path: Path):
         model, str(path), save_as_external_data=True, location="w.bin", size_threshold=0
     )
     (tmp_path / "w.bin").unlink()
-    from plmr.errors import PlmrError
-
-    with pytest.raises(PlmrError, match="external data"):
+    with pytest.raises(PlmrError, match="cannot load the external data"):
         import_onnx_file(str(path))
 
 
@@ -176,6 +180,17 @@ def test_supported_ops_cover_the_brief():
         "InstanceNormalization", "Log", "Floor", "Ceil", "Sign", "MatMul", "Gemm",
     }  # fmt: skip
     assert needed <= set(SUPPORTED_OPS)
+
+
+def test_graph_input_with_initializer_is_a_constant(kit: Any):
+    x = kit.rand(2, 3)
+    w = kit.rand(2, 3, seed=1)
+    model = kit.model([kit.node("Add", ["x", "w"])], {"x": x}, ["out"], {"w": w})
+    model.graph.input.append(helper.make_tensor_value_info("w", TensorProto.FLOAT, [2, 3]))
+    module = kit.check(model, {"x": x})
+    fn = next(op for op in module.ops if isinstance(op, func.FuncOp))
+    assert len(fn.args) == 1
+    assert kit.ops(module) == ["graph.constant", "graph.add"]
 
 
 def test_initializer_typed_as_bool_constant(kit: Any):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -12,18 +13,25 @@ F32 = TensorProto.FLOAT
 
 
 @pytest.mark.parametrize(
-    ("op", "graph_op"),
+    "op",
     [
-        ("Abs", "graph.abs"),
-        ("Ceil", "graph.ceil"),
-        ("Floor", "graph.floor"),
-        ("Reciprocal", "graph.reciprocal"),
+        "Relu", "Sigmoid", "Tanh", "Exp", "Erf", "Neg", "Sqrt",
+        "Abs", "Ceil", "Floor", "Reciprocal",
     ],
-)
-def test_unary_new_ops(kit: Any, op: str, graph_op: str):
-    x = kit.rand(3, 4) * 3
+)  # fmt: skip
+def test_unary(kit: Any, op: str):
+    x = kit.rand(3, 5) * 3
+    if op == "Sqrt":
+        x = np.abs(x) + 0.1
     module = kit.check(kit.model([kit.node(op, ["x"])], {"x": x}, ["out"]), {"x": x})
-    assert kit.ops(module) == [graph_op]
+    assert kit.ops(module) == [f"graph.{op.lower()}"]
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float64])
+def test_unary_other_float_types(kit: Any, dtype: Any):
+    x = kit.rand(4, 3, dtype=dtype)
+    model = kit.model([kit.node("Tanh", ["x"])], {"x": x}, ["out"])
+    kit.check(model, {"x": x}, rtol=1e-3, atol=1e-3)
 
 
 def test_log_of_positive_values(kit: Any):
@@ -32,6 +40,94 @@ def test_log_of_positive_values(kit: Any):
     assert kit.ops(module) == ["graph.log"]
 
 
+@pytest.mark.parametrize("approximate", [None, "none", "tanh"])
+def test_gelu(kit: Any, approximate: str | None):
+    attrs = {} if approximate is None else {"approximate": approximate}
+    x = kit.rand(4, 6) * 3
+    model = kit.model([kit.node("Gelu", ["x"], **attrs)], {"x": x}, ["out"], opset=20)
+    module = kit.check(model, {"x": x})
+    assert ("graph.gelu %x tanh" in str(module)) == (approximate == "tanh")
+
+
+@pytest.mark.parametrize("op", ["Add", "Sub", "Mul", "Div"])
+@pytest.mark.parametrize(
+    "shapes",
+    [((2, 3), (2, 3)), ((2, 3), (3,)), ((4, 1, 3), (2, 1)), ((1,), (2, 3)), ((), (2, 2))],
+)
+def test_binary_broadcast(
+    kit: Any, op: str, shapes: tuple[tuple[int, ...], tuple[int, ...]]
+):
+    x, y = kit.rand(*shapes[0], seed=1), kit.rand(*shapes[1], seed=2)
+    if op == "Div":
+        y = np.abs(y) + 0.5
+    feeds = {"x": x, "y": y}
+    module = kit.check(kit.model([kit.node(op, ["x", "y"])], feeds, ["out"]), feeds)
+    assert kit.ops(module) == [f"graph.{op.lower()}"]
+
+
+def test_binary_int64(kit: Any):
+    x = np.arange(6, dtype=np.int64).reshape(2, 3)
+    y = np.array([1, -2, 3], dtype=np.int64)
+    feeds = {"x": x, "y": y}
+    kit.check(kit.model([kit.node("Mul", ["x", "y"])], feeds, ["out"]), feeds)
+
+
+@pytest.mark.parametrize(
+    ("op", "const_first"), [("Mul", False), ("Mul", True), ("Div", False)]
+)
+@pytest.mark.parametrize("as_initializer", [False, True])
+def test_mul_div_by_scalar_becomes_scale(
+    kit: Any, op: str, const_first: bool, as_initializer: bool
+):
+    c = np.float32(0.25 if op == "Mul" else math.sqrt(8.0))
+    inputs = ["c", "x"] if const_first else ["x", "c"]
+    nodes = [helper.make_node(op, inputs, ["out"])]
+    inits: dict[str, Any] = {}
+    if as_initializer:
+        inits["c"] = np.asarray(c)
+    else:
+        nodes.insert(0, helper.make_node("Constant", [], ["c"], value_float=float(c)))
+    x = kit.rand(2, 4, 4)
+    module = kit.check(kit.model(nodes, {"x": x}, ["out"], inits), {"x": x})
+    assert kit.ops(module) == ["graph.scale"]
+
+
+def test_div_by_scalar_on_lhs_stays_div(kit: Any):
+    nodes = [
+        helper.make_node("Constant", [], ["c"], value_float=2.0),
+        helper.make_node("Div", ["c", "x"], ["out"]),
+    ]
+    x = np.abs(kit.rand(3, 2)) + 1
+    module = kit.check(kit.model(nodes, {"x": x}, ["out"]), {"x": x})
+    assert kit.ops(module) == ["graph.constant", "graph.div"]
+
+
+def test_mul_by_one_element_constant_that_broadcasts_stays_mul(kit: Any):
+    # A [1, 1] constant times a [3] vector has shape [1, 3]: not a scale of the vector.
+    x = kit.rand(3)
+    model = kit.model(
+        [kit.node("Mul", ["x", "y"])],
+        {"x": x},
+        ["out"],
+        {"y": np.full((1, 1), 3.0, np.float32)},
+    )
+    module = kit.check(model, {"x": x})
+    assert kit.ops(module) == ["graph.constant", "graph.mul"]
+
+
+def test_add_causal_mask_initializer(kit: Any):
+    s = 4
+    mask = np.triu(np.full((s, s), -1e9, np.float32), k=1).reshape(1, 1, s, s)
+    x = kit.rand(2, 3, s, s)
+    nodes = [
+        helper.make_node("Add", ["x", "mask"], ["m"]),
+        helper.make_node("Softmax", ["m"], ["out"]),
+    ]
+    module = kit.check(kit.model(nodes, {"x": x}, ["out"], {"mask": mask}), {"x": x})
+    assert "tensor<1x1x4x4xf32>" in str(module)
+
+
+@pytest.mark.parametrize("shape", [(), (1,), (3, 4)])
 @pytest.mark.parametrize(
     ("exponent", "ops"),
     [
@@ -43,16 +139,23 @@ def test_log_of_positive_values(kit: Any):
         (0.75, ["graph.pow"]),
     ],
 )
-def test_pow_constant_exponent(kit: Any, exponent: float, ops: list[str]):
-    x = np.abs(kit.rand(2, 5)) + 0.5
-    model = kit.model(
-        [kit.node("Pow", ["x", "e"])],
-        {"x": x},
-        ["out"],
-        {"e": np.array(exponent, np.float32)},
-    )
+def test_pow_constant_exponent(
+    kit: Any, exponent: float, ops: list[str], shape: tuple[int, ...]
+):
+    """A constant exponent of one value, of any shape that broadcasts to the base's."""
+    x = np.abs(kit.rand(3, 4)) + 0.5
+    e = np.full(shape, exponent, np.float32)
+    model = kit.model([kit.node("Pow", ["x", "e"])], {"x": x}, ["out"], {"e": e})
     module = kit.check(model, {"x": x})
     assert kit.ops(module) == ops
+
+
+def test_pow_int_exponent(kit: Any):
+    x = kit.rand(2, 3)
+    model = kit.model(
+        [kit.node("Pow", ["x", "e"])], {"x": x}, ["out"], {"e": np.array(2, np.int64)}
+    )
+    kit.check(model, {"x": x})
 
 
 @pytest.mark.parametrize(("op", "n"), [("Sum", 3), ("Mean", 3), ("Max", 3), ("Min", 2)])
@@ -244,6 +347,22 @@ def test_error_cast_to_string(kit: Any):
     kit.raises(model, "(Cast)", "STRING", "not supported")
 
 
+@pytest.mark.parametrize("source", ["input", "constant"])
+def test_identity(kit: Any, source: str):
+    x = kit.rand(3, 2)
+    if source == "input":
+        model = kit.model([kit.node("Identity", ["x"])], {"x": x}, ["out"])
+        module = kit.check(model, {"x": x})
+        assert kit.ops(module) == []
+        return
+    nodes = [
+        helper.make_node("Identity", ["w"], ["w2"]),
+        helper.make_node("Add", ["x", "w2"], ["out"]),
+    ]
+    model = kit.model(nodes, {"x": x}, ["out"], {"w": kit.rand(3, 2, seed=3)})
+    kit.check(model, {"x": x})
+
+
 def test_dropout_is_identity(kit: Any):
     x = kit.rand(2, 3)
     module = kit.check(kit.model([kit.node("Dropout", ["x"])], {"x": x}, ["out"]), {"x": x})
@@ -272,7 +391,30 @@ def test_error_pow_integer_base(kit: Any):
     kit.raises(model, "(Pow)", "floating-point")
 
 
-def test_error_pow_runtime_exponent(kit: Any):
+@pytest.mark.parametrize("exponent", ["input", "node"])
+def test_error_pow_runtime_exponent(kit: Any, exponent: str):
+    """An exponent that is a graph input, or the result of a node on one."""
     x, e = kit.rand(3), kit.rand(3, seed=1)
-    model = kit.model([kit.node("Pow", ["x", "e"])], {"x": x, "e": e}, ["out"])
+    nodes = [kit.node("Pow", ["x", "e"])]
+    if exponent == "node":
+        nodes = [helper.make_node("Exp", ["e"], ["ee"]), kit.node("Pow", ["x", "ee"])]
+    model = kit.model(nodes, {"x": x, "e": e}, ["out"])
     kit.raises(model, "(Pow)", "exponent", "computed at run time", "Exp(Mul(y, Log(x)))")
+
+
+def test_error_pow_exponent_not_one_value(kit: Any):
+    x = kit.rand(2, 2)
+    model = kit.model(
+        [kit.node("Pow", ["x", "e"])],
+        {"x": x},
+        ["out"],
+        {"e": np.array([2.0, 3.0], np.float32)},
+    )
+    kit.raises(model, "(Pow)", "2 distinct values", "constant scalar exponent")
+
+
+def test_error_gelu_approximate(kit: Any):
+    x = kit.rand(2)
+    node = kit.node("Gelu", ["x"], approximate="erf")
+    model = kit.model([node], {"x": x}, ["out"], opset=20, infer=False)
+    kit.raises(model, "(Gelu)", "approximate")

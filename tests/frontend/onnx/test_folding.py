@@ -33,6 +33,40 @@ def test_shape_subgraph_folds_to_one_reshape(kit: Any):
     assert kit.ops(module) == ["graph.reshape"]
 
 
+def test_reshape_shape_computed_from_constants(kit: Any):
+    x = kit.rand(2, 3, 4)
+    nodes = [
+        helper.make_node("Constant", [], ["a"], value_ints=[2]),
+        helper.make_node("Constant", [], ["b"], value_ints=[-1]),
+        helper.make_node("Concat", ["a", "b"], ["s"], axis=0),
+        helper.make_node("Reshape", ["x", "s"], ["out"]),
+    ]
+    module = kit.check(kit.model(nodes, {"x": x}, ["out"]), {"x": x})
+    assert kit.ops(module) == ["graph.reshape"]
+
+
+def test_data_movement_on_constants_is_folded(kit: Any):
+    x = kit.rand(3, 4)
+    w = kit.rand(4, 3, seed=1)
+    nodes = [
+        helper.make_node("Transpose", ["w"], ["wt"]),  # 3x4
+        helper.make_node("Unsqueeze", ["wt", "zero"], ["wu"]),  # 1x3x4
+        helper.make_node("Concat", ["wu", "wu"], ["wc"], axis=0),  # 2x3x4
+        helper.make_node("Gather", ["wc", "one"], ["wg"], axis=0),  # 3x4
+        helper.make_node("Flatten", ["wg"], ["wf"], axis=0),  # 1x12
+        helper.make_node("Reshape", ["wf", "shape"], ["wr"]),  # 3x4
+        helper.make_node("Add", ["x", "wr"], ["out"]),
+    ]
+    inits = {
+        "w": w,
+        "zero": np.array([0], I64),
+        "one": np.array(1, I64),
+        "shape": np.array([3, 4], I64),
+    }
+    module = kit.check(kit.model(nodes, {"x": x}, ["out"], inits), {"x": x})
+    assert kit.ops(module) == ["graph.constant", "graph.add"]
+
+
 def test_range_trilu_equal_where_fold(kit: Any):
     # A causal mask built at run time by exporters, entirely from constants.
     x = kit.rand(4, 4)

@@ -9,6 +9,36 @@ import pytest
 from onnx import helper
 
 
+@pytest.mark.parametrize("op", ["ReduceSum", "ReduceMax", "ReduceMin", "ReduceMean"])
+@pytest.mark.parametrize("opset", [13, 18])
+@pytest.mark.parametrize("keepdims", [0, 1, None])
+@pytest.mark.parametrize("axes", [[1], [0, 2], [-1], None])
+def test_reduce(
+    kit: Any, op: str, opset: int, keepdims: int | None, axes: list[int] | None
+):
+    x = kit.rand(2, 3, 4)
+    axes_as_input = op == "ReduceSum" or opset >= 18
+    attrs: dict[str, Any] = {} if keepdims is None else {"keepdims": keepdims}
+    inits: dict[str, Any] = {}
+    inputs = ["x"]
+    if axes is not None and axes_as_input:
+        inits["axes"] = np.array(axes, np.int64)
+        inputs.append("axes")
+    elif axes is not None:
+        attrs["axes"] = axes
+    node = helper.make_node(op, inputs, ["out"], **attrs)
+    module = kit.check(kit.model([node], {"x": x}, ["out"], inits, opset), {"x": x})
+    assert kit.ops(module) == ["graph.reduce"]
+
+
+@pytest.mark.parametrize("op", ["ReduceSum", "ReduceMean"])
+def test_reduce_noop_with_empty_axes(kit: Any, op: str):
+    x = kit.rand(2, 3)
+    node = helper.make_node(op, ["x"], ["out"], noop_with_empty_axes=1)
+    module = kit.check(kit.model([node], {"x": x}, ["out"], opset=18), {"x": x})
+    assert kit.ops(module) == []
+
+
 @pytest.mark.parametrize(
     "op", ["ReduceL1", "ReduceL2", "ReduceSumSquare", "ReduceLogSum", "ReduceLogSumExp"]
 )
@@ -24,12 +54,49 @@ def test_more_reductions(kit: Any, op: str, keepdims: int):
     kit.check(model, {"x": x})
 
 
+@pytest.mark.parametrize("axis", [None, 0, 1, -2, 2])
+def test_softmax(kit: Any, axis: int | None):
+    attrs = {} if axis is None else {"axis": axis}
+    x = kit.rand(2, 3, 4) * 4
+    model = kit.model([kit.node("Softmax", ["x"], **attrs)], {"x": x}, ["out"], opset=13)
+    kit.check(model, {"x": x})
+
+
 @pytest.mark.parametrize("axis", [-1, 1, 0])
 def test_log_softmax(kit: Any, axis: int):
     x = kit.rand(3, 4, 5) * 4
     kit.check(
         kit.model([kit.node("LogSoftmax", ["x"], axis=axis)], {"x": x}, ["out"]), {"x": x}
     )
+
+
+@pytest.mark.parametrize(
+    ("axis", "with_bias", "epsilon"),
+    [(-1, True, None), (-1, False, None), (1, True, 1e-3), (-2, False, 1e-6)],
+)
+def test_layer_normalization(kit: Any, axis: int, with_bias: bool, epsilon: float | None):
+    x = kit.rand(2, 3, 4) * 3 + 1
+    norm_shape = x.shape[axis % x.ndim :]
+    inits = {"scale": kit.rand(*norm_shape, seed=4)}
+    inputs = ["x", "scale"]
+    if with_bias:
+        inits["bias"] = kit.rand(*norm_shape, seed=5)
+        inputs.append("bias")
+    attrs: dict[str, Any] = {"axis": axis}
+    if epsilon is not None:
+        attrs["epsilon"] = epsilon
+    node = helper.make_node("LayerNormalization", inputs, ["out"], **attrs)
+    module = kit.check(kit.model([node], {"x": x}, ["out"], inits), {"x": x})
+    assert kit.ops(module)[-1] == "graph.layernorm"
+
+
+def test_error_layernorm_extra_outputs_used(kit: Any):
+    x = kit.rand(2, 4)
+    node = helper.make_node(
+        "LayerNormalization", ["x", "g"], ["out", "mean"], name="ln", axis=-1
+    )
+    model = kit.model([node], {"x": x}, ["out", "mean"], {"g": kit.rand(4)})
+    kit.raises(model, "node 'ln' (LayerNormalization)", "output 1", "'mean'")
 
 
 @pytest.mark.parametrize("shape", [(2, 3), (2, 3, 5), (2, 3, 4, 5), (1, 3, 2, 2, 2)])
