@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +17,6 @@ import pytest
 from plmr.lowering.kernels import gemm
 from plmr.runtime import interpreter
 from plmr.runtime.device import get_device
-from plmr.tools.cli import main as plmr_main
 
 REPORT_KEYS = {
     "cycles",
@@ -28,21 +26,6 @@ REPORT_KEYS = {
     "max_sram_bytes",
     "max_routes",
 }
-
-
-def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    code = plmr_main(argv)
-    out = capsys.readouterr()
-    return code, out.out, out.err
-
-
-def one_json_object(stdout: str) -> dict[str, Any]:
-    """stdout is exactly one JSON object (and nothing else but a final newline)."""
-    assert stdout.endswith("\n")
-    assert stdout.count("\n") == 1, stdout
-    data = json.loads(stdout)
-    assert isinstance(data, dict)
-    return data
 
 
 # ---------------------------------------------------------------------------------------
@@ -63,10 +46,10 @@ BENCH_CASES = {
 
 @pytest.mark.parametrize("mode", ["timing", "functional"])
 @pytest.mark.parametrize("case", BENCH_CASES)
-def test_bench_json_is_one_object(case: str, mode: str, capsys):
-    code, out, err = run(["bench", *BENCH_CASES[case], "--json", "--mode", mode], capsys)
+def test_bench_json_is_one_object(case: str, mode: str, cli: Any):
+    code, out, err = cli.run(["bench", *BENCH_CASES[case], "--json", "--mode", mode])
     assert code == 0, err
-    data = one_json_object(out)
+    data = cli.one_json_object(out)
     assert REPORT_KEYS <= set(data)
     assert data["mode"] == mode
     assert data["kernel"] == BENCH_CASES[case][0]
@@ -88,17 +71,17 @@ def test_bench_json_is_one_object(case: str, mode: str, capsys):
         assert "check" not in data
 
 
-def test_bench_timing_and_functional_agree_on_cycles(capsys):
+def test_bench_timing_and_functional_agree_on_cycles(cli: Any):
     args = ["bench", "gemm", "--grid", "3x3", "--m", "18", "--json"]
-    _, timed, _ = run([*args, "--mode", "timing"], capsys)
-    _, checked, _ = run([*args, "--mode", "functional", "--seed", "3"], capsys)
+    _, timed, _ = cli.run([*args, "--mode", "timing"])
+    _, checked, _ = cli.run([*args, "--mode", "functional", "--seed", "3"])
     t, f = json.loads(timed), json.loads(checked)
     for key in REPORT_KEYS:
         assert t[key] == f[key], key
 
 
-def test_bench_records_its_options(capsys):
-    code, out, _ = run(
+def test_bench_records_its_options(cli: Any):
+    code, out, _ = cli.run(
         [
             "bench",
             "gemv",
@@ -115,11 +98,10 @@ def test_bench_records_its_options(capsys):
             "--n",
             "9",
             "--json",
-        ],
-        capsys,
+        ]
     )
     assert code == 0
-    data = one_json_object(out)
+    data = cli.one_json_object(out)
     assert {k: data[k] for k in ("kernel", "algorithm", "m", "n", "k", "groups")} == {
         "kernel": "gemv",
         "algorithm": "ktree",
@@ -131,8 +113,8 @@ def test_bench_records_its_options(capsys):
     assert data["grid"] == [6, 3]
 
 
-def test_bench_human_readable_report(capsys):
-    code, out, _ = run(["bench", "gemm", "--mode", "functional", "--grid", "2x2"], capsys)
+def test_bench_human_readable_report(cli: Any):
+    code, out, _ = cli.run(["bench", "gemm", "--mode", "functional", "--grid", "2x2"])
     assert code == 0
     lines = out.splitlines()
     assert lines[0].startswith("cannon: C[64x64] = A[64x64]·B[64x64] on 2x2")
@@ -140,7 +122,7 @@ def test_bench_human_readable_report(capsys):
     assert any(line.startswith("  check       equal to numpy") for line in lines)
 
 
-def test_bench_functional_mismatch_is_an_error(capsys, monkeypatch: pytest.MonkeyPatch):
+def test_bench_functional_mismatch_is_an_error(cli: Any, monkeypatch: pytest.MonkeyPatch):
     real = interpreter.run_mesh
 
     def wrong(*args: Any, **kwargs: Any):
@@ -148,8 +130,8 @@ def test_bench_functional_mismatch_is_an_error(capsys, monkeypatch: pytest.Monke
         return [o * 1.01 for o in outputs], report
 
     monkeypatch.setattr(interpreter, "run_mesh", wrong)
-    code, out, err = run(
-        ["bench", "gemm", "--grid", "3x3", "--mode", "functional", "--json"], capsys
+    code, out, err = cli.run(
+        ["bench", "gemm", "--grid", "3x3", "--mode", "functional", "--json"]
     )
     assert code == 1
     assert out == ""
@@ -161,9 +143,9 @@ def test_bench_functional_mismatch_is_an_error(capsys, monkeypatch: pytest.Monke
     assert "Traceback" not in err
 
 
-def test_bench_writes_report_and_trace(tmp_path: Path, capsys):
+def test_bench_writes_report_and_trace(tmp_path: Path, cli: Any):
     report, trace = tmp_path / "report.json", tmp_path / "trace.json"
-    code, out, err = run(
+    code, out, err = cli.run(
         [
             "bench",
             "gemv",
@@ -176,11 +158,10 @@ def test_bench_writes_report_and_trace(tmp_path: Path, capsys):
             str(trace),
             "--trace-pes",
             "0,0;3,2",
-        ],
-        capsys,
+        ]
     )
     assert code == 0, err
-    printed = one_json_object(out)
+    printed = cli.one_json_object(out)
     assert json.loads(report.read_text()) == printed
     events = json.loads(trace.read_text())["traceEvents"]
     names = {e["args"]["name"] for e in events if e["ph"] == "M"}
@@ -266,10 +247,10 @@ SIZES_256 = ["--m", "256", "--k", "256", "--n", "256"]
     ],
 )
 def test_bench_bad_options_are_one_clean_error(
-    args: list[str], message: str, capsys, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    args: list[str], message: str, cli: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):
     monkeypatch.chdir(tmp_path)
-    code, out, err = run(["bench", *args, "--json"], capsys)
+    code, out, err = cli.run(["bench", *args, "--json"])
     assert code == 1
     assert out == ""
     assert err.startswith(f"error: {message}")
@@ -292,8 +273,8 @@ def test_bench_bad_options_are_one_clean_error(
         (["conv"], "No such command 'conv'"),
     ],
 )
-def test_bench_usage_errors(args: list[str], message: str, capsys):
-    code, out, err = run(["bench", *args], capsys)
+def test_bench_usage_errors(args: list[str], message: str, cli: Any):
+    code, out, err = cli.run(["bench", *args])
     assert code == 2
     assert out == ""
     assert message in err
@@ -323,15 +304,15 @@ def test_bench_usage_errors(args: list[str], message: str, capsys):
         "gemv-k1-groups",
     ],
 )
-def test_bench_bad_sizes_are_one_clean_error(args: list[str], message: str, capsys):
-    code, out, err = run(["bench", *args, "--json"], capsys)
+def test_bench_bad_sizes_are_one_clean_error(args: list[str], message: str, cli: Any):
+    code, out, err = cli.run(["bench", *args, "--json"])
     assert code == 1
     assert out == ""
     assert err == f"error: {message}\n"
 
 
-def test_bench_errors_without_traceback_in_a_real_process():
-    plmr = Path(sys.executable).parent / "plmr"
+def test_bench_errors_without_traceback_in_a_real_process(cli: Any):
+    plmr = cli.script("plmr")
     done = subprocess.run(
         [str(plmr), "bench", "gemm", "--grid", "3x4", "--json"],
         capture_output=True,
@@ -350,7 +331,7 @@ def test_bench_errors_without_traceback_in_a_real_process():
         check=False,
     )
     assert done.returncode == 0, done.stderr
-    assert REPORT_KEYS <= set(one_json_object(done.stdout))
+    assert REPORT_KEYS <= set(cli.one_json_object(done.stdout))
 
 
 # ---------------------------------------------------------------------------------------
@@ -365,8 +346,8 @@ def mesh_program(tmp_path: Path) -> Path:
     return path
 
 
-def test_run_mesh_program_prints_the_report(mesh_program: Path, capsys):
-    code, out, err = run(["run", str(mesh_program)], capsys)
+def test_run_mesh_program_prints_the_report(mesh_program: Path, cli: Any):
+    code, out, err = cli.run(["run", str(mesh_program)])
     assert code == 0, err
     lines = out.splitlines()
     assert lines[0] == "@meshgemm on random inputs (seed 0):"
@@ -379,13 +360,15 @@ def test_run_mesh_program_prints_the_report(mesh_program: Path, capsys):
     assert "  routes      6 of 21 colors per router" in lines
 
 
-def test_run_mesh_program_result_is_the_product(mesh_program: Path, tmp_path: Path, capsys):
+def test_run_mesh_program_result_is_the_product(
+    mesh_program: Path, tmp_path: Path, cli: Any
+):
     rng = np.random.default_rng(5)
     a = rng.standard_normal((12, 9)).astype(np.float32)
     b = rng.standard_normal((9, 6)).astype(np.float32)
     np.savez(tmp_path / "in.npz", arg0=a, arg1=b)
     out = tmp_path / "out.npz"
-    code, _, err = run(
+    code, _, err = cli.run(
         [
             "run",
             str(mesh_program),
@@ -393,8 +376,7 @@ def test_run_mesh_program_result_is_the_product(mesh_program: Path, tmp_path: Pa
             str(tmp_path / "in.npz"),
             "--output",
             str(out),
-        ],
-        capsys,
+        ]
     )
     assert code == 0, err
     with np.load(out) as data:
@@ -402,10 +384,10 @@ def test_run_mesh_program_result_is_the_product(mesh_program: Path, tmp_path: Pa
 
 
 def test_run_mesh_program_writes_report_and_trace(
-    mesh_program: Path, tmp_path: Path, capsys
+    mesh_program: Path, tmp_path: Path, cli: Any
 ):
     report, trace = tmp_path / "report.json", tmp_path / "trace.json"
-    code, out, err = run(
+    code, out, err = cli.run(
         [
             "run",
             str(mesh_program),
@@ -417,8 +399,7 @@ def test_run_mesh_program_writes_report_and_trace(
             str(report),
             "--trace",
             str(trace),
-        ],
-        capsys,
+        ]
     )
     assert code == 0, err
     assert "(timing mode: results are placeholders)" in out
@@ -447,21 +428,18 @@ def test_run_mesh_program_writes_report_and_trace(
     assert end <= data["cycles"] * (1 + 1e-6)
 
 
-def test_run_mesh_program_errors(mesh_program: Path, tmp_path: Path, capsys):
+def test_run_mesh_program_errors(mesh_program: Path, tmp_path: Path, cli: Any):
     report = tmp_path / "report.json"
-    code, _, err = run(
-        ["run", str(mesh_program), "--device", "wse2:width=2", "--report", str(report)],
-        capsys,
+    code, _, err = cli.run(
+        ["run", str(mesh_program), "--device", "wse2:width=2", "--report", str(report)]
     )
     assert code == 1
     assert err == "error: @meshgemm needs a 3x3 grid, but wse2 has 994x2 PEs\n"
     assert not report.exists()
-    code, _, err = run(["run", str(mesh_program), "--mode", "fast"], capsys)
+    code, _, err = cli.run(["run", str(mesh_program), "--mode", "fast"])
     assert code == 2
     assert "Invalid value for '--mode'" in err
-    code, _, err = run(
-        ["run", str(mesh_program), "--trace-pes", "7,7", "--trace", "t"], capsys
-    )
+    code, _, err = cli.run(["run", str(mesh_program), "--trace-pes", "7,7", "--trace", "t"])
     assert code == 1
     assert err == "error: PE (7, 7) is outside the 3x3 grid\n"
 
@@ -490,9 +468,9 @@ def config_file(tmp_path: Path, data: Any, text: str | None = None) -> Path:
     return path
 
 
-def test_llm_bench_reads_a_config(tmp_path: Path, capsys):
+def test_llm_bench_reads_a_config(tmp_path: Path, cli: Any):
     path = config_file(tmp_path, SMALL_CONFIG)
-    code, out, err = run(
+    code, out, err = cli.run(
         [
             "bench",
             "prefill",
@@ -503,11 +481,10 @@ def test_llm_bench_reads_a_config(tmp_path: Path, capsys):
             "--tokens",
             "4",
             "--json",
-        ],
-        capsys,
+        ]
     )
     assert code == 0, err
-    data = one_json_object(out)
+    data = cli.one_json_object(out)
     assert data["model"] == "model"
     assert data["n_layers"] == 3
     assert data["spmds_per_layer"] == len(data["layer_nests"]) > 0
@@ -522,17 +499,17 @@ def test_llm_bench_reads_a_config(tmp_path: Path, capsys):
     assert data["exact"] is False
 
 
-def test_llm_bench_text_summary_has_the_layer_and_reference(capsys):
-    code, out, err = run(
-        ["bench", "decode", "--model", "tiny", "--grid", "2x2", "--exact"], capsys
+def test_llm_bench_text_summary_has_the_layer_and_reference(cli: Any):
+    code, out, err = cli.run(
+        ["bench", "decode", "--model", "tiny", "--grid", "2x2", "--exact"]
     )
     assert code == 0, err
     assert "mesh.spmd and" in out
     assert "by nest" in out
     assert "hand-composed" in out
     assert "compute floor" in out
-    code, out, _ = run(
-        ["bench", "decode", "--model", "tiny", "--grid", "2x2", "--no-reference"], capsys
+    code, out, _ = cli.run(
+        ["bench", "decode", "--model", "tiny", "--grid", "2x2", "--no-reference"]
     )
     assert code == 0
     assert "hand-composed" not in out
@@ -547,10 +524,10 @@ def test_llm_bench_text_summary_has_the_layer_and_reference(capsys):
     ],
 )
 def test_llm_bench_bad_configs_are_one_clean_error(
-    tmp_path: Path, data: Any, text: str | None, message: str, capsys
+    tmp_path: Path, data: Any, text: str | None, message: str, cli: Any
 ):
     path = config_file(tmp_path, data, text)
-    code, out, err = run(["bench", "decode", "--config", str(path), "--json"], capsys)
+    code, out, err = cli.run(["bench", "decode", "--config", str(path), "--json"])
     assert code == 1
     assert out == ""
     assert err.startswith(f"error: {path}: ")
@@ -558,22 +535,20 @@ def test_llm_bench_bad_configs_are_one_clean_error(
     assert "Traceback" not in err
 
 
-def test_llm_bench_model_or_config(capsys):
+def test_llm_bench_model_or_config(cli: Any):
     path = CONFIGS / "llama2-13b.json"
-    code, out, err = run(
-        ["bench", "decode", "--model", "tiny", "--config", str(path)], capsys
-    )
+    code, out, err = cli.run(["bench", "decode", "--model", "tiny", "--config", str(path)])
     assert code == 1
     assert out == ""
     assert err == "error: give either --model or --config, not both\n"
-    code, _, err = run(["bench", "decode", "--config", "absent.json"], capsys)
+    code, _, err = cli.run(["bench", "decode", "--config", "absent.json"])
     assert code == 1
     assert "cannot read the model config absent.json" in err
 
 
-def test_llm_bench_config_error_in_a_real_process(tmp_path: Path):
+def test_llm_bench_config_error_in_a_real_process(tmp_path: Path, cli: Any):
     path = config_file(tmp_path, {**SMALL_CONFIG, "num_attention_heads": 5})
-    plmr = Path(sys.executable).parent / "plmr"
+    plmr = cli.script("plmr")
     done = subprocess.run(
         [str(plmr), "bench", "prefill", "--config", str(path)],
         capture_output=True,

@@ -6,12 +6,9 @@ bad model, grid or device.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
-
-from plmr.tools.cli import main as plmr_main
 
 KV_KEYS = {
     "max_tokens_shift",
@@ -26,29 +23,15 @@ KV_KEYS = {
 }
 
 
-def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    code = plmr_main(argv)
-    out = capsys.readouterr()
-    return code, out.out, out.err
-
-
-def one_json_object(stdout: str) -> dict[str, Any]:
-    assert stdout.endswith("\n")
-    assert stdout.count("\n") == 1, stdout
-    data = json.loads(stdout)
-    assert isinstance(data, dict)
-    return data
-
-
 @pytest.mark.parametrize("mode", ["timing", "functional"])
 @pytest.mark.parametrize(
     ("model", "grid"), [("llama3-8b", "360x360"), ("llama2-13b", "300x200")]
 )
-def test_bench_kv_json(model: str, grid: str, mode: str, capsys):
+def test_bench_kv_json(model: str, grid: str, mode: str, cli: Any):
     argv = ["bench", "kv", "--model", model, "--grid", grid, "--mode", mode, "--json"]
-    code, out, err = run(argv, capsys)
+    code, out, err = cli.run(argv)
     assert code == 0, err
-    data = one_json_object(out)
+    data = cli.one_json_object(out)
     assert KV_KEYS <= set(data)
     rows = int(grid.split("x")[0])
     assert data["model"] == model
@@ -63,8 +46,8 @@ def test_bench_kv_json(model: str, grid: str, mode: str, capsys):
         assert data["check"]["passed"] is True
 
 
-def test_bench_kv_text(capsys):
-    code, out, err = run(["bench", "kv", "--grid", "360x360"], capsys)
+def test_bench_kv_text(cli: Any):
+    code, out, err = cli.run(["bench", "kv", "--grid", "360x360"])
     assert code == 0, err
     lines = out.splitlines()
     assert lines[0] == "kv cache: llama3-8b on 360x360 PEs (wse2)"
@@ -84,8 +67,8 @@ def test_bench_kv_text(capsys):
         (["--grid", "360x360", "--device", "wse9"], "unknown device 'wse9'"),
     ],
 )
-def test_bench_kv_errors(argv: list[str], message: str, capsys):
-    code, out, err = run(["bench", "kv", *argv, "--json"], capsys)
+def test_bench_kv_errors(argv: list[str], message: str, cli: Any):
+    code, out, err = cli.run(["bench", "kv", *argv, "--json"])
     assert code == 1
     assert out == ""
     assert err.startswith("error: ")

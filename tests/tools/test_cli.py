@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
-
-from plmr.tools.cli import main as plmr_main
-from plmr.tools.plmr_opt import main as opt_main
 
 PROGRAM = """\
 func.func @main(%x: tensor<2x3xf32> {plmr.name = "x"}, %w: tensor<3x4xf32>) -> (tensor<2x4xf32> {plmr.name = "y"}, tensor<2x3xf32>) {
@@ -55,12 +52,6 @@ def program(tmp_path: Path) -> Path:
     return path
 
 
-def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    code = plmr_main(argv)
-    out = capsys.readouterr()
-    return code, out.out, out.err
-
-
 def reference(x: np.ndarray, w: np.ndarray) -> np.ndarray:
     return np.maximum(x @ w, 0)
 
@@ -70,15 +61,14 @@ def reference(x: np.ndarray, w: np.ndarray) -> np.ndarray:
 # ---------------------------------------------------------------------------------------
 
 
-def test_run_with_inputs_and_output(program: Path, tmp_path: Path, capsys):
+def test_run_with_inputs_and_output(program: Path, tmp_path: Path, cli: Any):
     rng = np.random.default_rng(1)
     x = rng.standard_normal((2, 3)).astype(np.float32)
     w = rng.standard_normal((3, 4)).astype(np.float32)
     np.savez(tmp_path / "in.npz", x=x, arg1=w)
     out = tmp_path / "out.npz"
-    code, stdout, _ = run(
-        ["run", str(program), "--inputs", str(tmp_path / "in.npz"), "--output", str(out)],
-        capsys,
+    code, stdout, _ = cli.run(
+        ["run", str(program), "--inputs", str(tmp_path / "in.npz"), "--output", str(out)]
     )
     assert code == 0, stdout
     with np.load(out) as data:
@@ -87,33 +77,33 @@ def test_run_with_inputs_and_output(program: Path, tmp_path: Path, capsys):
         np.testing.assert_array_equal(data["out1"], -x)
 
 
-def test_run_random_is_deterministic_and_prints_summary(program: Path, capsys):
-    code, first, _ = run(["run", str(program), "--random", "7"], capsys)
+def test_run_random_is_deterministic_and_prints_summary(program: Path, cli: Any):
+    code, first, _ = cli.run(["run", str(program), "--random", "7"])
     assert code == 0
     assert "@main on random inputs (seed 7)" in first
     assert "y: 2x4 float32 [" in first
     assert "crc32=" in first
-    _, again, _ = run(["run", str(program), "--random", "7"], capsys)
-    _, other, _ = run(["run", str(program), "--random", "8"], capsys)
+    _, again, _ = cli.run(["run", str(program), "--random", "7"])
+    _, other, _ = cli.run(["run", str(program), "--random", "8"])
     assert first == again
     assert first != other
 
 
-def test_run_default_is_seed_zero(program: Path, capsys):
-    _, default, _ = run(["run", str(program)], capsys)
-    _, zero, _ = run(["run", str(program), "--random", "0"], capsys)
+def test_run_default_is_seed_zero(program: Path, cli: Any):
+    _, default, _ = cli.run(["run", str(program)])
+    _, zero, _ = cli.run(["run", str(program), "--random", "0"])
     assert default == zero
 
 
-def test_run_entry_and_calls(tmp_path: Path, capsys):
+def test_run_entry_and_calls(tmp_path: Path, cli: Any):
     path = tmp_path / "two.mlir"
     path.write_text(TWO_FUNCS)
-    code, _, err = run(["run", str(path)], capsys)
+    code, _, err = cli.run(["run", str(path)])
     assert code == 1
     assert "several entries (@f, @g); choose one with --entry" in err
     np.savez(tmp_path / "in.npz", arg0=np.arange(4, dtype=np.float32))
     out = tmp_path / "out.npz"
-    code, _, err = run(
+    code, _, err = cli.run(
         [
             "run",
             str(path),
@@ -123,18 +113,17 @@ def test_run_entry_and_calls(tmp_path: Path, capsys):
             str(tmp_path / "in.npz"),
             "--output",
             str(out),
-        ],
-        capsys,
+        ]
     )
     assert code == 0, err
     with np.load(out) as data:
         np.testing.assert_allclose(data["out0"], -np.exp(np.arange(4, dtype=np.float32)))
 
 
-def test_random_indices_stay_in_range(tmp_path: Path, capsys):
+def test_random_indices_stay_in_range(tmp_path: Path, cli: Any):
     path = tmp_path / "gather.mlir"
     path.write_text(GATHER)
-    code, out, err = run(["run", str(path), "--random", "3"], capsys)
+    code, out, err = cli.run(["run", str(path), "--random", "3"])
     assert code == 0, err
     assert "out0: 7x3 float32" in out
 
@@ -160,80 +149,80 @@ def test_random_indices_stay_in_range(tmp_path: Path, capsys):
         ),
     ],
 )
-def test_run_bad_inputs(program: Path, tmp_path: Path, capsys, arrays, message):
+def test_run_bad_inputs(program: Path, tmp_path: Path, cli: Any, arrays, message):
     np.savez(tmp_path / "in.npz", **arrays)
-    code, _, err = run(["run", str(program), "--inputs", str(tmp_path / "in.npz")], capsys)
+    code, _, err = cli.run(["run", str(program), "--inputs", str(tmp_path / "in.npz")])
     assert code == 1
     assert message in err
     assert "Traceback" not in err
 
 
-def test_run_unreadable_inputs(program: Path, tmp_path: Path, capsys):
+def test_run_unreadable_inputs(program: Path, tmp_path: Path, cli: Any):
     bad = tmp_path / "in.npz"
     bad.write_text("not a zip")
-    code, _, err = run(["run", str(program), "--inputs", str(bad)], capsys)
+    code, _, err = cli.run(["run", str(program), "--inputs", str(bad)])
     assert code == 1
     assert f"cannot read {bad} as an .npz archive" in err
 
 
-def test_run_unparsable_program(tmp_path: Path, capsys):
+def test_run_unparsable_program(tmp_path: Path, cli: Any):
     path = tmp_path / "bad.mlir"
     path.write_text(
         "func.func @f(%a: tensor<2xf32>) {\n  %r = graph.relu %a tensor<2xf32>\n"
         "  func.return %r : tensor<2xf32>\n}\n"
     )
-    code, _, err = run(["run", str(path)], capsys)
+    code, _, err = cli.run(["run", str(path)])
     assert code == 1
     assert f"cannot parse {path}" in err
     assert f"{path}:2:" in err
     assert "Expected ':'" in err
 
 
-def test_run_unverifiable_program(tmp_path: Path, capsys):
+def test_run_unverifiable_program(tmp_path: Path, cli: Any):
     path = tmp_path / "bad.mlir"
     path.write_text(BAD_SHAPE)
-    code, _, err = run(["run", str(path)], capsys)
+    code, _, err = cli.run(["run", str(path)])
     assert code == 1
     assert "'graph.add' in @main" in err
     assert "does not verify" in err
     assert err.count("\n") == 1  # one message
 
 
-def test_run_unknown_op(tmp_path: Path, capsys):
+def test_run_unknown_op(tmp_path: Path, cli: Any):
     path = tmp_path / "bad.mlir"
     path.write_text(
         'func.func @f() {\n  "graph.frobnicate"() : () -> ()\n  func.return\n}\n'
     )
-    code, _, err = run(["run", str(path)], capsys)
+    code, _, err = cli.run(["run", str(path)])
     assert code == 1
     assert "graph.frobnicate is not registered" in err
 
 
-def test_run_missing_file_and_conflicting_options(program: Path, tmp_path: Path, capsys):
-    code, _, err = run(["run", str(tmp_path / "nope.mlir")], capsys)
+def test_run_missing_file_and_conflicting_options(program: Path, tmp_path: Path, cli: Any):
+    code, _, err = cli.run(["run", str(tmp_path / "nope.mlir")])
     assert (code, err.strip()) == (1, f"error: no such file: {tmp_path / 'nope.mlir'}")
     np.savez(tmp_path / "in.npz", x=np.ones((2, 3)))
-    code, _, err = run(
-        ["run", str(program), "--inputs", str(tmp_path / "in.npz"), "--random", "1"], capsys
+    code, _, err = cli.run(
+        ["run", str(program), "--inputs", str(tmp_path / "in.npz"), "--random", "1"]
     )
     assert code == 1
     assert "either --inputs or --random" in err
 
 
-def test_run_failure_writes_no_output(tmp_path: Path, capsys):
+def test_run_failure_writes_no_output(tmp_path: Path, cli: Any):
     path = tmp_path / "bad.mlir"
     path.write_text(BAD_SHAPE)
     out = tmp_path / "out.npz"
-    code, _, _ = run(["run", str(path), "--output", str(out)], capsys)
+    code, _, _ = cli.run(["run", str(path), "--output", str(out)])
     assert code == 1
     assert list(tmp_path.iterdir()) == [path]
 
 
-def test_unknown_command_and_option(program: Path, capsys):
-    code, _, err = run(["frobnicate"], capsys)
+def test_unknown_command_and_option(program: Path, cli: Any):
+    code, _, err = cli.run(["frobnicate"])
     assert code == 2
     assert "No such command 'frobnicate'" in err
-    code, _, err = run(["run", str(program), "--bogus"], capsys)
+    code, _, err = cli.run(["run", str(program), "--bogus"])
     assert code == 2
     assert "No such option" in err
 
@@ -243,14 +232,8 @@ def test_unknown_command_and_option(program: Path, capsys):
 # ---------------------------------------------------------------------------------------
 
 
-def opt(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    code = opt_main(argv)
-    out = capsys.readouterr()
-    return code, out.out, out.err
-
-
-def test_opt_round_trip(program: Path, capsys):
-    code, out, _ = opt([str(program)], capsys)
+def test_opt_round_trip(program: Path, cli: Any):
+    code, out, _ = cli.opt([str(program)])
     assert code == 0
     assert "graph.matmul %x, %w" in out
 
@@ -266,18 +249,18 @@ def test_opt_round_trip(program: Path, capsys):
         (["-p", "canonicalize{"], "Error parsing pass pipeline specification"),
     ],
 )
-def test_opt_bad_pipeline(program: Path, capsys, args, message):
-    code, _, err = opt([str(program), *args], capsys)
+def test_opt_bad_pipeline(program: Path, cli: Any, args, message):
+    code, _, err = cli.opt([str(program), *args])
     assert code == 1
     assert err.startswith("plmr-opt: error: ")
     assert message in err
 
 
-def test_opt_bad_program(tmp_path: Path, capsys):
+def test_opt_bad_program(tmp_path: Path, cli: Any):
     path = tmp_path / "bad.mlir"
     path.write_text(BAD_SHAPE)
     out = tmp_path / "out.mlir"
-    code, _, err = opt([str(path), "-o", str(out)], capsys)
+    code, _, err = cli.opt([str(path), "-o", str(out)])
     assert code == 1
     assert (
         "result type tensor<3x3xf32> does not match the inferred type tensor<2x3xf32>"
@@ -286,15 +269,15 @@ def test_opt_bad_program(tmp_path: Path, capsys):
     assert not out.exists()
 
 
-def test_opt_missing_file(tmp_path: Path, capsys):
-    code, _, err = opt([str(tmp_path / "nope.mlir")], capsys)
+def test_opt_missing_file(tmp_path: Path, cli: Any):
+    code, _, err = cli.opt([str(tmp_path / "nope.mlir")])
     assert code == 1
     assert "no such file" in err
 
 
-def test_opt_writes_output_file(program: Path, tmp_path: Path, capsys):
+def test_opt_writes_output_file(program: Path, tmp_path: Path, cli: Any):
     out = tmp_path / "out.mlir"
-    code, _, _ = opt([str(program), "-o", str(out)], capsys)
+    code, _, _ = cli.opt([str(program), "-o", str(out)])
     assert code == 0
     assert "graph.relu" in out.read_text()
 
@@ -304,18 +287,14 @@ def test_opt_writes_output_file(program: Path, tmp_path: Path, capsys):
 # ---------------------------------------------------------------------------------------
 
 
-def _script(name: str) -> str:
-    return str(Path(sys.executable).parent / name)
-
-
-def test_entry_points_report_errors_without_traceback(tmp_path: Path):
+def test_entry_points_report_errors_without_traceback(cli: Any, tmp_path: Path):
     path = tmp_path / "bad.mlir"
     path.write_text(BAD_SHAPE)
     for argv in (
-        [_script("plmr"), "run", str(path)],
-        [_script("plmr-opt"), str(path)],
-        [_script("plmr-opt"), str(path), "-p", "nope"],
-        [_script("plmr"), "import", str(tmp_path / "missing.onnx")],
+        [cli.script("plmr"), "run", str(path)],
+        [cli.script("plmr-opt"), str(path)],
+        [cli.script("plmr-opt"), str(path), "-p", "nope"],
+        [cli.script("plmr"), "import", str(tmp_path / "missing.onnx")],
     ):
         proc = subprocess.run(argv, capture_output=True, text=True)
         assert proc.returncode == 1, (argv, proc.stderr)

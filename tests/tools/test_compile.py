@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import dataclasses
 import subprocess
-import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
 from plmr.tools.cli import main as plmr_main
-from plmr.tools.plmr_opt import main as opt_main
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 MLP = EXAMPLES / "onnx" / "mlp.mlir"
@@ -30,22 +29,6 @@ func.func @main(%a: tensor<2xf32>) -> tensor<2xf32> {
   func.return %r : tensor<2xf32>
 }
 """
-
-
-def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    code = plmr_main(argv)
-    out = capsys.readouterr()
-    return code, out.out, out.err
-
-
-def opt(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    code = opt_main(argv)
-    out = capsys.readouterr()
-    return code, out.out, out.err
-
-
-def _script(name: str) -> str:
-    return str(Path(sys.executable).parent / name)
 
 
 def assert_one_error(err: str) -> None:
@@ -68,10 +51,10 @@ def mlp_mesh(tmp_path_factory: pytest.TempPathFactory) -> Path:
 # ---------------------------------------------------------------------------------------
 
 
-def test_compile_writes_a_routed_mesh_program(tmp_path: Path, capsys):
+def test_compile_writes_a_routed_mesh_program(tmp_path: Path, cli: Any):
     out = tmp_path / "out.mlir"
-    code, stdout, err = run(
-        ["compile", str(MLP), "--grid", "2x4", *FAST, "-o", str(out)], capsys
+    code, stdout, err = cli.run(
+        ["compile", str(MLP), "--grid", "2x4", *FAST, "-o", str(out)]
     )
     assert code == 0, err
     assert stdout == ""
@@ -85,30 +68,28 @@ def test_compile_writes_a_routed_mesh_program(tmp_path: Path, capsys):
     assert "loop.nest" not in text
 
 
-def test_compile_to_stdout(capsys):
-    code, stdout, err = run(["compile", str(MLP), "--grid", "2x2", *FAST], capsys)
+def test_compile_to_stdout(cli: Any):
+    code, stdout, err = cli.run(["compile", str(MLP), "--grid", "2x2", *FAST])
     assert code == 0, err
     assert "mesh.program @main" in stdout
     assert "grid [2, 2]" in stdout
 
 
-def test_compiled_program_runs(mlp_mesh: Path, capsys):
-    code, stdout, err = run(["run", str(mlp_mesh)], capsys)
+def test_compiled_program_runs(mlp_mesh: Path, cli: Any):
+    code, stdout, err = cli.run(["run", str(mlp_mesh)])
     assert code == 0, err
     assert "@main on random inputs (seed 0):" in stdout
     assert "logits: 4x10 float32" in stdout
     assert "program @main on wse2 2x4 (functional mode)" in stdout
 
 
-def test_compiled_program_matches_the_graph(mlp_mesh: Path, tmp_path: Path, capsys):
+def test_compiled_program_matches_the_graph(mlp_mesh: Path, tmp_path: Path, cli: Any):
     graph_out = tmp_path / "a.npz"
     mesh_out = tmp_path / "b.npz"
-    code, _, err = run(
-        ["run", str(MLP), "--random", "3", "--output", str(graph_out)], capsys
-    )
+    code, _, err = cli.run(["run", str(MLP), "--random", "3", "--output", str(graph_out)])
     assert code == 0, err
-    code, stdout, err = run(
-        ["run", str(mlp_mesh), "--random", "3", "--output", str(mesh_out)], capsys
+    code, stdout, err = cli.run(
+        ["run", str(mlp_mesh), "--random", "3", "--output", str(mesh_out)]
     )
     assert code == 0, err
     assert f"wrote 1 result(s) of @main to {mesh_out}" in stdout
@@ -122,27 +103,27 @@ def test_compiled_program_matches_the_graph(mlp_mesh: Path, tmp_path: Path, caps
             assert np.abs(a[ka]).max() > 0
 
 
-def test_compiled_program_timing_report(mlp_mesh: Path, tmp_path: Path, capsys):
+def test_compiled_program_timing_report(mlp_mesh: Path, tmp_path: Path, cli: Any):
     report = tmp_path / "report.json"
-    code, stdout, err = run(
-        ["run", str(mlp_mesh), "--mode", "timing", "--report", str(report)], capsys
+    code, stdout, err = cli.run(
+        ["run", str(mlp_mesh), "--mode", "timing", "--report", str(report)]
     )
     assert code == 0, err
     assert "(timing mode: results are placeholders)" in stdout
     assert report.read_text().strip()
 
 
-def test_compile_onnx_model(mlp_mesh: Path, tmp_path: Path, capsys):
+def test_compile_onnx_model(mlp_mesh: Path, tmp_path: Path, cli: Any):
     out = tmp_path / "out.mlir"
-    code, _, err = run(
-        ["compile", str(MLP_ONNX), "--grid", "2x4", *FAST, "-o", str(out)], capsys
+    code, _, err = cli.run(
+        ["compile", str(MLP_ONNX), "--grid", "2x4", *FAST, "-o", str(out)]
     )
     assert code == 0, err
     # mlp.mlir is the import of mlp.onnx: both compile to the same program.
     assert out.read_text() == mlp_mesh.read_text()
 
 
-def test_compile_with_substitution(tmp_path: Path, capsys, monkeypatch):
+def test_compile_with_substitution(tmp_path: Path, cli: Any, monkeypatch):
     from plmr.passes.taso import substitute
 
     calls: list[tuple[int, list[substitute.FunctionReport]]] = []
@@ -155,9 +136,8 @@ def test_compile_with_substitution(tmp_path: Path, capsys, monkeypatch):
 
     monkeypatch.setattr(substitute, "substitute_module", spy)
     out = tmp_path / "out.mlir"
-    code, _, err = run(
-        ["compile", str(MLP), "--grid", "2x4", "--tile-sizes", "2,4", "-o", str(out)],
-        capsys,
+    code, _, err = cli.run(
+        ["compile", str(MLP), "--grid", "2x4", "--tile-sizes", "2,4", "-o", str(out)]
     )
     assert code == 0, err
     assert len(calls) == 1
@@ -168,20 +148,20 @@ def test_compile_with_substitution(tmp_path: Path, capsys, monkeypatch):
     assert "mesh.program @main" in out.read_text()
 
 
-def test_generic_output_parses_back(tmp_path: Path, capsys):
+def test_generic_output_parses_back(tmp_path: Path, cli: Any):
     out = tmp_path / "generic.mlir"
-    code, _, err = run(
-        ["compile", str(MLP), "--grid", "2x2", *FAST, "--generic", "-o", str(out)], capsys
+    code, _, err = cli.run(
+        ["compile", str(MLP), "--grid", "2x2", *FAST, "--generic", "-o", str(out)]
     )
     assert code == 0, err
     generic = out.read_text()
     assert generic.startswith('"builtin.module"() ({')
     assert '"mesh.program"()' in generic
-    code, custom, err = opt([str(out)], capsys)
+    code, custom, err = cli.opt([str(out)])
     assert code == 0, err
     assert "mesh.program @main" in custom
     # Printing the generic form back in the custom form gives the plain compile output.
-    code, direct, err = run(["compile", str(MLP), "--grid", "2x2", *FAST], capsys)
+    code, direct, err = cli.run(["compile", str(MLP), "--grid", "2x2", *FAST])
     assert code == 0, err
     assert custom.strip() == direct.strip()
 
@@ -191,26 +171,26 @@ def test_generic_output_parses_back(tmp_path: Path, capsys):
 # ---------------------------------------------------------------------------------------
 
 
-def test_plmr_compile_pass_in_plmr_opt(capsys):
-    code, out, err = opt([str(MLP), "-p", PASS], capsys)
+def test_plmr_compile_pass_in_plmr_opt(cli: Any):
+    code, out, err = cli.opt([str(MLP), "-p", PASS])
     assert code == 0, err
     assert "mesh.program @main" in out
     assert "grid [2, 2]" in out
-    code, direct, _ = run(["compile", str(MLP), "--grid", "2x2", *FAST], capsys)
+    code, direct, _ = cli.run(["compile", str(MLP), "--grid", "2x2", *FAST])
     assert out.strip() == direct.strip()
 
 
-def test_plmr_compile_pass_in_xdsl_opt():
+def test_plmr_compile_pass_in_xdsl_opt(cli: Any):
     proc = subprocess.run(
-        [_script("xdsl-opt"), str(MLP), "-p", PASS], capture_output=True, text=True
+        [cli.script("xdsl-opt"), str(MLP), "-p", PASS], capture_output=True, text=True
     )
     assert proc.returncode == 0, proc.stderr
     assert "mesh.program @main" in proc.stdout
     assert "grid [2, 2]" in proc.stdout
 
 
-def test_plmr_compile_pass_bad_option(capsys):
-    code, _, err = opt([str(MLP), "-p", "plmr-compile{grid=2}"], capsys)
+def test_plmr_compile_pass_bad_option(cli: Any):
+    code, _, err = cli.opt([str(MLP), "-p", "plmr-compile{grid=2}"])
     assert code == 1
     assert err.startswith("plmr-opt: error: ")
     assert "plmr-compile: grid must be ROWS,COLS, got [2]" in err
@@ -290,11 +270,11 @@ def test_plmr_compile_pass_bad_option(capsys):
     ],
 )
 def test_compile_errors(
-    tmp_path: Path, capsys, program: Path, args: list[str], messages: list[str]
+    tmp_path: Path, cli: Any, program: Path, args: list[str], messages: list[str]
 ):
     out = tmp_path / "out.mlir"
-    code, stdout, err = run(
-        ["compile", str(program), "--no-substitute", *args, "-o", str(out)], capsys
+    code, stdout, err = cli.run(
+        ["compile", str(program), "--no-substitute", *args, "-o", str(out)]
     )
     assert code == 1
     assert stdout == ""
@@ -305,25 +285,23 @@ def test_compile_errors(
     assert list(tmp_path.iterdir()) == []
 
 
-def test_compile_missing_file(tmp_path: Path, capsys):
+def test_compile_missing_file(tmp_path: Path, cli: Any):
     missing = tmp_path / "nope.mlir"
     out = tmp_path / "out.mlir"
-    code, _, err = run(["compile", str(missing), *FAST, "-o", str(out)], capsys)
+    code, _, err = cli.run(["compile", str(missing), *FAST, "-o", str(out)])
     assert (code, err.strip()) == (1, f"error: no such file: {missing}")
-    code, _, err = run(
-        ["compile", str(tmp_path / "nope.onnx"), *FAST, "-o", str(out)], capsys
-    )
+    code, _, err = cli.run(["compile", str(tmp_path / "nope.onnx"), *FAST, "-o", str(out)])
     assert code == 1
     assert_one_error(err)
     assert "nope.onnx" in err
     assert list(tmp_path.iterdir()) == []
 
 
-def test_compile_malformed_mlir(tmp_path: Path, capsys):
+def test_compile_malformed_mlir(tmp_path: Path, cli: Any):
     path = tmp_path / "bad.mlir"
     path.write_text(MALFORMED)
     out = tmp_path / "out.mlir"
-    code, _, err = run(["compile", str(path), *FAST, "-o", str(out)], capsys)
+    code, _, err = cli.run(["compile", str(path), *FAST, "-o", str(out)])
     assert code == 1
     assert_one_error(err)
     # The parse error names the place and shows it under the `error:` line.
@@ -333,30 +311,28 @@ def test_compile_malformed_mlir(tmp_path: Path, capsys):
     assert not out.exists()
 
 
-def test_compile_nothing_to_compile(tmp_path: Path, capsys):
+def test_compile_nothing_to_compile(tmp_path: Path, cli: Any):
     path = tmp_path / "id.mlir"
     path.write_text(
         "func.func @main(%a: tensor<2xf32>) -> tensor<2xf32> {\n"
         "  func.return %a : tensor<2xf32>\n}\n"
     )
-    code, _, err = run(["compile", str(path), *FAST], capsys)
+    code, _, err = cli.run(["compile", str(path), *FAST])
     assert code == 1
     assert_one_error(err)
     assert "no graph, loop or tile operations to compile" in err
 
 
-def test_compile_bad_choice_is_a_usage_error(tmp_path: Path, capsys):
+def test_compile_bad_choice_is_a_usage_error(tmp_path: Path, cli: Any):
     out = tmp_path / "out.mlir"
-    code, _, err = run(
-        ["compile", str(MLP), *FAST, "--gemm", "foo", "-o", str(out)], capsys
-    )
+    code, _, err = cli.run(["compile", str(MLP), *FAST, "--gemm", "foo", "-o", str(out)])
     assert code == 2
     assert "Invalid value for '--gemm': 'foo' is not one of" in err
     assert "Traceback" not in err
     assert not out.exists()
 
 
-def test_entry_point_errors_without_traceback(tmp_path: Path):
+def test_entry_point_errors_without_traceback(cli: Any, tmp_path: Path):
     out = tmp_path / "out.mlir"
     for args, message in (
         (["--grid", "abc"], "bad grid 'abc'"),
@@ -364,7 +340,7 @@ def test_entry_point_errors_without_traceback(tmp_path: Path):
     ):
         proc = subprocess.run(
             [
-                _script("plmr"),
+                cli.script("plmr"),
                 "compile",
                 str(MLP),
                 "--no-substitute",
@@ -382,31 +358,27 @@ def test_entry_point_errors_without_traceback(tmp_path: Path):
         assert not out.exists()
 
 
-def _compile_mlp(tmp_path: Path, grid: str, capsys: pytest.CaptureFixture[str]) -> Path:
+def _compile_mlp(tmp_path: Path, grid: str, cli: Any) -> Path:
     out = tmp_path / "mlp_mesh.mlir"
     args = ["compile", str(MLP), "--grid", grid, "--no-substitute", "--tile-sizes", "2,4"]
-    code, _, err = run([*args, "-o", str(out)], capsys)
+    code, _, err = cli.run([*args, "-o", str(out)])
     assert code == 0, err
     return out
 
 
-def test_compiled_program_takes_the_models_inputs(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-):
+def test_compiled_program_takes_the_models_inputs(tmp_path: Path, cli: Any):
     """Inputs saved for the model (by name) feed the compiled program too."""
-    out = _compile_mlp(tmp_path, "2x4", capsys)
+    out = _compile_mlp(tmp_path, "2x4", cli)
     inputs = tmp_path / "in.npz"
     np.savez(inputs, x=np.ones((4, 16), np.float32))
-    code, stdout, err = run(["run", str(out), "--inputs", str(inputs)], capsys)
+    code, stdout, err = cli.run(["run", str(out), "--inputs", str(inputs)])
     assert code == 0, err
     assert "logits: 4x10 float32" in stdout
 
 
-def test_compiling_a_mesh_program_says_so(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-):
-    out = _compile_mlp(tmp_path, "2x2", capsys)
-    code, _, err = run(["compile", str(out), "--grid", "2x2", "--no-substitute"], capsys)
+def test_compiling_a_mesh_program_says_so(tmp_path: Path, cli: Any):
+    out = _compile_mlp(tmp_path, "2x2", cli)
+    code, _, err = cli.run(["compile", str(out), "--grid", "2x2", "--no-substitute"])
     assert code == 1
     assert "already a mesh program" in err
 

@@ -12,7 +12,7 @@ import numpy as np
 import numpy.typing as npt
 import onnx
 import pytest
-from onnx import TensorProto, helper, numpy_helper
+from onnx import helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp
@@ -22,15 +22,6 @@ from plmr.frontend.onnx import import_onnx
 from plmr.runtime.reference import evaluate_function
 
 Array = npt.NDArray[Any]
-
-NP_TO_ONNX = {
-    np.dtype(np.float32): TensorProto.FLOAT,
-    np.dtype(np.float16): TensorProto.FLOAT16,
-    np.dtype(np.float64): TensorProto.DOUBLE,
-    np.dtype(np.int64): TensorProto.INT64,
-    np.dtype(np.int32): TensorProto.INT32,
-    np.dtype(np.bool_): TensorProto.BOOL,
-}
 
 
 class Kit:
@@ -49,7 +40,9 @@ class Kit:
             nodes,
             "test",
             [
-                helper.make_tensor_value_info(n, NP_TO_ONNX[a.dtype], list(a.shape))
+                helper.make_tensor_value_info(
+                    n, helper.np_dtype_to_tensor_dtype(a.dtype), list(a.shape)
+                )
                 for n, a in inputs.items()
             ],
             [helper.make_empty_tensor_value_info(n) for n in outputs],
