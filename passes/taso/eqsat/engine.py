@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from egglog.bindings import EggSmolError, EGraph
@@ -56,9 +56,14 @@ class EqsatOptions:
     node_limit: int = 20_000
     """Stop growing the e-graph once it holds this many e-nodes."""
     time_limit: float = 4.0
-    """Stop growing the e-graph after this many seconds of the process's CPU time (the
-    same work on a busy machine as on an idle one)."""
-    iterations: int = 30
+    """Start no stage, and stop growing the e-graph, after this many seconds of the
+    process's CPU time since the start (the same work on a busy machine as on an idle
+    one); a stage's extraction then finishes within its own limits."""
+    iterations: int = 2
+    """Iterations per stage (few: the next stage starts from the extracted graph, so
+    the e-graph, and the ILP over it, stay small)."""
+    stages: int = 8
+    """Saturations at most: each stage starts from the graph the last one extracted."""
     multi_rounds: int = 2
     """Iterations in which multi-pattern rules run."""
     multi_every: int = 1
@@ -316,14 +321,82 @@ def saturate(
     accept: Callable[[Dag], bool] | None = None,
     constant_concats_only: bool = False,
 ) -> EqsatResult:
-    """Saturates, extracts and returns the cheapest graph equal to `dag` that was found."""
+    """
+    Saturates, extracts and returns the cheapest graph equal to `dag` that was found.
+
+    Stages: while a stage's extracted graph is cheaper than its input, it seeds a fresh
+    e-graph (the multi-pattern rules then merge what the last stage merged: two matmuls
+    into one, that one with a third, ...), within the CPU-time limit of the whole call.
+    """
     start = time.perf_counter()
-    cpu_start = time.process_time()
-    initial = model.graph_cost(dag)
+    deadline = time.process_time() + options.time_limit
     ranks = frozenset(len(s) for n in dag.nodes.values() for s in n.shapes)
-    identities = find_identities(dag)
-    sigs = frozenset(graph_signatures(dag, identities))
+    sigs = frozenset(graph_signatures(dag, find_identities(dag)))
+    # The rules of the input graph's ops hold every op a rewrite can bring in: later
+    # stages use them too, in the same e-graph (facts pushed and popped per stage).
     ruleset, keys = _rules_for(rules, ranks, sigs)
+    eg = EGraph()
+    try:
+        _load(eg, [PRELUDE], 1)
+        _load(eg, ruleset.rules, 1)
+    except EggSmolError as e:  # pragma: no cover - a translation defect
+        raise PlmrError(f"taso-substitute (eqsat): egglog rejected the program: {e}") from e
+    session = _Session(eg, ruleset, keys, model, options, accept, constant_concats_only)
+    first = session.stage(dag, deadline)
+    result = first
+    applied = list(first.applied)
+    iterations, enodes = first.explored, first.enodes
+    for _ in range(options.stages - 1):
+        if result.best_cost >= result.initial_cost or time.process_time() >= deadline:
+            break
+        nxt = session.stage(result.best, deadline)
+        iterations += nxt.explored
+        enodes = max(enodes, nxt.enodes)
+        if nxt.best_cost >= result.best_cost - 1e-9:
+            break
+        applied += [a for a in nxt.applied if a != "eqsat"]
+        result = nxt
+    seconds = time.perf_counter() - start
+    return replace(
+        result,
+        initial_cost=first.initial_cost,
+        applied=tuple(sorted(set(applied))),
+        explored=iterations,
+        enodes=enodes,
+        seconds=seconds,
+        untranslated=first.untranslated,
+        declined=first.declined,
+    )
+
+
+@dataclass
+class _Session:
+    """An e-graph holding the translated rules, and what every stage extracts with."""
+
+    eg: EGraph
+    ruleset: RuleSet
+    keys: Keys
+    model: CostModel
+    options: EqsatOptions
+    accept: Callable[[Dag], bool] | None
+    constant_concats_only: bool
+
+    def stage(self, dag: Dag, deadline: float) -> EqsatResult:
+        """One saturation and extraction from `dag` (saturation stops at `deadline`)."""
+        self.eg.run_program(*self.eg.parse_program("(push)"))
+        try:
+            return _stage(dag, self, deadline)
+        finally:
+            self.eg.run_program(*self.eg.parse_program("(pop)"))
+
+
+def _stage(dag: Dag, session: _Session, deadline: float) -> EqsatResult:
+    start = time.perf_counter()
+    eg, ruleset, keys = session.eg, session.ruleset, session.keys
+    model, options, accept = session.model, session.options, session.accept
+    constant_concats_only = session.constant_concats_only
+    initial = model.graph_cost(dag)
+    identities = find_identities(dag)
     untranslated = tuple(ruleset.untranslated)
 
     def unchanged(reason: str, stop: str = "", iterations: int = 0) -> EqsatResult:
@@ -337,13 +410,10 @@ def saturate(
         facts, names = encode_graph(dag, keys, identities)
     except EncodeError as e:
         return unchanged(str(e))
-    eg = EGraph()
     try:
-        _load(eg, [PRELUDE], 1)
         _load(eg, facts.splitlines(), 256)
-        _load(eg, ruleset.rules, 1)
     except EggSmolError as e:  # pragma: no cover - a translation defect
-        raise PlmrError(f"taso-substitute (eqsat): egglog rejected the program: {e}") from e
+        raise PlmrError(f"taso-substitute (eqsat): egglog rejected the graph: {e}") from e
     match_limit = max(options.match_limit, 4 * dag.op_count())
     stop = "iteration limit"
     iterations = 0
@@ -363,7 +433,7 @@ def saturate(
         if not changed:
             stop = "saturated"
             break
-        if time.process_time() - cpu_start > options.time_limit:
+        if time.process_time() > deadline:
             stop = "time limit"
             break
         if _size(eg) > options.node_limit:
@@ -371,7 +441,6 @@ def saturate(
             break
     saturated_at = time.perf_counter()
     g = read_egraph(eg)
-    del eg
     multi_shapes: dict[tuple[str, Params], tuple[Shape, ...]] = {
         (n.kind, n.params): n.shapes
         for n in dag.nodes.values()
@@ -402,7 +471,9 @@ def saturate(
     found_choice: Choice = {}
     if options.ilp_time > 0 and g.size() <= options.ilp_node_limit:
         fixed = {c: n for c, n in choice.items() if c in priced.constant}
-        found = ilp(g, priced, roots, options.ilp_time, fixed)
+        # Within the call's time limit (at least half a second per stage).
+        left = max(0.5, deadline - time.process_time())
+        found = ilp(g, priced, roots, min(options.ilp_time, left), fixed, original)
         ilp_status = found.status
         if found.choice is not None and acyclic(g, found.choice, roots):
             found_choice = found.choice
@@ -410,19 +481,18 @@ def saturate(
             ilp_cost = model.graph_cost(best)
             candidates.append((ilp_cost, "ilp", best, builder.new_classes))
     candidates = [c for c in candidates if accept is None or accept(c[2])]
-    winner = min(candidates, key=lambda c: (c[0], c[1] != "ilp"), default=None)
     if options.polish_time > 0 and candidates:
         # The per-node costs only estimate a node's context (epilogues, absorbed
         # transposes): put back input nodes one class at a time while the graph,
         # priced as a whole, gets cheaper.
         base = {**choice, **original}
-        deadline = time.process_time() + options.polish_time
+        polish_end = time.process_time() + options.polish_time
         share = options.polish_time / len(candidates)
         for cost0, name, _, _ in list(candidates):
             chosen = found_choice if name == "ilp" else choice
             polished = _polish(
                 builder, {**base, **chosen}, base, cost0, roots, model, priced,
-                min(deadline, time.process_time() + share), accept,
+                min(polish_end, time.process_time() + share), accept,
             )  # fmt: skip
             if polished is not None:
                 candidates.append((polished[0], f"{name}+polish", polished[1], polished[2]))

@@ -74,43 +74,96 @@ def _members(
 
 
 def cycle_breakers(
-    g: Classes, priced: Priced, roots: Sequence[int], fixed: Choice
+    g: Classes,
+    priced: Priced,
+    roots: Sequence[int],
+    fixed: Choice,
+    keep: Choice | None = None,
 ) -> frozenset[int]:
     """
-    Nodes whose removal leaves the reachable e-graph acyclic: a depth-first walk from the
-    roots, visiting the cheaper nodes of a class first, drops every node with a child
-    class on the walk's stack (the back edges).
+    Nodes whose removal leaves the reachable e-graph acyclic, none of them a node of
+    `keep` (the input graph's choice, acyclic) where that can be helped, so that the
+    input graph stays a solution. Rounds of: the strongly connected parts of the class
+    graph; a depth-first walk in each that, for every cycle it closes, drops the closing
+    node or, if the input graph holds it, the nearest node on the cycle it does not.
     """
+    kept = set((keep or {}).values()) | set(fixed.values())
     banned: set[int] = set()
-    state: dict[int, int] = {}
-    for root in roots:
-        if root in state:
-            continue
-        state[root] = 1
-        stack: list[tuple[int, list[tuple[int, int]]]] = [
-            (root, _edges_of(g, priced, root, fixed))
-        ]
-        while stack:
-            c, todo = stack[-1]
-            if not todo:
-                state[c] = 2
-                stack.pop()
+    for _ in range(64):
+        classes = reachable(g, priced, roots, fixed, frozenset(banned))
+        edges: dict[int, set[int]] = {}
+        for c in classes:
+            for n in _members(g, priced, c, fixed, frozenset(banned)):
+                edges.setdefault(c, set()).update(g.nodes[n].children)
+        comp = _sccs(classes, edges)
+        sizes: dict[int, int] = {}
+        for c in classes:
+            sizes[comp[c]] = sizes.get(comp[c], 0) + 1
+        cyclic = {c for c in classes if sizes[comp[c]] > 1 or c in edges.get(c, set())}
+        if not cyclic:
+            break
+        state: dict[int, int] = {}
+        for start in sorted(cyclic):
+            if start in state:
                 continue
-            n, ch = todo.pop()
-            if n in banned:
-                continue
-            s = state.get(ch)
-            if s == 1:
-                banned.add(n)
-            elif s is None:
-                state[ch] = 1
-                stack.append((ch, _edges_of(g, priced, ch, fixed)))
+            _break_cycles(g, priced, start, comp, fixed, keep or {}, kept, banned, state)
     return frozenset(banned)
 
 
-def _edges_of(g: Classes, priced: Priced, c: int, fixed: Choice) -> list[tuple[int, int]]:
-    """(node, child class) pairs of a class, cheapest node first (popped from the end)."""
-    nodes = sorted(_members(g, priced, c, fixed), key=lambda n: -priced.cost[n])
+def _break_cycles(
+    g: Classes,
+    priced: Priced,
+    start: int,
+    comp: dict[int, int],
+    fixed: Choice,
+    keep: Choice,
+    kept: set[int],
+    banned: set[int],
+    state: dict[int, int],
+) -> None:
+    """
+    A depth-first walk inside one strongly connected part, breaking the cycles it
+    closes (see `cycle_breakers`)."""
+    part = comp[start]
+    state[start] = 1
+    # (class, its remaining (node, child) edges, the node being walked)
+    stack: list[tuple[int, list[tuple[int, int]], list[int]]] = [
+        (start, _edges_of(g, priced, start, fixed, keep), [-1])
+    ]
+    depth: dict[int, int] = {start: 0}
+    while stack:
+        c, todo, current = stack[-1]
+        if not todo:
+            state[c] = 2
+            depth.pop(c, None)
+            stack.pop()
+            continue
+        n, ch = todo.pop()
+        if n in banned or comp.get(ch) != part:
+            continue
+        current[0] = n
+        s = state.get(ch)
+        if s == 1:
+            if n in kept:
+                path = [entry[2][0] for entry in stack[depth[ch] :]]
+                n = next((m for m in reversed(path) if m not in kept), n)
+            banned.add(n)
+        elif s is None:
+            state[ch] = 1
+            depth[ch] = len(stack)
+            stack.append((ch, _edges_of(g, priced, ch, fixed, keep), [-1]))
+
+
+def _edges_of(
+    g: Classes, priced: Priced, c: int, fixed: Choice, keep: Choice
+) -> list[tuple[int, int]]:
+    """
+    (node, child class) pairs of a class, the kept then the cheapest node first
+    (popped from the end)."""
+    first = keep.get(c)
+    nodes = sorted(
+        _members(g, priced, c, fixed), key=lambda n: (n == first, -priced.cost[n])
+    )
     return [(n, ch) for n in nodes for ch in reversed(g.nodes[n].children)]
 
 
@@ -192,6 +245,7 @@ def ilp(
     roots: Sequence[int],
     time_limit: float,
     fixed: Choice | None = None,
+    keep: Choice | None = None,
 ) -> IlpResult:
     """
     The least-cost acyclic choice counting shared nodes once (None on time-out).
@@ -205,7 +259,7 @@ def ilp(
 
     start = time.perf_counter()
     fixed = fixed or {}
-    banned = cycle_breakers(g, priced, roots, fixed)
+    banned = cycle_breakers(g, priced, roots, fixed, keep)
     ordered: set[int] = set()
     result = IlpResult(None, "not run", 0, time_limit)
     for _ in range(6):

@@ -142,3 +142,50 @@ def test_plmr_compile_engine_eqsat(tmp_path: Path, monkeypatch):
     assert result.exit_code == 0, result.output
     assert engines == ["eqsat"]
     assert "mesh.program @main" in out.read_text()
+
+
+def gate_cell(gates: int, hidden: int = 32, batch: int = 4) -> str:
+    """NasRNN's shape: `gates` activations of `x·W_i + h·U_i`, multiplied together."""
+    rng = np.random.default_rng(1)
+    t = f"tensor<{batch}x{hidden}xf32>"
+    w = f"tensor<{hidden}x{hidden}xf32>"
+    lines = [f"func.func @cell(%x: {t}, %h: {t}) -> {t} {{"]
+    acts = ["graph.sigmoid", "graph.tanh", "graph.relu"]
+    outs: list[str] = []
+    for i in range(gates):
+        for name in ("w", "u"):
+            vals = rng.integers(-2, 3, size=(hidden, hidden)).tolist()
+            lines.append(f"  %{name}{i} = graph.constant dense<{vals}> : {w}")
+        lines += [
+            f"  %a{i} = graph.matmul %x, %w{i} : ({t}, {w}) -> {t}",
+            f"  %b{i} = graph.matmul %h, %u{i} : ({t}, {w}) -> {t}",
+            f"  %s{i} = graph.add %a{i}, %b{i} : ({t}, {t}) -> {t}",
+            f"  %g{i} = {acts[i % 3]} %s{i} : {t}",
+        ]
+        outs.append(f"%g{i}")
+    acc = outs[0]
+    for i, out in enumerate(outs[1:]):
+        lines.append(f"  %m{i} = graph.mul {acc}, {out} : ({t}, {t}) -> {t}")
+        acc = f"%m{i}"
+    return "\n".join([*lines, f"  func.return {acc} : {t}", "}"])
+
+
+def test_stages_merge_every_gate_into_one_matmul_as_backtracking_does():
+    text = gate_cell(4)
+    backtrack = parse_module(text, "cell")
+    (searched,) = substitute_module(backtrack, budget=300)
+    assert count(backtrack, graph.MatmulOp) == 1
+    module = parse_module(text, "cell")
+    (report,) = run_exact(module, exact=False)
+    # x·W + h·U -> [x h]·[W; U], then the four products of [x h] merge pairwise,
+    # a stage at a time: one matmul, as cheap as the backtracking search's graph.
+    assert count(module, graph.MatmulOp) == 1
+    assert report.best_cost <= searched.best_cost + 1e-6
+    assert report.explored > EqsatOptions().iterations
+
+
+def test_one_stage_merges_less():
+    module = parse_module(gate_cell(4), "cell")
+    (report,) = run_exact(module, exact=False, eqsat=EqsatOptions(stages=1))
+    assert report.best_cost < report.initial_cost
+    assert count(module, graph.MatmulOp) > 1
