@@ -2,17 +2,16 @@
 The LLaMA programs with heads as a tensor dimension, as frameworks write them and ONNX
 exports spell them.
 
-Per layer: the projections of all heads at once as batched matmuls over per-head weights
-(`a[1, 1, n, dim] @ Wq[Hkv, 2G, dim, hd] -> [Hkv, 2G, n, hd]`: the G query heads of a KV
-head and their rotations `Wq·R` in one GEMV, sliced after along the group axis; K, V and
-the rotated `Wk·R` with one head per group; R is the signed permutation of
-`rotate_half`, so they are exact), RoPE as `q·cos + (q·R)·sin` on the head dimension,
-grouped-query attention as batched matmuls that broadcast the K/V heads
-(`[Hkv, G, L, hd] × [Hkv, 1, S, hd]`), the output projection per head
-(`o[Hkv, G, n, hd] @ Wo[Hkv, G, hd, dim]`) summed over the group axis, then over the KV
-heads, and the SwiGLU FFN with up and gate as one batched GEMV over stacked weights
-(`[2, dim, ffn]`). K, rotated K and V stay three GEMVs: V is a result of the program, and
-a slice of a fused result that is also returned is a copy (a nest of its own).
+Per layer: the projections of all heads at once as one batched GEMV over per-head
+weights (`a[1, 1, n, dim] @ Wqkv[Hkv, 2G + 3, dim, hd] -> [Hkv, 2G + 3, n, hd]`: per KV
+head its G query heads, their rotations `Wq·R`, K, the rotated `Wk·R` and V, sliced
+after along the group axis; R is the signed permutation of `rotate_half`, so they are
+exact; V, a result of the program, is copied out of the slice by a local nest), RoPE as
+`q·cos + (q·R)·sin` on the head dimension, grouped-query attention as batched matmuls
+that broadcast the K/V heads (`[Hkv, G, L, hd] × [Hkv, 1, S, hd]`), the output
+projection per head (`o[Hkv, G, n, hd] @ Wo[Hkv, G, hd, dim]`) summed over the group
+axis, then over the KV heads, and the SwiGLU FFN with up and gate as one batched GEMV
+over stacked weights (`[2, dim, ffn]`).
 
 - prefill(x[L, dim], mask[L, L], cos[L, hd], sin[L, hd]) ->
   (logits[1, vocab], then per layer K[Hkv, 1, L, hd] (rotated) and V[Hkv, 1, L, hd])
@@ -49,10 +48,7 @@ def layer_shapes(c: LlamaConfig) -> dict[str, tuple[int, ...]]:
     hd, hkv, g = c.head_dim, c.n_kv_heads, c.group
     return {
         "attn_norm": (c.dim,),
-        "wq": (hkv, 2 * g, c.dim, hd),
-        "wk": (hkv, 1, c.dim, hd),
-        "wv": (hkv, 1, c.dim, hd),
-        "wkr": (hkv, 1, c.dim, hd),
+        "wqkv": (hkv, 2 * g + 3, c.dim, hd),
         "wo": (hkv, g, hd, c.dim),
         "ffn_norm": (c.dim,),
         "w13": (2, c.dim, c.ffn_dim),
@@ -79,11 +75,8 @@ def fused_weights(c: LlamaConfig, w: dict[str, F32], layer: int) -> dict[str, F3
     wkr = heads("wk", hkv, 1, True)
     return {
         "attn_norm": w[f"{p}.attn_norm"],
-        # Per KV head: its G query heads, then their rotations.
-        "wq": np.concatenate([wq, wqr], axis=1),
-        "wk": wk,
-        "wv": wv,
-        "wkr": wkr,
+        # Per KV head: its G query heads, their rotations, K, rotated K and V.
+        "wqkv": np.concatenate([wq, wqr, wk, wkr, wv], axis=1),
         "wo": np.stack([w[f"{p}.wo{h}"] for h in range(c.n_heads)]).reshape(
             hkv, g, c.head_dim, c.dim
         ),
@@ -150,15 +143,11 @@ class HeadsBuilder:
         p = f"l{layer}"
         a = t.rmsnorm(x, w[f"{p}.attn_norm"], c.norm_eps)
         a4 = t.reshape(a, (1, 1, n, c.dim))
-        # The query heads and their rotations (x·Wq·R) of each KV head: one batched
-        # GEMV, split after along the group axis.
+        # Per KV head: its query heads, their rotations (x·Wq·R), K, the rotated K and
+        # V in one batched GEMV, split after along the group axis.
         g = c.group
-        qq = t.matmul(a4, w[f"{p}.wq"], tensor_type(hkv, 2 * g, n, hd))
-        q, qr = t.slices(qq, 1, (g, g))
-        k, v, kr = (
-            t.matmul(a4, w[f"{p}.{key}"], tensor_type(hkv, 1, n, hd))
-            for key in ("wk", "wv", "wkr")
-        )
+        qkv = t.matmul(a4, w[f"{p}.wqkv"], tensor_type(hkv, 2 * g + 3, n, hd))
+        q, qr, k, kr, v = t.slices(qkv, 1, (g, g, 1, 1, 1))
         q = self._rope(t, q, qr, n)
         k = self._rope(t, k, kr, n)
         o = attend(t, q, k, v, layer)

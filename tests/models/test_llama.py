@@ -164,9 +164,9 @@ def test_llama_examples_are_current():
     fn = select_function(module, "decode")
     config = get_config("tiny")
     # x, mask, cos, sin; the K and V caches of every layer; per layer the norms and
-    # the Q with rotated Q (stacked), K, V, rotated K, output, W1 and W3 (stacked) and
-    # W2 weights; the final norm and the LM head.
-    assert len(fn.args) == 4 + 2 * config.n_layers + 9 * config.n_layers + 2
+    # Q, rotated Q, K, rotated K and V (stacked), output, W1 and W3 (stacked) and W2
+    # weights; the final norm and the LM head.
+    assert len(fn.args) == 4 + 2 * config.n_layers + 6 * config.n_layers + 2
 
 
 def test_taso_fuses_projections_of_the_decode_step():
@@ -290,7 +290,9 @@ def test_head_dimension_over_an_axis_on_a_large_grid():
     cos, sin = rope_tables(config, [len(prompt)])
     args = [weights["embed"][[2]], cache_mask(config, len(prompt)), cos, sin]
     plans: list[NestPlan] = []
-    opts = CompileOptions(grid=(20, 20), substitute=False, tile_sizes=(4, 4), fit_tiles=True)
+    opts = CompileOptions(
+        grid=(20, 20), substitute=False, tile_sizes=(4, 4), fit_tiles=True
+    )
     text = ProgramBuilder(config, weights).decode()
     module = compile_module(make_context(), parse_module(text), opts, plans)
     got, _ = run_mesh(module, args + decode_cache_args(cache, config), mode="functional")
@@ -299,10 +301,13 @@ def test_head_dimension_over_an_axis_on_a_large_grid():
     np.testing.assert_allclose(
         split_kv_rows(got[1:], config)[0][0][1], k_new[0][1], rtol=1e-4, atol=1e-5
     )
-    # Q with its rotations, K, V and the rotated K with RoPE: heads whole (one block),
-    # the head dimension's 16 blocks over y, the model width over x.
-    projections = [p.mapping() for p in plans[2:6]]
-    assert all("i0(1)" in m and "(16) -> y" in m for m in projections), projections
+    # The projection (Q, rotated Q, K, rotated K and V of every KV head): heads whole
+    # (one block), the head dimension's 16 blocks over an axis; the scores reduce the
+    # head dimension along an axis.
+    maps = [p.mapping() for p in plans]
+    assert "i0(1)" in maps[1], maps
+    assert "i3(16) -> " in maps[1], maps
+    assert any("i4(16) -> " in m and m.endswith("[allreduce]") for m in maps), maps
 
 
 def _decode_layer_nests(heads: int) -> tuple[int, int]:
