@@ -18,8 +18,9 @@ from xdsl.utils.exceptions import DiagnosticException
 
 from plmr.dialects import mesh
 from plmr.errors import PlmrError
-from plmr.passes.mesh_route import collectives_of, plan_of, route_program
+from plmr.passes.mesh_route import collectives_of, plan_of
 from plmr.runtime.device import get_device
+from plmr.runtime.route_plan import program_routing
 from plmr.runtime.sram import spmd_sram
 
 
@@ -43,7 +44,9 @@ def check_program(program: mesh.ProgramOp, relay: bool = False) -> PlmrCheck:
             f"@{name}: the {rows}x{cols} grid does not fit {device.name} "
             f"({device.height}x{device.width} PEs)"
         )
-    routing = route_program(program, relay)
+    # The routes mesh-route attached, checked to carry every collective (routed again
+    # only if they do not).
+    routing = program_routing(program, relay, device)
     counts = routing.table.colors_per_router()
     max_routes = int(counts.max()) if counts.size else 0
     if max_routes > device.usable_colors and not relay:

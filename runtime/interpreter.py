@@ -117,7 +117,7 @@ class MeshRuntime:
     def run_program(
         self, program: mesh.ProgramOp, inputs: Sequence[Array]
     ) -> tuple[list[Array], Report]:
-        from plmr.runtime.route_plan import route_program
+        from plmr.runtime.route_plan import program_routing
 
         started = time.perf_counter()
         self.grid = program.grid_shape
@@ -137,7 +137,7 @@ class MeshRuntime:
         self._last_issue = {}
         self._placeholders = {}
         self.extrapolation = ExtrapolationLog()
-        routing = route_program(program, self.relay, self.device)
+        routing = program_routing(program, self.relay, self.device)
         self.table = routing.table
         self.relayed = routing.relayed
         counts = routing.table.colors_per_router()

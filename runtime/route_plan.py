@@ -15,18 +15,20 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import cast
 
 import numpy as np
+import numpy.typing as npt
 from xdsl.dialects import arith
-from xdsl.dialects.builtin import (
-    IntegerAttr,
-)
-from xdsl.ir import Operation
+from xdsl.dialects.builtin import ArrayAttr, IntegerAttr
+from xdsl.ir import Attribute, Operation
 
 from plmr.dialects import mesh
 from plmr.errors import PlmrError
 from plmr.runtime.collectives import (
     Plan,
+    Stage,
     Transfer,
     allreduce_plan,
     along_y,
@@ -36,7 +38,7 @@ from plmr.runtime.collectives import (
     transfer_path,
 )
 from plmr.runtime.device import Device, get_device
-from plmr.runtime.routing import RouteTable, Rule, compress_positions
+from plmr.runtime.routing import PORT_INDEX, RouteTable, Rule, compress_positions
 
 COLLECTIVES = (mesh.ShiftOp, mesh.BroadcastOp, mesh.AllreduceOp, mesh.ReduceOp)
 
@@ -112,31 +114,56 @@ def _rule(
     return Rule(color, span, full_cols, rx, tx)
 
 
-def _fits(
-    table: RouteTable,
-    color: int,
-    axis: str,
-    grid: tuple[int, int],
-    entries: Sequence[tuple[int, mesh.Port, tuple[mesh.Port, ...]]],
-) -> bool:
+@dataclass(frozen=True)
+class _Entries:
+    """A transfer's router entries along its line: positions, input port, output bits."""
+
+    entries: list[tuple[int, mesh.Port, tuple[mesh.Port, ...]]]
+    positions: npt.NDArray[np.int64]
+    rx: npt.NDArray[np.int64]
+    bits: npt.NDArray[np.int64]
+
+
+@lru_cache(maxsize=65536)
+def _entry_arrays(t: Transfer, axis: str) -> _Entries:
+    entries = _entries(t, axis, (0, 0))
+    bits = [sum(1 << PORT_INDEX[p] for p in tx) for _, _, tx in entries]
+    return _Entries(
+        entries,
+        np.array([pos for pos, _, _ in entries], dtype=np.int64),
+        np.array([PORT_INDEX[rx] for _, rx, _ in entries], dtype=np.int64),
+        np.array(bits, dtype=np.int64),
+    )
+
+
+def _configs(table: npt.NDArray[np.uint8], axis: str, e: _Entries) -> npt.NDArray[np.uint8]:
+    """(5, k, L): the configuration of `color` at the k lines of routers of `e`."""
+    if axis == "x":
+        return table[:, :, e.positions].transpose(0, 2, 1)
+    return table[:, e.positions, :]
+
+
+def _fits(table: RouteTable, color: int, axis: str, e: _Entries) -> bool:
     """Whether every router on the path is free for `color`, or already configured alike."""
     existing = table.tx.get(color)
     if existing is None:
         return True
-    from plmr.runtime.routing import PORT_INDEX
+    config = _configs(existing, axis, e)
+    used = np.count_nonzero(config, axis=0)
+    k = np.arange(e.positions.size)
+    same = config[e.rx, k] == e.bits[:, None]
+    # A router holds one configuration per color: free, or this input with these outputs.
+    return bool(((used == 0) | (same & (used == 1))).all())
 
-    for pos, rx, tx in entries:
-        bits = 0
-        for p in tx:
-            bits |= 1 << PORT_INDEX[p]
-        config = existing[:, :, pos] if axis == "x" else existing[:, pos, :]
-        i = PORT_INDEX[rx]
-        same = config[i] == bits
-        others_free = (np.delete(config, i, axis=0) == 0).all(axis=0)
-        empty = (config == 0).all(axis=0)
-        if not (empty | (same & others_free)).all():
-            return False
-    return True
+
+def _carries(table: RouteTable, color: int, axis: str, e: _Entries) -> bool:
+    """Whether `color`'s rules already forward as the transfer's entries need."""
+    existing = table.tx.get(color)
+    if existing is None:
+        return False
+    config = _configs(existing, axis, e)
+    k = np.arange(e.positions.size)
+    return bool((config[e.rx, k] == e.bits[:, None]).all())
 
 
 def route_collectives(
@@ -210,12 +237,21 @@ def _route_plan(
     pending: dict[tuple[int, mesh.Port, tuple[mesh.Port, ...]], set[int]] = {}
     per_stage: list[list[int]] = []
     routing.transfer_colors[op] = per_stage
+    # A stage that repeats (a ring's steps, a shift by several positions) gets the colors
+    # it got the first time: those still fit (its routers hold its own configuration),
+    # the ones before them still do not (the table only grew).
+    seen: dict[int, tuple[Stage, list[int]]] = {}
     for stage in plan.stages:
+        again = seen.get(id(stage))
+        if again is not None and again[0] is stage:
+            per_stage.append(list(again[1]))
+            continue
         per_stage.append([])
+        seen[id(stage)] = (stage, per_stage[-1])
         for t in stage.transfers:
-            entries = _entries(t, axis, grid)
+            e = _entry_arrays(t, axis)
             color = 0
-            while color < budget and not _fits(table, color, axis, grid, entries):
+            while color < budget and not _fits(table, color, axis, e):
                 color += 1
             if color >= budget:
                 if not relay:
@@ -229,8 +265,8 @@ def _route_plan(
                 per_stage[-1].append(-1)
                 continue
             per_stage[-1].append(color)
-            for pos, rx, tx in entries:
-                table.mark(_rule(color, axis, grid, (pos, pos + 1, 1), rx, tx))
+            table.set_lines(color, axis, e.positions, e.rx, e.bits)
+            for pos, rx, tx in e.entries:
                 pending.setdefault((color, rx, tx), set()).add(pos)
             if color not in used:
                 used.append(color)
@@ -275,3 +311,86 @@ def route_program(
                 )
             )
     return route_collectives(collectives_of(program), grid, device, relay, table)
+
+
+def program_routing(
+    program: mesh.ProgramOp, relay: bool = False, device: Device | None = None
+) -> Routing:
+    """
+    The routing of a program: read back from the colors and `mesh.route` rules that
+    `mesh-route` attached when they carry every collective within the device's colors
+    (what routing it again would give), else planned by `route_program`.
+    """
+    device = get_device(program.device.spec.data) if device is None else device
+    attached = attached_routing(program, relay, device)
+    return attached if attached is not None else route_program(program, relay, device)
+
+
+def attached_routing(
+    program: mesh.ProgramOp, relay: bool, device: Device
+) -> Routing | None:
+    """
+    The routing `mesh-route` left on a program: every rule in one table, each
+    collective's `colors`. None when the program does not carry one that routing it
+    again would reproduce: a collective without colors, a color beyond the device's
+    budget, a relayed collective without `relay`, clashing rules, or a transfer of a
+    collective that no rule of its colors carries.
+    """
+    ops = collectives_of(program)
+    if not ops:
+        return None
+    budget = device.usable_colors
+    colors: dict[Operation, list[int]] = {}
+    relayed: set[Operation] = set()
+    for op in ops:
+        attr = op.attributes.get("colors")
+        if not isinstance(attr, ArrayAttr):
+            return None
+        items = cast(tuple[Attribute, ...], attr.data)
+        values = [a.value.data for a in items if isinstance(a, IntegerAttr)]
+        if len(values) != len(items) or any(not 0 <= c < budget for c in values):
+            return None
+        if "relayed" in op.attributes:
+            if not relay:
+                return None
+            relayed.add(op)
+        colors[op] = values
+    grid = program.grid_shape
+    table = RouteTable(grid[0], grid[1])
+    try:
+        for op in program.body.block.ops:
+            if isinstance(op, mesh.RouteOp):
+                table.add(_rule_of(op))
+    except PlmrError:
+        return None
+    checked: set[tuple[str, int, tuple[int, ...]]] = set()
+    stages: list[Stage] = []  # keeps the checked stages (and so their ids) alive
+    for op in ops:
+        if op in relayed:
+            continue
+        axis = axis_of(op)
+        for root in roots_of(op, grid):
+            for stage in plan_of(op, grid, root).stages:
+                key = (axis, id(stage), tuple(colors[op]))
+                if key in checked:
+                    continue
+                for t in stage.transfers:
+                    e = _entry_arrays(t, axis)
+                    if not any(_carries(table, c, axis, e) for c in colors[op]):
+                        return None
+                checked.add(key)
+                stages.append(stage)
+    routing = Routing(table, colors, relayed)
+    counts = table.colors_per_router()
+    routing.max_colors = int(counts.max()) if counts.size else 0
+    return routing
+
+
+def _rule_of(op: mesh.RouteOp) -> Rule:
+    return Rule(
+        op.color.value.data,
+        triple(op.rows.get_values()),
+        triple(op.cols.get_values()),
+        op.rx.data,
+        op.tx_ports,
+    )

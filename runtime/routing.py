@@ -81,11 +81,14 @@ class RouteTable:
     """color -> (5 rx ports, H, W) bit masks of output ports."""
     rules: list[Rule] = field(default_factory=list[Rule])
     _cache: dict[tuple[int, bytes], Delivery] = field(default_factory=dict[Any, Any])
+    _known: set[Rule] = field(default_factory=set[Rule])
+    """The members of `rules` (a membership test without a scan)."""
 
     def add(self, rule: Rule) -> None:
         """Adds a rule; a router given two different outputs for one (color, port) is an error."""
         self.mark(rule)
-        if rule not in self.rules:
+        if rule not in self._known:
+            self._known.add(rule)
             self.rules.append(rule)
 
     def mark(self, rule: Rule) -> None:
@@ -119,6 +122,25 @@ class RouteTable:
                 f"`{rule.render()}` needs another color"
             )
         region[...] = bits
+        self._cache.clear()
+
+    def set_lines(
+        self, color: int, axis: str, positions: IntArray, rx: IntArray, bits: IntArray
+    ) -> None:
+        """
+        Configures whole lines of routers without a conflict check (the caller checked):
+        for each j, every router at position `positions[j]` along `axis` (a column for
+        `x`, a row for `y`) forwards `color` from port `rx[j]` to the ports in `bits[j]`.
+        """
+        table = self.tx.get(color)
+        if table is None:
+            table = np.zeros((5, self.rows, self.cols), dtype=np.uint8)
+            self.tx[color] = table
+        values = bits.astype(np.uint8)[:, None]
+        if axis == "x":
+            table[rx, :, positions] = values
+        else:
+            table[rx, positions, :] = values
         self._cache.clear()
 
     def extend(self, rules: Iterable[Rule]) -> None:

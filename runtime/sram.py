@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+import numpy as np
 from xdsl.dialects.builtin import TensorType
 from xdsl.ir import Block, Operation, SSAValue
 
@@ -119,17 +120,33 @@ def spmd_sram(spmd: mesh.SpmdOp, device: Device) -> SramReport:
         ((start[op], op) for op in start), key=lambda e: e[0]
     )
     report = SramReport()
-    for point, op in events:
-        live = [(v, s) for (b, e, v, s) in intervals if b <= point <= e]
-        extra = 0
-        if isinstance(op, mesh.CommOp) and op.results:
-            extra = device_bytes(op.results[0], device)
-        total = sum(s for _, s in live) + extra
-        if total > report.peak_bytes:
-            report.peak_bytes = total
-            text = str(op).splitlines()[0].strip() if not op.regions else op.name
-            report.at = text
-            report.live = sorted(((_name(v), s) for v, s in live), key=lambda t: -t[1])
-            if extra:
-                report.live.append((f"receive buffer of {op.name}", extra))
+    if not events:
+        return report
+    # Bytes live at every point: a sweep over the intervals' ends (a difference array).
+    delta = np.zeros(counter[0] + 2, dtype=np.int64)
+    if intervals:
+        born = np.array([b for b, _, _, _ in intervals], dtype=np.int64)
+        dies = np.array([e for _, e, _, _ in intervals], dtype=np.int64)
+        sizes = np.array([s for _, _, _, s in intervals], dtype=np.int64)
+        np.add.at(delta, born, sizes)
+        np.add.at(delta, dies + 1, -sizes)
+    live_bytes = np.cumsum(delta)
+    extras = [
+        device_bytes(op.results[0], device)
+        if isinstance(op, mesh.CommOp) and op.results
+        else 0
+        for _, op in events
+    ]
+    points = np.array([point for point, _ in events], dtype=np.int64)
+    totals = live_bytes[points] + np.array(extras, dtype=np.int64)
+    i = int(np.argmax(totals))  # the first point of the peak
+    if totals[i] <= 0:
+        return report
+    point, op = events[i]
+    live = [(v, s) for (b, e, v, s) in intervals if b <= point <= e]
+    report.peak_bytes = int(totals[i])
+    report.at = str(op).splitlines()[0].strip() if not op.regions else op.name
+    report.live = sorted(((_name(v), s) for v, s in live), key=lambda t: -t[1])
+    if extras[i]:
+        report.live.append((f"receive buffer of {op.name}", extras[i]))
     return report

@@ -1,0 +1,117 @@
+"""
+`spmd_sram` (a sweep over the live intervals' ends) against the definition it computes:
+at every op, the bytes of every value live there plus the op's receive buffer; the peak
+is the first op where the most is live. Compared on the spmd bodies of compiled
+examples and of the mesh kernels (peak, where, and the live set).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import Block, Operation, SSAValue
+
+from plmr.dialects import mesh
+from plmr.dialects.context import make_context, parse_module
+from plmr.lowering.kernels import gemm, gemv
+from plmr.passes.pipeline import CompileOptions, compile_module
+from plmr.runtime import sram
+from plmr.runtime.device import Device, get_device
+from plmr.runtime.sram import SramReport, device_bytes, spmd_sram
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def reference_sram(spmd: mesh.SpmdOp, device: Device) -> SramReport:
+    """The live set at every op, summed op by op (quadratic)."""
+    body = spmd.body.block
+    end: dict[Operation, int] = {}
+    sram._linearize(body, end, [0])  # pyright: ignore[reportPrivateUsage]
+    start: dict[Operation, int] = {}
+    counter = [0]
+
+    def number(block: Block) -> None:
+        for op in block.ops:
+            start[op] = counter[0]
+            counter[0] += 1
+            for region in op.regions:
+                for inner in region.blocks:
+                    number(inner)
+            counter[0] += 1
+
+    number(body)
+    intervals: list[tuple[int, int, SSAValue, int]] = []
+
+    def add(value: SSAValue, born: int, block: Block) -> None:
+        size = device_bytes(value, device)
+        if size == 0:
+            return
+        last = born
+        for use in value.uses:
+            user = use.operation
+            if user.regions and user.parent_block() is block:
+                last = max(last, start[user])
+                continue
+            anc = sram._ancestor_in(user, block)  # pyright: ignore[reportPrivateUsage]
+            if anc is not None:
+                last = max(last, end[anc])
+        intervals.append((born, last, value, size))
+
+    def collect(block: Block, born: int) -> None:
+        for arg in block.args:
+            add(arg, born, block)
+        for op in block.ops:
+            for res in op.results:
+                add(res, end[op] if op.regions else start[op], block)
+            for region in op.regions:
+                for inner in region.blocks:
+                    collect(inner, start[op] + 1)
+
+    collect(body, 0)
+    report = SramReport()
+    for point, op in sorted(((start[op], op) for op in start), key=lambda e: e[0]):
+        live = [(v, s) for (b, e, v, s) in intervals if b <= point <= e]
+        extra = 0
+        if isinstance(op, mesh.CommOp) and op.results:
+            extra = device_bytes(op.results[0], device)
+        total = sum(s for _, s in live) + extra
+        if total > report.peak_bytes:
+            report.peak_bytes = total
+            report.at = str(op).splitlines()[0].strip() if not op.regions else op.name
+            names = ((sram._name(v), s) for v, s in live)  # pyright: ignore[reportPrivateUsage]
+            report.live = sorted(names, key=lambda t: -t[1])
+            if extra:
+                report.live.append((f"receive buffer of {op.name}", extra))
+    return report
+
+
+def compiled(name: str, grid: tuple[int, int]) -> ModuleOp:
+    module = parse_module((EXAMPLES / name).read_text())
+    return compile_module(make_context(), module, CompileOptions(grid=grid))
+
+
+PROGRAMS = {
+    "meshgemm": lambda: gemm("meshgemm", 12, 12, 12, (6, 6), "wse2").module,
+    "summa": lambda: gemm("summa", 12, 12, 12, (3, 4), "wse2").module,
+    "gemv-ktree": lambda: gemv("ktree", 16, 16, (8, 4), "wse2", k=3).module,
+    "tiny-decode": lambda: compiled("llama/tiny_decode.mlir", (4, 4)),
+    "tiny-prefill": lambda: compiled("llama/tiny_prefill.mlir", (2, 2)),
+}
+
+
+@pytest.mark.parametrize("name", PROGRAMS)
+def test_sweep_equals_the_live_set_op_by_op(name: str):
+    module = PROGRAMS[name]()
+    spmds = [op for op in module.walk() if isinstance(op, mesh.SpmdOp)]
+    assert spmds
+    for device in (get_device("wse2"), get_device("wse2:elem_bytes=4")):
+        for spmd in spmds:
+            got, want = spmd_sram(spmd, device), reference_sram(spmd, device)
+            assert want.peak_bytes > 0
+            assert (got.peak_bytes, got.at, got.live) == (
+                want.peak_bytes,
+                want.at,
+                want.live,
+            )
