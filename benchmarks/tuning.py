@@ -119,12 +119,17 @@ def best_curve(trials: Sequence[Measurement]) -> list[float]:
 
 
 def run_case(
-    text: str, grid: tuple[int, int], trials: int, seeds: int, cache: PerfDB
+    text: str,
+    grid: tuple[int, int],
+    trials: int,
+    seeds: int,
+    cache: PerfDB,
+    samplers: Sequence[str] = SAMPLERS,
 ) -> tuple[float, list[Run]]:
     schedule = space(text, grid)
     runs: list[Run] = []
     default_cycles = math.nan
-    for sampler in SAMPLERS:
+    for sampler in samplers:
         for seed in range(seeds):
             start = time.perf_counter()
             result = tune(
@@ -330,6 +335,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         metavar="CASE=FILE",
         help="Another version of a case's program (e.g. the one a cache was filled with).",
     )
+    parser.add_argument(
+        "--sampler",
+        action="append",
+        choices=SAMPLERS,
+        help="Only run these samplers (fills the cache; no table). Repeatable.",
+    )
     parser.add_argument("--png", type=Path, default=PNG)
     parser.add_argument(
         "--readme", action="store_true", help="Rewrite the section of benchmarks/README.md."
@@ -350,9 +361,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             grid = (side, side)
             print(f"{label} {side}x{side}", file=sys.stderr, flush=True)
             n = fewer.get(CASES.index((label, path, side)), seeds)
+            if args.sampler:
+                run_case(text, grid, trials, n, cache, args.sampler)
+                continue
             default, runs = run_case(text, grid, trials, n, cache)
             results.append((label, grid, default, runs, held_out_rho(text, grid, runs)))
     wall = time.perf_counter() - start
+    if args.sampler:
+        return 0
     lines = section(results, trials, seeds)
     plotted = plot(results, args.png)
     lines += [

@@ -138,6 +138,32 @@ def generate(
     return values
 
 
+def uniform_blocks(schedule: Compound) -> list[dict[str, Json]]:
+    """
+    Knob values that block every nest alike, as `plmr compile`'s own blocking search does:
+    each pair (P, R) of the global block knobs' domains, every per-nest block knob at the
+    value of its domain nearest to P or R (in log2); the other knobs at their initial
+    values. Empty without integer global block knobs.
+    """
+    knobs = schedule.knobs()
+    ps, rs = _ints(knobs.get("tile.parallel")), _ints(knobs.get("tile.reduction"))
+    if not ps or not rs:
+        return []
+    out: list[dict[str, Json]] = []
+    for p in ps:
+        for r in rs:
+            values: dict[str, Json] = {"tile.parallel": p, "tile.reduction": r}
+            for path, knob in knobs.items():
+                if not path.startswith("tile.nests."):
+                    continue
+                sizes = _ints(knob)
+                if sizes:
+                    want = p if path.endswith(".0") else r
+                    values[path] = min(sizes, key=lambda v: abs(math.log2(v / want)))
+            out.append(values)
+    return out
+
+
 def _fixed(schedule: Compound, name: str) -> int:
     tile = schedule.get("tile")
     v = tile.value(name) if tile is not None else 16
@@ -156,4 +182,4 @@ def _fixed_r(schedule: Compound, nest: str) -> int:
     return 16
 
 
-__all__ = ["communication_bound", "footprint", "generate"]
+__all__ = ["communication_bound", "footprint", "generate", "uniform_blocks"]

@@ -8,7 +8,11 @@ often than a far one) or takes each task's knobs from one of two parents — and
 only those that satisfy the schedule's constraints (`Compound.check` on the nests of the
 child's own front, so a per-nest block that does not divide its loop, or a nest that
 TASO's substitutions do not make, is never proposed) and that are not known to fail
-(an earlier candidate with the same blocks that did not fit SRAM). The cost model
+(an earlier candidate with the same blocks that did not fit SRAM), nor equivalent to a
+measured one: a knob whose change alone has left the measured cycles exactly unchanged
+(an algorithm of a GEMM the program does not have, a substitution that finds nothing)
+and never changed them is inert, and candidates that differ only in inert knobs are
+one candidate (a plateau of equals is measured once). The cost model
 (`CostModel` on `features`), retrained on every measured trial plus the trials of
 similar programs in the database, ranks the children; the round measures the best few
 and one random child (exploration). The first round measures the start points (the
@@ -259,6 +263,10 @@ class Search:
     def __post_init__(self) -> None:
         self._rng = random.Random(self.seed)
         self._seen: set[str] = set()
+        self._inert: set[str] = set()
+        self._active: set[str] = set()
+        self._measured: list[tuple[Values, float]] = []
+        self._classes: set[str] = set()
         self._ok: list[tuple[Values, float, np.ndarray]] = []
         self._tasks = tasks_of(self.space.knobs)
         self.scheduler = TaskScheduler(self._tasks, self.shares, self._rng)
@@ -268,6 +276,43 @@ class Search:
     def used_transfer(self) -> bool:
         """Whether the model was trained on transferred trials at least once."""
         return self._used_transfer
+
+    # -- equivalent candidates ----------------------------------------------------------
+
+    @property
+    def inert(self) -> set[str]:
+        """Knobs seen to leave the cycles unchanged and never to change them."""
+        return set(self._inert)
+
+    def _class(self, values: Values) -> str:
+        """The key of `values` without its inert knobs (equivalent candidates share it)."""
+        return key_of({k: v for k, v in values.items() if k not in self._inert})
+
+    def _known(self, values: Values) -> bool:
+        """Whether `values` or a candidate equivalent to it was proposed already."""
+        return key_of(values) in self._seen or self._class(values) in self._classes
+
+    def _learn(self, values: Values, cycles: float) -> None:
+        """Marks knobs inert or active from pairs that differ in one (non-inert) knob."""
+        changed = False
+        for other, c in self._measured:
+            diff = [k for k in values if values[k] != other.get(k) and k not in self._inert]
+            if len(diff) != 1:
+                continue
+            knob = diff[0]
+            if math.isclose(c, cycles, rel_tol=1e-9, abs_tol=1e-6):
+                if knob not in self._active:
+                    self._inert.add(knob)
+                    changed = True
+            elif knob not in self._active:
+                self._active.add(knob)
+                self._inert.discard(knob)
+                changed = True
+        self._measured.append((values, cycles))
+        if changed:
+            self._classes = {self._class(v) for v, _ in self._measured}
+        else:
+            self._classes.add(self._class(values))
 
     # -- generation -------------------------------------------------------------------
 
@@ -349,8 +394,8 @@ class Search:
             else:
                 parent = self._rng.choices(parents, weights)[0]
                 child = self._mutate(parent, own if self._rng.random() < 0.5 else every)
-            k = key_of(child)
-            if k in self._seen or k in keys or self.space.reason(child) is not None:
+            k = self._class(child)
+            if self._known(child) or k in keys or self.space.reason(child) is not None:
                 continue
             keys.add(k)
             out.append(child)
@@ -441,8 +486,8 @@ class Search:
                 keys: set[str] = set()
                 for _ in range(self.children):
                     c = self.random_feasible()
-                    if c is not None and key_of(c) not in self._seen | keys:
-                        keys.add(key_of(c))
+                    if c is not None and not self._known(c) and self._class(c) not in keys:
+                        keys.add(self._class(c))
                         pool.append(c)
                 picked = self._rank(pool, n - len(batch))
                 first = False
@@ -477,6 +522,7 @@ class Search:
                 if k in self._pending:
                     self.predicted.append((self._pending[k], y))
                 self._ok.append((v, y, self.space.vector(v)))
+                self._learn(v, m.cycles)
                 best = min(best, m.cycles)
             if self.scheduler is not None and task in self.scheduler.reports:
                 self.scheduler.update(task, before, best, len(batch))

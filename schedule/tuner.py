@@ -206,6 +206,54 @@ def evaluate(
     )
 
 
+def estimate(text: str, schedule_json: dict[str, Json], values: dict[str, Json]) -> float:
+    """
+    The planner's cycles of one candidate (the sum of its nests' estimates, what `plmr
+    compile` minimises over its blocks): compiled, not simulated; inf if it does not
+    compile. Picklable, for worker processes.
+    """
+    plans: list[Any] = []
+    try:
+        bound = Compound.from_json(schedule_json).bind(values)
+        compile_schedule(text, bound, plans=plans)
+    except PlmrError:
+        return math.inf
+    except Exception:  # a candidate must never stop the search
+        return math.inf
+    return sum(_nest_estimates(plans).values())
+
+
+_PLANNED: dict[str, dict[str, Json] | None] = {}
+"""The planner's pick by program, schedule and grid (runs of one process share it)."""
+
+
+def planner_pick(run: _Run, schedule: Compound, space: Space) -> dict[str, Json] | None:
+    """
+    The uniform blocking (`analytic.uniform_blocks`) the planner estimates fastest: the
+    blocks `plmr compile` would choose among the knobs' values. None if none compiles.
+    """
+    from plmr.schedule.analytic import uniform_blocks
+
+    key = json.dumps([run.phash, run.schedule_json, list(run.opts.grid)], sort_keys=True)
+    if key in _PLANNED:
+        return _PLANNED[key]
+    candidates = [
+        space.full(v)
+        for v in uniform_blocks(schedule)
+        if space.reason(space.full(v)) is None
+    ]
+    costs = list(
+        run.executor.run(estimate, [(run.text, run.schedule_json, v) for v in candidates])
+    )
+    best: dict[str, Json] | None = None
+    lowest = math.inf
+    for v, c in zip(candidates, costs, strict=True):
+        if c < lowest * 0.999:
+            best, lowest = v, c
+    _PLANNED[key] = best
+    return best
+
+
 def _nest_estimates(plans: list[Any]) -> dict[str, float]:
     out: dict[str, float] = {}
     for plan in plans:
@@ -275,6 +323,8 @@ class TuneResult:
     """The cost model's Spearman rho on trials it ranked before they were measured."""
     generated: Measurement | None = None
     """The analytic generator's schedule, measured as a start point."""
+    planned: Measurement | None = None
+    """The planner's pick among uniform blockings, measured as the first start point."""
     transferred: int = 0
     """Trials of the database the cost model started from."""
 
@@ -480,10 +530,17 @@ def _evolve(
         measured.extend(out)
         return list(out)
 
-    starts = [(generated, "generated")] if generated else []
+    # The planner's pick first: the compiler's own cost model on uniform blockings.
+    planned = planner_pick(run, schedule, space)
+    starts = [(planned, "tuned")] if planned is not None else []
+    if generated:
+        starts.append((generated, "generated"))
     # The knobs at their initial values (the schedule's own defaults) is the next start.
     starts.append(({}, "tuned"))
     search.run(trials, measure, starts)
+    result.planned = next(
+        (m for m in measured if planned is not None and m.values == planned), None
+    )
     result.generated = next(
         (m for m in measured if m.values == space.full(generated) and generated), None
     )

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import math
 
-from plmr.schedule.analytic import communication_bound, footprint, generate
+from plmr.schedule.analytic import (
+    communication_bound,
+    footprint,
+    generate,
+    uniform_blocks,
+)
 from plmr.schedule.features import NestInfo
 from plmr.schedule.transforms import Compound, Partition, ProgramInfo, Tile, choice
 
@@ -55,3 +60,34 @@ def test_generate_sets_every_block_knob_from_the_bound():
     # The start point satisfies the schedule's constraints.
     info = ProgramInfo({"o": ((64, 64), (256,)), "logits": ((10,), (32,))})
     assert schedule.bind(values).check(info) is None
+
+
+def test_uniform_blocks_pair_the_global_domains_and_follow_them_per_nest():
+    schedule = Compound(
+        [
+            Tile(
+                parallel=choice(2, 8, 32),
+                reduction=choice(4, 16),
+                nests={"h": [choice(2, 4, 16), choice(8, 16)]},
+            )
+        ]
+    )
+    got = uniform_blocks(schedule)
+    assert [(v["tile.parallel"], v["tile.reduction"]) for v in got] == [
+        (2, 4),
+        (2, 16),
+        (8, 4),
+        (8, 16),
+        (32, 4),
+        (32, 16),
+    ]
+    # Per nest: the nearest size of its own domain (log2), ties to the earlier value.
+    assert [(v["tile.nests.h.0"], v["tile.nests.h.1"]) for v in got] == [
+        (2, 8),
+        (2, 16),
+        (4, 8),
+        (4, 16),
+        (16, 8),
+        (16, 16),
+    ]
+    assert uniform_blocks(Compound([Tile(parallel=8, reduction=4)])) == []

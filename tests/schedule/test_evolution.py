@@ -120,3 +120,45 @@ def test_tasks_and_their_scheduler():
     assert picks.count("nest:b") >= 15
     assert s.reports["nest:b"].gain == 20.0
     assert s.reports["nest:a"].share == 0.6
+
+
+def test_inert_knobs_make_equivalent_candidates_one():
+    # The cycles ignore the GEMM algorithm (a program without a GEMM): once a pair of
+    # trials differing only in it measured the same, no two equivalent ones are measured.
+    def cycles(v: dict[str, Any]) -> float:
+        return (
+            1000.0 * (1 + abs(math.log2(v["tile.nests.h.0"] / 5)))
+            + v["tile.reduction"]
+            + 10 * math.log2(v["tile.parallel"])
+            + 3 * v["tile.nests.h.1"]
+        )
+
+    proposed: list[dict[str, Any]] = []
+
+    def measure(values: list[dict[str, Any]], source: str) -> list[Any]:
+        del source
+        proposed.extend(values)
+        return [_Outcome("ok", cycles(v)) for v in values]
+
+    search = Search(_space(), seed=1)
+    base = {
+        "fuse.strategy": "auto",
+        "tile.parallel": 2,
+        "tile.reduction": 4,
+        "tile.nests.h.0": 2,
+        "tile.nests.h.1": 4,
+        "partition.gemm": "meshgemm",
+    }
+    starts = [(base, "tuned"), ({**base, "partition.gemm": "cannon"}, "tuned")]
+    search.run(24, measure, starts)
+    assert search.inert == {"partition.gemm"}
+    rest = [
+        tuple(sorted((k, v) for k, v in p.items() if k != "partition.gemm"))
+        for p in proposed
+    ]
+    assert len(rest) == len(set(rest)) + 1  # only the two start points coincide
+    # A knob that changed the cycles once is never inert.
+    active = Search(_space(), seed=1)
+    pair = [(base, "tuned"), ({**base, "tile.reduction": 16}, "tuned")]
+    active.run(2, measure, pair)
+    assert active.inert == set()

@@ -18,7 +18,7 @@ from plmr.schedule.transforms import (
     default_schedule,
     int_range,
 )
-from plmr.schedule.tuner import tune
+from plmr.schedule.tuner import estimate, tune
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "onnx"
 
@@ -64,9 +64,16 @@ def test_evolutionary_starts_analytic_and_never_breaks_constraints(tmp_path: Pat
             default=default(),
         )
         records = db.trials()
-    assert [r.source for r in records[:2]] == ["default", "generated"]
+    # The planner's pick first, then the analytic generator's blocks (unless the same).
+    assert result.planned is not None
+    assert result.planned.status == "ok"
+    assert records[1].source == "tuned"
+    assert records[1].schedule == result.planned.schedule
     assert result.generated is not None
     assert result.generated.status == "ok"
+    if result.generated.values != result.planned.values:
+        # Measured in the first round (a round measures its sources in turn).
+        assert "generated" in [r.source for r in records[2:10]]
     # The analytic start chose blocks the constraints allow.
     assert result.generated.values["tile.parallel"] in (2, 32)
     assert len(result.trials) == 12
@@ -199,3 +206,34 @@ def test_plmr_tune_ray_without_a_cluster_is_one_clear_error(
     captured = capsys.readouterr()
     assert code != 0
     assert "--address needs --executor ray" in captured.err
+
+
+def test_planner_pick_is_the_uniform_blocking_the_planner_estimates_fastest(
+    tmp_path: Path,
+):
+    from plmr.schedule.analytic import uniform_blocks
+
+    text = _text("mlp.mlir")
+    schedule = space()
+    with PerfDB(tmp_path / "db.sqlite") as db:
+        result = tune(
+            text,
+            "mlp",
+            schedule,
+            trials=2,
+            db=db,
+            sampler="evolutionary",
+            default=default(),
+        )
+    assert result.planned is not None
+    costs: dict[str, float] = {}
+    for v in uniform_blocks(schedule):
+        full = {k: v.get(k, knob.initial) for k, knob in schedule.knobs().items()}
+        costs[repr(sorted(full.items()))] = estimate(text, schedule.to_json(), full)
+    # 4 and 8 do not divide the 10 logits: those blockings do not compile.
+    assert sum(c == float("inf") for c in costs.values()) >= 4
+    picked = costs[repr(sorted(result.planned.values.items()))]
+    assert picked == min(costs.values())
+    # The nest's block follows the global one: its own domain's nearest value.
+    nearest = {2: 2, 32: 8}[result.planned.values["tile.parallel"]]
+    assert result.planned.values["tile.nests.MatMul_3_out.0"] == nearest
