@@ -333,7 +333,12 @@ def bench_config(
 def default_options(
     model: str | LlamaConfig, grid: tuple[int, int], device: str, kind: str = "prefill"
 ) -> CompileOptions:
-    """16×16 blocks on small grids, `grid_block` blocks on large ones."""
+    """
+    16×16 blocks on small grids, `grid_block` blocks on large ones. On large grids
+    prefill splits fused reductions into lcm(P, Q) chunks; decode does not split them
+    (chunks = 1: the attention's maximum over the cache is one nest whose reduction the
+    mesh allreduces, not chunk maxima and a nest that combines them).
+    """
     block = grid_block(model, grid, kind)
     if not block:
         return CompileOptions(
@@ -345,7 +350,7 @@ def default_options(
         substitute=False,
         tile_sizes=(block, block),
         fit_tiles=True,
-        chunks=math.lcm(*grid),
+        chunks=1 if kind == "decode" else math.lcm(*grid),
     )
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import runpy
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -553,3 +554,10 @@ def test_grid_block_gives_decode_one_ffn_block_per_pe(
     assert default_options("llama3-8b", grid, "wse2", "decode").tile_sizes == (
         (decode, decode) if decode else (16, 16)
     )
+    if decode:
+        # Decode's attention maximum is not split into chunks; prefill's reductions are
+        # split into one chunk per PE of the longer ring.
+        assert default_options("llama3-8b", grid, "wse2", "decode").chunks == 1
+        assert default_options("llama3-8b", grid, "wse2", "prefill").chunks == math.lcm(
+            *grid
+        )
