@@ -427,6 +427,13 @@ class MeshRuntime:
         streamed_any = False
         reduces = False
         resume = 0
+        # A stage changes only its receivers' clocks: `now` is copied once (`owned`) and
+        # updated at their positions (the others would take max(x, -inf) and x + 0).
+        owned = False
+
+        def own(v: npt.NDArray[Any]) -> FloatArray:
+            return v if owned else np.array(np.broadcast_to(v, self.grid), dtype=CLOCK)
+
         for index, st in enumerate(stages):
             if index < resume or st.src.size == 0:
                 continue
@@ -453,16 +460,20 @@ class MeshRuntime:
                     now = chain_power(
                         now, st.src_of, delay_of.astype(CLOCK), add, repeat, pos_axis
                     )
+                    owned = False
                     resume = index + repeat
                     self.log_extrapolation(Extrapolated(STAGES, repeat - 1, now, now))
                 else:
-                    arrival = np.take(now, st.src_of, axis=pos_axis)
-                    arrival += along(delay_of.astype(CLOCK))
-                    now = np.maximum(now, arrival)
+                    now, owned = own(now), True
+                    d = along(delay_of[st.dst].astype(CLOCK))
+                    if pos_axis == 1:
+                        now[:, st.dst] = np.maximum(now[:, st.dst], now[:, st.src] + d)
+                    else:
+                        now[st.dst] = np.maximum(now[st.dst], now[st.src] + d)
             else:
                 arrival = np.take(now, st.src, axis=pos_axis)
                 arrival += along(delay.astype(CLOCK))
-                now = np.array(now, dtype=CLOCK)
+                now, owned = own(now), True
                 target = (slice(None), st.dst) if pos_axis == 1 else (st.dst,)
                 np.maximum.at(now, target, arrival)  # pyright: ignore[reportArgumentType]
             if st.combine:
@@ -470,7 +481,13 @@ class MeshRuntime:
                 if repeat == 1:
                     assert st.counts is not None
                     per = self._combine_cost(st, elems)
-                    now = now + along((st.counts * per).astype(CLOCK))
+                    got = np.flatnonzero(st.counts)
+                    now, owned = own(now), True
+                    spent = along((st.counts[got] * per).astype(CLOCK))
+                    if pos_axis == 1:
+                        now[:, got] += spent
+                    else:
+                        now[got] += spent
             streamed_any = streamed_any or st.streamed
             n_msgs = st.src.size * lines * repeat
             self.traffic.bytes += msg_bytes * n_msgs
