@@ -550,39 +550,73 @@ class ScatterOp(IRDLOperation):
     """
     Places a host tensor on the grid under the result's layout. Blocks that reach past the
     tensor's edge are filled with `pad` (default 0), so that every PE holds a full block.
+    With `offsets`, the placed tensor is the slice of the input starting there, of the
+    result's shape (one head's weights of a weight tensor over heads).
 
     ```mlir
     %d = mesh.scatter %a : tensor<64x64xf32> -> !mesh.dist<tensor<64x64xf32>, #mesh.layout<[y, x]>>
+    %h = mesh.scatter %w offsets [1, 0, 0] : tensor<4x64x16xf32> -> !mesh.dist<tensor<1x64x16xf32>, #mesh.layout<[-, y, x]>>
     ```
     """
 
     name = "mesh.scatter"
 
     input = operand_def(TensorType)
+    offsets = opt_prop_def(DenseArrayBase.constr(I64))
     pad = opt_prop_def(FloatAttr[Float64Type])
     result = result_def(DistType)
 
     traits = traits_def(Pure(), HasParent(ProgramOp))
 
-    assembly_format = "$input (`pad` $pad^)? attr-dict `:` type($input) `->` type($result)"
+    assembly_format = (
+        "$input (`offsets` $offsets^)? (`pad` $pad^)? attr-dict `:` type($input) `->` "
+        "type($result)"
+    )
 
     def __init__(
-        self, input: SSAValue | Operation, layout: LayoutAttr, pad: float | None = None
+        self,
+        input: SSAValue | Operation,
+        layout: LayoutAttr,
+        pad: float | None = None,
+        *,
+        offsets: Sequence[int] | None = None,
+        shape: Sequence[int] | None = None,
     ):
         x = SSAValue.get(input)
         t = tensor_type(x, "input")
-        super().__init__(
-            operands=[x],
-            result_types=[DistType(t, layout)],
-            properties={} if pad is None else {"pad": FloatAttr(pad, Float64Type())},
-        )
+        props: dict[str, Attribute] = {}
+        if pad is not None:
+            props["pad"] = FloatAttr(pad, Float64Type())
+        if offsets is not None:
+            props["offsets"] = DenseArrayBase.from_list(i64, list(offsets))
+            t = TensorType(t.element_type, list(shape or t.get_shape()))
+        super().__init__(operands=[x], result_types=[DistType(t, layout)], properties=props)
 
     def verify_(self) -> None:
         d = _dist(self.result, "result")
-        if d.tensor != self.input.type:
+        if self.offsets is None:
+            if d.tensor != self.input.type:
+                raise VerifyException(
+                    f"scatter result distributes {d.tensor}, but the input is "
+                    f"{self.input.type}"
+                )
+            return
+        t = tensor_type(self.input, "input")
+        whole, part = t.get_shape(), d.tensor.get_shape()
+        starts = self.offsets.get_values()
+        if d.tensor.element_type != t.element_type or not (
+            len(whole) == len(part) == len(starts)
+        ):
             raise VerifyException(
-                f"scatter result distributes {d.tensor}, but the input is {self.input.type}"
+                f"scatter of a slice: offsets {list(starts)} and the result {d.tensor} "
+                f"must match the rank and element type of the input {t}"
             )
+        for o, n, w in zip(starts, part, whole, strict=True):
+            if o < 0 or o + n > w:
+                raise VerifyException(
+                    f"scatter of a slice: offsets {list(starts)} with the result's shape "
+                    f"{list(part)} reach past the input {t}"
+                )
 
 
 @irdl_op_definition

@@ -325,6 +325,11 @@ class MeshRuntime:
             block = d.block_shape(self.grid)
             return np.broadcast_to(np.zeros((), dtype=x.dtype), self.grid + block)
         pad = 0.0 if op.pad is None else op.pad.value.data
+        if op.offsets is not None:
+            # A slice of the host tensor (one head's weights).
+            shape = d.tensor.get_shape()
+            starts = op.offsets.get_values()
+            x = x[tuple(slice(o, o + n) for o, n in zip(starts, shape, strict=True))]
         return scatter_array(x, d.layout, self.grid, pad)
 
     def _gather(self, op: mesh.GatherOp, blocks: Array) -> Array:
