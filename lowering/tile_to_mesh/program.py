@@ -37,6 +37,7 @@ from plmr.lowering.tile_to_mesh.builders import dist_type as _dist
 from plmr.lowering.tile_to_mesh.emit import NestEmitter as _NestEmitter
 from plmr.lowering.tile_to_mesh.emit import Placed as _Placed
 from plmr.lowering.tile_to_mesh.emit import StraightEmitter as _StraightEmitter
+from plmr.lowering.tile_to_mesh.host_slices import HostSlice, slice_host_reads
 from plmr.lowering.tile_to_mesh.planning import NestPlan
 from plmr.lowering.tile_to_mesh.planning import Planner as _Planner
 from plmr.runtime.device import get_device
@@ -62,6 +63,8 @@ class FunctionLowering:
         self.plans: list[NestPlan] = []
         self.absorbed: set[Operation] = set()
         """Straight-line ops emitted at the end of the nest before them."""
+        self.slices: dict[SSAValue, HostSlice] = {}
+        """Slices of host tensors that nests read (`host_slices`), placed on their own."""
 
     # -- program ----------------------------------------------------------------------
 
@@ -86,6 +89,7 @@ class FunctionLowering:
             new.name_hint = old.name_hint
             self.host[old] = new
         self.builder = Builder(InsertPoint.at_end(pblock))
+        self.slices = slice_host_reads(self.block)
         straight: list[Operation] = []
         for op in self.block.ops:
             if isinstance(op, arith.ConstantOp):
@@ -94,7 +98,9 @@ class FunctionLowering:
                     clone.result.name_hint = op.result.name_hint
                     self.host[op.result] = clone.result
                 continue
-            if isinstance(op, tensor.EmptyOp):
+            if isinstance(op, tensor.EmptyOp) or (
+                op.results and op.results[0] in self.slices
+            ):
                 continue
             if op in self.absorbed or starts_a_nest(op):
                 continue  # run inside a nest's spmd (`batching`)
@@ -152,10 +158,16 @@ class FunctionLowering:
         found = self.scattered.get(key)
         if found is not None:
             return found
-        host = self.host[value]
-        op = self.builder.insert(
-            mesh.ScatterOp(host, _dist(value, layout, skew, ring, chunks).layout)
-        )
+        dist = _dist(value, layout, skew, ring, chunks).layout
+        part = self.slices.get(value)
+        if part is None:
+            op = self.builder.insert(mesh.ScatterOp(self.host[value], dist))
+        else:
+            src, offsets = part
+            shape = static_shape(value, "slice")
+            op = self.builder.insert(
+                mesh.ScatterOp(self.host[src], dist, offsets=offsets, shape=shape)
+            )
         if value.name_hint:
             op.result.name_hint = value.name_hint
         self.scattered[key] = op.result
