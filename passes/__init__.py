@@ -63,6 +63,11 @@ def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
 
         return LoopSimplifyIndicesPass
 
+    def loop_split_heads() -> type[ModulePass]:
+        from plmr.passes.neptune.split_heads import LoopSplitHeadsPass
+
+        return LoopSplitHeadsPass
+
     def plmr_compile() -> type[ModulePass]:
         from plmr.passes.pipeline import PlmrCompilePass
 
@@ -77,6 +82,7 @@ def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
         "convert-graph-to-loop": convert_graph_to_loop,
         "neptune-fuse": neptune_fuse,
         "loop-simplify-indices": loop_simplify_indices,
+        "loop-split-heads": loop_split_heads,
         "convert-loop-to-tile": convert_loop_to_tile,
         "convert-loop-to-scf": convert_loop_to_scf,
         "convert-tile-to-mesh": convert_tile_to_mesh,

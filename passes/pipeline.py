@@ -121,6 +121,7 @@ def to_loop_level(ctx: Context, module: ModuleOp, opts: CompileOptions) -> Modul
                 device=opts.device,
                 concats="constant",
                 engine=opts.engine,
+                grid=f"{opts.grid[0]}x{opts.grid[1]}",
             ).apply(ctx, module)
         ConvertGraphToLoopPass().apply(ctx, module)
     if _has(module, (loop.NestOp,)):
@@ -144,7 +145,19 @@ def from_loop_level(
     if mesh_opts is None:
         mesh_opts = _check_options(opts)
     if _has(module, (loop.NestOp,)):
-        _tile_for_grid(ctx, module, opts, mesh_opts, plans)
+        try:
+            _tile_for_grid(ctx, module, opts, mesh_opts, plans)
+        except PlmrError as e:
+            from plmr.passes.neptune.split_heads import split_module_heads
+
+            # Heads too few for the grid: run them one after the other, each over
+            # all PEs (loop-split-heads), if that splits anything.
+            if "SRAM" not in str(e) or not split_module_heads(module):
+                raise
+            try:
+                _tile_for_grid(ctx, module, opts, mesh_opts, plans)
+            except PlmrError:
+                raise e from None
     elif _has(module, (tile.ForOp,)):
         lower_module(module, mesh_opts, plans)
         _route(ctx, module, opts)

@@ -233,8 +233,8 @@ def test_plmr_compile_pass_bad_option(cli: Any):
         ),
         pytest.param(
             DECODE_CAUSAL,
-            ["--grid", "1x1"],
-            ["does not fit a 1x1 grid of wse2", "bytes of SRAM", "a PE has 49152"],
+            ["--grid", "1x1", "--device", "wse2:sram_kib=16"],
+            ["does not fit a 1x1 grid of wse2", "bytes of SRAM", "a PE has 16384"],
             id="sram",
         ),
         pytest.param(
