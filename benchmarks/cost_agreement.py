@@ -16,6 +16,8 @@ calls cheaper than the input is cheaper on the wafer.
 from __future__ import annotations
 
 import argparse
+import hashlib
+import json
 import re
 import sys
 import time
@@ -104,16 +106,26 @@ def variants_of(module: ModuleOp, per_graph: int) -> list[tuple[str, Dag]]:
     return out
 
 
+CACHE: dict[str, float] = {}
+"""Simulated cycles by program text, grid and device (`--cache` keeps them in a file)."""
+
+
 def simulate(module: ModuleOp, grid: tuple[int, int], device: str) -> float:
-    opts = CompileOptions(grid=grid, device=device, substitute=False)
-    return float(timed(module_text(module), opts, get_device(device)).report.cycles)
+    text = module_text(module)
+    key = hashlib.sha256(f"{grid} {device}\n{text}".encode()).hexdigest()
+    found = CACHE.get(key)
+    if found is None:
+        opts = CompileOptions(grid=grid, device=device, substitute=False)
+        found = float(timed(text, opts, get_device(device)).report.cycles)
+        CACHE[key] = found
+    return found
 
 
 def measure(
     name: str, path: Path, grid: tuple[int, int], device: str, per_graph: int
 ) -> list[Variant]:
     base = load_module(path)
-    model = CostModel(get_device(device))
+    model = CostModel(get_device(device), grid)
     out: list[Variant] = []
     built: list[tuple[str, ModuleOp, Dag]] = []
     for label, dag in variants_of(base, per_graph):
@@ -124,13 +136,21 @@ def measure(
     for engine in ("backtrack", "eqsat"):
         module = base.clone()
         substitute_module(
-            module, budget=100, device=device, concats="constant", engine=engine
+            module,
+            budget=100,
+            device=device,
+            concats="constant",
+            engine=engine,
+            grid=grid,
         )
         dag = import_function(main_function(module), DagContext())
         assert dag is not None
         built.append((f"taso-substitute ({engine})", module, dag))
-    for label, module, dag in built:
-        cost = model.graph_cost(dag)
+    for label, module, _ in built:
+        # Priced as compiled: after the clean-up (constants folded, concats flattened).
+        compiled = import_function(main_function(module), DagContext())
+        assert compiled is not None
+        cost = model.graph_cost(compiled)
         try:
             cycles = simulate(module, grid, device)
         except PlmrError as e:
@@ -149,7 +169,7 @@ def report(rows: list[Variant], grid: tuple[int, int], device: str) -> str:
         f"`benchmarks/cost_agreement.py` (device {device}, grid {grid[0]}x{grid[1]}): "
         f"{len(rows)} variants of {len(graphs)} graphs (the graph, its one-rewrite "
         "neighbours whose concatenations fold, and both engines' results), priced by "
-        "`plmr.passes.taso.cost` and compiled with `plmr compile --no-substitute`, "
+        "`plmr.passes.taso.cost` on the grid and compiled with `plmr compile --no-substitute`, "
         "simulated in timing mode.",
         "",
         "| graph | variants | Spearman (model vs wafer) | model: cheaper than input | "
@@ -193,7 +213,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--per-graph", type=int, default=12)
     parser.add_argument("--only", default=None, help="Only graphs whose path has this.")
     parser.add_argument("--readme", action="store_true", help="Rewrite its README section.")
+    parser.add_argument(
+        "--cache", type=Path, default=None, help="A JSON file of simulated cycles to reuse."
+    )
     args = parser.parse_args(argv)
+    if args.cache is not None and args.cache.exists():
+        CACHE.update(json.loads(args.cache.read_text()))
     rows_cols = tuple(int(v) for v in args.grid.split("x"))
     grid = (rows_cols[0], rows_cols[1])
     paths = sorted((ROOT / "examples" / "onnx").glob("*.mlir")) + sorted(
@@ -206,6 +231,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.only and args.only not in rel:
             continue
         rows.extend(measure(rel, path, grid, args.device, args.per_graph))
+    if args.cache is not None:
+        args.cache.write_text(json.dumps(CACHE))
     text = report(rows, grid, args.device)
     print(text)
     print(f"({time.perf_counter() - start:.0f} s)")

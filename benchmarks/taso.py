@@ -31,6 +31,7 @@ from xdsl.ir import SSAValue
 
 from plmr.dialects import graph
 from plmr.dialects.context import load_module
+from plmr.errors import PlmrError
 from plmr.passes.taso.dag import constant_attr
 from plmr.passes.taso.substitute import substitute_module
 from plmr.runtime.device import get_device
@@ -334,6 +335,56 @@ def scale_rows() -> list[list[str]]:
     return rows
 
 
+def compile_rows(grid: tuple[int, int], device: str = "wse2") -> list[list[str]]:
+    """Simulated cycles of `plmr compile` without and with substitutions (both engines)."""
+    from plmr.dialects.printing import module_text
+    from plmr.models.bench import timed
+    from plmr.passes.pipeline import CompileOptions
+
+    paths = [
+        *sorted((ROOT / "examples" / "onnx").glob("*.mlir")),
+        *sorted((ROOT / "examples" / "graph").glob("*.mlir")),
+        *sorted((ROOT / "examples" / "llama").glob("tiny_*.mlir")),
+    ]
+    rows: list[list[str]] = []
+    for path in paths:
+        text = module_text(load_module(path))
+        cycles: list[float] = []
+        try:
+            for substitute, engine in (
+                (False, "backtrack"),
+                (True, "backtrack"),
+                (True, "eqsat"),
+            ):
+                opts = CompileOptions(
+                    grid=grid, device=device, substitute=substitute, engine=engine
+                )
+                cycles.append(float(timed(text, opts, get_device(device)).report.cycles))
+        except PlmrError as e:
+            print(f"{path.name}: does not compile ({str(e).splitlines()[0][:80]})")
+            continue
+        off = cycles[0]
+        rows.append(
+            [
+                str(path.relative_to(ROOT)),
+                f"{off:,.0f}",
+                *(f"{c:,.0f} ({off / c:.3f}x)" for c in cycles[1:]),
+                "yes" if all(c <= off for c in cycles[1:]) else "**no**",
+            ]
+        )
+        print(" | ".join(rows[-1]), flush=True)
+    return rows
+
+
+COMPILE_HEADER = [
+    "program",
+    "substitutions off (cycles)",
+    "backtrack",
+    "eqsat",
+    "never slower",
+]
+
+
 SCALE_HEADER = [
     "graph",
     "ops",
@@ -364,6 +415,19 @@ def main(argv: list[str] | None = None) -> int:
         rows.append(run(str(rel), load_module(path), args.budget, args.alpha))
         print(" | ".join(rows[-1]), flush=True)
     text = table(rows)
+    compiled = compile_rows((4, 4))
+    text += (
+        "\n\n`plmr compile --grid 4x4` (wse2) without and with substitutions, each engine "
+        "(budget 100 for backtrack, the default limits for eqsat), simulated in timing "
+        "mode; the cost model prices graphs on the 4x4 grid (`conv_block` does not "
+        "compile on the mesh):\n\n"
+        + "| "
+        + " | ".join(COMPILE_HEADER)
+        + " |\n|"
+        + "---|" * len(COMPILE_HEADER)
+        + "\n"
+        + "\n".join("| " + " | ".join(row) + " |" for row in compiled)
+    )
     scale = scale_rows()
     text += (
         "\n\nAt model scale (`eqsat` only; the backtracking search was killed at 24 GB "

@@ -19,7 +19,8 @@ Every op runs on the block of cores its partitioning uses and pays:
 The matmul block is chosen to minimize its cost under the per-core SRAM limit. Context
 matters as it does on the machine: ops whose operands are all constants are folded at
 compile time (cost 0); a unary activation or `scale` right after a single-use matmul or
-conv runs in its epilogue (compute only); a transpose of the last two dimensions that
+conv runs in its epilogue (compute only), and so does an elementwise op of a computed
+value, which the loop level's map fusion puts into a neighbouring op's nest; a transpose of the last two dimensions that
 only feeds matmuls is a `transpose_a`/`transpose_b` flag (cost 0). The graph cost is the
 sum over ops, as in TASO.
 """
@@ -30,6 +31,7 @@ import math
 from collections.abc import Sequence
 from functools import lru_cache
 
+from plmr.errors import PlmrError
 from plmr.passes.taso.dag import Dag, Node
 from plmr.passes.taso.ops import Params, Shape
 from plmr.runtime.device import Device
@@ -86,6 +88,10 @@ REDUCING = frozenset(
         "opaque:graph.reduce",
     }
 )
+FUSIBLE = frozenset(
+    {k for k in ELEMENT_WORK if k not in REDUCING and not k.startswith("opaque:")}
+)
+"""Elementwise ops that the loop level fuses into a neighbouring nest."""
 
 
 def _size(shape: Shape) -> int:
@@ -102,10 +108,18 @@ def _candidates(limit: int) -> list[int]:
 
 
 class CostModel:
-    """Per-op cycle costs for one device."""
+    """
+    Per-op cycle costs for one device, on its whole wafer or on the `rows × cols` grid
+    of cores a program is compiled for (`grid`).
+    """
 
-    def __init__(self, device: Device):
+    def __init__(self, device: Device, grid: tuple[int, int] | None = None):
         self.device = device
+        rows, cols = grid if grid is not None else (device.height, device.width)
+        if rows < 1 or cols < 1:
+            raise PlmrError(f"cost model: the grid must be at least 1x1, got {rows}x{cols}")
+        self.rows, self.cols = min(rows, device.height), min(cols, device.width)
+        self.cores = self.rows * self.cols
         self._matmul = lru_cache(maxsize=None)(self._matmul_uncached)
         self._nodes: dict[tuple[int, bool, bool, bool], float] = {}
 
@@ -124,7 +138,7 @@ class CostModel:
 
     def cores_for(self, elements: int) -> int:
         """Cores an elementwise op on `elements` values spreads over (at least 1 each)."""
-        return max(1, min(self.device.cores, elements))
+        return max(1, min(self.cores, elements))
 
     def elementwise(self, elements: int, work: float) -> float:
         cores = self.cores_for(elements)
@@ -134,8 +148,8 @@ class CostModel:
         d = self.device
         eb, link = d.elem_bytes, d.link_bytes_per_cycle
         best = math.inf
-        for pr in _candidates(min(m, d.height)):
-            for pc in _candidates(min(n, d.width)):
+        for pr in _candidates(min(m, self.rows)):
+            for pc in _candidates(min(n, self.cols)):
                 tm, tn = math.ceil(m / pr), math.ceil(n / pc)
                 steps = max(pr, pc)
                 tk = math.ceil(k / steps)
@@ -149,13 +163,15 @@ class CostModel:
                     + d.step_overhead_cycles
                 )
                 one = compute + steps * shift
-                regions = max(1, min(batch, d.cores // (pr * pc)))
+                regions = max(1, min(batch, self.cores // (pr * pc)))
                 rounds = math.ceil(batch / regions)
                 total = rounds * one + self.launch(pr * pc * regions)
                 best = min(best, total)
         if math.isinf(best):
             # Too big for SRAM even on the whole wafer: stream K in chunks from neighbours.
-            best = batch * m * k * n / (d.cores * d.fmac_fp16) * 2 + self.launch(d.cores)
+            best = batch * m * k * n / (self.cores * d.fmac_fp16) * 2 + self.launch(
+                self.cores
+            )
         return best
 
     def matmul(self, batch: int, m: int, k: int, n: int) -> float:
@@ -259,7 +275,7 @@ class CostModel:
         key = (
             nid,
             nid in folded,
-            self.is_epilogue(dag, node),
+            self.is_epilogue(dag, node, folded),
             self.is_absorbed(dag, nid, node),
         )
         found = self._nodes.get(key)
@@ -276,7 +292,20 @@ class CostModel:
             self._nodes[key] = found
         return found
 
-    def is_epilogue(self, dag: Dag, node: Node) -> bool:
+    def is_epilogue(
+        self, dag: Dag, node: Node, folded: set[int] | frozenset[int] = frozenset()
+    ) -> bool:
+        """
+        Whether `node` runs inside another op's loop nest (compute only): a unary op
+        right after a single-use matmul or conv, or an elementwise op of a computed
+        value (the map fusion of the loop level puts it in its producer's or its
+        consumer's nest).
+        """
+        if node.kind in FUSIBLE and any(
+            dag.nodes[o[0]].kind not in ("arg", "const") and o[0] not in folded
+            for o in node.operands
+        ):
+            return True
         if node.kind not in EPILOGUE_KINDS or len(node.operands) != 1:
             return False
         src = node.operands[0][0]

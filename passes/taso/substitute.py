@@ -179,12 +179,16 @@ def substitute_module(
     concats: str = "any",
     engine: str = "backtrack",
     eqsat: EqsatOptions | None = None,
+    grid: tuple[int, int] | None = None,
 ) -> list[FunctionReport]:
-    """Optimizes every function (or the named ones) of `module` in place."""
+    """
+    Optimizes every function (or the named ones) of `module` in place, pricing graphs on
+    the `grid` of cores the program is compiled for (default: the whole wafer).
+    """
     check_options(alpha, budget, concats, engine)
     accept = folded_concats_only if concats == "constant" else None
     directed: list[Directed] = directions(load_rules(rules))
-    cost = CostModel(get_device(device))
+    cost = CostModel(get_device(device), grid)
     ctx = DagContext()
     reports: list[FunctionReport] = []
     for fn in [op for op in module.ops if isinstance(op, func.FuncOp)]:
@@ -262,8 +266,19 @@ class TasoSubstitutePass(ModulePass):
     """`eqsat`: e-nodes at which saturation stops."""
     ilp_time: float = 4.0
     """`eqsat`: seconds of the ILP extraction (0: greedy only)."""
+    grid: str = ""
+    """The `rows x cols` grid the program is compiled for (`4x4`; empty: the whole
+    wafer), on which the cost model prices the graphs."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
+        grid: tuple[int, int] | None = None
+        if self.grid:
+            parts = self.grid.lower().split("x")
+            if len(parts) != 2 or not all(p.strip().isdigit() for p in parts):
+                raise PlmrError(
+                    f"taso-substitute: grid must be ROWSxCOLS (e.g. 4x4), got '{self.grid}'"
+                )
+            grid = (int(parts[0]), int(parts[1]))
         substitute_module(
             op,
             self.alpha,
@@ -277,4 +292,5 @@ class TasoSubstitutePass(ModulePass):
                 time_limit=self.time_limit,
                 ilp_time=self.ilp_time,
             ),
+            grid=grid,
         )

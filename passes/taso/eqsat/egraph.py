@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from egglog.bindings import EGraph, Value
 
-from plmr.passes.taso.cost import EPILOGUE_KINDS, PRODUCER_KINDS, CostModel
+from plmr.passes.taso.cost import EPILOGUE_KINDS, FUSIBLE, PRODUCER_KINDS, CostModel
 from plmr.passes.taso.eqsat.encode import Keys
 from plmr.passes.taso.ops import Params, Shape
 
@@ -164,6 +164,7 @@ def node_costs(
     for n, node in enumerate(g.nodes):
         if node.op == "N2" and keys.keys[node.fields[0]][0] == "matmul":
             matmul_users.update(node.children)
+    args = {g.node_class[n] for n, node in enumerate(g.nodes) if node.op == "Arg"}
     costs: list[float] = []
     outs: list[tuple[Shape, ...]] = []
     for n, node in enumerate(g.nodes):
@@ -195,8 +196,12 @@ def node_costs(
             costs.append(math.inf)
             continue
         folded = all(ch in constant for ch in node.children)
+        fused = kind in FUSIBLE and any(
+            ch not in constant and ch not in args for ch in node.children
+        )
         if discounts is not None:
             epilogue, absorbed = discounts.get(n, (False, False))
+            epilogue = epilogue or fused
             costs.append(
                 model.op_cost(
                     kind,
@@ -209,7 +214,7 @@ def node_costs(
                 )
             )
             continue
-        epilogue = (
+        epilogue = fused or (
             kind in EPILOGUE_KINDS
             and len(node.children) == 1
             and node.children[0] in producers

@@ -455,7 +455,7 @@ def _stage(dag: Dag, session: _Session, deadline: float) -> EqsatResult:
         if c is None or c not in original or nid in folded:
             continue
         discounts[original[c]] = (
-            model.is_epilogue(dag, node),
+            model.is_epilogue(dag, node, folded),
             model.is_absorbed(dag, nid, node),
         )
     priced = node_costs(g, keys, model, multi_shapes, constant_concats_only, discounts)

@@ -3,6 +3,7 @@
 import pytest
 
 from plmr.dialects.context import parse_module
+from plmr.errors import PlmrError
 from plmr.passes.taso.cost import CostModel
 from plmr.passes.taso.dag import DagContext, import_function
 from plmr.runtime.device import get_device
@@ -70,8 +71,33 @@ def test_context_rules(wse2):
         costs[dag.nodes[n].kind].append(wse2.node_cost(dag, n, folded))
     # The weight transpose is folded at compile time, the transpose_b flag is free.
     assert costs["transpose"] == [0.0, 0.0]
-    # The relu right after the matmul runs in its epilogue; the later one pays a launch.
-    epilogue, standalone = costs["relu"]
-    assert 0 < epilogue < standalone
-    assert standalone - epilogue == pytest.approx(wse2.launch(64 * 64))
+    # The relu right after the matmul runs in its epilogue, the later one in the nest the
+    # loop level's map fusion puts it in: compute only, both.
+    epilogue, fused = costs["relu"]
+    assert 0 < epilogue == fused
     assert wse2.graph_cost(dag) == pytest.approx(sum(sum(v) for v in costs.values()))
+
+
+def test_an_elementwise_op_of_arguments_only_pays_a_launch(wse2):
+    dag = _dag(
+        """
+        func.func @f(%x: tensor<64x64xf32>, %y: tensor<64x64xf32>) -> tensor<64x64xf32> {
+          %a = graph.add %x, %y : (tensor<64x64xf32>, tensor<64x64xf32>) -> tensor<64x64xf32>
+          %b = graph.add %a, %y : (tensor<64x64xf32>, tensor<64x64xf32>) -> tensor<64x64xf32>
+          func.return %b : tensor<64x64xf32>
+        }
+        """
+    )
+    folded = wse2.folded_nodes(dag)
+    first, second = (wse2.node_cost(dag, n, folded) for n in dag.order()[-2:])
+    assert first - second == pytest.approx(wse2.launch(64 * 64))
+
+
+def test_the_grid_bounds_the_cores():
+    small = CostModel(get_device("wse2"), (4, 4))
+    assert small.cores == 16
+    assert small.matmul(1, 256, 256, 256) > CostModel(get_device("wse2")).matmul(
+        1, 256, 256, 256
+    )
+    with pytest.raises(PlmrError, match="at least 1x1"):
+        CostModel(get_device("wse2"), (0, 4))
