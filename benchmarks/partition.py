@@ -706,8 +706,91 @@ def kv_section() -> list[str]:
 # ---------------------------------------------------------------------------------------
 
 
-def build(quick: bool, workers: int) -> tuple[list[str], float]:
-    """The markdown lines and the wall time in seconds."""
+def kernels_section(results: dict[Job, Outcome], quick: bool) -> list[str]:
+    """
+    The tables of benchmarks/README.md's "Mesh runtime: kernels" section: GEMM on the
+    first grid and GEMV on the GEMV grid, with each run's colors per router.
+    """
+    gemm_grid = QUICK_GEMM_GRID if quick else GEMM_GRIDS[0]
+    gemv_grid = QUICK_GEMV_GRID if quick else GEMV_GRID
+    gemm_rows: list[list[str]] = []
+    for a in GEMM_ALGORITHMS:
+        for s in (QUICK_GEMM_SIZE,) if quick else GEMM_SIZES:
+            outcome = results.get(Job("gemm", a, s, gemm_grid, relay=a == "summa"))
+            r = None if outcome is None else outcome.report
+            name = f"{a} (relayed)" if a == "summa" else a
+            if r is None:
+                gemm_rows.append(
+                    [name, f"{gemm_grid}×{gemm_grid}", str(s), "-", "-", "-", "-", "-"]
+                )
+                continue
+            gemm_rows.append(
+                [
+                    name,
+                    f"{gemm_grid}×{gemm_grid}",
+                    str(s),
+                    f"{r['cycles']:,.0f}",
+                    f"{r['compute_cycles']:,.0f}",
+                    f"{exposed_comm(r):,.0f}",
+                    f"{r['compute_efficiency']:.0%}",
+                    str(r["max_routes"]),
+                ]
+            )
+    gemv_rows: list[list[str]] = []
+    for a in GEMV_ALGORITHMS:
+        for s in (QUICK_GEMV_SIZE,) if quick else GEMV_SIZES:
+            outcome = results.get(Job("gemv", a, s, gemv_grid))
+            r = None if outcome is None else outcome.report
+            if r is None:
+                gemv_rows.append(
+                    [a, f"{gemv_grid}×{gemv_grid}", str(s), "-", "-", "-", "-"]
+                )
+                continue
+            gemv_rows.append(
+                [
+                    a,
+                    f"{gemv_grid}×{gemv_grid}",
+                    str(s),
+                    f"{r['cycles']:,.0f}",
+                    f"{r['seconds'] * 1e6:.2f} µs",
+                    f"{exposed_comm(r):,.0f}",
+                    str(r["max_routes"]),
+                ]
+            )
+    return [
+        *table(
+            [
+                "algorithm",
+                "grid",
+                "size",
+                "cycles",
+                "compute",
+                "exposed comm",
+                "compute efficiency",
+                "colors/router",
+            ],
+            "lllrrrrr",
+            gemm_rows,
+        ),
+        "",
+        *table(
+            [
+                "algorithm",
+                "grid",
+                "size",
+                "cycles",
+                "time",
+                "exposed comm",
+                "colors/router",
+            ],
+            "lllrrrr",
+            gemv_rows,
+        ),
+    ]
+
+
+def build(quick: bool, workers: int) -> tuple[list[str], list[str], float]:
+    """The markdown lines, the kernels section's tables and the wall time in seconds."""
     start = time.perf_counter()
     results = run_all([*gemm_jobs(quick), *gemv_jobs(quick)], workers)
     lines = [
@@ -717,7 +800,7 @@ def build(quick: bool, workers: int) -> tuple[list[str], float]:
         "",
         *kv_section(),
     ]
-    return lines, time.perf_counter() - start
+    return lines, kernels_section(results, quick), time.perf_counter() - start
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -729,13 +812,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--out", type=Path, default=None, help="Also write the markdown.")
     parser.add_argument(
+        "--kernels",
+        type=Path,
+        default=None,
+        help="Also write the tables of README's 'Mesh runtime: kernels' (same runs).",
+    )
+    parser.add_argument(
         "--jobs",
         type=int,
         default=min(2, os.cpu_count() or 1),
         help="Worker processes (default: up to 2; 1 runs in this process).",
     )
     args = parser.parse_args(argv)
-    lines, seconds = build(args.quick, args.jobs)
+    lines, kernels, seconds = build(args.quick, args.jobs)
+    if args.kernels is not None:
+        args.kernels.write_text("\n".join(kernels) + "\n")
     run = "--quick run" if args.quick else "full run"
     workers = "1 process" if args.jobs <= 1 else f"{args.jobs} processes"
     lines.append("")

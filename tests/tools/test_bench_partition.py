@@ -32,7 +32,10 @@ def test_partition_quick(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
     namespace = runpy.run_path(str(SCRIPT), run_name="partition_bench")
     main = cast(Callable[[Sequence[str]], int], namespace["main"])
     out = tmp_path / "partition.md"
-    assert main(["--quick", "--jobs", "1", "--out", str(out)]) == 0
+    kernels = tmp_path / "kernels.md"
+    assert (
+        main(["--quick", "--jobs", "1", "--out", str(out), "--kernels", str(kernels)]) == 0
+    )
     markdown = out.read_text()
     assert capsys.readouterr().out == markdown
     for heading in ("### GEMM", "### GEMV", "### KV cache"):
@@ -63,3 +66,10 @@ def test_partition_quick(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
     llama3 = kv[0]
     assert cycles(llama3[6]) == 360 * cycles(llama3[5])  # shift = P rows × concat
     assert "| figure | WaferLLM | model | why they differ |" in markdown
+
+    # The kernels tables repeat the same runs' cycles, with their colors per router.
+    same = {tuple(r[:3]): r for r in table_rows(kernels.read_text()) if len(r) > 3}
+    assert same[("meshgemm", "360×360", "2048")][3] == gemm["meshgemm"][3]
+    assert same[("summa (relayed)", "360×360", "2048")][3] == summa[3]
+    assert same[("ktree", "120×120", "16384")][3] == ktree[3]
+    assert int(same[("ktree", "120×120", "16384")][6]) >= 1
