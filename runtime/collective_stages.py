@@ -40,7 +40,27 @@ class StageArrays:
     """Hops back from each sender's receiver (-inf where the position sends nothing)."""
 
 
+_BUILT: dict[int, tuple[Plan, list[StageArrays]]] = {}
+"""Arrays of the plans built so far (plans are cached and shared: keyed by identity, the
+plan kept alive with its arrays)."""
+
+
 def stage_arrays(plan: Plan) -> list[StageArrays]:
+    """
+    The stages of `plan` as arrays, built once per plan object: every collective with the
+    same plan (the same algorithm on the same axis length) shares them; never modify them.
+    """
+    known = _BUILT.get(id(plan))
+    if known is not None and known[0] is plan:
+        return known[1]
+    if len(_BUILT) >= 4096:
+        _BUILT.clear()
+    out = _build(plan)
+    _BUILT[id(plan)] = (plan, out)
+    return out
+
+
+def _build(plan: Plan) -> list[StageArrays]:
     out: list[StageArrays] = []
     n = plan.n
     # A plan repeats its stage objects (a ring's steps): build each once.

@@ -283,8 +283,8 @@ class _Step:
         if self.busy is not None and other.busy is not None:
             pairs.append((self.busy, other.busy))
         for a, b in pairs:
-            diff = np.abs(np.subtract(a, b))
-            if diff.size and float(np.max(diff)) > tol:
+            diff = np.subtract(a, b)  # |diff| <= tol, without an array of |diff|
+            if diff.size and (float(np.max(diff)) > tol or float(np.min(diff)) < -tol):
                 return False
         return True
 
