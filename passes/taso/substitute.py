@@ -261,7 +261,8 @@ class TasoSubstitutePass(ModulePass):
     """`backtrack`: TASO's search (`alpha`, `budget`); `eqsat`: equality saturation with
     egglog under node and time limits, then greedy and ILP extraction."""
     time_limit: float = 4.0
-    """`eqsat`: seconds of saturation."""
+    """`eqsat`: CPU seconds of saturation over all stages (a stage started goes on to
+    its extraction)."""
     node_limit: int = 20_000
     """`eqsat`: e-nodes at which saturation stops."""
     ilp_time: float = 4.0
