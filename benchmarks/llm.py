@@ -184,8 +184,9 @@ def section(
         if same:
             ratio = ref["tokens_per_second"] / r["tokens_per_second"]
             verdict = f"{ratio:,.1f}× slower" if ratio >= 1 else f"{1 / ratio:,.1f}× faster"
+            form = "" if job.form == "heads" else f" ({job.form} form)"
             line = (
-                f"- {run} on {grid}: {r['tokens_per_second']:,.0f} tokens/s against "
+                f"- {run}{form} on {grid}: {r['tokens_per_second']:,.0f} tokens/s against "
                 f"WaferLLM's {ref['tokens_per_second']:,.0f} ({verdict})"
             )
             if "cycles_per_layer" in ref:
