@@ -302,6 +302,14 @@ def _distinct(components: list[Any]) -> tuple[list[Any], tuple[int, ...]]:
     return objects, tuple(layout)
 
 
+def _largest_magnitude(clock: Any) -> float:
+    """max |clock|, as max(max, -min): no array of magnitudes."""
+    values = np.asarray(clock, dtype=np.float64)
+    if not values.size:
+        return float(np.max(np.abs(values)))  # raises, as the maximum of nothing does
+    return max(float(np.max(values)), -float(np.min(values)))
+
+
 def _as_clock(value: Any) -> Any:
     if isinstance(value, np.ndarray):
         return cast(F64, value)
@@ -412,9 +420,9 @@ class LoopWatch:
     @staticmethod
     def _scale(snap: _Snapshot) -> float:
         """The largest clock (the tolerance of clock increments is relative to it)."""
-        biggest = max((float(np.max(np.abs(c))) for c in snap.clocks), default=0.0)
+        biggest = max((_largest_magnitude(c) for c in snap.clocks), default=0.0)
         if snap.busy is not None:
-            biggest = max(biggest, float(np.max(np.abs(snap.busy))))
+            biggest = max(biggest, _largest_magnitude(snap.busy))
         return max(biggest, 1.0)
 
     def _uniform(self, snap: _Snapshot, step: _Step, tol: float) -> bool:
