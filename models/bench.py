@@ -560,7 +560,10 @@ def bench_llm(
         raise PlmrError(f"the {'context' if kind == 'decode' else 'prompt'} must be >= 1")
     config = bench_config(base, grid, n)
     opts = options or default_options(base, grid, device, kind)
-    builder = ProgramBuilder(config, None, form)
+    # One projection GEMV on large grids, where the head dimension splits over an axis.
+    builder = ProgramBuilder(
+        config, None, form, one_projection=grid_block(base, grid, kind) > 0
+    )
 
     def program(layers: list[int]) -> str:
         if kind == "decode":

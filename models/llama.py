@@ -535,18 +535,23 @@ class ProgramBuilder:
       batched projections over per-head weights, reshapes and transposes, batched
       attention. K and V come out as `[Hkv, 1, n, hd]` (the group axis of GQA); the decode step takes the caches as `[Hkv, S, hd]` and the
       full cos / sin tables `[n, hd]`.
+      `one_projection`: Q, rotated Q, K, rotated K and V in one GEMV (large grids).
     - `per-head`: one matmul per head and projection, RoPE on the halves (the baseline;
       K comes out as two halves per KV head, cos / sin are the half tables).
     """
 
     def __init__(
-        self, config: LlamaConfig, weights: dict[str, F32] | None, form: str = "heads"
+        self,
+        config: LlamaConfig,
+        weights: dict[str, F32] | None,
+        form: str = "heads",
+        one_projection: bool = False,
     ):
         if form not in FORMS:
             raise PlmrError(f"unknown program form '{form}' ({', '.join(FORMS)})")
         self.form = form
         self._impl = (
-            HeadsBuilder(config, weights)
+            HeadsBuilder(config, weights, one_projection)
             if form == "heads"
             else PerHeadBuilder(config, weights)
         )

@@ -2,11 +2,15 @@
 The LLaMA programs with heads as a tensor dimension, as frameworks write them and ONNX
 exports spell them.
 
-Per layer: the projections of all heads at once as one batched GEMV over per-head
-weights (`a[1, 1, n, dim] @ Wqkv[Hkv, 2G + 3, dim, hd] -> [Hkv, 2G + 3, n, hd]`: per KV
-head its G query heads, their rotations `Wq·R`, K, the rotated `Wk·R` and V, sliced
-after along the group axis; R is the signed permutation of `rotate_half`, so they are
-exact; V, a result of the program, is copied out of the slice by a local nest), RoPE as
+Per layer: the projections of all heads at once as batched GEMVs over per-head weights
+(`a[1, 1, n, dim] @ Wq[Hkv, 2G, dim, hd] -> [Hkv, 2G, n, hd]`: the G query heads of a
+KV head and their rotations `Wq·R` in one GEMV, sliced after along the group axis; K, V
+and the rotated `Wk·R` with one head per group; R is the signed permutation of
+`rotate_half`, so they are exact). With `one_projection` (the benchmarks' choice on large
+grids, where the head dimension splits over an axis), Q, rotated Q, K, rotated K and V
+are one GEMV over `Wqkv[Hkv, 2G + 3, dim, hd]`, sliced after (V, a result of the
+program, is then copied out of its slice by a local nest); on small grids, where the
+heads split over the axes, the slices would move to other layouts. Then RoPE as
 `q·cos + (q·R)·sin` on the head dimension, grouped-query attention as batched matmuls
 that broadcast the K/V heads (`[Hkv, G, L, hd] × [Hkv, 1, S, hd]`), the output
 projection per head (`o[Hkv, G, n, hd] @ Wo[Hkv, G, hd, dim]`) summed over the group
@@ -43,12 +47,22 @@ def rotate_half_matrix(hd: int) -> F32:
     return r
 
 
-def layer_shapes(c: LlamaConfig) -> dict[str, tuple[int, ...]]:
+def layer_shapes(c: LlamaConfig, one_projection: bool) -> dict[str, tuple[int, ...]]:
     """The weights of one layer of the heads program (name suffix -> shape)."""
     hd, hkv, g = c.head_dim, c.n_kv_heads, c.group
+    projections: dict[str, tuple[int, ...]] = (
+        {"wqkv": (hkv, 2 * g + 3, c.dim, hd)}
+        if one_projection
+        else {
+            "wq": (hkv, 2 * g, c.dim, hd),
+            "wk": (hkv, 1, c.dim, hd),
+            "wv": (hkv, 1, c.dim, hd),
+            "wkr": (hkv, 1, c.dim, hd),
+        }
+    )
     return {
         "attn_norm": (c.dim,),
-        "wqkv": (hkv, 2 * g + 3, c.dim, hd),
+        **projections,
         "wo": (hkv, g, hd, c.dim),
         "ffn_norm": (c.dim,),
         "w13": (2, c.dim, c.ffn_dim),
@@ -56,7 +70,9 @@ def layer_shapes(c: LlamaConfig) -> dict[str, tuple[int, ...]]:
     }
 
 
-def fused_weights(c: LlamaConfig, w: dict[str, F32], layer: int) -> dict[str, F32]:
+def fused_weights(
+    c: LlamaConfig, w: dict[str, F32], layer: int, one_projection: bool
+) -> dict[str, F32]:
     """One layer's weights of the heads program from the per-head weights."""
     p = f"l{layer}"
     r = rotate_half_matrix(c.head_dim)
@@ -73,10 +89,16 @@ def fused_weights(c: LlamaConfig, w: dict[str, F32], layer: int) -> dict[str, F3
     wv = heads("wv", hkv, 1, False)
     wqr = heads("wq", c.n_heads, g, True)
     wkr = heads("wk", hkv, 1, True)
+    projections = (
+        # Per KV head: its G query heads, their rotations, K, rotated K and V.
+        {"wqkv": np.concatenate([wq, wqr, wk, wkr, wv], axis=1)}
+        if one_projection
+        # Per KV head: its G query heads, then their rotations; K, V, rotated K.
+        else {"wq": np.concatenate([wq, wqr], axis=1), "wk": wk, "wv": wv, "wkr": wkr}
+    )
     return {
         "attn_norm": w[f"{p}.attn_norm"],
-        # Per KV head: its G query heads, their rotations, K, rotated K and V.
-        "wqkv": np.concatenate([wq, wqr, wk, wkr, wv], axis=1),
+        **projections,
         "wo": np.stack([w[f"{p}.wo{h}"] for h in range(c.n_heads)]).reshape(
             hkv, g, c.head_dim, c.dim
         ),
@@ -90,9 +112,17 @@ def fused_weights(c: LlamaConfig, w: dict[str, F32], layer: int) -> dict[str, F3
 class HeadsBuilder:
     """Writes the prefill and decode programs with heads as a dimension."""
 
-    def __init__(self, config: LlamaConfig, weights: dict[str, F32] | None):
+    def __init__(
+        self,
+        config: LlamaConfig,
+        weights: dict[str, F32] | None,
+        one_projection: bool = False,
+    ):
         self.c = config
         self.w = weights
+        self.one_projection = one_projection
+        """Q, rotated Q, K, rotated K and V in one GEMV (else Q with rotated Q, then
+        K, V and rotated K apart)."""
 
     def _weights(
         self, t: Text, args: list[str], layers: Sequence[int], head: bool
@@ -100,8 +130,12 @@ class HeadsBuilder:
         c = self.c
         names: dict[str, str] = {}
         for layer in layers:
-            fused = None if self.w is None else fused_weights(c, self.w, layer)
-            for key, shape in layer_shapes(c).items():
+            fused = (
+                None
+                if self.w is None
+                else fused_weights(c, self.w, layer, self.one_projection)
+            )
+            for key, shape in layer_shapes(c, self.one_projection).items():
                 name = f"l{layer}.{key}"
                 names[name] = t.value(
                     name, shape, args, None if fused is None else fused[key]
@@ -143,11 +177,21 @@ class HeadsBuilder:
         p = f"l{layer}"
         a = t.rmsnorm(x, w[f"{p}.attn_norm"], c.norm_eps)
         a4 = t.reshape(a, (1, 1, n, c.dim))
-        # Per KV head: its query heads, their rotations (x·Wq·R), K, the rotated K and
-        # V in one batched GEMV, split after along the group axis.
         g = c.group
-        qkv = t.matmul(a4, w[f"{p}.wqkv"], tensor_type(hkv, 2 * g + 3, n, hd))
-        q, qr, k, kr, v = t.slices(qkv, 1, (g, g, 1, 1, 1))
+        if self.one_projection:
+            # Per KV head: its query heads, their rotations (x·Wq·R), K, the rotated K
+            # and V in one batched GEMV, split after along the group axis.
+            qkv = t.matmul(a4, w[f"{p}.wqkv"], tensor_type(hkv, 2 * g + 3, n, hd))
+            q, qr, k, kr, v = t.slices(qkv, 1, (g, g, 1, 1, 1))
+        else:
+            # The query heads and their rotations of each KV head in one batched GEMV,
+            # split after along the group axis; K, V and the rotated K apart.
+            qq = t.matmul(a4, w[f"{p}.wq"], tensor_type(hkv, 2 * g, n, hd))
+            q, qr = t.slices(qq, 1, (g, g))
+            k, v, kr = (
+                t.matmul(a4, w[f"{p}.{key}"], tensor_type(hkv, 1, n, hd))
+                for key in ("wk", "wv", "wkr")
+            )
         q = self._rope(t, q, qr, n)
         k = self._rope(t, k, kr, n)
         o = attend(t, q, k, v, layer)
