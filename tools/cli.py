@@ -113,8 +113,8 @@ def demo_cmd(seed: int, grid: str, steps: int, out_dir: Path, no_llm: bool) -> N
     """
     The main job: a tiny LLaMA-style model compiled and run on the modelled wafer and
     checked against numpy; then the bundled ONNX models against ONNX's evaluator."""
+    from plmr.models.demo import run_demo, run_llm_demo
     from plmr.tools.bench import parse_grid
-    from plmr.tools.demo import run_demo, run_llm_demo
 
     rows_cols = parse_grid(grid)
     if not 1 <= steps <= 24:

@@ -158,7 +158,7 @@ def write_levels(path: Path) -> None:
 
 
 def write_heatmap(path: Path) -> None:
-    from plmr.tools.demo import run_llm_demo
+    from plmr.models.demo import run_llm_demo
 
     with tempfile.TemporaryDirectory() as tmp:
         ok = run_llm_demo(seed=0, grid=(4, 4), steps=16, out_dir=Path(tmp), echo=print)

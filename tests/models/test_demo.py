@@ -44,7 +44,7 @@ def test_demo_onnx_only(capsys: pytest.CaptureFixture[str]):
 
 def _hf_copy(tmp_path: Path, shift: float) -> Path:
     """A copy of the demo's Hugging Face export whose stored logits are moved by `shift`."""
-    from plmr.tools import demo
+    from plmr.models import demo
 
     path = tmp_path / "hf" / demo.HF_EXPORT.name
     path.parent.mkdir(parents=True)
@@ -58,7 +58,7 @@ def _hf_copy(tmp_path: Path, shift: float) -> Path:
 def test_demo_checks_the_hf_export_against_torch(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):
-    from plmr.tools import demo
+    from plmr.models import demo
 
     lines: list[str] = []
     monkeypatch.setattr(demo, "HF_EXPORT", _hf_copy(tmp_path, 0.0))
@@ -71,7 +71,7 @@ def test_demo_checks_the_hf_export_against_torch(
 
 
 def test_demo_without_the_hf_export(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    from plmr.tools import demo
+    from plmr.models import demo
 
     monkeypatch.setattr(demo, "HF_EXPORT", tmp_path / "llama.onnx")
     lines: list[str] = []
