@@ -202,33 +202,22 @@ def node_costs(
         if discounts is not None:
             epilogue, absorbed = discounts.get(n, (False, False))
             epilogue = epilogue or fused
-            costs.append(
-                model.op_cost(
-                    kind,
-                    params,
-                    ins,
-                    out_shapes,
-                    folded=folded,
-                    epilogue=epilogue,
-                    absorbed=absorbed,
+        else:
+            epilogue = fused or (
+                kind in EPILOGUE_KINDS
+                and len(node.children) == 1
+                and node.children[0] in producers
+            )
+            absorbed = False
+            if kind == "transpose":
+                perm = params[0]
+                assert isinstance(perm, tuple)
+                rank = len(perm)
+                absorbed = (
+                    rank >= 2
+                    and perm == (*range(rank - 2), rank - 1, rank - 2)
+                    and c in matmul_users
                 )
-            )
-            continue
-        epilogue = fused or (
-            kind in EPILOGUE_KINDS
-            and len(node.children) == 1
-            and node.children[0] in producers
-        )
-        absorbed = False
-        if kind == "transpose":
-            perm = params[0]
-            assert isinstance(perm, tuple)
-            rank = len(perm)
-            absorbed = (
-                rank >= 2
-                and perm == (*range(rank - 2), rank - 1, rank - 2)
-                and c in matmul_users
-            )
         costs.append(
             model.op_cost(
                 kind,
