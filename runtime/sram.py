@@ -69,8 +69,17 @@ def _ancestor_in(op: Operation, block: Block) -> Operation | None:
     return op
 
 
-def spmd_sram(spmd: mesh.SpmdOp, device: Device) -> SramReport:
-    """The peak SRAM one PE needs for the body of `spmd`."""
+Interval = tuple[int, int, SSAValue, int]
+"""(first point, last point, value, bytes) of a value that lives in a PE's SRAM."""
+
+
+def live_intervals(
+    spmd: mesh.SpmdOp, device: Device
+) -> tuple[list[Interval], list[tuple[int, Operation]], int]:
+    """
+    Where each value of `spmd`'s body lives: its interval over the body's program points,
+    the ops in program order with their points, and the number of points.
+    """
     body = spmd.body.block
     end: dict[Operation, int] = {}
     _linearize(body, end, [0])
@@ -87,7 +96,7 @@ def spmd_sram(spmd: mesh.SpmdOp, device: Device) -> SramReport:
             counter[0] += 1
 
     number(body)
-    intervals: list[tuple[int, int, SSAValue, int]] = []
+    intervals: list[Interval] = []
 
     def add(value: SSAValue, born: int, block: Block) -> None:
         size = device_bytes(value, device)
@@ -119,11 +128,17 @@ def spmd_sram(spmd: mesh.SpmdOp, device: Device) -> SramReport:
     events: list[tuple[int, Operation]] = sorted(
         ((start[op], op) for op in start), key=lambda e: e[0]
     )
+    return intervals, events, counter[0]
+
+
+def spmd_sram(spmd: mesh.SpmdOp, device: Device) -> SramReport:
+    """The peak SRAM one PE needs for the body of `spmd`."""
+    intervals, events, points_count = live_intervals(spmd, device)
     report = SramReport()
     if not events:
         return report
     # Bytes live at every point: a sweep over the intervals' ends (a difference array).
-    delta = np.zeros(counter[0] + 2, dtype=np.int64)
+    delta = np.zeros(points_count + 2, dtype=np.int64)
     if intervals:
         born = np.array([b for b, _, _, _ in intervals], dtype=np.int64)
         dies = np.array([e for _, e, _, _ in intervals], dtype=np.int64)

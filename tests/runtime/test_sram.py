@@ -1,7 +1,7 @@
 """
-`spmd_sram` (a sweep over the live intervals' ends) against the definition it computes:
-at every op, the bytes of every value live there plus the op's receive buffer; the peak
-is the first op where the most is live. Compared on the spmd bodies of compiled
+`spmd_sram` (a sweep over the live intervals' ends) against the definition it computes
+over the same intervals (`live_intervals`): at every op, the bytes of every value live
+there plus the op's receive buffer; the peak is the first op where the most is live. Compared on the spmd bodies of compiled
 examples and of the mesh kernels (peak, where, and the live set).
 """
 
@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 from xdsl.dialects.builtin import ModuleOp
-from xdsl.ir import Block, Operation, SSAValue
 
 from plmr.dialects import mesh
 from plmr.dialects.context import make_context, parse_module
@@ -26,52 +25,9 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 def reference_sram(spmd: mesh.SpmdOp, device: Device) -> SramReport:
     """The live set at every op, summed op by op (quadratic)."""
-    body = spmd.body.block
-    end: dict[Operation, int] = {}
-    sram._linearize(body, end, [0])  # pyright: ignore[reportPrivateUsage]
-    start: dict[Operation, int] = {}
-    counter = [0]
-
-    def number(block: Block) -> None:
-        for op in block.ops:
-            start[op] = counter[0]
-            counter[0] += 1
-            for region in op.regions:
-                for inner in region.blocks:
-                    number(inner)
-            counter[0] += 1
-
-    number(body)
-    intervals: list[tuple[int, int, SSAValue, int]] = []
-
-    def add(value: SSAValue, born: int, block: Block) -> None:
-        size = device_bytes(value, device)
-        if size == 0:
-            return
-        last = born
-        for use in value.uses:
-            user = use.operation
-            if user.regions and user.parent_block() is block:
-                last = max(last, start[user])
-                continue
-            anc = sram._ancestor_in(user, block)  # pyright: ignore[reportPrivateUsage]
-            if anc is not None:
-                last = max(last, end[anc])
-        intervals.append((born, last, value, size))
-
-    def collect(block: Block, born: int) -> None:
-        for arg in block.args:
-            add(arg, born, block)
-        for op in block.ops:
-            for res in op.results:
-                add(res, end[op] if op.regions else start[op], block)
-            for region in op.regions:
-                for inner in region.blocks:
-                    collect(inner, start[op] + 1)
-
-    collect(body, 0)
+    intervals, events, _ = sram.live_intervals(spmd, device)
     report = SramReport()
-    for point, op in sorted(((start[op], op) for op in start), key=lambda e: e[0]):
+    for point, op in events:
         live = [(v, s) for (b, e, v, s) in intervals if b <= point <= e]
         extra = 0
         if isinstance(op, mesh.CommOp) and op.results:
