@@ -761,6 +761,23 @@ class CommOp(IRDLOperation):
         return grid
 
 
+def _verify_segment(op: CommOp, segment: IntegerAttr[IntegerType] | None) -> int:
+    """
+    The PEs of one segment along the op's axis (the whole axis without `segment`):
+    between 1 and the axis size; the positions past the last whole segment idle.
+    """
+    axis: AxisAttr = getattr(op, "axis")
+    n = axis_size(axis.data, op.grid())
+    if segment is None:
+        return n
+    s = segment.value.data
+    if not 1 <= s <= n:
+        raise VerifyException(
+            f"segment must be between 1 and the {n} PEs along {axis.data}, got {s}"
+        )
+    return s
+
+
 _COMM_TRAITS = lazy_traits_def(lambda: (HasAncestor(SpmdOp),))
 
 
@@ -831,10 +848,13 @@ class ShiftOp(CommOp):
 class BroadcastOp(CommOp):
     """
     Every PE along `axis` receives the block of the PE at position `root` on that axis
-    (a hardware multicast along the line).
+    (a hardware multicast along the line). With `segment = S` the axis is cut into
+    consecutive segments of S PEs, each multicasting from its own position `root`
+    (0 <= root < S); the PEs past the last whole segment keep their block.
 
     ```mlir
     %b = mesh.broadcast %a axis x root %k : tensor<16x16xf32>
+    %c = mesh.broadcast %a axis y root %k segment = 4 : tensor<16x16xf32>
     ```
     """
 
@@ -845,24 +865,31 @@ class BroadcastOp(CommOp):
     input = operand_def(T)
     axis = prop_def(AxisAttr)
     root = operand_def(IndexType)
+    segment = opt_prop_def(IntegerAttr[I64])
     result = result_def(T)
 
     traits = _COMM_TRAITS
 
-    assembly_format = "$input `axis` $axis `root` $root attr-dict `:` type($result)"
+    assembly_format = (
+        "$input `axis` $axis `root` $root (`segment` `=` $segment^)? attr-dict "
+        "`:` type($result)"
+    )
 
     def __init__(
-        self, input: SSAValue | Operation, axis: Axis | str, root: SSAValue | Operation
+        self,
+        input: SSAValue | Operation,
+        axis: Axis | str,
+        root: SSAValue | Operation,
+        segment: int | None = None,
     ):
         x = SSAValue.get(input)
-        super().__init__(
-            operands=[x, root],
-            result_types=[x.type],
-            properties={"axis": AxisAttr(Axis(axis))},
-        )
+        props: dict[str, Attribute] = {"axis": AxisAttr(Axis(axis))}
+        if segment is not None:
+            props["segment"] = _i64(segment)
+        super().__init__(operands=[x, root], result_types=[x.type], properties=props)
 
     def verify_(self) -> None:
-        self.grid()
+        _verify_segment(self, self.segment)
 
 
 class _ReductionOp(CommOp):
@@ -874,17 +901,19 @@ class _ReductionOp(CommOp):
     algorithm = prop_def(AlgorithmAttr, default_value=AlgorithmAttr(Algorithm.KTREE))
     k = prop_def(IntegerAttr[I64], default_value=IntegerAttr(2, i64))
     groups = opt_prop_def(IntegerAttr[I64])
+    segment = opt_prop_def(IntegerAttr[I64])
     result = result_def(T)
 
     def verify_(self) -> None:
-        n = axis_size(self.axis.data, self.grid())
+        n = _verify_segment(self, self.segment)
         if self.k.value.data < 1:
             raise VerifyException(f"k must be >= 1, got {self.k.value.data}")
         if self.groups is not None:
             g = self.groups.value.data
             if not 1 <= g <= n:
+                where = "of a segment along" if self.segment is not None else "along"
                 raise VerifyException(
-                    f"groups must be between 1 and the {n} PEs along {self.axis.data}, "
+                    f"groups must be between 1 and the {n} PEs {where} {self.axis.data}, "
                     f"got {g}"
                 )
             if self.algorithm.data != Algorithm.KTREE:
@@ -901,10 +930,14 @@ class AllreduceOp(_ReductionOp):
     Combines the blocks of all PEs along `axis`; every PE receives the result.
     `ktree` (default, K = 2) reduces within groups, then across group roots, then
     multicasts; `groups` sets the number of groups of the first phase (default ≈ √n).
+    With `segment = S` the axis is cut into consecutive segments of S PEs, each
+    allreducing its own blocks (`groups` then counts a segment's groups); the PEs past
+    the last whole segment keep their block.
 
     ```mlir
     %s = mesh.allreduce sum %p axis y algorithm ktree groups = 4 : tensor<1x16xf32>
     %m = mesh.allreduce max %p axis x algorithm pipeline : tensor<16x1xf32>
+    %h = mesh.allreduce sum %p axis y segment = 52 : tensor<4x10xf32>
     ```
     """
 
@@ -914,7 +947,7 @@ class AllreduceOp(_ReductionOp):
 
     assembly_format = (
         "$kind $input `axis` $axis (`algorithm` $algorithm^)? (`k` `=` $k^)? "
-        "(`groups` `=` $groups^)? attr-dict `:` type($result)"
+        "(`groups` `=` $groups^)? (`segment` `=` $segment^)? attr-dict `:` type($result)"
     )
 
     def __init__(
@@ -925,6 +958,7 @@ class AllreduceOp(_ReductionOp):
         algorithm: Algorithm | str = Algorithm.KTREE,
         k: int = 2,
         groups: int | None = None,
+        segment: int | None = None,
     ):
         x = SSAValue.get(input)
         props: dict[str, Attribute] = {
@@ -935,6 +969,8 @@ class AllreduceOp(_ReductionOp):
         }
         if groups is not None:
             props["groups"] = _i64(groups)
+        if segment is not None:
+            props["segment"] = _i64(segment)
         super().__init__(operands=[x], result_types=[x.type], properties=props)
 
 
@@ -942,10 +978,13 @@ class AllreduceOp(_ReductionOp):
 class ReduceOp(_ReductionOp):
     """
     Combines the blocks of all PEs along `axis` into the PE at position `root`; the
-    other PEs' results are zero.
+    other PEs' results are zero. With `segment = S` every segment of S consecutive PEs
+    reduces into its own position `root` (0 <= root < S); the PEs past the last whole
+    segment take no part (their result is zero).
 
     ```mlir
     %s = mesh.reduce sum %p axis y root %r : tensor<1x16xf32>
+    %t = mesh.reduce sum %p axis y root %r segment = 8 : tensor<1x16xf32>
     ```
     """
 
@@ -957,7 +996,8 @@ class ReduceOp(_ReductionOp):
 
     assembly_format = (
         "$kind $input `axis` $axis `root` $root (`algorithm` $algorithm^)? "
-        "(`k` `=` $k^)? (`groups` `=` $groups^)? attr-dict `:` type($result)"
+        "(`k` `=` $k^)? (`groups` `=` $groups^)? (`segment` `=` $segment^)? attr-dict "
+        "`:` type($result)"
     )
 
     def __init__(
@@ -968,18 +1008,26 @@ class ReduceOp(_ReductionOp):
         root: SSAValue | Operation,
         algorithm: Algorithm | str = Algorithm.KTREE,
         k: int = 2,
+        segment: int | None = None,
     ):
         x = SSAValue.get(input)
-        super().__init__(
-            operands=[root, x],
-            result_types=[x.type],
-            properties={
-                "kind": CombineKindAttr(CombineKind(kind)),
-                "axis": AxisAttr(Axis(axis)),
-                "algorithm": AlgorithmAttr(Algorithm(algorithm)),
-                "k": _i64(k),
-            },
-        )
+        props: dict[str, Attribute] = {
+            "kind": CombineKindAttr(CombineKind(kind)),
+            "axis": AxisAttr(Axis(axis)),
+            "algorithm": AlgorithmAttr(Algorithm(algorithm)),
+            "k": _i64(k),
+        }
+        if segment is not None:
+            props["segment"] = _i64(segment)
+        super().__init__(operands=[root, x], result_types=[x.type], properties=props)
+
+
+def segment_of(op: Operation, grid: Sequence[int]) -> int:
+    """PEs per segment of a collective along its axis (the axis size if unsegmented)."""
+    if isinstance(op, BroadcastOp | AllreduceOp | ReduceOp) and op.segment is not None:
+        return op.segment.value.data
+    axis: AxisAttr = getattr(op, "axis")
+    return axis_size(axis.data, grid)
 
 
 @irdl_op_definition

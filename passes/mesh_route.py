@@ -152,7 +152,9 @@ def lower_collective(op: Operation, routing: Routing, grid: tuple[int, int]) -> 
         cur = value
     if isinstance(op, mesh.ReduceOp):
         assert root is not None
-        is_root = _member(pos, [root], n, new)
+        size = mesh.segment_of(op, grid)
+        roots = list(range(root, (n // size) * size, size))
+        is_root = _member(pos, roots, n, new)
         keep = tile.SelectOp(is_root, cur, zero.result)
         new.append(keep)
         cur = keep.result

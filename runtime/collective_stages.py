@@ -9,7 +9,9 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
+from xdsl.ir import Operation
 
+from plmr.dialects import mesh
 from plmr.runtime.collectives import Plan
 
 
@@ -38,6 +40,37 @@ class StageArrays:
     """For stages where every position sends at most once: its receiver (itself if none)."""
     back_hops_of: npt.NDArray[np.float64] | None = None
     """Hops back from each sender's receiver (-inf where the position sends nothing)."""
+
+
+def segmented_data(
+    op: Operation, lines: npt.NDArray[np.generic], segment: int, root: int | None
+) -> npt.NDArray[np.generic]:
+    """
+    The data of a segmented broadcast, reduce or allreduce on `(lines, positions, ...)`
+    blocks: the positions are viewed as `(segments, segment)` and each segment combines
+    its own blocks; the positions past the last whole segment keep their block (a
+    reduce's result is zero there, as on every PE that is not a segment's root).
+    """
+    n = lines.shape[1]
+    whole = (n // segment) * segment
+    out = lines.copy()
+    seg = lines[:, :whole].reshape(lines.shape[0], n // segment, segment, *lines.shape[2:])
+    if isinstance(op, mesh.BroadcastOp):
+        assert root is not None
+        done = np.broadcast_to(seg[:, :, root : root + 1], seg.shape)
+    else:
+        kind = getattr(op, "kind").data
+        fn = {"sum": np.sum, "max": np.max, "min": np.min}[kind]
+        total = fn(seg, axis=2, keepdims=True).astype(lines.dtype)
+        if isinstance(op, mesh.AllreduceOp):
+            done = np.broadcast_to(total, seg.shape)
+        else:
+            assert root is not None
+            out[:, whole:] = 0
+            done = np.zeros_like(seg)
+            done[:, :, root : root + 1] = total
+    out[:, :whole] = done.reshape(lines.shape[0], whole, *lines.shape[2:])
+    return out
 
 
 _BUILT: dict[int, tuple[Plan, list[StageArrays]]] = {}

@@ -276,6 +276,45 @@ def ring_allreduce_plan(n: int) -> Plan:
     return plan
 
 
+_SEGMENTED: dict[tuple[int, int], tuple[Plan, Plan]] = {}
+"""Segmented plans built so far, keyed by the segment plan's identity (kept alive)."""
+
+
+def segmented_plan(plan: Plan, n: int) -> Plan:
+    """
+    `plan` (one segment of `plan.n` PEs) run by every whole segment of a line of `n` PEs
+    at once: segment `j` holds positions `j·S .. j·S + S - 1`; the positions past the
+    last whole segment take no part. Stages keep their identity (a ring's repeated steps
+    stay one object), so the segmented plan times and routes like the segment's.
+    """
+    size = plan.n
+    if not 1 <= size <= n:
+        raise PlmrError(f"a segment of {size} PEs does not fit a line of {n} PEs")
+    if size == n:
+        return plan
+    known_plan = _SEGMENTED.get((id(plan), n))
+    if known_plan is not None and known_plan[0] is plan:
+        return known_plan[1]
+    if len(_SEGMENTED) >= 4096:
+        _SEGMENTED.clear()
+    offsets = range(0, (n // size) * size, size)
+    out = Plan(n, description=f"{plan.description}, segments of {size}")
+    built: dict[int, Stage] = {}
+    for stage in plan.stages:
+        known = built.get(id(stage))
+        if known is None:
+            transfers = tuple(
+                Transfer(t.src + o, tuple(d + o for d in t.dsts), t.combine)
+                for o in offsets
+                for t in stage.transfers
+            )
+            known = Stage(transfers, stage.fraction, stage.streamed)
+            built[id(stage)] = known
+        out.stages.append(known)
+    _SEGMENTED[(id(plan), n)] = (plan, out)
+    return out
+
+
 # ---------------------------------------------------------------------------------------
 # Routes
 # ---------------------------------------------------------------------------------------

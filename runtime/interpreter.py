@@ -34,7 +34,7 @@ from xdsl.ir import Attribute, Operation, SSAValue
 from plmr.dialects import mesh, tile
 from plmr.dialects.graph import static_shape
 from plmr.errors import PlmrError
-from plmr.runtime.collective_stages import StageArrays, stage_arrays
+from plmr.runtime.collective_stages import StageArrays, segmented_data, stage_arrays
 from plmr.runtime.device import Device, get_device
 from plmr.runtime.memory import check_host_memory
 from plmr.runtime.op_cost import op_cycles
@@ -382,6 +382,8 @@ class MeshRuntime:
                 nxt[:, has] = out[:, src[has]]
                 out = nxt
             result = out
+        elif mesh.segment_of(op, self.grid) != n:
+            result = segmented_data(op, lines, mesh.segment_of(op, self.grid), root)
         elif isinstance(op, mesh.BroadcastOp):
             assert root is not None
             result = np.broadcast_to(lines[:, root : root + 1], lines.shape).copy()

@@ -34,6 +34,7 @@ from plmr.runtime.collectives import (
     along_y,
     broadcast_plan,
     reduce_plan,
+    segmented_plan,
     shift_plan,
     transfer_path,
 )
@@ -48,15 +49,22 @@ def plan_of(op: Operation, grid: tuple[int, int], root: int | None = None) -> Pl
     if isinstance(op, mesh.ShiftOp):
         n = mesh.axis_size(op.axis.data, grid)
         return shift_plan(op.ring.data, n, op.distance.value.data)
+    segment = mesh.segment_of(op, grid)
+    n = mesh.axis_size(axis_of(op), grid)
+    if segment != n:
+        # The segment's plan, run by every whole segment of the line.
+        return segmented_plan(_line_plan(op, segment, root), n)
+    return _line_plan(op, n, root)
+
+
+def _line_plan(op: Operation, n: int, root: int | None) -> Plan:
+    """The plan of a broadcast or reduction over a line of `n` PEs."""
     if isinstance(op, mesh.BroadcastOp):
-        n = mesh.axis_size(op.axis.data, grid)
         return broadcast_plan(n, 0 if root is None else root)
     if isinstance(op, mesh.AllreduceOp):
-        n = mesh.axis_size(op.axis.data, grid)
         groups = None if op.groups is None else op.groups.value.data
         return allreduce_plan(n, op.algorithm.data, op.k.value.data, groups)
     if isinstance(op, mesh.ReduceOp):
-        n = mesh.axis_size(op.axis.data, grid)
         groups = None if op.groups is None else op.groups.value.data
         algorithm = op.algorithm.data
         if algorithm == "ring":
@@ -218,7 +226,7 @@ def roots_of(op: Operation, grid: tuple[int, int]) -> list[int | None]:
     owner = op.root.owner
     if isinstance(owner, arith.ConstantOp) and isinstance(owner.value, IntegerAttr):
         return [owner.value.value.data]
-    return list(range(mesh.axis_size(op.axis.data, grid)))
+    return list(range(mesh.segment_of(op, grid)))
 
 
 def _route_plan(

@@ -216,9 +216,10 @@ def _run_collective(ev: ReferenceEvaluator, op: Operation, args: list[Any]) -> l
     root: int | None = None
     if isinstance(op, mesh.BroadcastOp | mesh.ReduceOp):
         root = _uniform_index(values[op.root], f"the root of '{op.name}'")
-        n = mesh.axis_size(op.axis.data, rt.grid)
+        n = mesh.segment_of(op, rt.grid)
         if not 0 <= root < n:
-            raise PlmrError(f"root {root} is outside the {n} PEs along {op.axis.data}")
+            where = "of a segment along" if op.segment is not None else "along"
+            raise PlmrError(f"root {root} is outside the {n} PEs {where} {op.axis.data}")
     result = rt.collective_data(op, x, root) if rt.mode == "functional" else None
     ev.ready[op.results[0]] = rt.collective_time(op, root, ev.ready_of([source]))
     if result is None:
