@@ -215,7 +215,16 @@ class LayoutAttr(ParametrizedAttribute):
     into C chunks, C/n per PE, and PE (i, j)'s chunk u is chunk
     `(L(j)·C/nx + u + L(i)·C/ny) mod C` for `skew x` (symmetrically for `skew y`).
 
-    `#mesh.layout<[y, x]>`, `#mesh.layout<[-, y]>`, `#mesh.layout<[y, x], skew x interleaved>`
+    `band <axis> W` (bands of W PEs): the axis is cut into `B = n // W` bands of W
+    consecutive PEs (the PEs past the last band hold padding). The first tensor dim on
+    the axis is split over the bands (blocks of `ceil(d / B)`, band `j` holding block
+    `j`); a second dim on the same axis is blocked within each band (blocks of
+    `ceil(d / W)`, the PE at position `i` of its band holding block `i`); with one dim,
+    every PE of a band holds its band's block. A head and its head dimension on one
+    axis: `[x, -, -, x], band x 52` gives each of 8 heads 52 PEs of a 420-PE axis.
+
+    `#mesh.layout<[y, x]>`, `#mesh.layout<[-, y]>`, `#mesh.layout<[y, x], skew x interleaved>`,
+    `#mesh.layout<[x, y, x], band x 52>`
     """
 
     name = "mesh.layout"
@@ -225,6 +234,8 @@ class LayoutAttr(ParametrizedAttribute):
     skew: StringAttr
     ring: StringAttr
     chunks: IntAttr
+    band_axis: StringAttr
+    band_width: IntAttr
 
     def __init__(
         self,
@@ -233,6 +244,7 @@ class LayoutAttr(ParametrizedAttribute):
         skew: str = "",
         ring: str = "",
         chunks: int = 0,
+        band: tuple[str, int] | None = None,
     ):
         super().__init__(
             ArrayAttr([StringAttr(d) for d in dims]),
@@ -240,7 +252,22 @@ class LayoutAttr(ParametrizedAttribute):
             StringAttr(skew),
             StringAttr(ring if skew else ""),
             IntAttr(chunks if skew else 0),
+            StringAttr(band[0] if band else ""),
+            IntAttr(band[1] if band else 0),
         )
+
+    @property
+    def band(self) -> tuple[str, int] | None:
+        """The banded axis and its band width, if any."""
+        if not self.band_axis.data:
+            return None
+        return self.band_axis.data, self.band_width.data
+
+    def banded_dims(self) -> tuple[int, ...]:
+        """The dims on the banded axis: (outer,) or (outer, inner); () without bands."""
+        if not self.band_axis.data:
+            return ()
+        return tuple(i for i, d in enumerate(self.axes) if d == self.band_axis.data)
 
     @property
     def axes(self) -> tuple[str, ...]:
@@ -255,11 +282,17 @@ class LayoutAttr(ParametrizedAttribute):
 
     def verify(self) -> None:
         seen: set[str] = set()
+        band = self.band_axis.data
+        if band:
+            self._verify_band(band)
         for d in self.axes:
             if d not in ("x", "y", "-"):
                 raise VerifyException(f"layout entries must be x, y or -, got '{d}'")
-            if d != "-" and d in seen:
-                raise VerifyException(f"layout uses mesh axis {d} twice")
+            if d != "-" and d in seen and d != band:
+                raise VerifyException(
+                    f"layout uses mesh axis {d} twice (two dims share an axis only in "
+                    f"bands: add 'band {d} <PEs per band>')"
+                )
             seen.add(d)
         if self.mode.data not in LAYOUT_MODES:
             raise VerifyException(
@@ -282,6 +315,33 @@ class LayoutAttr(ParametrizedAttribute):
         if self.chunks.data < 0:
             raise VerifyException(f"chunks must be >= 0, got {self.chunks.data}")
 
+    def _verify_band(self, band: str) -> None:
+        if band not in ("x", "y"):
+            raise VerifyException(f"band axis must be x or y, got '{band}'")
+        on = self.axes.count(band)
+        if not 1 <= on <= 2:
+            raise VerifyException(
+                f"band {band} needs one or two dims split over {band}, got {on}"
+            )
+        if self.band_width.data < 1:
+            raise VerifyException(
+                f"band width must be at least 1 PE, got {self.band_width.data}"
+            )
+        if self.mode.data != "blocked" or self.skew.data:
+            raise VerifyException("banded layouts must be blocked and unskewed")
+
+    def verify_grid(self, grid: Sequence[int]) -> None:
+        """The layout on a `[rows, cols]` grid: a band fits its axis."""
+        band = self.band
+        if band is None:
+            return
+        n = axis_size(band[0], grid)
+        if band[1] > n:
+            raise VerifyException(
+                f"bands of {band[1]} PEs do not fit the {n} PEs along {band[0]} "
+                f"(band count x band width must be at most the axis size)"
+            )
+
     @classmethod
     def parse_parameters(cls, parser: AttrParser) -> Sequence[Attribute]:
         def entry() -> str:
@@ -290,11 +350,15 @@ class LayoutAttr(ParametrizedAttribute):
             return parser.parse_identifier()
 
         mode, skew, ring, chunks = "blocked", "", "", 0
+        band_axis, band_width = "", 0
         with parser.in_angle_brackets():
             dims = parser.parse_comma_separated_list(parser.Delimiter.SQUARE, entry)
             while parser.parse_optional_punctuation(",") is not None:
                 word = parser.parse_identifier()
-                if word == "skew":
+                if word == "band":
+                    band_axis = parser.parse_identifier()
+                    band_width = parser.parse_integer(allow_negative=False)
+                elif word == "skew":
                     skew = parser.parse_identifier()
                     ring = parser.parse_identifier()
                     if parser.parse_optional_keyword("chunks") is not None:
@@ -307,6 +371,8 @@ class LayoutAttr(ParametrizedAttribute):
             StringAttr(skew),
             StringAttr(ring),
             IntAttr(chunks),
+            StringAttr(band_axis),
+            IntAttr(band_width),
         )
 
     def print_parameters(self, printer: Printer) -> None:
@@ -318,6 +384,8 @@ class LayoutAttr(ParametrizedAttribute):
                 printer.print_string(f", skew {self.skew.data} {self.ring.data}")
                 if self.chunks.data:
                     printer.print_string(f" chunks {self.chunks.data}")
+            if self.band_axis.data:
+                printer.print_string(f", band {self.band_axis.data} {self.band_width.data}")
 
 
 @irdl_attr_definition
@@ -354,14 +422,27 @@ def axis_size(axis: str, grid: Sequence[int]) -> int:
     return grid[0] if axis == "y" else grid[1]
 
 
+def split_counts(layout: LayoutAttr, grid: Sequence[int]) -> tuple[int, ...]:
+    """
+    Per tensor dim, how many blocks the grid splits it into: 1 for a whole dim, the axis
+    size for a split one; with bands, the band count for the outer dim on the banded
+    axis and the band width for the inner one.
+    """
+    counts = [1 if a == "-" else axis_size(a, grid) for a in layout.axes]
+    band = layout.band
+    if band is not None:
+        banded = layout.banded_dims()
+        counts[banded[0]] = max(1, axis_size(band[0], grid) // band[1])
+        if len(banded) > 1:
+            counts[banded[1]] = band[1]
+    return tuple(counts)
+
+
 def block_shape(
     shape: Sequence[int], layout: LayoutAttr, grid: Sequence[int]
 ) -> tuple[int, ...]:
-    """Per-PE block shape: each split dimension is divided (rounding up) by its axis size."""
-    return tuple(
-        d if a == "-" else -(-d // axis_size(a, grid))
-        for d, a in zip(shape, layout.axes, strict=True)
-    )
+    """Per-PE block shape: each split dimension is divided (rounding up) by its blocks."""
+    return tuple(-(-d // c) for d, c in zip(shape, split_counts(layout, grid), strict=True))
 
 
 # ---------------------------------------------------------------------------------------
@@ -467,6 +548,11 @@ class ProgramOp(IRDLOperation):
                 f"mesh.return types {[str(t) for t in last.values.types]} must match the "
                 f"program's result types {[str(t) for t in self.function_type.outputs]}"
             )
+        grid = (values[0], values[1])
+        for op in block.ops:
+            for t in (*op.result_types, *op.operand_types):
+                if isinstance(t, DistType):
+                    t.layout.verify_grid(grid)
 
     def print(self, printer: Printer) -> None:
         printer.print_string(" ")

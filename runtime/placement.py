@@ -18,6 +18,8 @@ def scatter_array(
     x: Array, layout: mesh.LayoutAttr, grid: tuple[int, int], pad: float = 0.0
 ) -> Array:
     """Host tensor -> per-PE blocks of shape `(rows, cols, *block)`."""
+    if layout.band is not None:
+        return _scatter_banded(x, layout, grid, pad)
     shape = x.shape
     block = mesh.block_shape(shape, layout, grid)
     pads = [
@@ -122,6 +124,8 @@ def gather_array(
     blocks: Array, layout: mesh.LayoutAttr, shape: Sequence[int], grid: tuple[int, int]
 ) -> Array:
     """Per-PE blocks -> host tensor (replicas from the first PE of replicated axes)."""
+    if layout.band is not None:
+        return _gather_banded(blocks, layout, shape, grid)
     block = list(blocks.shape[2:])
     arr = blocks
     if layout.skew.data and layout.chunks.data:
@@ -164,3 +168,65 @@ def gather_array(
     out = np.transpose(out, [*order, *rest]).reshape(merged)
     # `reshape`: ascontiguousarray makes a rank-0 tensor (a numpy scalar here) rank 1.
     return np.ascontiguousarray(out[tuple(slice(0, s) for s in shape)]).reshape(shape)
+
+
+def band_indices(
+    shape: Sequence[int], layout: mesh.LayoutAttr, grid: tuple[int, int]
+) -> tuple[npt.NDArray[np.int64], ...]:
+    """
+    For a banded layout: per tensor dim, the index of every element of every PE's block
+    into the tensor (the dim's size where the PE holds padding), broadcastable to
+    `(rows, cols, *block)`. Position `p` of the banded axis is PE `p % W` of band `p // W`;
+    the positions past the last whole band hold padding.
+    """
+    band = layout.band
+    assert band is not None
+    block = mesh.block_shape(shape, layout, grid)
+    banded = layout.banded_dims()
+    rank = len(shape)
+    out: list[npt.NDArray[np.int64]] = []
+    for d, (size, b, a) in enumerate(zip(shape, block, layout.axes, strict=True)):
+        k = np.arange(b, dtype=np.int64)
+        if a == "-":
+            idx = k[None, :]
+        else:
+            p = np.arange(mesh.axis_size(a, grid), dtype=np.int64)
+            if a != band[0]:
+                start = p * b
+            else:
+                width = band[1]
+                start = (p // width if d == banded[0] else p % width) * b
+                start[p >= (len(p) // width) * width] = size
+            idx = start[:, None] + k[None, :]
+        idx = np.minimum(idx, size)
+        lead = (len(idx), 1) if a == "y" else (1, len(idx)) if a == "x" else (1, 1)
+        full = [1] * rank
+        full[d] = b
+        out.append(idx.reshape(*lead, *full))
+    return tuple(out)
+
+
+def _scatter_banded(
+    x: Array, layout: mesh.LayoutAttr, grid: tuple[int, int], pad: float
+) -> Array:
+    index = band_indices(x.shape, layout, grid)
+    padded = np.pad(x, [(0, 1)] * x.ndim, constant_values=pad)
+    block = mesh.block_shape(x.shape, layout, grid)
+    out = padded[index]
+    return np.ascontiguousarray(np.broadcast_to(out, (grid[0], grid[1], *block)))
+
+
+def _gather_banded(
+    blocks: Array, layout: mesh.LayoutAttr, shape: Sequence[int], grid: tuple[int, int]
+) -> Array:
+    index = band_indices(shape, layout, grid)
+    out = np.zeros([s + 1 for s in shape], dtype=blocks.dtype)
+    # Replicas along an axis no dim uses: from the first PE. Within a band, replicas hold
+    # the same values: every PE writes its block (padding lands past the end of each dim
+    # and is cut off).
+    if layout.dim_of("x") is None:
+        blocks = blocks[:, :1]
+    if layout.dim_of("y") is None:
+        blocks = blocks[:1]
+    out[index] = np.broadcast_to(blocks, np.broadcast_shapes(*(i.shape for i in index)))
+    return np.ascontiguousarray(out[tuple(slice(0, s) for s in shape)])
