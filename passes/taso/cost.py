@@ -3,20 +3,21 @@ An analytic per-op cost on a wafer-scale mesh (the PLMR machine model), in cycle
 
 Every op runs on the block of cores its partitioning uses and pays:
 
-- **compute** on those cores: multiply-accumulates / (cores · `fmac_fp16`) for matmul and
-  conv (as an implicit GEMM), elements · work / (cores · `simd_fp16`) for elementwise and
-  normalization ops;
-- **data movement** its partitioning implies: a matmul on a `pr × pc` block runs
-  `max(pr, pc)` SUMMA-style steps, each shifting one panel of A and one of B a hop
-  (`link_bytes_per_cycle`, `hop_cycles`, a message start `send_overhead_cycles`, and
-  `step_overhead_cycles`); a
+- **compute** on those cores: elements · work / (cores · `simd_fp16`) for elementwise and
+  normalization ops (matmuls, and convs as implicit GEMMs, below);
+- **data movement** its partitioning implies: a matmul runs as the mesh lowering runs it,
+  in `16 x 16` output blocks and reduction chunks, the blocks of one dimension spread
+  over each grid axis, each block product priced as the runtime's PE dot
+  (`block_product`, the formula of `plmr.runtime.op_cost`), a split reduction paying
+  the partitioner's allreduce (`2·log2(p)` messages); a
   transpose moves the data corner to corner across its block; a concat or split moves
   each core's share one hop; reductions cross the block; a broadcast operand is
   multicast;
 - a fixed **launch overhead** (op setup, one message start, one synchronization across the
   block), so fusing or merging ops pays.
 
-The matmul block is chosen to minimize its cost under the per-core SRAM limit. Context
+The mapping of a matmul's blocks (which dimension goes over which axis, and the
+reduction chunk) is chosen to minimize its cost. Context
 matters as it does on the machine: ops whose operands are all constants are folded at
 compile time (cost 0); a unary activation or `scale` right after a single-use matmul or
 conv runs in its epilogue (compute only), and so does an elementwise op of a computed
@@ -94,17 +95,21 @@ FUSIBLE = frozenset(
 """Elementwise ops that the loop level fuses into a neighbouring nest."""
 
 
+BLOCK = 16
+"""The output block of a matmul (`convert-loop-to-tile`'s first parallel tile)."""
+REDUCTION_CHUNKS = (16, 8, 4)
+"""Reduction chunks `convert-loop-to-tile` tries."""
+_AXIS_CHOICES: tuple[tuple[str | None, str | None], ...] = tuple(
+    (a, b)
+    for a in ("m", "n", "k", None)
+    for b in ("m", "n", "k", None)
+    if a is None or a != b
+)
+"""Which dimension's blocks go over the grid's rows (y) and columns (x)."""
+
+
 def _size(shape: Shape) -> int:
     return math.prod(shape)
-
-
-def _candidates(limit: int) -> list[int]:
-    out = {1, limit}
-    p = 2
-    while p < limit:
-        out.add(p)
-        p *= 2
-    return sorted(out)
 
 
 class CostModel:
@@ -121,7 +126,9 @@ class CostModel:
         self.rows, self.cols = min(rows, device.height), min(cols, device.width)
         self.cores = self.rows * self.cols
         self._matmul = lru_cache(maxsize=None)(self._matmul_uncached)
-        self._nodes: dict[tuple[int, bool, bool, bool], float] = {}
+        self._nodes: dict[tuple[object, ...], float] = {}
+        """Op costs by kind, parameters, shapes and context (graphs of different
+        searches reuse node ids, so the key is the node's content)."""
 
     # -- building blocks -------------------------------------------------------------------
 
@@ -144,34 +151,60 @@ class CostModel:
         cores = self.cores_for(elements)
         return math.ceil(elements / cores) * work / self.device.simd_fp16
 
-    def _matmul_uncached(self, batch: int, m: int, k: int, n: int) -> float:
+    def message(self, elements: float, hops: float = 1.0) -> float:
+        """One message between PEs (the mesh planner's: latency, hops, payload)."""
         d = self.device
-        eb, link = d.elem_bytes, d.link_bytes_per_cycle
+        latency = d.send_overhead_cycles + d.recv_overhead_cycles + 2 * d.ramp_cycles
+        return (
+            latency + hops * d.hop_cycles + elements * d.elem_bytes / d.link_bytes_per_cycle
+        )
+
+    def block_product(self, rows: int, k: int, n: int) -> float:
+        """
+        One block product on a PE as the mesh runtime times it (`runtime.op_cost`): a
+        vector instruction per scalar of the left block, streaming a row of `n`.
+        """
+        d = self.device
+        e = d.elem_bytes
+        stream = max(
+            math.ceil(n / d.fmac_fp16), math.ceil(2 * n * e / 16), math.ceil(n * e / 8)
+        )
+        return (
+            d.op_overhead_cycles
+            + rows * d.row_overhead_cycles
+            + rows * k * (d.dsd_overhead_cycles + stream)
+        )
+
+    def _matmul_uncached(self, batch: int, m: int, k: int, n: int) -> float:
+        """
+        The matmul as the mesh runs it: `convert-loop-to-tile` cuts the output into
+        `BLOCK x BLOCK` blocks and the reduction into chunks, `convert-tile-to-mesh`
+        spreads the blocks of at most one dimension over each grid axis; a PE runs its
+        blocks one after the other (so a wider matmul is no faster than its parts once
+        every PE has a block), and a reduction split over an axis pays the planner's
+        allreduce (`2·log2(p)` messages of the PE's output).
+        """
+        rows = batch * m
+        tm, tn = min(BLOCK, rows), min(BLOCK, n)
+        blocks = {"m": math.ceil(rows / tm), "n": math.ceil(n / tn)}
         best = math.inf
-        for pr in _candidates(min(m, self.rows)):
-            for pc in _candidates(min(n, self.cols)):
-                tm, tn = math.ceil(m / pr), math.ceil(n / pc)
-                steps = max(pr, pc)
-                tk = math.ceil(k / steps)
-                if 2 * (tm * tk + tk * tn) * eb + tm * tn * 4 > d.sram_bytes:
-                    continue
-                compute = tm * tn * k / d.fmac_fp16
-                shift = (
-                    (tm * tk + tk * tn) * eb / link
-                    + d.hop_cycles
-                    + d.send_overhead_cycles
-                    + d.step_overhead_cycles
-                )
-                one = compute + steps * shift
-                regions = max(1, min(batch, self.cores // (pr * pc)))
-                rounds = math.ceil(batch / regions)
-                total = rounds * one + self.launch(pr * pc * regions)
-                best = min(best, total)
-        if math.isinf(best):
-            # Too big for SRAM even on the whole wafer: stream K in chunks from neighbours.
-            best = batch * m * k * n / (self.cores * d.fmac_fp16) * 2 + self.launch(
-                self.cores
-            )
+        for chunk in REDUCTION_CHUNKS:
+            tk = min(chunk, k)
+            blocks["k"] = math.ceil(k / tk)
+            one = self.block_product(tm, tk, tn)
+            for on_y, on_x in _AXIS_CHOICES:
+                split = {"m": 1, "n": 1, "k": 1}
+                if on_y is not None:
+                    split[on_y] = min(self.rows, blocks[on_y])
+                if on_x is not None:
+                    split[on_x] = min(self.cols, blocks[on_x])
+                mine = {d: math.ceil(blocks[d] / split[d]) for d in ("m", "n", "k")}
+                cost = mine["m"] * mine["n"] * mine["k"] * one
+                cost += self.launch(split["m"] * split["n"] * split["k"])
+                if split["k"] > 1:
+                    stages = 2 * max(1, math.ceil(math.log2(split["k"])))
+                    cost += stages * self.message(mine["m"] * tm * mine["n"] * tn)
+                best = min(best, cost)
         return best
 
     def matmul(self, batch: int, m: int, k: int, n: int) -> float:
@@ -272,22 +305,23 @@ class CostModel:
 
     def node_cost(self, dag: Dag, nid: int, folded: set[int]) -> float:
         node = dag.nodes[nid]
-        key = (
-            nid,
+        in_shapes = tuple(dag.shape(v) for v in node.operands)
+        flags = (
             nid in folded,
             self.is_epilogue(dag, node, folded),
             self.is_absorbed(dag, nid, node),
         )
+        key = (node.kind, node.params, in_shapes, node.shapes, *flags)
         found = self._nodes.get(key)
         if found is None:
             found = self.op_cost(
                 node.kind,
                 node.params,
-                [dag.shape(v) for v in node.operands],
+                in_shapes,
                 node.shapes,
-                folded=key[1],
-                epilogue=key[2],
-                absorbed=key[3],
+                folded=flags[0],
+                epilogue=flags[1],
+                absorbed=flags[2],
             )
             self._nodes[key] = found
         return found

@@ -10,8 +10,9 @@ into `graph.matmul`'s flags.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from xdsl.context import Context
 from xdsl.dialects import func
@@ -147,6 +148,7 @@ class FunctionReport:
 
 
 CONCATS = ("any", "constant")
+GUARDS = ("mesh", "none")
 ENGINES = ("backtrack", "eqsat")
 
 
@@ -180,14 +182,27 @@ def substitute_module(
     engine: str = "backtrack",
     eqsat: EqsatOptions | None = None,
     grid: tuple[int, int] | None = None,
+    guard: str = "mesh",
 ) -> list[FunctionReport]:
     """
     Optimizes every function (or the named ones) of `module` in place, pricing graphs on
-    the `grid` of cores the program is compiled for (default: the whole wafer).
+    the `grid` of cores the program is compiled for (default: the whole wafer). With a
+    grid and `guard="mesh"`, the rewritten program is kept only if the mesh partitioner
+    estimates it strictly faster than the input on that grid (`mesh_estimate`).
     """
     check_options(alpha, budget, concats, engine)
+    if guard not in GUARDS:
+        raise PlmrError(
+            f"taso-substitute: unknown guard '{guard}' (mesh: keep a rewrite only if the "
+            "mesh partitioner estimates it faster on the grid; none: trust the cost model)"
+        )
+    original = module.clone() if guard == "mesh" and grid is not None else None
     accept = folded_concats_only if concats == "constant" else None
-    directed: list[Directed] = directions(load_rules(rules))
+    # TASO's rule directions are the backtracking search's (the e-graph translates the
+    # rules itself).
+    directed: list[Directed] = (
+        directions(load_rules(rules)) if engine == "backtrack" else []
+    )
     cost = CostModel(get_device(device), grid)
     ctx = DagContext()
     reports: list[FunctionReport] = []
@@ -224,7 +239,43 @@ def substitute_module(
             )
         )
     cleanup(module)
-    return reports
+    if original is None or not any(r.applied for r in reports):
+        return reports
+    assert grid is not None
+    cleanup(original)
+    before = mesh_estimate(original, grid, device)
+    after = mesh_estimate(module, grid, device)
+    if after < before:
+        return reports
+    # Not faster on the mesh: the input stays.
+    for op in list(module.body.block.ops):
+        op.detach()
+        op.erase()
+    for op in list(original.body.block.ops):
+        op.detach()
+        module.body.block.add_op(op)
+    return [
+        replace(r, best_cost=r.initial_cost, applied=(), extraction="mesh guard")
+        for r in reports
+    ]
+
+
+def mesh_estimate(module: ModuleOp, grid: tuple[int, int], device: str) -> float:
+    """
+    The mesh partitioner's estimate (cycles) of `module` compiled for `grid` without
+    substitutions (a copy is lowered, not routed); infinite if it does not compile.
+    """
+    from plmr.dialects.context import make_context
+    from plmr.lowering.tile_to_mesh.planning import NestPlan
+    from plmr.passes.pipeline import CompileOptions, compile_module
+
+    opts = CompileOptions(grid=grid, device=device, substitute=False, route=False)
+    plans: list[NestPlan] = []
+    try:
+        compile_module(make_context(), module.clone(), opts, plans)
+    except PlmrError:
+        return math.inf
+    return sum(p.estimate for p in plans)
 
 
 @dataclass(frozen=True)
@@ -270,6 +321,10 @@ class TasoSubstitutePass(ModulePass):
     grid: str = ""
     """The `rows x cols` grid the program is compiled for (`4x4`; empty: the whole
     wafer), on which the cost model prices the graphs."""
+    guard: str = "mesh"
+    """With a grid, `mesh` keeps a rewritten program only if the mesh partitioner
+    estimates it strictly faster than the input on the grid; `none` trusts the cost
+    model."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         grid: tuple[int, int] | None = None
@@ -294,4 +349,5 @@ class TasoSubstitutePass(ModulePass):
                 ilp_time=self.ilp_time,
             ),
             grid=grid,
+            guard=self.guard,
         )

@@ -201,3 +201,38 @@ def test_constant_concats_fuse_weights_but_join_no_computed_values():
     dag = import_function(fn, DagContext())
     assert dag is not None
     assert folded_concats_only(dag)
+
+
+def test_the_mesh_guard_keeps_the_input_unless_the_mesh_is_faster():
+    from plmr.passes.taso.substitute import mesh_estimate
+
+    # rnn_cell's gates: the cost model merges their matmuls, the mesh partitioner
+    # estimates the merged program slower on 4x4 (blocks of 4 columns per PE either way).
+    module = load_module(EXAMPLES / "onnx" / "rnn_cell.mlir")
+    before = mesh_estimate(module, (4, 4), "wse2")
+    unguarded = module.clone()
+    (free,) = substitute_module(
+        unguarded, budget=100, concats="constant", grid=(4, 4), guard="none"
+    )
+    assert free.applied
+    assert count(unguarded, graph.MatmulOp) < 6
+    assert mesh_estimate(unguarded, (4, 4), "wse2") >= before
+    (report,) = run_and_compare(module, budget=100, concats="constant", grid=(4, 4))
+    assert report.applied == ()
+    assert report.extraction == "mesh guard"
+    assert count(module, graph.MatmulOp) == 6
+
+
+def test_the_mesh_guard_keeps_a_rewrite_the_mesh_runs_faster():
+    from plmr.passes.taso.substitute import mesh_estimate
+
+    module = load_module(EXAMPLES / "onnx" / "attention.mlir")
+    before = mesh_estimate(module, (4, 4), "wse2")
+    (report,) = run_and_compare(module, budget=100, concats="constant", grid=(4, 4))
+    assert report.applied
+    assert mesh_estimate(module, (4, 4), "wse2") < before
+
+
+def test_an_unknown_guard_is_refused():
+    with pytest.raises(PlmrError, match="unknown guard 'sim'"):
+        substitute_module(parse_module(SCALED), guard="sim")
