@@ -76,19 +76,9 @@ def plain_accumulators(red: tile.ForOp) -> list[str] | None:
     last = block.last_op
     assert isinstance(last, tile.YieldOp)
     kinds: list[str] = []
-    accs = list(block.args[1:])
-    for i, acc in enumerate(accs):
-        uses = [u.operation for u in acc.uses]
-        if len(uses) != 1 or not isinstance(uses[0], tile.MapOp):
-            return None
-        m = uses[0]
-        kind = m.kind.data if m.kind is not None else ""
-        if kind not in _PLAIN or len(m.inputs) != 2:
-            return None
-        if last.values[i] is not m.result:
-            return None
-        other = m.inputs[1] if m.inputs[0] is acc else m.inputs[0]
-        if _depends_on(other, set(accs)):
+    for i in range(len(block.args) - 1):
+        kind = _plain_combine(red, i)
+        if kind is None:
             return None
         init = red.iter_args[i].owner
         if not isinstance(init, tile.FillOp):
@@ -101,6 +91,43 @@ def plain_accumulators(red: tile.ForOp) -> list[str] | None:
             return None
         kinds.append(_PLAIN[kind])
     return kinds
+
+
+def _plain_combine(red: tile.ForOp, i: int) -> str | None:
+    """
+    The map kind combining accumulator `i` of `red` with a term independent of the
+    accumulators (`acc ⊕ term`), or the kind of a nested reduction that carries it
+    (`Σ_g Σ_d …`: the only accumulator, the inner loop starts from it and is plain).
+    """
+    block = red.body.block
+    last = block.last_op
+    assert isinstance(last, tile.YieldOp)
+    accs = list(block.args[1:])
+    acc = accs[i]
+    uses = [u.operation for u in acc.uses]
+    if len(uses) != 1:
+        return None
+    use = uses[0]
+    if (
+        isinstance(use, tile.ForOp)
+        and use.kind.data == tile.LoopKind.REDUCTION
+        and len(accs) == 1
+        and len(use.iter_args) == 1
+        and use.iter_args[0] is acc
+        and last.values[i] is use.res[0]
+    ):
+        return _plain_combine(use, 0)
+    if not isinstance(use, tile.MapOp):
+        return None
+    kind = use.kind.data if use.kind is not None else ""
+    if kind not in _PLAIN or len(use.inputs) != 2:
+        return None
+    if last.values[i] is not use.result:
+        return None
+    other = use.inputs[1] if use.inputs[0] is acc else use.inputs[0]
+    if _depends_on(other, set(accs)):
+        return None
+    return kind
 
 
 def _var_uses_ok(var: SSAValue, nest: Nest, allow_other: bool) -> bool:
