@@ -40,7 +40,8 @@ def collectives(spmd: mesh.SpmdOp) -> str:
     counts: Counter[str] = Counter()
     for op in spmd.walk():
         if isinstance(op, mesh.AllreduceOp | mesh.ReduceOp | mesh.BroadcastOp):
-            counts[f"{op.name.removeprefix('mesh.')} {op.axis.data}"] += 1
+            within = "" if op.segment is None else f" segment {op.segment.value.data}"
+            counts[f"{op.name.removeprefix('mesh.')} {op.axis.data}{within}"] += 1
         elif isinstance(op, mesh.ShiftOp):
             counts[f"shift {op.axis.data}"] += 1
         elif isinstance(op, mesh.SendOp):

@@ -95,7 +95,8 @@ def describe(spmd: mesh.SpmdOp) -> str:
         if isinstance(op, tile.DotOp):
             add("dot")
         elif isinstance(op, mesh.AllreduceOp | mesh.ReduceOp | mesh.BroadcastOp):
-            add(f"{op.name.removeprefix('mesh.')} {getattr(op, 'axis').data}")
+            within = "" if op.segment is None else f" segment {op.segment.value.data}"
+            add(f"{op.name.removeprefix('mesh.')} {op.axis.data}{within}")
         elif isinstance(op, mesh.ShiftOp):
             add(f"shift {op.axis.data}")
         elif isinstance(op, mesh.SendOp):

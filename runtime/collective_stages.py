@@ -5,6 +5,7 @@ who sends to whom at each stage, for the mesh runtime's vectorised timing and da
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -13,6 +14,7 @@ from xdsl.ir import Operation
 
 from plmr.dialects import mesh
 from plmr.runtime.collectives import Plan
+from plmr.runtime.device import Device
 
 
 @dataclass
@@ -71,6 +73,42 @@ def segmented_data(
             done[:, :, root : root + 1] = total
     out[:, :whole] = done.reshape(lines.shape[0], whole, *lines.shape[2:])
     return out
+
+
+def line_cycles(
+    plan: Plan, elems: int, device: Device, start: npt.NDArray[np.float64] | None = None
+) -> npt.NDArray[np.float64]:
+    """
+    When each position of a line finishes `plan` on blocks of `elems` values, started at
+    `start` (zero): the mesh runtime's timing of a collective (hops, ramps, step
+    overheads, wavelets of stages that are not streamed, combines) on one line, without
+    flow control between repeated collectives. The planner's estimate of a collective.
+    """
+    dev = device
+    n = plan.n
+    block_bytes = elems * dev.elem_bytes
+    now = np.zeros(n) if start is None else start.astype(np.float64)
+    now = now + dev.send_overhead_cycles
+    streamed = False
+    for index, st in enumerate(stage_arrays(plan)):
+        if st.src.size == 0:
+            continue
+        wavelets = math.ceil(block_bytes * st.fraction / dev.link_bytes_per_cycle)
+        delay = st.hops * dev.hop_cycles + 2 * dev.ramp_cycles
+        if index:
+            delay = delay + dev.step_overhead_cycles
+        if not st.streamed:
+            delay = delay + wavelets * st.load
+        arrival = now[st.src] + delay
+        np.maximum.at(now, st.dst, arrival)
+        if st.combine:
+            assert st.counts is not None
+            per = dev.op_overhead_cycles + math.ceil(elems * st.fraction / dev.simd_fp16)
+            now = now + st.counts * per
+        streamed = streamed or st.streamed
+    if streamed:
+        now = now + math.ceil(block_bytes / dev.link_bytes_per_cycle)
+    return now + dev.recv_overhead_cycles
 
 
 _BUILT: dict[int, tuple[Plan, list[StageArrays]]] = {}

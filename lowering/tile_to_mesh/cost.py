@@ -15,6 +15,7 @@ from plmr.dialects.graph import static_shape
 from plmr.lowering.tile_to_mesh.analysis import Layout, Nest, Options
 from plmr.lowering.tile_to_mesh.analysis import other_axis as _other
 from plmr.lowering.tile_to_mesh.mapping import Mapping
+from plmr.lowering.tile_to_mesh.segments import segment_of
 from plmr.runtime.interpreter import op_cycles
 
 
@@ -69,14 +70,19 @@ class CostModel:
                 axis = m.axis_of(red)
                 assert axis is not None
                 stages = 2 * max(1, math.ceil(math.log2(opts.n(axis))))
-                each = count * stages * message(accs)
+                # Within the PEs holding data when the loop is shorter than the axis.
+                within = segment_of(red, accs // 4, axis, opts)[1]
+                each = count * stages * message(accs) * within
                 # Or one allreduce per output block at the end (fewer, larger messages).
                 kinds = self.deferred_kinds if count > 1 else None
                 outs = [
                     block_bytes(o, lay, grid)
                     for o, lay in zip(nest.outputs, m.outputs, strict=True)
                 ]
-                once = sum(stages * message(b) for b in outs)
+                once = sum(
+                    stages * message(b) * segment_of(red, b // 4, axis, opts)[1]
+                    for b in outs
+                )
                 m.deferred = kinds if kinds is not None and once < each else None
                 comm += each if m.deferred is None else once
             elif m.mode == "merge":

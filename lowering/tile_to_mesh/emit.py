@@ -44,6 +44,7 @@ from plmr.lowering.tile_to_mesh.mapping import Mapping
 from plmr.lowering.tile_to_mesh.planning import plain_accumulators as _plain_accumulators
 from plmr.lowering.tile_to_mesh.relayout import Relayout
 from plmr.lowering.tile_to_mesh.rolling_merge import emit_merge, rolling_roles
+from plmr.lowering.tile_to_mesh.segments import reduction_allreduce, segment_for
 
 
 @dataclass
@@ -153,9 +154,9 @@ class NestEmitter(Relayout):
             axis = m.axis_of(nest.reduction)
             assert axis is not None
             results = [
-                b.insert(
-                    mesh.AllreduceOp(kind, r, axis, opts.gemv, opts.k, _groups(opts, axis))
-                ).result
+                reduction_allreduce(
+                    b, kind, r, axis, opts, segment_for(nest.reduction, r, axis, opts)
+                )
                 for kind, r in zip(m.deferred, results, strict=True)
             ]
         extra = self._emit_epilogue(inputs, results)
@@ -294,9 +295,9 @@ class NestEmitter(Relayout):
             kinds = _plain_accumulators(loop)
             assert kinds is not None
             results = [
-                self.b.insert(
-                    mesh.AllreduceOp(kind, r, axis, opts.gemv, opts.k, _groups(opts, axis))
-                ).result
+                reduction_allreduce(
+                    self.b, kind, r, axis, opts, segment_for(loop, r, axis, opts)
+                )
                 for kind, r in zip(kinds, results, strict=True)
             ]
         for o, n in zip(loop.res, results, strict=True):

@@ -136,3 +136,24 @@ def test_segment_of():
     module = parse_module(program("mesh.allreduce sum %b axis y", 7, 4))
     ops = [o for o in module.walk() if isinstance(o, mesh.AllreduceOp)]
     assert mesh.segment_of(ops[0], (7, 2)) == 7
+
+
+@pytest.mark.parametrize(
+    "n,elems,segment", [(64, 32, None), (64, 32, 8), (128, 256, 32), (420, 320, 128)]
+)
+def test_line_cycles_is_the_runtime_timing_of_one_collective(
+    n: int, elems: int, segment: int | None
+):
+    from plmr.runtime.collective_stages import line_cycles
+    from plmr.runtime.device import get_device
+
+    op = "mesh.allreduce sum %b axis y"
+    plan = allreduce_plan(segment or n, "ktree", 2, None)
+    if segment is not None:
+        op += f" segment = {segment}"
+        plan = segmented_plan(plan, n)
+    text = program(op, n, elems, grid_x=1)
+    zeros = np.zeros((n, elems), np.float32)
+    _, report = run_mesh(parse_module(text), [zeros], mode="timing")
+    estimate = float(line_cycles(plan, elems, get_device("wse2")).max())
+    assert estimate == pytest.approx(report.cycles, rel=0.02)

@@ -1,0 +1,116 @@
+"""
+Allreduces of reductions split over part of an axis for `convert-tile-to-mesh`: when a
+reduction loop is shorter than the axis it is split over (a head dimension of 128 on
+420 PEs), only the first PEs hold data and the rest hold padding. The combine then runs
+within a segment of those PEs (`mesh.allreduce ... segment = D`) and the result is
+multicast from the last of them along the whole axis (`mesh.broadcast`): the chain
+reductions span D PEs instead of the axis (on 420 PEs, 320 values: 2,998 cycles as one
+allreduce, 2,408 as a segment of 128 and a multicast). Whether it pays is decided on the
+runtime's timing of both on one line (`line_allreduce_cycles`, cached).
+"""
+
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+
+import numpy as np
+from xdsl.builder import Builder
+from xdsl.ir import SSAValue
+
+from plmr.dialects import mesh, tile
+from plmr.dialects.graph import static_shape
+from plmr.lowering.tile_to_mesh.analysis import Options
+from plmr.lowering.tile_to_mesh.builders import const_index, ktree_groups
+from plmr.runtime.collective_stages import line_cycles
+from plmr.runtime.collectives import allreduce_plan, broadcast_plan, segmented_plan
+from plmr.runtime.device import get_device
+
+
+def data_positions(loop: tile.ForOp, n: int) -> int:
+    """How many of the `n` PEs of an axis hold blocks of `loop` split over it."""
+    per = -(-loop.trip_count // n)
+    return -(-loop.trip_count // per)
+
+
+def segment_for(loop: tile.ForOp, value: SSAValue, axis: str, opts: Options) -> int | None:
+    """
+    The segment of the allreduce of `value`, the partial results of `loop` split over
+    `axis` (None: the whole axis): the PEs holding data, when they are fewer than the
+    axis and the segment and its multicast take fewer cycles than one allreduce (for a
+    few values on a short axis, the multicast's extra step costs more than the shorter
+    chains save).
+    """
+    return segment_of(loop, math.prod(static_shape(value, "value")), axis, opts)[0]
+
+
+def segment_of(
+    loop: tile.ForOp, elems: int, axis: str, opts: Options
+) -> tuple[int | None, float]:
+    """
+    `segment_for` for partial results of `elems` values per PE, with the cycles of the
+    chosen allreduce over those of one allreduce along the whole axis (1 without a
+    segment): what the planner's cost model scales its allreduce estimate by.
+    """
+    n = opts.n(axis)
+    data = data_positions(loop, n)
+    if data < 2 or data >= n:
+        return None, 1.0
+    key = (opts.device_spec, n, elems, opts.gemv, opts.k, ktree_groups(opts, axis))
+    seg, whole = line_allreduce_cycles(*key, data), line_allreduce_cycles(*key, None)
+    if seg >= whole:
+        return None, 1.0
+    return data, seg / whole
+
+
+@lru_cache(maxsize=1024)
+def line_allreduce_cycles(
+    device: str,
+    n: int,
+    elems: int,
+    algorithm: str,
+    k: int,
+    groups: int | None,
+    segment: int | None,
+) -> float:
+    """
+    The runtime's timing (`line_cycles`) of an allreduce of `elems` values per PE along
+    a line of `n` PEs: over the whole line, or within its first `segment` PEs and then
+    multicast from the last of them.
+    """
+    dev = get_device(device)
+    if segment is None:
+        return float(line_cycles(allreduce_plan(n, algorithm, k, groups), elems, dev).max())
+    inside = allreduce_plan(
+        segment, algorithm, k, None if groups is None else min(groups, segment)
+    )
+    done = line_cycles(segmented_plan(inside, n), elems, dev)
+    root = segment - 1
+    spread = line_cycles(broadcast_plan(n, root), elems, dev, np.full(n, done[root]))
+    return float(spread.max())
+
+
+def reduction_allreduce(
+    b: Builder,
+    kind: str,
+    value: SSAValue,
+    axis: str,
+    opts: Options,
+    segment: int | None,
+) -> SSAValue:
+    """
+    The allreduce of the partial results `value` of a reduction split over `axis`: over
+    the whole axis, or within the `segment` of PEs holding data and then multicast from
+    its last PE.
+    """
+    groups = ktree_groups(opts, axis)
+    if segment is None:
+        return b.insert(
+            mesh.AllreduceOp(kind, value, axis, opts.gemv, opts.k, groups)
+        ).result
+    if groups is not None:
+        groups = min(groups, segment)
+    part = b.insert(
+        mesh.AllreduceOp(kind, value, axis, opts.gemv, opts.k, groups, segment)
+    ).result
+    return b.insert(mesh.BroadcastOp(part, axis, const_index(b, segment - 1))).result
