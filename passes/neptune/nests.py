@@ -6,6 +6,7 @@ ops, and dependence queries on nest bodies.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 
 from xdsl.builder import (
@@ -14,8 +15,16 @@ from xdsl.builder import (
     _current_builder,  # pyright: ignore[reportPrivateUsage]
 )
 from xdsl.dialects import arith, func
-from xdsl.dialects.builtin import IndexType, IntegerAttr, ModuleOp
-from xdsl.ir import Block, BlockArgument, IRNode, Operation, OpResult, SSAValue
+from xdsl.dialects.builtin import IndexType, IntegerAttr, ModuleOp, TensorType
+from xdsl.ir import (
+    Attribute,
+    Block,
+    BlockArgument,
+    IRNode,
+    Operation,
+    OpResult,
+    SSAValue,
+)
 from xdsl.rewriter import InsertPoint
 from xdsl.traits import Commutative, IsTerminator, Pure
 
@@ -214,6 +223,8 @@ def inline_maps(block: Block) -> bool:
                 continue  # the body would be computed outside the tensor, not padded
             if _transcendental(nest) and any(_rereads(r, block) for r in reads):
                 continue  # recomputed for every output column of a GEMM: store it
+            if _transcendental(nest) and _small_and_shared(nest, reads, block):
+                continue  # recomputed by several nests, one per head dimension: store it
             for read in reads:
                 inline_map_read(nest, read)
             progress = changed = True
@@ -234,22 +245,59 @@ reading the probabilities in P·V) keep the inlining fusion needs.
 """
 
 
+SHARED_REREAD_LIMIT = 64
+"""
+A map with a transcendental read by more than one nest, one of which reads each of its
+elements again for every index of a parallel loop at least this long (a head dimension),
+is stored when it is no larger than the largest other tensor that nest reads: decode's
+probabilities `exp(s − m)` (one query row), read by the softmax's sum and by P·V over
+the head dimension, cost one `exp` per element instead of one per reader and per head
+dimension index, and their store is small next to the V cache. Prefill's probabilities
+(a row per query, larger than V) stay inlined: FlashAttention's fusion needs them.
+"""
+
+
+def _small_and_shared(nest: NestOp, reads: Sequence[ReadOp], block: Block) -> bool:
+    """Whether the map `nest` is stored by the `SHARED_REREAD_LIMIT` rule."""
+    tops = {_top(r, block) for r in reads}
+    if len(tops) < 2:
+        return False
+    size = max(_elements(r.type) for r in nest.res)
+    for read in reads:
+        if not _rereads(read, block, SHARED_REREAD_LIMIT):
+            continue
+        top = _top(read, block)
+        others = [
+            _elements(op.source.type)
+            for op in top.walk()
+            if isinstance(op, ReadOp) and op.source not in nest.res
+        ]
+        if others and size <= max(others):
+            return True
+    return False
+
+
+def _elements(t: Attribute) -> int:
+    shape = t.get_shape() if isinstance(t, TensorType) else ()
+    return math.prod(shape)
+
+
 def _transcendental(nest: NestOp) -> bool:
     """Whether the body of `nest` uses a `math` op (exp, sqrt, tanh, ...)."""
     return any(op.name.startswith("math.") for op in nest.body.walk())
 
 
-def _rereads(read: ReadOp, block: Block) -> bool:
+def _rereads(read: ReadOp, block: Block, limit: int = REREAD_LIMIT) -> bool:
     """
-    Whether `read` sits in a reduction nest with a parallel loop of at least
-    `REREAD_LIMIT` iterations that its indices do not use (each element read again
+    Whether `read` sits in a reduction nest with a parallel loop of at least `limit`
+    (`REREAD_LIMIT`) iterations that its indices do not use (each element read again
     for every index of that loop).
     """
     top = _top(read, block)
     if not isinstance(top, NestOp) or IteratorKind.REDUCTION not in top.kinds:
         return False
     for dim, kind, extent in zip(top.dims, top.kinds, top.extents, strict=True):
-        if kind != IteratorKind.PARALLEL or extent < REREAD_LIMIT:
+        if kind != IteratorKind.PARALLEL or extent < limit:
             continue
         if not any(_uses(i, dim) for i in read.indices):
             return True

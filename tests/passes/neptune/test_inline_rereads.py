@@ -15,7 +15,7 @@ from plmr.dialects.context import parse_module
 from plmr.dialects.loop import NestOp
 from plmr.lowering.graph_to_loop import ConvertGraphToLoopPass
 from plmr.passes.neptune.fuse import NeptuneFusePass
-from plmr.passes.neptune.nests import REREAD_LIMIT
+from plmr.passes.neptune.nests import REREAD_LIMIT, SHARED_REREAD_LIMIT
 from plmr.runtime.reference import evaluate_function
 from plmr.runtime.running import random_inputs, select_function
 
@@ -53,6 +53,55 @@ def test_silu_is_stored_for_a_long_gemm_and_inlined_for_a_short_one(out: int, st
     # up, gate, down; and the activation when it is stored.
     assert len(top) == (4 if stored else 3)
     assert (len(maps) == 1) == stored
+    got = evaluate_function(module, "main", args)
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5 * float(np.abs(w).max()))
+
+
+def attention(queries: int, keys: int, hd: int) -> str:
+    q, k = f"tensor<{queries}x{hd}xf32>", f"tensor<{keys}x{hd}xf32>"
+    s, one = f"tensor<{queries}x{keys}xf32>", f"tensor<{queries}x1xf32>"
+    return f"""
+    func.func @main(%q: {q}, %k: {k}, %v: {k}) -> {q} {{
+      %s = graph.matmul %q, %k transpose_b : ({q}, {k}) -> {s}
+      %m = graph.reduce max %s axes = [-1] keepdims : {s} -> {one}
+      %d = graph.sub %s, %m : ({s}, {one}) -> {s}
+      %p = graph.exp %d : {s}
+      %l = graph.reduce sum %p axes = [-1] keepdims : {s} -> {one}
+      %pv = graph.matmul %p, %v : ({s}, {k}) -> {q}
+      %o = graph.div %pv, %l : ({q}, {one}) -> {q}
+      func.return %o : {q}
+    }}"""
+
+
+@pytest.mark.parametrize(
+    ("queries", "hd", "stored"),
+    [(1, SHARED_REREAD_LIMIT, True), (1, 16, False), (4 * SHARED_REREAD_LIMIT, 64, False)],
+)
+def test_probabilities_are_stored_when_shared_and_small(
+    queries: int, hd: int, stored: bool
+):
+    """
+    Decode attention (one query row, a head dimension of at least `SHARED_REREAD_LIMIT`):
+    `exp(s − m)` is stored once and read by the sum and P·V; with a short head dimension,
+    or more query rows than V has elements per key (prefill), it is inlined. Same results.
+    """
+    module = parse_module(attention(queries, 32, hd))
+    fn = select_function(module, None)
+    args = random_inputs(fn, 0)
+    want = evaluate_function(module, "main", args)
+    ConvertGraphToLoopPass().apply(Context(), module)
+    NeptuneFusePass(strategy="rolling", remarks=False).apply(Context(), module)
+    module.verify()
+    fn = select_function(module, None)
+    top = [op for op in fn.body.block.ops if isinstance(op, NestOp)]
+    exp_maps = [
+        n
+        for n in top
+        if all(k.data.value == "parallel" for k in n.iterators)
+        and any(op.name == "math.exp" for op in n.body.walk())
+    ]
+    assert bool(exp_maps) == stored
     got = evaluate_function(module, "main", args)
     for g, w in zip(got, want, strict=True):
         np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5 * float(np.abs(w).max()))
