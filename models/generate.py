@@ -36,6 +36,7 @@ from plmr.models.llama import (
     LlamaConfig,
     ProgramBuilder,
     cache_mask,
+    cache_slot,
     causal_mask,
     decode_cache_args,
     rope_tables,
@@ -181,8 +182,12 @@ class MeshLlama:
             result.tokens.append(token)
             length = cache.length if wafer is None else wafer.length
             cos, sin = rope_tables(c, [length])
-            mask = cache_mask(c, length) if wafer is None else wafer.mask()
-            args: list[Any] = [self.w["embed"][[token]], mask, cos, sin]
+            # The new token's K and V take the free slot next to the valid entries.
+            if wafer is None:
+                mask, slot = cache_mask(c, length + 1), cache_slot(c, length)
+            else:
+                mask, slot = wafer.mask(), wafer.slot()
+            args: list[Any] = [self.w["embed"][[token]], mask, slot, cos, sin]
             held = cache if wafer is None else KVCache(wafer.k, wafer.v, wafer.length)
             args += decode_cache_args(held, c)
             if not result.tokens[:-1] and (trace is not None or heatmap is not None):
@@ -213,11 +218,16 @@ class _WaferCache:
         return self.k[layer][g], self.v[layer][g]
 
     def mask(self) -> F32:
-        """The valid entries are the cache's last `length` rows."""
+        """
+        The valid entries are the cache's last `length` rows; the new token's slot
+        is the row before them."""
         m = np.full((1, self.c.max_seq), NEG, np.float32)
-        if self.length:
-            m[0, -self.length :] = 0.0
+        m[0, -(self.length + 1) :] = 0.0
         return m
+
+    def slot(self) -> F32:
+        """The new token's slot: the free row just before the valid entries."""
+        return cache_slot(self.c, self.c.max_seq - self.length - 1)
 
     def store(self, k_rows: list[list[F32]], v_rows: list[list[F32]]) -> float:
         """Appends the rows one token at a time; returns the cycles of one token's appends."""

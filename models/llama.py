@@ -113,6 +113,21 @@ def cache_mask(config: LlamaConfig, valid: int) -> F32:
     return m
 
 
+def cache_slot(config: LlamaConfig, position: int) -> F32:
+    """
+    The decode step's one-hot `slot` over the cache (heads form): the free position the
+    new token's K and V take in the step's attention (its mask there is 0).
+    """
+    if not 0 <= position < config.max_seq:
+        raise PlmrError(
+            f"the new token's cache slot {position} is outside the cache of "
+            f"{config.max_seq} positions; the cache is full"
+        )
+    s = np.zeros((1, config.max_seq), np.float32)
+    s[0, position] = 1.0
+    return s
+
+
 def decode_cache_args(cache: KVCache, config: LlamaConfig) -> list[F32]:
     """The decode program's cache arguments (heads form): K and V `[Hkv, S, hd]` per layer."""
     out: list[F32] = []
@@ -576,6 +591,7 @@ __all__ = [
     "PerHeadBuilder",
     "ProgramBuilder",
     "cache_mask",
+    "cache_slot",
     "causal_mask",
     "decode_cache_args",
     "get_config",

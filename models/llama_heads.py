@@ -17,10 +17,19 @@ projection per head (`o[Hkv, G, n, hd] @ Wo[Hkv, G, hd, dim]`) summed over the g
 axis, then over the KV heads, and the SwiGLU FFN with up and gate as one batched GEMV
 over stacked weights (`[2, dim, ffn]`).
 
+The decode step reads the new token's K and V as part of the cache: at the free
+position `slot` (one-hot, visible in `mask`) the cache reads `cache·(1 − slot) +
+slot ⊗ row`, so the scores, the softmax and P·V run over one sequence of positions.
+Its output projection is one reduction over the head dimension and the heads,
+`Σ_{d,h,g} o[h,g,d]·Wo[h,g,d,:]` (written `[hd, Hkv, G]`-major so that the head
+dimension is the outer reduction the mesh splits; the heads reduce on each PE before
+the allreduce).
+
 - prefill(x[L, dim], mask[L, L], cos[L, hd], sin[L, hd]) ->
   (logits[1, vocab], then per layer K[Hkv, 1, L, hd] (rotated) and V[Hkv, 1, L, hd])
-- decode(x[1, dim], mask[1, S], cos[1, hd], sin[1, hd], then per layer the caches
-  K[Hkv, S, hd] and V[Hkv, S, hd]) -> (logits[1, vocab], per layer the new K and V rows)
+- decode(x[1, dim], mask[1, S], slot[1, S], cos[1, hd], sin[1, hd], then per layer the
+  caches K[Hkv, S, hd] and V[Hkv, S, hd]) -> (logits[1, vocab], per layer the new K and
+  V rows)
 """
 
 from __future__ import annotations
@@ -147,15 +156,14 @@ class HeadsBuilder:
                 )
         return names
 
-    def _inputs(self, t: Text, n: int, s_len: int) -> list[str]:
+    def _inputs(self, t: Text, n: int, s_len: int, slot: bool) -> list[str]:
         hd = self.c.head_dim
         args: list[str] = []
-        for name, shape in (
-            ("x", (n, self.c.dim)),
-            ("mask", (n, s_len)),
-            ("cos", (n, hd)),
-            ("sin", (n, hd)),
-        ):
+        shapes = [("x", (n, self.c.dim)), ("mask", (n, s_len))]
+        if slot:
+            shapes.append(("slot", (n, s_len)))
+        shapes += [("cos", (n, hd)), ("sin", (n, hd))]
+        for name, shape in shapes:
             t.value(name, shape, args, None)
         return args
 
@@ -196,9 +204,20 @@ class HeadsBuilder:
         k = self._rope(t, k, kr, n)
         o = attend(t, q, k, v, layer)
         # Σ over heads of o[head] @ Wo[head]: the heads' outputs merge in the sum.
-        per_head = t.matmul(o, w[f"{p}.wo"], tensor_type(hkv, c.group, n, c.dim))
-        per_kv = t.reduce_axes("sum", per_head, (1,), tensor_type(hkv, n, c.dim))
-        out = t.reduce_axes("sum", per_kv, (0,), tensor_type(n, c.dim))
+        if n == 1:
+            # Σ over the head dimension and the heads in one nest, the head dimension
+            # outermost: the mesh splits it over an axis and allreduces the PEs' sums
+            # over their heads once (a value per output column, not one per head).
+            od = t.transpose(t.reshape(o, (hkv, g, hd, 1)), (2, 0, 1, 3))
+            wo = t.transpose(w[f"{p}.wo"], (2, 0, 1, 3))
+            prod = t.binary("mul", od, wo, tensor_type(hd, hkv, g, c.dim))
+            out = t.reshape(
+                t.reduce_axes("sum", prod, (0, 1, 2), tensor_type(c.dim)), (1, c.dim)
+            )
+        else:
+            per_head = t.matmul(o, w[f"{p}.wo"], tensor_type(hkv, c.group, n, c.dim))
+            per_kv = t.reduce_axes("sum", per_head, (1,), tensor_type(hkv, n, c.dim))
+            out = t.reduce_axes("sum", per_kv, (0,), tensor_type(n, c.dim))
         h_ = t.binary("add", x, out, tensor_type(n, c.dim))
         f = t.rmsnorm(h_, w[f"{p}.ffn_norm"], c.norm_eps)
         both = t.matmul(
@@ -242,7 +261,7 @@ class HeadsBuilder:
         c = self.c
         kv = (c.n_kv_heads, 1, n, c.head_dim)
         t = Text()
-        args = self._inputs(t, n, s_len)
+        args = self._inputs(t, n, s_len, caches)
         if caches:
             for layer in layers:
                 for kind in ("kcache", "vcache"):
@@ -287,22 +306,32 @@ class HeadsBuilder:
         scale = 1.0 / math.sqrt(hd)
 
         def attend(t: Text, q: str, k: str, v: str, layer: int) -> str:
-            kc = t.reshape(f"%kcache_l{layer}", (hkv, 1, s_len, hd))
-            vc = t.reshape(f"%vcache_l{layer}", (hkv, 1, s_len, hd))
+            # The new token's K and V enter the cache's read at its free slot (`%slot`,
+            # one-hot, visible in `%mask`): the scores, the softmax and P·V run over
+            # one sequence of positions, and the fusion inlines the map into the reads.
+            unit = tensor_type(1, 1, 1, 1)
+            ones = t.op("one", f"graph.constant dense<1.0> : {unit}", unit)
+            slot = t.reshape("%slot", (1, 1, s_len, 1))
+            keep = t.binary("sub", ones, slot, tensor_type(1, 1, s_len, 1))
+            seq = tensor_type(hkv, 1, s_len, hd)
+
+            def with_new(cache: str, row: str) -> str:
+                # cache·(1 − slot) + slot ⊗ row: exact whatever the slot holds.
+                c4 = t.reshape(cache, (hkv, 1, s_len, hd))
+                kept = t.binary("mul", c4, keep, seq)
+                return t.binary("add", kept, t.binary("mul", slot, row, seq), seq)
+
+            kc = with_new(f"%kcache_l{layer}", k)
+            vc = with_new(f"%vcache_l{layer}", v)
             one = tensor_type(hkv, g, 1, 1)
             row = tensor_type(hkv, g, 1, s_len)
             out = tensor_type(hkv, g, 1, hd)
             sc = t.matmul(q, kc, row, transpose_b=True)
             sc = t.binary("add", t.scale(sc, scale), "%mask", row)
-            sn = t.scale(t.matmul(q, k, one, transpose_b=True), scale)
-            mc = t.reduce("max", sc, one)
-            # m = max(mc, sn) = sn + relu(mc - sn)
-            m = t.binary("add", sn, t.unary("relu", t.binary("sub", mc, sn, one)), one)
-            pc = t.unary("exp", t.binary("sub", sc, m, row))
-            pn = t.unary("exp", t.binary("sub", sn, m, one))
-            total = t.binary("add", t.reduce("sum", pc, one), pn, one)
-            o = t.binary("add", t.matmul(pc, vc, out), t.binary("mul", pn, v, out), out)
-            return t.binary("div", o, total, out)
+            m = t.reduce("max", sc, one)
+            p = t.unary("exp", t.binary("sub", sc, m, row))
+            total = t.reduce("sum", p, one)
+            return t.binary("div", t.matmul(p, vc, out), total, out)
 
         chosen = list(range(c.n_layers)) if layers is None else list(layers)
         return self._program("decode", 1, s_len, chosen, head, attend, True)

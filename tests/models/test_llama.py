@@ -14,6 +14,7 @@ from plmr.models.llama import (
     NumpyLlama,
     ProgramBuilder,
     cache_mask,
+    cache_slot,
     causal_mask,
     decode_cache_args,
     get_config,
@@ -26,6 +27,15 @@ from plmr.passes.pipeline import CompileOptions
 from plmr.runtime.running import run_function, select_function
 
 PROMPT = [1, 2, 3, 4, 5, 6, 7, 8]
+
+
+def _heads_decode_args(
+    config: LlamaConfig, x: np.ndarray, length: int, cos: np.ndarray, sin: np.ndarray
+) -> list[np.ndarray]:
+    """
+    x, mask, slot, cos, sin of a heads-form decode step after `length` cached tokens:
+    the new token takes slot `length`, visible with the cache."""
+    return [x, cache_mask(config, length + 1), cache_slot(config, length), cos, sin]
 
 
 @pytest.fixture(scope="module")
@@ -79,10 +89,11 @@ def test_graph_programs_equal_numpy(tiny, form: str):  # pyright: ignore[reportM
     cache.store(ks, vs)
     token = int(np.argmax(want[0]))
     cos, sin = tables(config, [8])
-    args = [weights["embed"][[token]], cache_mask(config, 8), cos, sin]
     if form == "heads":
+        args = _heads_decode_args(config, weights["embed"][[token]], 8, cos, sin)
         args += decode_cache_args(cache, config)
     else:
+        args = [weights["embed"][[token]], cache_mask(config, 8), cos, sin]
         for layer in range(config.n_layers):
             for g in range(config.n_kv_heads):
                 k, v = cache.kv(layer, g)
@@ -163,10 +174,10 @@ def test_llama_examples_are_current():
     module = parse_module(decode)
     fn = select_function(module, "decode")
     config = get_config("tiny")
-    # x, mask, cos, sin; the K and V caches of every layer; per layer the norms and
+    # x, mask, slot, cos, sin; the K and V caches of every layer; per layer the norms and
     # the Q with rotated Q (stacked), K, V, rotated K, output, W1 and W3 (stacked) and
     # W2 weights; the final norm and the LM head.
-    assert len(fn.args) == 4 + 2 * config.n_layers + 9 * config.n_layers + 2
+    assert len(fn.args) == 5 + 2 * config.n_layers + 9 * config.n_layers + 2
 
 
 def test_taso_fuses_projections_of_the_decode_step():
@@ -245,7 +256,7 @@ def test_grouped_query_attention_on_the_mesh_equals_numpy(
     cache.store(ks, vs)
     token = int(np.argmax(want[0]))
     cos, sin = rope_tables(config, [len(prompt)])
-    args = [weights["embed"][[token]], cache_mask(config, len(prompt)), cos, sin]
+    args = _heads_decode_args(config, weights["embed"][[token]], len(prompt), cos, sin)
     got = _on_mesh(builder.decode(), grid, args + decode_cache_args(cache, config))
     step, k_new, _ = model.forward(weights["embed"][[token]], [len(prompt)], cache)
     np.testing.assert_allclose(got[0], step, rtol=1e-4, atol=1e-4)
@@ -289,7 +300,7 @@ def test_head_dimension_over_an_axis_on_a_large_grid():
     cache = KVCache.empty(config)
     cache.store(ks, vs)
     cos, sin = rope_tables(config, [len(prompt)])
-    args = [weights["embed"][[2]], cache_mask(config, len(prompt)), cos, sin]
+    args = _heads_decode_args(config, weights["embed"][[2]], len(prompt), cos, sin)
     plans: list[NestPlan] = []
     opts = CompileOptions(
         grid=(20, 20), substitute=False, tile_sizes=(4, 4), fit_tiles=True
