@@ -72,6 +72,13 @@ Front = Callable[[Compound], tuple[ProgramInfo, list[NestInfo]]]
 Measure = Callable[[list[Values], str], list[Outcome]]
 """Measures candidates (knob values) recorded as `source`; results in order."""
 
+Lowered = Callable[[Compound], str]
+"""A key of the lowered (mesh-level) program of a bound schedule: equal keys, equal
+programs, equal cycles. Raises `PlmrError` if the schedule does not compile."""
+
+LOWERINGS = 4
+"""Candidates lowered per measured slot at most (duplicates are skipped, not measured)."""
+
 
 def key_of(values: Mapping[str, Json]) -> str:
     return json.dumps(values, sort_keys=True)
@@ -100,6 +107,9 @@ class Space:
     sram: int
     baseline: float
     """The default schedule's cycles (targets are log cycles relative to it)."""
+    lowered: Lowered | None = None
+    """A key of the program a bound schedule compiles to (None: candidates are told
+    apart by their knobs only)."""
     knobs: dict[str, Knob] = field(init=False)
     _bad_blocks: set[str] = field(default_factory=lambda: set[str](), init=False)
 
@@ -136,6 +146,12 @@ class Space:
             for task, paths in tasks_of(self.knobs).items()
             if task != GLOBAL
         ]
+
+    def program(self, values: Values) -> str | None:
+        """The key of the program `values` lowers to (None without `lowered`)."""
+        if self.lowered is None:
+            return None
+        return self.lowered(self.schedule.bind(values))
 
     def full(self, values: Mapping[str, Json]) -> Values:
         return {k: values.get(k, knob.initial) for k, knob in self.knobs.items()}
@@ -258,6 +274,12 @@ class Search:
     """(prediction before measuring, measured target) of every feasible trial the model
     ranked while trained: its rank correlation on trials it had not seen."""
     infeasible: int = 0
+    duplicates: int = 0
+    """Candidates not measured: their lowered program was measured already."""
+    rejected: int = 0
+    """Candidates not measured: they did not compile (e.g. blocks too large for SRAM)."""
+    equivalent: dict[str, str] = field(default_factory=lambda: dict[str, str]())
+    """A skipped duplicate's key (`key_of`) -> the key of the candidate measured for it."""
     scheduler: TaskScheduler | None = None
 
     def __post_init__(self) -> None:
@@ -271,6 +293,10 @@ class Search:
         self._tasks = tasks_of(self.space.knobs)
         self.scheduler = TaskScheduler(self._tasks, self.shares, self._rng)
         self._used_transfer = False
+        self._programs: dict[str, str] = {}
+        self._program_of: dict[str, str] = {}
+        self._cycles: dict[str, float] = {}
+        self._pending: dict[str, float] = {}
 
     @property
     def used_transfer(self) -> bool:
@@ -424,15 +450,19 @@ class Search:
         return self.model.trained
 
     def _rank(self, candidates: list[Values], n: int) -> list[Values]:
-        """The `n` best candidates by the model, the last one random (exploration)."""
-        if len(candidates) <= n:
+        """
+        `candidates` in the order to measure them: the `n - 1` best by the model (of
+        distinct predictions), one random candidate (exploration), then the rest by the
+        model (a pick that turns out a duplicate is replaced by the next one).
+        """
+        if len(candidates) <= 1:
             return candidates
         trained = self._train()
         if not trained:
-            return self._rng.sample(candidates, n)
+            return self._rng.sample(candidates, len(candidates))
         x = np.array([self.space.vector(c) for c in candidates])
         pred = self.model.predict(x)
-        order = np.argsort(pred, kind="stable")
+        order = [int(i) for i in np.argsort(pred, kind="stable")]
         # Distinct predictions: children the model cannot tell apart (they differ in
         # knobs it found irrelevant) would measure the same plateau again.
         take: list[int] = []
@@ -443,18 +473,65 @@ class Search:
             p = round(float(pred[i]), 9)
             if p not in said:
                 said.add(p)
-                take.append(int(i))
+                take.append(i)
         for i in order:  # too few distinct: fill up in order
             if len(take) >= max(1, n - 1):
                 break
-            if int(i) not in take:
-                take.append(int(i))
+            if i not in take:
+                take.append(i)
         # Exploration: one candidate the model did not choose.
-        rest = [i for i in range(len(candidates)) if i not in set(take)]
+        chosen = set(take)
+        rest = [i for i in range(len(candidates)) if i not in chosen]
         if n > 1 and rest:
             take.append(self._rng.choice(rest))
+        chosen = set(take)
+        take += [i for i in order if i not in chosen]
         self._pending = {key_of(candidates[i]): float(pred[i]) for i in take}
         return [candidates[i] for i in take]
+
+    def _admit(self, values: Values) -> bool:
+        """
+        Whether to measure `values`: not proposed before, and (with `Space.lowered`) it
+        compiles to a program not measured before. A candidate that does not compile is
+        learnt from (`Space.failed`); a duplicate maps to the candidate measured for its
+        program, and its knobs that differ are evidence of inert knobs.
+        """
+        k = key_of(values)
+        if k in self._seen:
+            return False
+        self._seen.add(k)
+        try:
+            program = self.space.program(values)
+        except PlmrError as e:
+            self.rejected += 1
+            self.space.failed(values, str(e))
+            return False
+        if program is None:
+            return True
+        first = self._programs.setdefault(program, k)
+        if first == k:
+            self._program_of[k] = program
+            return True
+        self.duplicates += 1
+        self.equivalent[k] = first
+        cycles = self._cycles.get(program)
+        if cycles is not None:
+            self._learn(values, cycles)
+        return False
+
+    def _select(self, ordered: Sequence[Values], n: int) -> list[Values]:
+        """The first `n` of `ordered` that `_admit` lets through (`LOWERINGS`·n tried)."""
+        out: list[Values] = []
+        tried = 0
+        for v in ordered:
+            if len(out) >= n or tried >= LOWERINGS * max(n, 1):
+                break
+            if key_of(v) in self._seen:
+                continue
+            tried += 1
+            if self._admit(v):
+                out.append(v)
+        return out
 
     # -- the search -------------------------------------------------------------------
 
@@ -470,16 +547,16 @@ class Search:
             if self.space.reason(self.space.full(v)) is None
         ]
         first = True
+        idle = 0
         while len(out) < trials:
             # The first round is twice as large: a diverse sample before any model.
             n = min(self.batch * (2 if first else 1), trials - len(out))
-            self._pending: dict[str, float] = {}
+            self._pending = {}
             task = GLOBAL
             batch: list[tuple[Values, str]] = []
             while queue and len(batch) < n:
                 v, src = queue.pop(0)
-                if key_of(v) not in self._seen:
-                    self._seen.add(key_of(v))
+                if self._admit(v):
                     batch.append((v, src))
             if first or len(self._ok) < 4:
                 pool: list[Values] = []
@@ -489,17 +566,25 @@ class Search:
                     if c is not None and not self._known(c) and self._class(c) not in keys:
                         keys.add(self._class(c))
                         pool.append(c)
-                picked = self._rank(pool, n - len(batch))
+                candidates = pool
                 first = False
             else:
                 assert self.scheduler is not None
                 task = self.scheduler.pick()
-                picked = self._rank(self._children(task), n - len(batch))
-            for v in picked:
-                self._seen.add(key_of(v))
-            batch += [(v, "tuned") for v in picked]
+                candidates = self._children(task)
+            want = n - len(batch)
+            if want > 0:
+                ranked = self._rank(candidates, want)
+                batch += [(v, "tuned") for v in self._select(ranked, want)]
             if not batch:
-                break  # the feasible space is exhausted
+                # Every candidate tried was a duplicate: the next round knows more.
+                idle += 1
+                if not candidates or idle > 16:
+                    break  # the feasible space is exhausted
+                if self.scheduler is not None and task in self.scheduler.reports:
+                    self.scheduler.update(task, best, best, 0)
+                continue
+            idle = 0
             results: list[Outcome] = []
             for src in dict.fromkeys(s for _, s in batch):
                 group = [v for v, s in batch if s == src]
@@ -521,6 +606,8 @@ class Search:
                 k = key_of(v)
                 if k in self._pending:
                     self.predicted.append((self._pending[k], y))
+                if k in self._program_of:
+                    self._cycles[self._program_of[k]] = m.cycles
                 self._ok.append((v, y, self.space.vector(v)))
                 self._learn(v, m.cycles)
                 best = min(best, m.cycles)
@@ -547,5 +634,6 @@ __all__ = [
     "TaskReport",
     "TaskScheduler",
     "Transfer",
+    "key_of",
     "tasks_of",
 ]

@@ -31,7 +31,7 @@ import numpy as np
 
 from plmr.errors import PlmrError
 from plmr.schedule.db import PerfDB, Record, program_hash
-from plmr.schedule.evolution import Search, Space, TaskReport, Transfer
+from plmr.schedule.evolution import Search, Space, TaskReport, Transfer, key_of
 from plmr.schedule.executors import Executor, ProcessExecutor
 from plmr.schedule.features import (
     FEATURE_COUNT,
@@ -171,6 +171,39 @@ def _zeros(module: Any) -> list[np.ndarray]:
     return [np.zeros(static_shape(a, "input"), np.float32) for a in program.body.block.args]
 
 
+_LOWERED: dict[str, tuple[Any, list[Any]]] = {}
+"""The last few modules `lowered_key` compiled, by program and bound schedule: evaluating
+the same candidate in this process takes its module instead of compiling it again."""
+
+
+def _bound_key(text: str, schedule_json: Mapping[str, Json]) -> str:
+    return hashlib.sha256(
+        (text + json.dumps(schedule_json, sort_keys=True)).encode()
+    ).hexdigest()
+
+
+def lowered_key(text: str, schedule: Compound) -> str:
+    """
+    A hash of the mesh-level program `text` compiles to under a bound schedule: two
+    schedules with the same key run the same program (the same cycles). Raises
+    `PlmrError` if it does not compile; a candidate that fails otherwise gets a key of
+    its own (its measurement records the failure).
+    """
+    from plmr.dialects.printing import module_text
+
+    plans: list[Any] = []
+    try:
+        module = compile_schedule(text, schedule, plans=plans)
+    except PlmrError:
+        raise
+    except Exception:  # a candidate must never stop the search
+        return "failed:" + _bound_key(text, schedule.to_json())
+    _LOWERED[_bound_key(text, schedule.to_json())] = (module, plans)
+    while len(_LOWERED) > 8:
+        del _LOWERED[next(iter(_LOWERED))]
+    return hashlib.sha256(module_text(module).encode()).hexdigest()
+
+
 def evaluate(
     text: str, schedule_json: dict[str, Json], values: dict[str, Json]
 ) -> Measurement:
@@ -184,7 +217,11 @@ def evaluate(
     as_json = bound.to_json()
     plans: list[Any] = []
     try:
-        module = compile_schedule(text, bound, plans=plans)
+        known = _LOWERED.pop(_bound_key(text, as_json), None)
+        if known is not None:
+            module, plans = known
+        else:
+            module = compile_schedule(text, bound, plans=plans)
     except PlmrError as e:
         return Measurement(values, as_json, "infeasible", reason=_one_line(str(e)))
     except Exception as e:  # a candidate must never stop the search
@@ -252,6 +289,45 @@ def planner_pick(run: _Run, schedule: Compound, space: Space) -> dict[str, Json]
             best, lowest = v, c
     _PLANNED[key] = best
     return best
+
+
+_REFINED: dict[str, dict[str, Json] | None] = {}
+"""The planner's refined pick by program, schedule and grid."""
+
+
+def planner_refine(
+    run: _Run, space: Space, start: dict[str, Json]
+) -> dict[str, Json] | None:
+    """
+    The planner's pick refined one block knob at a time (coordinate descent on the
+    planner's estimate, one sweep over `tile.*` knobs in order): each knob takes the
+    value of its domain the planner estimates fastest, the others fixed. Blocks are what
+    the planner chooses when it compiles; a per-nest block can differ from the global
+    one, which a uniform blocking cannot express. None if nothing improves on `start`.
+    """
+    key = json.dumps(
+        [run.phash, run.schedule_json, list(run.opts.grid), start], sort_keys=True
+    )
+    if key in _REFINED:
+        return _REFINED[key]
+    values = space.full(start)
+    lowest = next(iter(run.executor.run(estimate, [(run.text, run.schedule_json, values)])))
+    changed = False
+    for path, knob in space.knobs.items():
+        if not path.startswith("tile."):
+            continue
+        options = [
+            dict(values, **{path: v}) for v in knob.domain() if v != values.get(path)
+        ]
+        options = [o for o in options if space.reason(o) is None]
+        costs = run.executor.run(
+            estimate, [(run.text, run.schedule_json, o) for o in options]
+        )
+        for o, c in zip(options, costs, strict=True):
+            if c < lowest * 0.999:
+                values, lowest, changed = o, c, True
+    _REFINED[key] = values if changed else None
+    return _REFINED[key]
 
 
 def _nest_estimates(plans: list[Any]) -> dict[str, float]:
@@ -518,7 +594,13 @@ def _evolve(
         # The default came from a cache that lacks its nests' shares: measure it again.
         fresh = evaluate(run.text, base.to_json(), {})
         shares = nest_shares(table, fresh.nests)
-    space = Space(schedule, lambda b: front(run.text, b), sram, float(start.cycles))
+    space = Space(
+        schedule,
+        lambda b: front(run.text, b),
+        sram,
+        float(start.cycles),
+        lambda b: lowered_key(run.text, b),
+    )
     data = _transfer_data(run, table, grid) if transfer else None
     search = Search(space, seed, shares, data)
     result.transferred = 0 if data is None else int(data.y.size)
@@ -533,17 +615,23 @@ def _evolve(
     # The planner's pick first: the compiler's own cost model on uniform blockings.
     planned = planner_pick(run, schedule, space)
     starts = [(planned, "tuned")] if planned is not None else []
+    refined = planner_refine(run, space, planned) if planned is not None else None
+    if refined is not None:
+        starts.append((refined, "tuned"))
     if generated:
         starts.append((generated, "generated"))
     # The knobs at their initial values (the schedule's own defaults) is the next start.
     starts.append(({}, "tuned"))
     search.run(trials, measure, starts)
-    result.planned = next(
-        (m for m in measured if planned is not None and m.values == planned), None
-    )
-    result.generated = next(
-        (m for m in measured if m.values == space.full(generated) and generated), None
-    )
+
+    def measured_as(values: dict[str, Json]) -> Measurement | None:
+        # A start that lowers to a program measured before is that measurement.
+        k = key_of(space.full(values))
+        k = search.equivalent.get(k, k)
+        return next((m for m in measured if key_of(space.full(m.values)) == k), None)
+
+    result.planned = measured_as(planned) if planned is not None else None
+    result.generated = measured_as(generated) if generated else None
     result.tasks = search.task_reports()
     rho = search.rank_correlation()
     result.rank_correlation = None if math.isnan(rho) else rho

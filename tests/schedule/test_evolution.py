@@ -7,7 +7,15 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
-from plmr.schedule.evolution import GLOBAL, Search, Space, TaskScheduler, tasks_of
+from plmr.errors import PlmrError
+from plmr.schedule.evolution import (
+    GLOBAL,
+    Search,
+    Space,
+    TaskScheduler,
+    key_of,
+    tasks_of,
+)
 from plmr.schedule.features import FEATURE_COUNT, NestInfo
 from plmr.schedule.transforms import Compound, Fuse, Partition, ProgramInfo, Tile, choice
 
@@ -162,3 +170,62 @@ def test_inert_knobs_make_equivalent_candidates_one():
     pair = [(base, "tuned"), ({**base, "tile.reduction": 16}, "tuned")]
     active.run(2, measure, pair)
     assert active.inert == set()
+
+
+def test_candidates_that_lower_to_one_program_are_measured_once():
+    # The lowered program ignores the global parallel block (every nest has its own)
+    # and the GEMM algorithm (no GEMM); the other knobs reach it. A candidate whose
+    # program was measured is skipped, not measured, and maps to the one that was.
+    def lowered(bound: Compound) -> str:
+        tile = bound.to_json()["steps"][1]
+        return repr((tile["reduction"], tile["nests"]["h"]))
+
+    space = _space()
+    space.lowered = lowered
+    proposed: list[dict[str, Any]] = []
+
+    def measure(values: list[dict[str, Any]], source: str) -> list[Any]:
+        del source
+        proposed.extend(values)
+        return [_Outcome("ok", _cycles({**v, "partition.gemm": "cannon"})) for v in values]
+
+    search = Search(space, seed=2)
+    base = {"tile.parallel": 2, "tile.reduction": 4, "tile.nests.h.0": 2}
+    starts = [(base, "tuned"), ({**base, "tile.parallel": 32}, "tuned")]
+    out = search.run(12, measure, starts)
+    programs = [lowered(space.schedule.bind(v)) for v in proposed]
+    # Eight programs (2 reduction blocks x 2 feasible rows x 2 chunks): each is measured
+    # once, then the space is exhausted.
+    assert len(out) == len(proposed) == len(set(programs)) == 8
+    # The second start is the first one's program: skipped, mapped to it.
+    skipped = key_of(space.full({**base, "tile.parallel": 32}))
+    assert search.equivalent[skipped] == key_of(space.full(base))
+    assert search.duplicates >= 1
+    # Without the lowered key the same run measures equal programs again.
+    again = _space()
+    proposed.clear()
+    Search(again, seed=2).run(12, measure, starts)
+    programs = [lowered(again.schedule.bind(v)) for v in proposed]
+    assert len(programs) > len(set(programs))
+
+
+def test_candidates_that_do_not_compile_are_not_measured():
+    def lowered(bound: Compound) -> str:
+        if bound.to_json()["steps"][1]["nests"]["h"] == [5, 8]:
+            raise PlmrError("convert-loop-to-tile: the nest computing %h needs SRAM")
+        return key_of(bound.to_json())
+
+    space = _space()
+    space.lowered = lowered
+    proposed: list[dict[str, Any]] = []
+
+    def measure(values: list[dict[str, Any]], source: str) -> list[Any]:
+        del source
+        proposed.extend(values)
+        return [_Outcome("ok", _cycles(v)) for v in values]
+
+    search = Search(space, seed=0)
+    search.run(30, measure)
+    assert not [v for v in proposed if (v["tile.nests.h.0"], v["tile.nests.h.1"]) == (5, 8)]
+    assert search.infeasible == 0
+    assert search.rejected >= 1
