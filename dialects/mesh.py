@@ -4,11 +4,14 @@ The `mesh` dialect: programs for a 2D mesh of processing elements (PEs).
 A `mesh.program` names its device (`#mesh.device<"wse2">`) and a grid of `[rows, cols]`
 PEs. Host tensors enter with `mesh.scatter`, which places them under a layout
 (`#mesh.layout<[y, x]>`: tensor dim 0 is split over the mesh's y axis, dim 1 over x;
-`-` keeps a dim whole; axes no dim uses hold replicas), and leave with `mesh.gather`.
+`-` keeps a dim whole; axes no dim uses hold replicas; `band x W` puts two dims on one
+axis, the first over bands of W PEs and the second within each band), and leave with
+`mesh.gather`.
 `mesh.spmd` is the per-core program: its block receives the core's coordinates and its
 local blocks, computes with `tile` ops, and communicates with collectives —
 `mesh.shift` (on a linear, torus or interleaved ring), `mesh.broadcast`, `mesh.reduce`,
-`mesh.allreduce` (K-tree, pipeline or ring) — or point to point with `mesh.send` /
+`mesh.allreduce` (K-tree, pipeline or ring; the last three also within segments of
+consecutive PEs) — or point to point with `mesh.send` /
 `mesh.recv` on a color. `mesh-route` lowers collectives to colors and explicit route
 rules (`mesh.route`): which routers forward which color from which port to which ports.
 """
