@@ -275,33 +275,39 @@ def table(rows: list[list[str]]) -> str:
 
 
 NOTES = """\
-Where eqsat stands (this run):
+Where eqsat stands (this run, the cost model of matmuls in the mesh lowering's blocks):
 
-- **Cost**: `eqsat` is as cheap as `backtrack` on every graph above, and cheaper on
-  `rnn_cell` (2 matmuls left against the backtracking search's 3). NasRNN needed stages: one
-  saturation merges matmuls pairwise at most (the multi-pattern rules pair every new
-  node with every old one, so they run for 2 iterations), the next stage merges the
-  pairs, and so on. NasRNN's loss was also the ILP's: the cycle breaking dropped nodes
-  of the input graph (a `split` whose class also held `concat(split(x))`), so the ILP
-  could not keep the graph it was given; it now drops only nodes the input graph does
-  not use. ResNeXt's was an ILP over a 30-iteration e-graph that ran out of its
-  (wall-clock) time limit under load; stages keep each e-graph small.
-- **Search time**: at least 10x lower than `backtrack` where the backtracking search runs
-  its budget of 1000 graphs (BERT 34x, LLaMA 44x, rnn_cell 20x, NasRNN 14x,
-  transformer_block 12x), 9x on decoder_block. Not where the backtracking search ends
-  early: ResNeXt (70 graphs, 2.3 s against 1.3 s) and attention (83 graphs, 1.8 s
-  against 4.7 s): setting up the e-graph (the rules loaded into egglog, 0.3-1 s of CPU)
-  and an ILP per stage cost more than a short search.
-- **llama3-8b decode layer**: the heads form (a few dozen ops) takes 1.7 s of CPU
-  (2.6 s wall, process peak 433 MB when run alone) and finds nothing to rewrite (neither
-  does `backtrack`, budget 1000, in 26 s of CPU, measured before the cost model's
-  map-fusion rule); the per-head form (1,136 ops) 6.2 s of
-  CPU, 1.04x, peak 470 MB.
-- **`plmr compile`** is not slower with substitutions on the examples and the tiny
-  LLaMA, except `rnn_cell` (0.95x with either engine): the cost model rates merging its
-  gates' matmuls cheaper, the mesh runs the merged, wider matmul no faster than the parts
-  and reads the split results in the next nest (see "Substitution cost model against
-  the wafer" below).
+- **Cost**: `eqsat` is as cheap as `backtrack` on every graph above. NasRNN needs
+  stages: one saturation merges matmuls pairwise at most (the multi-pattern rules pair
+  every new node with every old one, so they run for 2 iterations), the next stage
+  merges the pairs, and so on.
+- **Search time** (CPU, the machine was shared): at least 10x lower than `backtrack` on
+  the BERT (34x), NasRNN (15x), ResNeXt (34x) and LLaMA (31x) graphs, at the same cost;
+  6x on attention, 9-24x on the other examples where the backtracking search runs its
+  budget. With the block model more graphs cost within `alpha` of the best, so the
+  backtracking search now runs its whole budget of 1000 graphs on ResNeXt and attention
+  as well (it stopped after 70 and 83 graphs before: 2.3 s and 1.8 s, against eqsat's
+  1.3 s and 4.7 s then). `eqsat` no longer builds the backtracking search's rule
+  directions (0.4 s of CPU a call). Where eqsat's time goes (attention, 2.6 s of CPU):
+  loading its 1,302 translated rules into egglog (0.7 s; one rule per call is the
+  fastest: 64 a call took 4.2 s, all in one program grew past 7 GB), the two stages'
+  saturations (1.0 s), the rest (pushing and popping the e-graph per stage, encoding,
+  pricing: 0.6 s), the ILPs (0.06 s). On ResNeXt (0.36 s): ILP 0.1, saturation 0.1,
+  loading 0.06.
+- **Default engine**: `backtrack`. Every caller gives a budget (`plmr compile` 100,
+  the tests), and at budget 100 the two engines find the same costs on the examples and
+  the tiny LLaMA while neither is faster throughout (`benchmarks/taso.py
+  --compile-search`, below); `eqsat` is the engine for budgets of 1000 and for model-scale
+  graphs, where the backtracking search runs out of memory.
+- **llama3-8b decode layer**: the heads form (55 ops) takes 1.8 s of CPU, the per-head
+  form (1,136 ops) 6.9 s of CPU (11.4 s wall on the loaded machine: over the 10 s
+  target in wall time, not in CPU time), peak rise 60 MB; under the block model neither
+  has a rewrite that pays (the per-head form had 1.04x under the old model).
+- **`plmr compile`** is never slower with substitutions than without on the examples
+  and the tiny LLaMA: `rnn_cell` was (0.95x with either engine) because the cost model
+  rates merging its gates' matmuls cheaper; the mesh guard of `taso-substitute{grid=...}`
+  now lowers the input and the rewritten program to the mesh partitioner's estimate
+  and keeps the input (2,129 cycles either way).
 """
 
 
@@ -416,6 +422,44 @@ def compile_rows(grid: tuple[int, int], device: str = "wse2") -> list[list[str]]
     return rows
 
 
+def compile_search_rows(grid: tuple[int, int] = (4, 4)) -> list[list[str]]:
+    """Both engines as `plmr compile` runs them (budget 100, constant concats, the grid)."""
+    paths = [
+        ROOT / "examples" / "onnx" / "attention.mlir",
+        ROOT / "examples" / "onnx" / "transformer_block.mlir",
+        ROOT / "examples" / "onnx" / "rnn_cell.mlir",
+        ROOT / "examples" / "graph" / "decoder_block.mlir",
+        ROOT / "examples" / "llama" / "tiny_decode.mlir",
+        ROOT / "examples" / "llama" / "tiny_prefill.mlir",
+    ]
+    rows: list[list[str]] = []
+    for path in paths:
+        module = load_module(path)
+        row = [str(path.relative_to(ROOT))]
+        for engine in ("backtrack", "eqsat"):
+            copy = module.clone()
+            cpu = time.process_time()
+            reports = substitute_module(
+                copy, budget=100, concats="constant", engine=engine, grid=grid, guard="none"
+            )
+            cpu = time.process_time() - cpu
+            before = sum(r.initial_cost for r in reports)
+            after = sum(r.best_cost for r in reports)
+            row += [f"{cpu:.2f}", f"{before:,.0f} -> {after:,.0f}"]
+        rows.append(row)
+        print(" | ".join(row), flush=True)
+    return rows
+
+
+COMPILE_SEARCH_HEADER = [
+    "program",
+    "backtrack cpu (s)",
+    "backtrack cost (cycles)",
+    "eqsat cpu (s)",
+    "eqsat cost (cycles)",
+]
+
+
 COMPILE_HEADER = [
     "program",
     "substitutions off (cycles)",
@@ -443,7 +487,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--budget", type=int, default=1000)
     parser.add_argument("--alpha", type=float, default=1.05)
     parser.add_argument("--write", action="store_true", help="update benchmarks/README.md")
+    parser.add_argument(
+        "--compile-search",
+        action="store_true",
+        help="only time both engines as plmr compile runs them (budget 100, 4x4)",
+    )
     args = parser.parse_args(argv)
+    if args.compile_search:
+        rows = compile_search_rows()
+        print("| " + " | ".join(COMPILE_SEARCH_HEADER) + " |")
+        print("|" + "---|" * len(COMPILE_SEARCH_HEADER))
+        print("\n".join("| " + " | ".join(row) + " |" for row in rows))
+        return 0
     rows: list[list[str]] = []
     for name, make in MODELS.items():
         rows.append(run(name, make(), args.budget, args.alpha))
@@ -459,8 +514,9 @@ def main(argv: list[str] | None = None) -> int:
     text += (
         "\n\n`plmr compile --grid 4x4` (wse2) without and with substitutions, each engine "
         "(budget 100 for backtrack, the default limits for eqsat), simulated in timing "
-        "mode; the cost model prices graphs on the 4x4 grid (`conv_block` does not "
-        "compile on the mesh):\n\n"
+        "mode; the cost model prices graphs on the 4x4 grid, and the mesh guard keeps "
+        "the input unless the mesh partitioner estimates the rewritten program strictly "
+        "faster (`conv_block` does not compile on the mesh):\n\n"
         + "| "
         + " | ".join(COMPILE_HEADER)
         + " |\n|"
