@@ -121,6 +121,10 @@ class Device:
         ):
             if getattr(self, name) <= 0:
                 raise PlmrError(f"device {self.name}: {name} must be positive")
+        # The runtime's clocks never go back (`plmr.runtime.spmd.Clocks`).
+        for f in dataclasses.fields(self):
+            if f.name.endswith("_cycles") and getattr(self, f.name) < 0:
+                raise PlmrError(f"device {self.name}: {f.name} must be >= 0")
         if self.clock_hz <= 0 or self.link_bytes_per_cycle <= 0:
             raise PlmrError(
                 f"device {self.name}: clock and link bandwidth must be positive"

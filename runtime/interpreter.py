@@ -419,9 +419,16 @@ class MeshRuntime:
             self._elems[op] = elems
         block_bytes = elems * dev.elem_bytes
         hop = dev.hop_cycles + (dev.relay_cycles if op in self.relayed else 0.0)
-        issue = np.maximum(ready, self.clocks.ce_free)
+        clocks = self.clocks
+        # An engines' clock (or none) as the input's: issued when the engines are free
+        # (a view: the issue times are their own clock to loop extrapolation).
+        behind = (isinstance(ready, float) and ready <= 0.0) or clocks.engine_mark(
+            ready
+        ) is not None
+        issue = clocks.ce_free.view() if behind else np.maximum(ready, clocks.ce_free)
         stages = self._stages(op, root)
         issue = self._flow_control(op, stages, issue, axis, hop)
+        clocks.mark_behind(issue)  # the engines are busy until `sent` at least
         sent = issue + dev.send_overhead_cycles
         now = np.broadcast_to(sent, self.grid)
         # Positions along the axis are columns (x) or rows (y); no transposes.
@@ -471,12 +478,16 @@ class MeshRuntime:
                     resume = index + repeat
                     self.log_extrapolation(Extrapolated(STAGES, repeat - 1, now, now))
                 else:
-                    now, owned = own(now), True
-                    d = along(delay_of[st.dst].astype(CLOCK))
-                    if pos_axis == 1:
-                        now[:, st.dst] = np.maximum(now[:, st.dst], now[:, st.src] + d)
-                    else:
-                        now[st.dst] = np.maximum(now[st.dst], now[st.src] + d)
+                    # Every position takes the later of its clock and its sender's plus
+                    # the delay, -inf where nothing arrives (max(x, -inf) is x): the
+                    # receivers' sums of an update in place, in one gather.
+                    d = np.full(st.src_of.size, -np.inf, dtype=CLOCK)
+                    d[st.dst] = delay_of[st.dst]
+                    arrival = (
+                        now[:, st.src_of] if pos_axis == 1 else np.take(now, st.src_of, 0)
+                    )
+                    arrival += along(d)
+                    now, owned = np.maximum(arrival, now, out=arrival), True
             else:
                 arrival = np.take(now, st.src, axis=pos_axis)
                 arrival += along(delay.astype(CLOCK))
@@ -505,7 +516,10 @@ class MeshRuntime:
         now = now + dev.recv_overhead_cycles
         done = np.asarray(now, dtype=CLOCK)
         # The compute engine issues the send; reductions also keep it busy combining.
-        self.clocks.ce_free = done.copy() if reduces else np.broadcast_to(sent, self.grid)
+        if reduces:
+            clocks.set_engine(done.copy(), done)
+        else:
+            clocks.set_engine(np.broadcast_to(sent, self.grid))
         if self.recorder is not None:
             self.recorder.record(op.name, issue, done, self.grid)
         if self.track_busy:
@@ -600,7 +614,7 @@ class MeshRuntime:
             data[delivery.dst_y, delivery.dst_x] = v[delivery.src_y, delivery.src_x]
         self._pending.setdefault(color, []).append(_Pending(has, data, times))
         spent = sent - self.clocks.ce_free
-        self.clocks.ce_free = np.asarray(sent, dtype=CLOCK)
+        self.clocks.set_engine(np.asarray(sent, dtype=CLOCK))
         self.clocks.comm_busy += spent
         self.traffic.bytes += block_bytes * delivery.dst_y.size
         self.traffic.hop_bytes += block_bytes * float(delivery.hops.sum())

@@ -5,9 +5,10 @@ value with a per-PE ready time (compute engine clocks, traffic, pending messages
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any, Protocol
+from dataclasses import dataclass, field
+from typing import Any, Protocol, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -31,22 +32,75 @@ cycle even on 10⁹-cycle programs, and periodic loops show equal increments
 (`plmr.runtime.steady`)."""
 
 
+BEHIND = -1
+"""The mark of a clock at or before the engines' on every PE (not one of their values)."""
+
+
 @dataclass
 class Clocks:
-    """Per-PE time, in cycles: when the compute engine is free, and what it did."""
+    """
+    Per-PE time, in cycles: when the compute engine is free, and what it did.
+
+    The engines' clock `ce_free` never goes back on any PE (every update is a maximum
+    with it or adds a non-negative time), so an array that was once `ce_free` is at or
+    before the current one everywhere: `max(ready, ce_free)` is `ce_free` itself, and of
+    two such arrays the later one is the maximum. `set_engine` numbers the engines'
+    clocks as they come (their generation) and `mark_behind` marks other arrays known
+    to be at or before them (a collective's issue times), so the SPMD evaluator skips
+    those maxima: exact, as a maximum involves no rounding. Arrays are never updated in
+    place; the marks are kept by identity and dropped with their arrays.
+    """
 
     ce_free: FloatArray
     compute: float
     """Every PE runs the same ops on blocks of the same shapes: one number for all."""
     comm_busy: FloatArray
     finish: FloatArray
+    _marks: dict[int, tuple[weakref.ref[FloatArray], int]] = field(
+        default_factory=dict[int, tuple["weakref.ref[FloatArray]", int]]
+    )
+    _generation: int = 0
 
     @staticmethod
     def zeros(grid: tuple[int, int]) -> Clocks:
         def zero() -> FloatArray:
             return np.zeros(grid, dtype=CLOCK)
 
-        return Clocks(zero(), 0.0, zero(), zero())
+        clocks = Clocks(zero(), 0.0, zero(), zero())
+        clocks.set_engine(clocks.ce_free)
+        return clocks
+
+    def set_engine(self, value: FloatArray, *same: FloatArray) -> None:
+        """The engines' new clock, at or after the last on every PE (`same`: equal arrays)."""
+        self.ce_free = value
+        self._generation += 1
+        for v in (value, *same):
+            self._mark(v, self._generation)
+
+    def mark_behind(self, value: FloatArray) -> None:
+        """Marks `value` as at or before the engines' clock on every PE."""
+        if self.engine_mark(value) is None:
+            self._mark(value, BEHIND)
+
+    def mark_engine(self, value: FloatArray, generation: int) -> None:
+        """Marks `value`, equal to the engines' clock of `generation`, as that clock."""
+        self._mark(value, generation)
+
+    def engine_mark(self, value: object) -> int | None:
+        """The generation of an engines' clock, `BEHIND`, or None (unknown)."""
+        entry = self._marks.get(id(value))
+        if entry is None or entry[0]() is not value:
+            return None
+        return entry[1]
+
+    def _mark(self, value: FloatArray, mark: int) -> None:
+        key = id(value)
+        marks = self._marks
+
+        def drop(_: object) -> None:
+            marks.pop(key, None)
+
+        marks[key] = (weakref.ref(value, drop), mark)
 
 
 @dataclass
@@ -119,14 +173,62 @@ class SpmdEvaluator(ReferenceEvaluator):
         )
 
     def ready_of(self, values: Sequence[SSAValue]) -> Ready:
-        """The latest ready time of `values` (clocks are never negative: 0 is none)."""
+        """
+        The latest ready time of `values` (clocks are never negative: 0 is none). Of the
+        engines' clocks among them only the latest counts (`Clocks`). The latest time of
+        several distinct arrays is a new array object (a view of the latest engines'
+        clock, if that is it): loop extrapolation tells clocks apart by identity.
+        """
+        clocks = self.runtime.clocks
+        first: Ready | None = None
+        several = False
+        out: Ready | None = None
+        latest: FloatArray | None = None
+        generation = BEHIND
+        for v in values:
+            r = self.ready.get(v)
+            if r is None or (isinstance(r, float) and r <= 0.0):
+                continue
+            if first is None:
+                first = r
+            elif r is not first:
+                several = True
+            if r is out or r is latest:
+                continue
+            mark = clocks.engine_mark(r)
+            if mark is not None and mark != BEHIND:
+                if mark > generation:
+                    latest, generation = cast(FloatArray, r), mark
+                continue
+            out = r if out is None else np.maximum(out, r)
+        if first is None:
+            return 0.0
+        if not several:
+            return first
+        if latest is None:
+            assert out is not None
+            return out
+        if out is not None:
+            return np.maximum(out, latest)
+        view = latest.view()
+        clocks.mark_engine(view, generation)
+        return view
+
+    def ready_after_engine(self, values: Sequence[SSAValue]) -> Ready | None:
+        """
+        The latest ready time of `values` that may be later than the engines' clock on
+        some PE (None: none is); the clocks marked at or before it are left out.
+        """
+        clocks = self.runtime.clocks
         out: Ready | None = None
         for v in values:
             r = self.ready.get(v)
             if r is None or r is out or (isinstance(r, float) and r <= 0.0):
                 continue
+            if clocks.engine_mark(r) is not None:
+                continue
             out = r if out is None else np.maximum(out, r)
-        return 0.0 if out is None else out
+        return out
 
     def run_op(self, op: Operation, operands: list[Any]) -> list[Any]:
         rt = self.runtime
@@ -143,18 +245,14 @@ class SpmdEvaluator(ReferenceEvaluator):
             for r in op.results:
                 self.ready[r] = ready
             return results
-        ready = self.ready_of(list(op.operands))
+        ready = self.ready_after_engine(op.operands)
         free = rt.clocks.ce_free
         # The engine's clock is never negative: max(0, free) and max(free, free) are free.
-        start = (
-            free if ready is free or isinstance(ready, float) else np.maximum(ready, free)
-        )
-        if isinstance(ready, float) and ready > 0.0:
-            start = np.maximum(ready, free)
+        start = free if ready is None else np.maximum(ready, free)
         if rt.recorder is not None:
             rt.recorder.record(op.name, start, start + cycles, rt.grid)
         end = start + cycles
-        rt.clocks.ce_free = end
+        rt.clocks.set_engine(end)
         rt.clocks.compute += cycles
         rt.account(op, cycles)
         for r in op.results:

@@ -253,6 +253,50 @@ def _same_data(a: Any, b: Any) -> bool:
     return False
 
 
+SAMPLE = 32
+"""Positions per axis of the grid at which two steps are compared first: a disagreement
+there settles the comparison without a pass over the whole grid."""
+
+
+def _sample_index(
+    grid: tuple[int, int],
+) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.intp]]:
+    """
+    The sampled positions (rows, columns): two whole rows and two whole columns (a
+    transient moves a row or a column of PEs at a time along a ring) and a mesh of up
+    to `SAMPLE` x `SAMPLE` evenly spread PEs.
+    """
+    p, q = grid
+    spread = [
+        np.unique(np.linspace(0, n - 1, min(n, SAMPLE)).round().astype(np.intp))
+        for n in grid
+    ]
+    mesh_y, mesh_x = np.meshgrid(*spread, indexing="ij")
+    ys = [mesh_y.ravel()]
+    xs = [mesh_x.ravel()]
+    for y in sorted({0, p // 2}):
+        ys.append(np.full(q, y, dtype=np.intp))
+        xs.append(np.arange(q, dtype=np.intp))
+    for x in sorted({0, q // 2}):
+        ys.append(np.arange(p, dtype=np.intp))
+        xs.append(np.full(p, x, dtype=np.intp))
+    return np.concatenate(ys), np.concatenate(xs)
+
+
+def _sampled(
+    clock: Any,
+    grid: tuple[int, int],
+    index: tuple[npt.NDArray[np.intp], npt.NDArray[np.intp]],
+) -> Any:
+    """The clock at the sampled positions (a float as is; None: not a grid's clock)."""
+    if not isinstance(clock, np.ndarray):
+        return clock
+    try:
+        return np.broadcast_to(cast(F64, clock), grid)[index]
+    except ValueError:
+        return None
+
+
 @dataclass
 class _Snapshot:
     clocks: list[Any]
@@ -265,28 +309,66 @@ class _Snapshot:
     counter_keys: tuple[str, ...]
     busy: F64 | None
     values: list[Any]
+    samples: list[Any]
+    """Each clock at the sampled positions (`_sampled`)."""
+    behind: list[bool]
+    """Clocks known to be between 0 and the engines' clock, which is one of them."""
 
 
 @dataclass
 class _Step:
-    """The increments from one snapshot to the next."""
+    """The increments from one snapshot to the next (computed when first needed)."""
 
-    clocks: list[Any]
+    before: list[Any]
+    after: list[Any]
     counters: F64
     busy: F64 | None
+    samples: list[Any]
+    """The increments at the sampled positions (None: not sampled)."""
+    _clocks: list[Any] | None = None
+
+    @staticmethod
+    def between(a: _Snapshot, b: _Snapshot) -> _Step:
+        return _Step(
+            a.clocks,
+            b.clocks,
+            b.counters - a.counters,
+            None if b.busy is None or a.busy is None else b.busy - a.busy,
+            [
+                None if x is None or y is None else np.subtract(y, x)
+                for x, y in zip(a.samples, b.samples, strict=True)
+            ],
+        )
+
+    @property
+    def clocks(self) -> list[Any]:
+        """The increment of each clock."""
+        if self._clocks is None:
+            self._clocks = [
+                np.subtract(b, a) for a, b in zip(self.before, self.after, strict=True)
+            ]
+        return self._clocks
 
     def agrees(self, other: _Step, tol: float, counter_tol: F64) -> bool:
         """Clocks within `tol`; each counter within its own `counter_tol`."""
         if np.any(np.abs(self.counters - other.counters) > counter_tol):
             return False
+        # The sampled positions first: one of them beyond `tol` is the answer.
+        for a, b in zip(self.samples, other.samples, strict=True):
+            if a is not None and b is not None and _beyond(np.subtract(a, b), tol):
+                return False
         pairs = list(zip(self.clocks, other.clocks, strict=True))
         if self.busy is not None and other.busy is not None:
             pairs.append((self.busy, other.busy))
         for a, b in pairs:
-            diff = np.subtract(a, b)  # |diff| <= tol, without an array of |diff|
-            if diff.size and (float(np.max(diff)) > tol or float(np.min(diff)) < -tol):
+            if _beyond(np.subtract(a, b), tol):
                 return False
         return True
+
+
+def _beyond(diff: Any, tol: float) -> bool:
+    """|diff| > tol somewhere, without an array of |diff|."""
+    return bool(np.size(diff) and (float(np.max(diff)) > tol or float(np.min(diff)) < -tol))
 
 
 def _distinct(components: list[Any]) -> tuple[list[Any], tuple[int, ...]]:
@@ -337,12 +419,20 @@ class LoopWatch:
         self.run = 0
         """Consecutive iterations whose increments agree (with `step`)."""
         self._finish_before: Any = None
+        self._no_finish: Any = None
+        """The finishing times of an iteration that received nothing (zeros, shared)."""
+        self._index = _sample_index(rt.grid)
 
     def begin_iteration(self) -> None:
         """Separates this iteration's receive times from the run's finishing times."""
         clocks = self.rt.clocks
         self._finish_before = clocks.finish
-        clocks.finish = np.zeros(self.rt.grid, dtype=clocks.finish.dtype)
+        if self._no_finish is None:
+            self._no_finish = np.zeros(self.rt.grid, dtype=clocks.finish.dtype)
+            mark = getattr(clocks, "mark_behind", None)
+            if mark is not None:
+                mark(self._no_finish)
+        clocks.finish = self._no_finish
 
     def end_iteration(
         self, carried: list[Any], values: list[Any], remaining: int
@@ -353,17 +443,18 @@ class LoopWatch:
         """
         clocks = self.rt.clocks
         iteration_finish = clocks.finish
-        clocks.finish = np.maximum(self._finish_before, iteration_finish)
+        # Nothing received: the finishing times stay (they are never negative).
+        clocks.finish = (
+            self._finish_before
+            if iteration_finish is self._no_finish
+            else np.maximum(self._finish_before, iteration_finish)
+        )
         snap = self._snapshot(carried, iteration_finish, values)
         prev, self.last = self.last, snap
         if snap is None or prev is None or not self._comparable(prev, snap):
             self.step, self.run = None, 0
             return None
-        step = _Step(
-            [np.subtract(b, a) for a, b in zip(prev.clocks, snap.clocks, strict=True)],
-            snap.counters - prev.counters,
-            None if snap.busy is None or prev.busy is None else snap.busy - prev.busy,
-        )
+        step = _Step.between(prev, snap)
         # Clocks share one scale; counters (bytes, cycles by op) each have their own.
         tol = TOLERANCE * self._scale(snap)
         counter_tol = TOLERANCE * np.maximum(np.abs(snap.counters), 1.0)
@@ -400,13 +491,23 @@ class LoopWatch:
             counters += [float(rt.op_times[k].count), rt.op_times[k].cycles]
         # comm_busy is accumulated in place: copy it.
         busy = np.array(rt.clocks.comm_busy, dtype=np.float64) if rt.track_busy else None
+        clocks = [_as_clock(o) for o in objects]
+        # Clocks marked by the runtime (`plmr.runtime.spmd.Clocks`) lie between 0 and
+        # the engines' clock, which is one of the components.
+        mark = getattr(rt.clocks, "engine_mark", None)
+        engine = rt.clocks.ce_free
+        behind = [
+            mark is not None and o is not engine and mark(o) is not None for o in objects
+        ]
         return _Snapshot(
-            [_as_clock(o) for o in objects],
+            clocks,
             layout,
             np.asarray(counters),
             keys,
             busy,
             list(values),
+            [_sampled(c, rt.grid, self._index) for c in clocks],
+            behind,
         )
 
     @staticmethod
@@ -419,8 +520,18 @@ class LoopWatch:
 
     @staticmethod
     def _scale(snap: _Snapshot) -> float:
-        """The largest clock (the tolerance of clock increments is relative to it)."""
-        biggest = max((_largest_magnitude(c) for c in snap.clocks), default=0.0)
+        """
+        The largest clock (the tolerance of clock increments is relative to it); the
+        clocks between 0 and the engines' clock are left out.
+        """
+        biggest = max(
+            (
+                _largest_magnitude(c)
+                for c, behind in zip(snap.clocks, snap.behind, strict=True)
+                if not behind
+            ),
+            default=0.0,
+        )
         if snap.busy is not None:
             biggest = max(biggest, _largest_magnitude(snap.busy))
         return max(biggest, 1.0)

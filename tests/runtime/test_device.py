@@ -32,6 +32,8 @@ def test_overrides_convert_units_and_keep_the_rest():
         ("wse2:colors=many", "device parameter colors must be a int, got 'many'"),
         ("wse2:width=0", "width must be positive"),
         ("wse2:reserved_colors=24", "reserved_colors (24) must be below colors (24)"),
+        ("wse2:hop_cycles=-1", "hop_cycles must be >= 0"),
+        ("wse2:send_overhead_cycles=-0.5", "send_overhead_cycles must be >= 0"),
     ],
 )
 def test_bad_specs_are_clear_errors(spec: str, message: str):

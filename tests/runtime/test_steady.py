@@ -363,6 +363,44 @@ def test_the_detector_needs_equal_uniform_increments():
     assert watch_increments([[7, 7]] * 6, constants=1e6) is None
 
 
+def watch_grid(increments: list[Any], grid: tuple[int, int]) -> tuple[int | None, Any]:
+    """Feeds per-iteration increments of a grid's clock; (the jump's iteration, watch)."""
+    rt: Any = _Runtime(grid)
+    watch = steady.LoopWatch(rt, [], 0.0)
+    clock = np.full(grid, 100.0)
+    for i, inc in enumerate(increments):
+        watch.begin_iteration()
+        clock = clock + inc
+        rt.clocks.ce_free = clock.copy()
+        if watch.end_iteration([clock.copy()], [], remaining=10) is not None:
+            return i, watch
+    return None, watch
+
+
+@pytest.mark.parametrize("where", [(0, 17), (33, 40), (63, 63)])
+def test_increments_are_compared_at_samples_then_everywhere(where: tuple[int, int]):
+    """
+    Steps are compared at sampled PEs first (rows and columns 0 and the middle, and a
+    spread mesh); a difference elsewhere is still found. (33, 40) is off the samples
+    of a 64x64 grid.
+    """
+    grid = (64, 64)
+    index = steady._sample_index(grid)  # pyright: ignore[reportPrivateUsage]
+    sampled = set(zip(index[0].tolist(), index[1].tolist(), strict=True))
+    assert (33, 40) not in sampled
+    assert (0, 17) in sampled
+    step = np.full(grid, 7.0)
+    bumped = step.copy()
+    bumped[where] = 8.0
+    # The increment changes at one PE every other iteration: never periodic.
+    assert watch_grid([step, bumped] * 4, grid)[0] is None
+    assert watch_grid([step] * 6, grid)[0] == 3
+    # A disagreement at a sample is settled without the whole increments.
+    _, watch = watch_grid([step, step, bumped], grid)
+    assert watch.step is not None
+    assert (watch.step._clocks is None) == (where in sampled)  # pyright: ignore[reportPrivateUsage]
+
+
 # ---------------------------------------------------------------------------------------
 # Reports, traces and the command line
 # ---------------------------------------------------------------------------------------
