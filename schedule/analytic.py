@@ -25,6 +25,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 
+from plmr.runtime.device import WSE2, Device
 from plmr.schedule.features import NestInfo
 from plmr.schedule.transforms import Compound, Knob
 
@@ -71,17 +72,97 @@ def communication_bound(
     return q + MESSAGE_BYTES * per_pe * per_pe_chunks
 
 
+REUSE_GEMV = 2.0
+"""Below this many uses of each input element a nest is matrix-vector shaped."""
+
+
+def reuse(nest: NestInfo) -> float:
+    """Uses of each input element: iterations (4 bytes each) per input byte read."""
+    iterations = math.prod(nest.parallel) * math.prod(nest.reduction or (1,))
+    return 4.0 * iterations / max(1, nest.in_bytes)
+
+
+def gemv_bound(
+    nest: NestInfo,
+    p: int,
+    r: int,
+    grid: tuple[int, int],
+    sram: int,
+    device: Device = WSE2,
+) -> float:
+    """
+    The cycles of a matrix-vector nest on the critical PE under blocks (p, r), in the
+    bytes-over-a-link unit of `communication_bound`; inf if they do not fit or divide.
+
+    Nothing is reused (each weight is read once), so larger blocks do not save bytes;
+    what they save is latency. The largest parallel loop's blocks spread over the grid's
+    rows, the reduction's chunks over its columns; a PE runs `trips` (block, chunk)
+    pairs — the other parallel loops' blocks, its share of the spread ones — each a
+    product of a vector by a block of r rows of b outputs (the runtime's `op_cost`: op
+    and row overheads, r instructions streaming b elements at the FMAC width) and, when
+    the reduction is split, an allreduce of its b partial sums along the column axis:
+    2·⌈log2 split⌉ messages, each at least a send, a receive and a hop (the latency
+    floor) plus its bytes. Small blocks multiply the trips and so the allreduces.
+    """
+    if communication_bound(nest, p, r, grid, sram) == math.inf:
+        return math.inf
+    counts = [math.ceil(e / min(e, p)) for e in nest.parallel] or [1]
+    spread = max(counts)
+    rest = math.prod(counts) // spread
+    k = nest.reduction[-1] if nest.reduction else 1
+    chunk = min(k, r)
+    chunks = math.ceil(k / chunk)
+    split = min(chunks, grid[1])
+    trips = rest * math.ceil(spread / grid[0]) * math.ceil(chunks / split)
+    b = math.prod(min(e, p) for e in nest.parallel)
+    stream = max(math.ceil(b / device.fmac_fp16), math.ceil(b * device.elem_bytes / 8))
+    product = (
+        device.op_overhead_cycles
+        + device.row_overhead_cycles
+        + chunk * (device.dsd_overhead_cycles + stream)
+    )
+    cycles = trips * product
+    if split > 1:
+        latency = (
+            device.send_overhead_cycles
+            + device.recv_overhead_cycles
+            + 2 * device.ramp_cycles
+            + device.hop_cycles
+        )
+        message = latency + b * device.elem_bytes / device.link_bytes_per_cycle
+        cycles += trips * 2 * math.ceil(math.log2(split)) * message
+    return cycles * device.link_bytes_per_cycle * 4 / device.elem_bytes
+
+
+def nest_bound(
+    nest: NestInfo,
+    p: int,
+    r: int,
+    grid: tuple[int, int],
+    sram: int,
+    device: Device = WSE2,
+) -> float:
+    """
+    `gemv_bound` for matrix-vector nests (`reuse` < `REUSE_GEMV`), else
+    `communication_bound`.
+    """
+    if reuse(nest) < REUSE_GEMV:
+        return gemv_bound(nest, p, r, grid, sram, device)
+    return communication_bound(nest, p, r, grid, sram)
+
+
 def _best(
     nests: Sequence[NestInfo],
     ps: Sequence[int],
     rs: Sequence[int],
     grid: tuple[int, int],
     sram: int,
+    device: Device = WSE2,
 ) -> tuple[int, int] | None:
     best: tuple[float, int, int] | None = None
     for p in ps:
         for r in rs:
-            cost = sum(communication_bound(n, p, r, grid, sram) for n in nests)
+            cost = sum(nest_bound(n, p, r, grid, sram, device) for n in nests)
             if math.isfinite(cost) and (best is None or cost < best[0]):
                 best = (cost, p, r)
     return None if best is None else (best[1], best[2])
@@ -98,6 +179,7 @@ def generate(
     table: Sequence[NestInfo],
     grid: tuple[int, int],
     sram: int,
+    device: Device = WSE2,
 ) -> dict[str, Json]:
     """
     Knob values for `schedule`: every block knob (global `tile.parallel` /
@@ -120,7 +202,7 @@ def generate(
             continue
         ps = _ints(knobs.get(path))
         rs = _ints(knobs.get(f"tile.nests.{name}.1")) or [_fixed_r(schedule, name)]
-        chosen = _best(nests, ps, rs, grid, sram)
+        chosen = _best(nests, ps, rs, grid, sram, device)
         if chosen is not None:
             values[path] = chosen[0]
             if f"tile.nests.{name}.1" in knobs:
@@ -129,7 +211,7 @@ def generate(
         rest = [n for n in table if n.name not in overridden]
         ps = _ints(knobs.get("tile.parallel")) or [_fixed(schedule, "parallel")]
         rs = _ints(knobs.get("tile.reduction")) or [_fixed(schedule, "reduction")]
-        chosen = _best(rest, ps, rs, grid, sram)
+        chosen = _best(rest, ps, rs, grid, sram, device)
         if chosen is not None:
             if "tile.parallel" in knobs:
                 values["tile.parallel"] = chosen[0]
@@ -182,4 +264,12 @@ def _fixed_r(schedule: Compound, nest: str) -> int:
     return 16
 
 
-__all__ = ["communication_bound", "footprint", "generate", "uniform_blocks"]
+__all__ = [
+    "communication_bound",
+    "footprint",
+    "gemv_bound",
+    "generate",
+    "nest_bound",
+    "reuse",
+    "uniform_blocks",
+]
