@@ -19,7 +19,9 @@ from plmr.dialects import tile
 from plmr.runtime.device import Device
 
 GEMM_CHOICES = ("meshgemm", "cannon", "summa")
-GEMV_CHOICES = ("ktree", "pipeline", "ring")
+GEMV_CHOICES = ("ktree", "pipeline", "ring", "auto")
+"""`auto`: a K-tree whose K (2 or 3) each allreduce takes from the runtime's timing of
+one line (`segments.allreduce_choice`)."""
 
 Layout = tuple[str, ...]
 """Per tensor dim: `y`, `x` or `-` (whole)."""

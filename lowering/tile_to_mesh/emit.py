@@ -6,6 +6,7 @@ straight-line tile code between nests.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -36,7 +37,6 @@ from plmr.lowering.tile_to_mesh.builders import add_index as _add
 from plmr.lowering.tile_to_mesh.builders import const_index as _index
 from plmr.lowering.tile_to_mesh.builders import dist_type as _dist
 from plmr.lowering.tile_to_mesh.builders import element_type as _elt
-from plmr.lowering.tile_to_mesh.builders import ktree_groups as _groups
 from plmr.lowering.tile_to_mesh.builders import mul_index as _mul
 from plmr.lowering.tile_to_mesh.builders import ring_for as _ring_for
 from plmr.lowering.tile_to_mesh.cost import cannon_skew as _cannon_skew
@@ -44,7 +44,11 @@ from plmr.lowering.tile_to_mesh.mapping import Mapping
 from plmr.lowering.tile_to_mesh.planning import plain_accumulators as _plain_accumulators
 from plmr.lowering.tile_to_mesh.relayout import Relayout
 from plmr.lowering.tile_to_mesh.rolling_merge import emit_merge, rolling_roles
-from plmr.lowering.tile_to_mesh.segments import reduction_allreduce, segment_for
+from plmr.lowering.tile_to_mesh.segments import (
+    allreduce_choice,
+    reduction_allreduce,
+    segment_for,
+)
 
 
 @dataclass
@@ -283,8 +287,9 @@ class NestEmitter(Relayout):
         if axis is not None and loop is self.nest.reduction and m.mode == "merge":
             roles = rolling_roles(loop)
             assert roles is not None
+            elems = math.prod(static_shape(results[0], "accumulator"))
             results = emit_merge(
-                self.b, roles, results, axis, opts.gemv, opts.k, _groups(opts, axis)
+                self.b, roles, results, axis, *allreduce_choice(opts, axis, elems)
             )
         if (
             axis is not None

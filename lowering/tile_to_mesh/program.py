@@ -5,6 +5,7 @@ The pass `convert-tile-to-mesh`: every function becomes a `mesh.program`, nest b
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -262,6 +263,12 @@ def lower_module(
         )
     lowerings = [FunctionLowering(fn, opts) for fn in fns]
     programs = [(fn, low.run()) for fn, low in zip(fns, lowerings, strict=True)]
+    if opts.gemv == "auto" and not routable([p for _, p in programs], opts):
+        # The K-trees chosen per allreduce need more colors than the device routes:
+        # every allreduce takes the default K-tree instead.
+        fallback = dataclasses.replace(opts, gemv="ktree", k=2)
+        lowerings = [FunctionLowering(fn, fallback) for fn in fns]
+        programs = [(fn, low.run()) for fn, low in zip(fns, lowerings, strict=True)]
     if plans is not None:
         for low in lowerings:
             plans.extend(low.plans)
@@ -272,12 +279,28 @@ def lower_module(
     return sum(low.cost for low in lowerings)
 
 
+def routable(programs: Sequence[mesh.ProgramOp], opts: Options) -> bool:
+    """Whether every collective of `programs` routes within the device's colors."""
+    from plmr.runtime.route_plan import route_program
+
+    for program in programs:
+        try:
+            route_program(program, False, opts.device)
+        except PlmrError as e:
+            if "colors" not in str(e):
+                raise
+            return False
+    return True
+
+
 @dataclass(frozen=True)
 class ConvertTileToMeshPass(ModulePass):
     """
     Partitions tile programs over a 2D grid of PEs (see the module docstring):
     `grid = ROWS,COLS`, `device`, `gemm = meshgemm|cannon|summa` (how reductions
-    rotate), `gemv = ktree|pipeline|ring` (the allreduce algorithm), `k` (K-tree phases),
+    rotate), `gemv = ktree|pipeline|ring|auto` (the allreduce algorithm; `auto`: a K-tree
+    whose K each allreduce takes from the runtime's timing of its line, one K-tree for
+    all when those need more colors than the device routes), `k` (K-tree phases),
     `groups` (K-tree groups of the first phase; 0 = about √n).
     """
 

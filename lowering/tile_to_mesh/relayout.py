@@ -5,6 +5,7 @@ into its block in the layout a nest reads it in.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 from xdsl.builder import Builder
@@ -23,13 +24,13 @@ from plmr.lowering.tile_to_mesh.analysis import other_axis as _other
 from plmr.lowering.tile_to_mesh.builders import add_index as _add
 from plmr.lowering.tile_to_mesh.builders import const_index as _index
 from plmr.lowering.tile_to_mesh.builders import element_type as _elt
-from plmr.lowering.tile_to_mesh.builders import ktree_groups as _groups
 from plmr.lowering.tile_to_mesh.builders import mul_index as _mul
 from plmr.lowering.tile_to_mesh.builders import ring_for as _ring_for
 from plmr.lowering.tile_to_mesh.builders import ring_position as _ring_pos
 from plmr.lowering.tile_to_mesh.cost import diagonal_move as _diagonal_move
 from plmr.lowering.tile_to_mesh.cost import ring_realignable as _ring_realignable
 from plmr.lowering.tile_to_mesh.mapping import Mapping
+from plmr.lowering.tile_to_mesh.segments import allreduce_choice
 
 
 class Relayout:
@@ -92,10 +93,9 @@ class Relayout:
                 placed = b.insert(tile.SelectOp(owner, stored, zero)).result
             else:
                 placed = b.insert(tile.StoreOp(value, zero, offs)).result
+            elems = math.prod(static_shape(placed, "block"))
             value = b.insert(
-                mesh.AllreduceOp(
-                    "sum", placed, a, self.opts.gemv, self.opts.k, _groups(self.opts, a)
-                )
+                mesh.AllreduceOp("sum", placed, a, *allreduce_choice(self.opts, a, elems))
             ).result
             if full[j] != shape[j]:
                 exact = list(full)
@@ -203,10 +203,9 @@ class Relayout:
         offs = [_index(b, 0) for _ in shape]
         offs[j] = b.insert(arith.SelectOp(same, _index(b, rows), _index(b, 0))).result
         part = b.insert(tile.LoadOp(both, offs, shape)).result
+        elems = math.prod(static_shape(part, "block"))
         return b.insert(
-            mesh.AllreduceOp(
-                "sum", part, a, self.opts.gemv, self.opts.k, _groups(self.opts, a)
-            )
+            mesh.AllreduceOp("sum", part, a, *allreduce_choice(self.opts, a, elems))
         ).result
 
     def _skewed(

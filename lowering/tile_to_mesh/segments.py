@@ -56,11 +56,45 @@ def segment_of(
     data = data_positions(loop, n)
     if data < 2 or data >= n:
         return None, 1.0
-    key = (opts.device_spec, n, elems, opts.gemv, opts.k, ktree_groups(opts, axis))
-    seg, whole = line_allreduce_cycles(*key, data), line_allreduce_cycles(*key, None)
+    seg, whole = line_cycles_of(opts, axis, elems, data), line_cycles_of(opts, axis, elems)
     if seg >= whole:
         return None, 1.0
     return data, seg / whole
+
+
+AUTO_K = (2, 3)
+"""The K-tree phases `gemv = auto` chooses from (K = 4 wins a few long lines but needs
+more colors than a decode layer has left)."""
+
+
+def allreduce_choice(
+    opts: Options, axis: str, elems: int, segment: int | None = None
+) -> tuple[str, int, int | None]:
+    """
+    The algorithm, K and groups of an allreduce of `elems` values per PE along `axis`
+    (within segments of `segment` PEs): the options', or with `gemv = auto` the K-tree
+    whose K takes the fewest cycles on one line.
+    """
+    groups = ktree_groups(opts, axis)
+    if groups is not None and segment is not None:
+        groups = min(groups, segment)
+    if opts.gemv != "auto":
+        return opts.gemv, opts.k, groups
+    n = opts.n(axis)
+
+    def cycles(k: int) -> float:
+        return line_allreduce_cycles(opts.device_spec, n, elems, "ktree", k, None, segment)
+
+    return "ktree", min(AUTO_K, key=cycles), None
+
+
+def line_cycles_of(
+    opts: Options, axis: str, elems: int, segment: int | None = None
+) -> float:
+    """Cycles of the allreduce `allreduce_choice` picks, on one line."""
+    algorithm, k, groups = allreduce_choice(opts, axis, elems, segment)
+    n = opts.n(axis)
+    return line_allreduce_cycles(opts.device_spec, n, elems, algorithm, k, groups, segment)
 
 
 @lru_cache(maxsize=1024)
@@ -103,14 +137,11 @@ def reduction_allreduce(
     the whole axis, or within the `segment` of PEs holding data and then multicast from
     its last PE.
     """
-    groups = ktree_groups(opts, axis)
+    elems = math.prod(static_shape(value, "value"))
+    algorithm, k, groups = allreduce_choice(opts, axis, elems, segment)
     if segment is None:
-        return b.insert(
-            mesh.AllreduceOp(kind, value, axis, opts.gemv, opts.k, groups)
-        ).result
-    if groups is not None:
-        groups = min(groups, segment)
+        return b.insert(mesh.AllreduceOp(kind, value, axis, algorithm, k, groups)).result
     part = b.insert(
-        mesh.AllreduceOp(kind, value, axis, opts.gemv, opts.k, groups, segment)
+        mesh.AllreduceOp(kind, value, axis, algorithm, k, groups, segment)
     ).result
     return b.insert(mesh.BroadcastOp(part, axis, const_index(b, segment - 1))).result

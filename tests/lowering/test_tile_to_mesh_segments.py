@@ -19,6 +19,9 @@ func.func @gemv(%x: tensor<1xKxf32>, %w: tensor<KxNxf32>) -> tensor<1xNxf32> {
 """
 
 
+GEMV_64 = GEMV.replace("K", "64").replace("N", "512")
+
+
 def compiled(k: int, n: int, grid: tuple[int, int], segments: bool = True):
     text = GEMV.replace("K", str(k)).replace("N", str(n))
     opts = CompileOptions(
@@ -68,3 +71,56 @@ def test_the_segment_is_faster_than_the_whole_axis():
     assert allreduces(whole_module)[0].segment is None
     _, whole = run_mesh(whole_module, zeros, mode="timing")
     assert seg.cycles < 0.9 * whole.cycles
+
+
+def test_gemv_auto_takes_the_k_its_line_times_fastest():
+    from plmr.lowering.tile_to_mesh import parse_options
+    from plmr.lowering.tile_to_mesh.segments import AUTO_K, allreduce_choice
+    from plmr.lowering.tile_to_mesh.segments import line_allreduce_cycles as line
+
+    opts = parse_options((420, 2), "wse2", "meshgemm", "auto", 2)
+    for elems, segment in ((1, None), (88, None), (320, 128), (320, None)):
+        algorithm, k, groups = allreduce_choice(opts, "y", elems, segment)
+        assert (algorithm, groups) == ("ktree", None)
+        times = {j: line("wse2", 420, elems, "ktree", j, None, segment) for j in AUTO_K}
+        assert times[k] == min(times.values())
+    # On 420 PEs three phases beat two (e.g. 320 values: 2,226 cycles against 2,998).
+    assert allreduce_choice(opts, "y", 320)[1] == 3
+    fixed = parse_options((420, 2), "wse2", "meshgemm", "ktree", 2)
+    assert allreduce_choice(fixed, "y", 320) == ("ktree", 2, None)
+
+
+def test_gemv_auto_computes_the_same():
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((1, 64)).astype(np.float32)
+    w = rng.standard_normal((64, 512)).astype(np.float32)
+    opts = CompileOptions(
+        grid=(256, 2), device="wse2", substitute=False, tile_sizes=(256, 1), gemv="auto"
+    )
+    module = compile_module(make_context(), parse_module(GEMV_64), opts)
+    (ar,) = allreduces(module)
+    assert ar.k.value.data == 3
+    (got,), _ = run_mesh(module, [x, w])
+    np.testing.assert_allclose(got, x @ w, rtol=1e-4, atol=1e-4)
+
+
+def test_gemv_auto_falls_back_to_one_k_tree_when_colors_run_out():
+    from plmr.lowering.tile_to_mesh import parse_options
+    from plmr.lowering.tile_to_mesh.program import routable
+
+    # Six usable colors: the K = 3 tree of the auto choice needs 8, K = 2 needs 6.
+    opts = CompileOptions(
+        grid=(256, 2),
+        device="wse2:colors=9",
+        substitute=False,
+        tile_sizes=(256, 1),
+        gemv="auto",
+        route=False,
+    )
+    module = compile_module(make_context(), parse_module(GEMV_64), opts)
+    (ar,) = allreduces(module)
+    assert ar.k.value.data == 2
+    programs = [op for op in module.ops if isinstance(op, mesh.ProgramOp)]
+    assert routable(
+        programs, parse_options((256, 2), "wse2:colors=9", "meshgemm", "ktree", 2)
+    )
