@@ -351,6 +351,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         cases = tuple(CASES[i] for i in args.case)
     trials, seeds = (12, 1) if args.quick else (args.trials, args.seeds)
     start = time.perf_counter()
+    cpu = time.process_time()
     results: list[tuple[str, tuple[int, int], float, list[Run], float]] = []
     fewer = {int(k): int(v) for k, v in (c.split("=") for c in args.case_seeds)}
     with PerfDB(args.cache) as cache:
@@ -367,14 +368,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             default, runs = run_case(text, grid, trials, n, cache)
             results.append((label, grid, default, runs, held_out_rho(text, grid, runs)))
     wall = time.perf_counter() - start
+    cpu = time.process_time() - cpu
     if args.sampler:
         return 0
     lines = section(results, trials, seeds)
     plotted = plot(results, args.png)
     lines += [
         "",
-        f"{trials} trials per run, {seeds} seed(s), cache {args.cache.name}; wall time "
-        f"of this run {wall:.0f} s (a measurement found in the cache costs nothing).",
+        f"{trials} trials per run, {seeds} seed(s), cache {args.cache.name}; this run "
+        f"took {wall:,.0f} s wall, {cpu:,.0f} s CPU (one worker, in this process, on a "
+        "shared machine; a measurement found in the cache costs nothing).",
     ]
     if plotted:
         lines += ["", f"![convergence of the samplers]({args.png.name})"]

@@ -401,6 +401,8 @@ class TuneResult:
     """The analytic generator's schedule, measured as a start point."""
     planned: Measurement | None = None
     """The planner's pick among uniform blockings, measured as the first start point."""
+    refined: Measurement | None = None
+    """The planner's pick refined per block knob (`planner_refine`), the second start."""
     transferred: int = 0
     """Trials of the database the cost model started from."""
 
@@ -631,6 +633,7 @@ def _evolve(
         return next((m for m in measured if key_of(space.full(m.values)) == k), None)
 
     result.planned = measured_as(planned) if planned is not None else None
+    result.refined = measured_as(refined) if refined is not None else None
     result.generated = measured_as(generated) if generated else None
     result.tasks = search.task_reports()
     rho = search.rank_correlation()

@@ -470,6 +470,16 @@ def tune_cmd(
     )
     for m in infeasible[:5]:
         click.echo(f"  skipped {json.dumps(m.values, sort_keys=True)}: {m.reason}")
+    for label, start in (
+        ("planner's start", result.planned),
+        ("planner's refined start", result.refined),
+    ):
+        if start is not None:
+            trial = next(i for i, m in enumerate(result.trials, 1) if m is start)
+            click.echo(
+                f"{label}: trial {trial} of {len(result.trials)}, "
+                f"{start.cycles or float('nan'):,.0f} cycles ({start.status})"
+            )
     if result.generated is not None:
         click.echo(
             f"analytic start: {result.generated.cycles or float('nan'):,.0f} cycles "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -181,6 +182,13 @@ def test_plmr_tune_evolutionary_reports_start_model_and_tasks(
     captured = capsys.readouterr()
     assert code == 0, captured.err
     assert "analytic start:" in captured.out
+    # The planner's pick is measured first: trial 1, with its cycles.
+    planned = re.search(
+        r"planner's start: trial (\d+) of 16, ([\d,]+) cycles", captured.out
+    )
+    assert planned is not None, captured.out
+    assert planned.group(1) == "1"
+    assert float(planned.group(2).replace(",", "")) > 0
     assert "cost model: rank correlation" in captured.out
     assert "task nest:MatMul_3_out:" in captured.out
     assert "task global:" in captured.out
