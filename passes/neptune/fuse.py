@@ -100,6 +100,7 @@ class Fuser(SplitKUpdate):
                 self._tidy(nest)
         N.inline_maps(self.block)
         N.dce(self.block)
+        N.merge_sibling_maps(self.block)
 
     def remark(self, nest: NestOp, message: str) -> None:
         nest.attributes[REMARK_ATTR] = StringAttr(message)

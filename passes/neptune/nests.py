@@ -223,8 +223,8 @@ def inline_maps(block: Block) -> bool:
                 continue  # the body would be computed outside the tensor, not padded
             if _transcendental(nest) and any(_rereads(r, block) for r in reads):
                 continue  # recomputed for every output column of a GEMM: store it
-            if _transcendental(nest) and _small_and_shared(nest, reads, block):
-                continue  # recomputed by several nests, one per head dimension: store it
+            if _transcendental(nest) and _small_and_reread(nest, reads, block):
+                continue  # recomputed along a head dimension, small: store it
             for read in reads:
                 inline_map_read(nest, read)
             progress = changed = True
@@ -245,26 +245,30 @@ reading the probabilities in P·V) keep the inlining fusion needs.
 """
 
 
-SHARED_REREAD_LIMIT = 64
+SMALL_REREAD_LIMIT = 64
 """
-A map with a transcendental read by more than one nest, one of which reads each of its
-elements again for every index of a parallel loop at least this long (a head dimension),
-is stored when it is no larger than the largest other tensor that nest reads: decode's
-probabilities `exp(s − m)` (one query row), read by the softmax's sum and by P·V over
-the head dimension, cost one `exp` per element instead of one per reader and per head
-dimension index, and their store is small next to the V cache. Prefill's probabilities
-(a row per query, larger than V) stay inlined: FlashAttention's fusion needs them.
+A map with a transcendental, read by several nests or a vector, and read by a nest that
+reads each of its elements again for every index of a parallel loop at least this long (a
+head dimension) is stored when it is no larger than the largest other tensor that nest
+reads: decode's probabilities
+`exp(s − m)` (one query row), read by the softmax's sum and by P·V over the head
+dimension, cost one `exp` per element instead of one per reader, and their store is small
+next to the V cache; decode's normalised residual (a vector) is stored once instead of
+recomputed by the projection for each index of the head dimension. Prefill's
+probabilities (a row per query, larger than V) stay inlined: FlashAttention's fusion
+needs them; so does its normalised residual (a row per token, read by one projection).
 """
 
 
-def _small_and_shared(nest: NestOp, reads: Sequence[ReadOp], block: Block) -> bool:
-    """Whether the map `nest` is stored by the `SHARED_REREAD_LIMIT` rule."""
-    tops = {_top(r, block) for r in reads}
-    if len(tops) < 2:
+def _small_and_reread(nest: NestOp, reads: Sequence[ReadOp], block: Block) -> bool:
+    """Whether the map `nest` is stored by the `SMALL_REREAD_LIMIT` rule."""
+    shared = len({_top(r, block) for r in reads}) > 1
+    vector = all(sum(1 for e in _shape(r.type) if e > 1) <= 1 for r in nest.res)
+    if not shared and not vector:
         return False
     size = max(_elements(r.type) for r in nest.res)
     for read in reads:
-        if not _rereads(read, block, SHARED_REREAD_LIMIT):
+        if not _rereads(read, block, SMALL_REREAD_LIMIT):
             continue
         top = _top(read, block)
         others = [
@@ -277,9 +281,12 @@ def _small_and_shared(nest: NestOp, reads: Sequence[ReadOp], block: Block) -> bo
     return False
 
 
+def _shape(t: Attribute) -> tuple[int, ...]:
+    return tuple(t.get_shape()) if isinstance(t, TensorType) else ()
+
+
 def _elements(t: Attribute) -> int:
-    shape = t.get_shape() if isinstance(t, TensorType) else ()
-    return math.prod(shape)
+    return math.prod(_shape(t))
 
 
 def _transcendental(nest: NestOp) -> bool:
@@ -333,6 +340,58 @@ def _stored(nest: NestOp) -> bool:
     return any(
         not isinstance(use.operation, ReadOp) for res in nest.res for use in res.uses
     )
+
+
+def merge_sibling_maps(block: Block) -> bool:
+    """
+    Merges map nests of the same extents that do not read each other into one nest
+    with the results of both (one `mesh.spmd` instead of two); True if any. The later
+    nest joins the earlier one when everything it reads is defined before that one
+    (decode's rotated K and the V copied out of the projection's slice).
+    """
+    changed = False
+    progress = True
+    while progress:
+        progress = False
+        maps = [n for n in top_nests(block) if is_map(n)]
+        for i, first in enumerate(maps):
+            later = next((m for m in maps[i + 1 :] if _joins(first, m)), None)
+            if later is None:
+                continue
+            _merge_maps(first, later)
+            progress = changed = True
+            break
+    return changed
+
+
+def _joins(first: NestOp, later: NestOp) -> bool:
+    if first.extents != later.extents or first.kinds != later.kinds:
+        return False
+    return all(
+        defined_before(v, first) and not (isinstance(v, OpResult) and v.op is first)
+        for v in external_values(later)
+    )
+
+
+def _merge_maps(first: NestOp, later: NestOp) -> None:
+    n = len(first.extents)
+    block = Block(arg_types=[IndexType()] * n)
+    for new_arg, old_arg in zip(block.args, first.dims, strict=True):
+        new_arg.name_hint = old_arg.name_hint
+    with ImplicitBuilder(block):
+        values = clone_body(first, dict(zip(first.dims, block.args, strict=True)))
+        values += clone_body(later, dict(zip(later.dims, block.args, strict=True)))
+        YieldOp(*values)
+    merged = NestOp(
+        first.extents, first.kinds, [], [*first.res.types, *later.res.types], block
+    )
+    Builder(InsertPoint.before(first)).insert(merged)
+    for old, new in zip([*first.res, *later.res], merged.res, strict=True):
+        new.name_hint = old.name_hint
+        old.replace_all_uses_with(new)
+    for nest in (first, later):
+        nest.detach()
+        nest.erase()
 
 
 # ---------------------------------------------------------------------------------------

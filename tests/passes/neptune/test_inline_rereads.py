@@ -15,7 +15,7 @@ from plmr.dialects.context import parse_module
 from plmr.dialects.loop import NestOp
 from plmr.lowering.graph_to_loop import ConvertGraphToLoopPass
 from plmr.passes.neptune.fuse import NeptuneFusePass
-from plmr.passes.neptune.nests import REREAD_LIMIT, SHARED_REREAD_LIMIT
+from plmr.passes.neptune.nests import REREAD_LIMIT, SMALL_REREAD_LIMIT
 from plmr.runtime.reference import evaluate_function
 from plmr.runtime.running import random_inputs, select_function
 
@@ -76,13 +76,13 @@ def attention(queries: int, keys: int, hd: int) -> str:
 
 @pytest.mark.parametrize(
     ("queries", "hd", "stored"),
-    [(1, SHARED_REREAD_LIMIT, True), (1, 16, False), (4 * SHARED_REREAD_LIMIT, 64, False)],
+    [(1, SMALL_REREAD_LIMIT, True), (1, 16, False), (4 * SMALL_REREAD_LIMIT, 64, False)],
 )
 def test_probabilities_are_stored_when_shared_and_small(
     queries: int, hd: int, stored: bool
 ):
     """
-    Decode attention (one query row, a head dimension of at least `SHARED_REREAD_LIMIT`):
+    Decode attention (one query row, a head dimension of at least `SMALL_REREAD_LIMIT`):
     `exp(s − m)` is stored once and read by the sum and P·V; with a short head dimension,
     or more query rows than V has elements per key (prefill), it is inlined. Same results.
     """
