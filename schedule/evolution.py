@@ -12,12 +12,15 @@ TASO's substitutions do not make, is never proposed) and that are not known to f
 measured one: a knob whose change alone has left the measured cycles exactly unchanged
 (an algorithm of a GEMM the program does not have, a substitution that finds nothing)
 and never changed them is inert, and candidates that differ only in inert knobs are
-one candidate (a plateau of equals is measured once). The cost model
-(`CostModel` on `features`), retrained on every measured trial plus the trials of
+one candidate (a plateau of equals is measured once). Before a chosen candidate is
+measured it is lowered (`Space.lowered`): one whose mesh-level program was measured
+already is skipped without spending a trial (the next candidate in the model's order
+takes its place), and one that does not compile is learnt from the same way. The cost
+model (`CostModel` on `features`), retrained on every measured trial plus the trials of
 similar programs in the database, ranks the children; the round measures the best few
 and one random child (exploration). The first round measures the start points (the
-analytic generator's blocks, the database's best) and random feasible candidates, ranked
-by the transferred model when there is one.
+planner's pick and its refinement, the analytic generator's blocks, the database's
+best) and random feasible candidates, ranked by the transferred model when there is one.
 
 Tasks (after Ansor's task scheduler): the knobs of each nest with per-nest blocks form a
 task, the other knobs (fusion, algorithms, global blocks) the `global` task. Every task
