@@ -337,8 +337,9 @@ def default_options(
     16×16 blocks on small grids, `grid_block` blocks on large ones. On large grids
     prefill splits fused reductions into lcm(P, Q) chunks; decode does not split them
     (chunks = 1: the attention's maximum over the cache is one nest whose reduction the
-    mesh allreduces, not chunk maxima and a nest that combines them). On large grids each
-    allreduce takes the K-tree's K that its line times fastest (`gemv = auto`).
+    mesh allreduces, not chunk maxima and a nest that combines them). Decode on large
+    grids: each allreduce takes the K-tree's K that its line times fastest (`gemv =
+    auto`; prefill's allreduces keep K = 2 without the cost of trying).
     """
     block = grid_block(model, grid, kind)
     if not block:
@@ -352,7 +353,7 @@ def default_options(
         tile_sizes=(block, block),
         fit_tiles=True,
         chunks=1 if kind == "decode" else math.lcm(*grid),
-        gemv="auto",
+        gemv="auto" if kind == "decode" else "ktree",
     )
 
 

@@ -261,11 +261,13 @@ def lower_module(
             "convert-tile-to-mesh: the module has no function to partition"
             + (" (it is already a mesh program: run it with plmr run)" if already else "")
         )
-    lowerings = [FunctionLowering(fn, opts) for fn in fns]
+    # With `gemv = auto`, a copy is lowered first (lowering rewrites a function's host
+    # reads): when its K-trees need more colors than the device routes, the function
+    # itself is lowered with the default K-tree for every allreduce.
+    first = [fn.clone() for fn in fns] if opts.gemv == "auto" else fns
+    lowerings = [FunctionLowering(fn, opts) for fn in first]
     programs = [(fn, low.run()) for fn, low in zip(fns, lowerings, strict=True)]
     if opts.gemv == "auto" and not routable([p for _, p in programs], opts):
-        # The K-trees chosen per allreduce need more colors than the device routes:
-        # every allreduce takes the default K-tree instead.
         fallback = dataclasses.replace(opts, gemv="ktree", k=2)
         lowerings = [FunctionLowering(fn, fallback) for fn in fns]
         programs = [(fn, low.run()) for fn, low in zip(fns, lowerings, strict=True)]
