@@ -444,6 +444,7 @@ class LayerTimer(NestTimer):
 
     def on_layer(self, layer: int) -> None:
         if layer == 1:
+            self.flush()
             self.first_ends = list(self.ends)
 
 

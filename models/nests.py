@@ -127,6 +127,9 @@ class NestTimer(MeshRuntime):
     ends: list[float] = field(default_factory=list[float])
     current: int | None = None
     """The nest of the op accounted last."""
+    engine: Any = None
+    """The engines' clock last noted in the current nest, its maximum not yet taken:
+    the clock never goes back (`plmr.runtime.spmd.Clocks`), so the last is the latest."""
 
     def run_program(
         self, program: mesh.ProgramOp, inputs: Sequence[Any]
@@ -135,28 +138,49 @@ class NestTimer(MeshRuntime):
         self.nest_of = {op: i for i, nest in enumerate(nests) for op in nest.walk()}
         self.ends = [0.0] * len(nests)
         self.current = None
-        return super().run_program(program, inputs)
+        self.engine = None
+        out = super().run_program(program, inputs)
+        self.flush()
+        return out
+
+    def flush(self) -> None:
+        """Takes the noted engines' clock into `ends` (before `ends` is read)."""
+        if self.engine is not None and self.current is not None:
+            end = float(np.max(self.engine))
+            if end > self.ends[self.current]:
+                self.ends[self.current] = end
+        self.engine = None
+
+    def _nest(self, op: Operation | None) -> int | None:
+        i = self.current if op is None else self.nest_of.get(op)
+        if i is not None and i != self.current:
+            self.flush()
+            self.current = i
+        return i
 
     def _note(self, op: Operation | None, value: Any) -> None:
-        i = self.current if op is None else self.nest_of.get(op)
+        i = self._nest(op)
         if i is None:
             return
-        self.current = i
         end = float(np.max(value))
         if end > self.ends[i]:
             self.ends[i] = end
+
+    def _note_engine(self, op: Operation | None) -> None:
+        if self._nest(op) is not None:
+            self.engine = self.clocks.ce_free
 
     def log_extrapolation(self, jump: Any) -> None:
         """A loop of the current nest jumped ahead in the steady state: note its end."""
         base = getattr(super(), "log_extrapolation", None)
         if base is not None:
             base(jump)
-        self._note(None, self.clocks.ce_free)
+        self._note_engine(None)
         self._note(None, self.clocks.finish)
 
     def account(self, op: Operation, cycles: float | Any) -> None:
         super().account(op, cycles)
-        self._note(op, self.clocks.ce_free)
+        self._note_engine(op)
         if isinstance(op, mesh.RecvOp):
             self._note(op, self.clocks.finish)
 

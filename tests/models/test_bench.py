@@ -561,3 +561,43 @@ def test_grid_block_gives_decode_one_ffn_block_per_pe(
         assert default_options("llama3-8b", grid, "wse2", "prefill").chunks == math.lcm(
             *grid
         )
+
+
+@pytest.mark.parametrize("kind", ["prefill", "decode"])
+def test_nest_ends_take_the_engines_clock_once_per_nest(
+    kind: str, monkeypatch: pytest.MonkeyPatch
+):
+    """
+    The nest timer takes the maximum of the engines' clock once per nest visit (the
+    clock never goes back): the ends equal those of a timer noting it after every op.
+    """
+    from plmr.models.bench import (
+        _compile,  # pyright: ignore[reportPrivateUsage]
+        _simulate,  # pyright: ignore[reportPrivateUsage]
+        default_tokens,
+    )
+    from plmr.models.nests import NestTimer
+
+    base = get_config("tiny")
+    grid = (4, 4)
+    config = bench_config(base, grid, default_tokens(kind, base))
+    builder = ProgramBuilder(config, None)
+    text = (
+        builder.decode(layers=[0, 1], head=True)
+        if kind == "decode"
+        else builder.prefill(config.max_seq, layers=[0, 1], head=True)
+    )
+    options = default_options(base, grid, "wse2", kind)
+    compiled = _compile(text, options)
+    dev = get_device("wse2")
+    lazy = _simulate(compiled, options, dev, False).nests
+
+    def eager(self: NestTimer, op: object) -> None:
+        self._note(op, self.clocks.ce_free)  # pyright: ignore[reportPrivateUsage, reportArgumentType]
+
+    monkeypatch.setattr(NestTimer, "_note_engine", eager)
+    again = _simulate(compiled, options, dev, False).nests
+    assert [(n.name, n.cycles, n.end) for n in lazy] == [
+        (n.name, n.cycles, n.end) for n in again
+    ]
+    assert max(n.end for n in lazy) > 0
