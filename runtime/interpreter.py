@@ -513,11 +513,17 @@ class MeshRuntime:
             self.traffic.messages += n_msgs
         if streamed_any:
             now = now + math.ceil(block_bytes / dev.link_bytes_per_cycle)
-        now = now + dev.recv_overhead_cycles
+            owned = True
+        if owned:
+            now += dev.recv_overhead_cycles
+        else:
+            now = now + dev.recv_overhead_cycles
         done = np.asarray(now, dtype=CLOCK)
-        # The compute engine issues the send; reductions also keep it busy combining.
+        # The compute engine issues the send; reductions also keep it busy combining
+        # (the engines' clock is another object: loop extrapolation tells clocks apart
+        # by identity; neither is ever updated in place).
         if reduces:
-            clocks.set_engine(done.copy(), done)
+            clocks.set_engine(done.view(), done)
         else:
             clocks.set_engine(np.broadcast_to(sent, self.grid))
         if self.recorder is not None:
