@@ -169,7 +169,8 @@ def report(rows: list[Variant], grid: tuple[int, int], device: str) -> str:
     lines = [
         f"`benchmarks/cost_agreement.py` (device {device}, grid {grid[0]}x{grid[1]}): "
         f"{len(rows)} variants of {len(graphs)} graphs (the graph, its one-rewrite "
-        "neighbours whose concatenations fold, and both engines' results), priced by "
+        "neighbours whose concatenations fold, and both engines' results without the "
+        "mesh guard), priced by "
         "`plmr.passes.taso.cost` on the grid and compiled with `plmr compile --no-substitute`, "
         "simulated in timing mode.",
         "",

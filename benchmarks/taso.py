@@ -294,11 +294,23 @@ Where eqsat stands (this run, the cost model of matmuls in the mesh lowering's b
   saturations (1.0 s), the rest (pushing and popping the e-graph per stage, encoding,
   pricing: 0.6 s), the ILPs (0.06 s). On ResNeXt (0.36 s): ILP 0.1, saturation 0.1,
   loading 0.06.
-- **Default engine**: `backtrack`. Every caller gives a budget (`plmr compile` 100,
-  the tests), and at budget 100 the two engines find the same costs on the examples and
-  the tiny LLaMA while neither is faster throughout (`benchmarks/taso.py
-  --compile-search`, below); `eqsat` is the engine for budgets of 1000 and for model-scale
-  graphs, where the backtracking search runs out of memory.
+- **Default engine**: `eqsat` for `plmr compile` (`--engine`, `CompileOptions.engine`).
+  At the compile's budget of 100 on its grid (`benchmarks/taso.py --compile-search`,
+  CPU seconds, model cost in cycles) it takes less CPU on 5 of 6 programs (12.2 s
+  against 19.0 s in all) and finds the same costs, a better one on `tiny_prefill`, one
+  cycle worse on `tiny_decode`; at budget 1000 it is 15-34x faster at the same cost on
+  the four TASO graphs, and it reaches model-scale graphs. The `taso-substitute` pass
+  keeps `engine=backtrack` as its own default: its `budget` and `alpha` are the
+  backtracking search's, and callers of the pass set them.
+
+  | program | backtrack cpu (s) | backtrack cost | eqsat cpu (s) | eqsat cost |
+  |---|---|---|---|---|
+  | examples/onnx/attention.mlir | 3.03 | 7,273 -> 5,153 | 2.84 | 7,273 -> 5,153 |
+  | examples/onnx/transformer_block.mlir | 2.34 | 11,210 -> 8,031 | 3.52 | 11,210 -> 8,031 |
+  | examples/onnx/rnn_cell.mlir | 1.09 | 1,742 -> 957 | 0.48 | 1,742 -> 957 |
+  | examples/graph/decoder_block.mlir | 1.41 | 11,144 -> 11,144 | 0.97 | 11,144 -> 11,144 |
+  | examples/llama/tiny_decode.mlir | 6.47 | 18,973 -> 18,972 | 1.69 | 18,973 -> 18,973 |
+  | examples/llama/tiny_prefill.mlir | 4.69 | 55,079 -> 55,079 | 2.68 | 55,079 -> 53,307 |
 - **llama3-8b decode layer**: the heads form (55 ops) takes 1.8 s of CPU, the per-head
   form (1,136 ops) 6.9 s of CPU (11.4 s wall on the loaded machine: over the 10 s
   target in wall time, not in CPU time), peak rise 60 MB; under the block model neither

@@ -53,7 +53,7 @@ class CompileOptions:
     eliminate_transposes: bool = True
     chunks: int = 4
     budget: int = 100
-    engine: str = "backtrack"
+    engine: str = "eqsat"
     """The search of taso-substitute: `backtrack` (TASO) or `eqsat` (equality saturation)."""
     fuse: str = "auto"
     route: bool = True

@@ -64,7 +64,7 @@ from plmr.files import write_text_atomically
 @click.option(
     "--engine",
     type=click.Choice(["backtrack", "eqsat"]),
-    default="backtrack",
+    default="eqsat",
     show_default=True,
     help="Graph substitution search: TASO's backtracking or equality saturation.",
 )

@@ -148,6 +148,8 @@ def compile_checked(
                     budget=opts.budget,
                     device=opts.device,
                     concats="constant",
+                    engine=opts.engine,
+                    grid=f"{opts.grid[0]}x{opts.grid[1]}",
                 )
             )
         graph_passes.append(ConvertGraphToLoopPass())

@@ -10,7 +10,6 @@ into `graph.matmul`'s flags.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
@@ -33,6 +32,7 @@ from plmr.errors import PlmrError
 from plmr.passes.taso.cost import CostModel
 from plmr.passes.taso.dag import DagContext, export_function, import_function
 from plmr.passes.taso.eqsat.engine import EqsatOptions, saturate
+from plmr.passes.taso.guard import mesh_estimate
 from plmr.passes.taso.matcher import Directed, directions
 from plmr.passes.taso.rules import load_rules
 from plmr.passes.taso.search import folded_concats_only, optimize
@@ -258,24 +258,6 @@ def substitute_module(
         replace(r, best_cost=r.initial_cost, applied=(), extraction="mesh guard")
         for r in reports
     ]
-
-
-def mesh_estimate(module: ModuleOp, grid: tuple[int, int], device: str) -> float:
-    """
-    The mesh partitioner's estimate (cycles) of `module` compiled for `grid` without
-    substitutions (a copy is lowered, not routed); infinite if it does not compile.
-    """
-    from plmr.dialects.context import make_context
-    from plmr.lowering.tile_to_mesh.planning import NestPlan
-    from plmr.passes.pipeline import CompileOptions, compile_module
-
-    opts = CompileOptions(grid=grid, device=device, substitute=False, route=False)
-    plans: list[NestPlan] = []
-    try:
-        compile_module(make_context(), module.clone(), opts, plans)
-    except PlmrError:
-        return math.inf
-    return sum(p.estimate for p in plans)
 
 
 @dataclass(frozen=True)

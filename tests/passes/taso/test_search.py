@@ -204,7 +204,7 @@ def test_constant_concats_fuse_weights_but_join_no_computed_values():
 
 
 def test_the_mesh_guard_keeps_the_input_unless_the_mesh_is_faster():
-    from plmr.passes.taso.substitute import mesh_estimate
+    from plmr.passes.taso.guard import mesh_estimate
 
     # rnn_cell's gates: the cost model merges their matmuls, the mesh partitioner
     # estimates the merged program slower on 4x4 (blocks of 4 columns per PE either way).
@@ -224,7 +224,7 @@ def test_the_mesh_guard_keeps_the_input_unless_the_mesh_is_faster():
 
 
 def test_the_mesh_guard_keeps_a_rewrite_the_mesh_runs_faster():
-    from plmr.passes.taso.substitute import mesh_estimate
+    from plmr.passes.taso.guard import mesh_estimate
 
     module = load_module(EXAMPLES / "onnx" / "attention.mlir")
     before = mesh_estimate(module, (4, 4), "wse2")

@@ -1,0 +1,59 @@
+"""
+The mesh guard of `taso-substitute{grid=...}`: the mesh partitioner's estimate of a graph
+program on a grid, to keep a rewrite only if the mesh runs it faster.
+
+The program goes down the pipeline of `plmr compile` without substitutions (graph clean-up,
+transpose elimination, loops, fusion, blocking, partitioning; no routing) and the cheapest
+estimate over the blockings `plmr compile` tries first is its price. The pipeline itself
+runs `taso-substitute`, so this module lowers with the passes, not through the pipeline.
+"""
+
+from __future__ import annotations
+
+import math
+
+from xdsl.dialects.builtin import ModuleOp
+
+from plmr.dialects.context import make_context
+from plmr.errors import PlmrError
+
+PARALLEL_TILES = (16, 8, 4, 2)
+"""The parallel blocks `plmr compile` tries (besides ones derived from the grid)."""
+REDUCTION_TILES = (16, 8, 4)
+"""The reduction chunks it tries."""
+
+
+def mesh_estimate(module: ModuleOp, grid: tuple[int, int], device: str) -> float:
+    """
+    The mesh partitioner's estimate (cycles) of `module` lowered for `grid`, the best
+    over the blockings tried; infinite if it does not lower. `module` is not changed.
+    """
+    from plmr.lowering.graph_to_loop import ConvertGraphToLoopPass
+    from plmr.lowering.loop_to_tile import ConvertLoopToTilePass
+    from plmr.lowering.tile_to_mesh import lower_module, parse_options
+    from plmr.passes.graph_canonicalize import GraphCanonicalizePass
+    from plmr.passes.loop_indices import LoopSimplifyIndicesPass
+    from plmr.passes.neptune.fuse import NeptuneFusePass
+    from plmr.passes.transpose_elim import TransposeElimPass
+
+    ctx = make_context()
+    work = module.clone()
+    try:
+        options = parse_options(grid, device, "meshgemm", "ktree", 2)
+        GraphCanonicalizePass(unrepeat_kv=False).apply(ctx, work)
+        TransposeElimPass().apply(ctx, work)
+        ConvertGraphToLoopPass().apply(ctx, work)
+        NeptuneFusePass(strategy="auto", chunks=4, remarks=False).apply(ctx, work)
+        LoopSimplifyIndicesPass().apply(ctx, work)
+    except PlmrError:
+        return math.inf
+    best = math.inf
+    for p in PARALLEL_TILES:
+        for r in REDUCTION_TILES:
+            trial = work.clone()
+            try:
+                ConvertLoopToTilePass(tile_sizes=(p, r)).apply(ctx, trial)
+                best = min(best, lower_module(trial, options))
+            except PlmrError:
+                continue
+    return best
