@@ -3,7 +3,7 @@
 // This is XDSL_VERIFY_DIAG plus --parsing-diagnostics: attribute and type verifiers run
 // while parsing, and the last chunks are parse errors, which plain --verify-diagnostics
 // reports as a failure (exit status 1) instead of printing them. There is one chunk per
-// `raise VerifyException` of mesh.py that IR can reach (several for the ones whose message
+// `raise VerifyException` of the mesh dialect (dialects/mesh/) that IR can reach (several for the ones whose message
 // varies); generic syntax is used where the custom syntax cannot express the bad IR. Each
 // expected message must directly follow the separator of its chunk's output, so that a
 // chunk which unexpectedly verifies cannot borrow the diagnostic of a later chunk.
