@@ -53,8 +53,14 @@ def _dot_cycles(dev: Device, op: tile.DotOp) -> float:
     batch = math.prod(out[:-2])
     m, n = out[-2], out[-1]
     k = lhs[-2] if op.transpose_a is not None else lhs[-1]
-    rows = batch * m
-    instructions = rows * k
+    return block_product_cycles(dev, batch * m, k, n)
+
+
+def block_product_cycles(dev: Device, rows: int, k: int, n: int) -> float:
+    """
+    A `rows x k` by `k x n` block product on one PE (`rows` counts the batch): one
+    vector instruction per scalar of the left block, each streaming a row of `n`.
+    """
     e = dev.elem_bytes
     stream = max(
         math.ceil(n / dev.fmac_fp16), math.ceil(2 * n * e / 16), math.ceil(n * e / 8)
@@ -62,7 +68,7 @@ def _dot_cycles(dev: Device, op: tile.DotOp) -> float:
     return (
         dev.op_overhead_cycles
         + rows * dev.row_overhead_cycles
-        + instructions * (dev.dsd_overhead_cycles + stream)
+        + rows * k * (dev.dsd_overhead_cycles + stream)
     )
 
 

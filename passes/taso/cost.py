@@ -36,6 +36,7 @@ from plmr.errors import PlmrError
 from plmr.passes.taso.dag import Dag, Node
 from plmr.passes.taso.ops import Params, Shape
 from plmr.runtime.device import Device
+from plmr.runtime.op_cost import block_product_cycles
 
 EPILOGUE_KINDS = frozenset({"relu", "scale", "sigmoid", "tanh", "gelu", "silu", "neg"})
 """Unary ops a matmul or conv applies to its result before storing it."""
@@ -164,16 +165,7 @@ class CostModel:
         One block product on a PE as the mesh runtime times it (`runtime.op_cost`): a
         vector instruction per scalar of the left block, streaming a row of `n`.
         """
-        d = self.device
-        e = d.elem_bytes
-        stream = max(
-            math.ceil(n / d.fmac_fp16), math.ceil(2 * n * e / 16), math.ceil(n * e / 8)
-        )
-        return (
-            d.op_overhead_cycles
-            + rows * d.row_overhead_cycles
-            + rows * k * (d.dsd_overhead_cycles + stream)
-        )
+        return block_product_cycles(self.device, rows, k, n)
 
     def _matmul_uncached(self, batch: int, m: int, k: int, n: int) -> float:
         """
