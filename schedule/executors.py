@@ -13,6 +13,7 @@ a cluster's (`ray://host:10001`, or `auto`).
 
 from __future__ import annotations
 
+import multiprocessing
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any, Protocol
@@ -47,7 +48,11 @@ class ProcessExecutor:
                 yield fn(*args)
             return
         if self._pool is None:
-            self._pool = ProcessPoolExecutor(max_workers=self.workers)
+            # Spawned, not forked: a child forked after egglog (the eqsat engine) was
+            # imported deadlocks in it.
+            self._pool = ProcessPoolExecutor(
+                max_workers=self.workers, mp_context=multiprocessing.get_context("spawn")
+            )
         futures = [self._pool.submit(fn, *args) for args in tasks]
         for f in futures:
             yield f.result()

@@ -266,6 +266,7 @@ Task = tuple[Callable[..., object], tuple[object, ...]]
 
 
 def _worker(conn: multiprocessing.connection.Connection) -> None:
+    warm_up()
     while True:
         try:
             task: Task | None = conn.recv()
@@ -283,8 +284,8 @@ def _worker(conn: multiprocessing.connection.Connection) -> None:
 
 def warm_up() -> float:
     """
-    Loads what every worker needs (TASO's rule set, parsed once: tens of seconds) in
-    this process, so that forked workers inherit it; returns the seconds it took.
+    Loads what every worker needs (TASO's rule set, parsed once per process); returns
+    the seconds it took. Workers call it when they start.
     """
     from plmr.passes.taso.rules import load_rules
 
@@ -306,7 +307,9 @@ class Worker:
     """One child process running tasks; killed and replaced when a task overruns."""
 
     def __init__(self) -> None:
-        ctx = multiprocessing.get_context("fork")
+        # Spawned, not forked: egglog (the eqsat engine) runs a thread from its import
+        # on, and a child forked from a process with that thread deadlocks in egglog.
+        ctx = multiprocessing.get_context("spawn")
         self.conn, child = ctx.Pipe()
         self.process = ctx.Process(target=_worker, args=(child,), daemon=True)
         self.process.start()
