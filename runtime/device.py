@@ -86,6 +86,20 @@ class Device:
     def seconds_per_cycle(self) -> float:
         return 1.0 / self.clock_hz
 
+    def message_cycles(self, elements: float, hops: float = 1.0) -> float:
+        """
+        The estimate of one message of `elements` values between PEs `hops` apart:
+        send and receive overheads, the ramps at both ends, the hops, the payload.
+        """
+        latency = (
+            self.send_overhead_cycles + self.recv_overhead_cycles + 2 * self.ramp_cycles
+        )
+        return (
+            latency
+            + hops * self.hop_cycles
+            + elements * self.elem_bytes / self.link_bytes_per_cycle
+        )
+
     def with_overrides(self, **overrides: Any) -> Device:
         """A copy with some parameters changed; unknown names are an error."""
         fields = {f.name: f for f in dataclasses.fields(self)}

@@ -26,6 +26,7 @@ import math
 from collections.abc import Mapping, Sequence
 
 from plmr.runtime.device import WSE2, Device
+from plmr.runtime.op_cost import block_product_cycles
 from plmr.schedule.features import NestInfo
 from plmr.schedule.transforms import Compound, Knob
 
@@ -115,21 +116,9 @@ def gemv_bound(
     split = min(chunks, grid[1])
     trips = rest * math.ceil(spread / grid[0]) * math.ceil(chunks / split)
     b = math.prod(min(e, p) for e in nest.parallel)
-    stream = max(math.ceil(b / device.fmac_fp16), math.ceil(b * device.elem_bytes / 8))
-    product = (
-        device.op_overhead_cycles
-        + device.row_overhead_cycles
-        + chunk * (device.dsd_overhead_cycles + stream)
-    )
-    cycles = trips * product
+    cycles = trips * block_product_cycles(device, 1, chunk, b)
     if split > 1:
-        latency = (
-            device.send_overhead_cycles
-            + device.recv_overhead_cycles
-            + 2 * device.ramp_cycles
-            + device.hop_cycles
-        )
-        message = latency + b * device.elem_bytes / device.link_bytes_per_cycle
+        message = device.message_cycles(b)
         cycles += trips * 2 * math.ceil(math.log2(split)) * message
     return cycles * device.link_bytes_per_cycle * 4 / device.elem_bytes
 

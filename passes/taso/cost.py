@@ -154,11 +154,7 @@ class CostModel:
 
     def message(self, elements: float, hops: float = 1.0) -> float:
         """One message between PEs (the mesh planner's: latency, hops, payload)."""
-        d = self.device
-        latency = d.send_overhead_cycles + d.recv_overhead_cycles + 2 * d.ramp_cycles
-        return (
-            latency + hops * d.hop_cycles + elements * d.elem_bytes / d.link_bytes_per_cycle
-        )
+        return self.device.message_cycles(elements, hops)
 
     def block_product(self, rows: int, k: int, n: int) -> float:
         """
