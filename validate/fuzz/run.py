@@ -46,7 +46,10 @@ class Summary:
     failures: list[Failure] = field(default_factory=list[Failure])
     stage_seconds: float = 0.0
     warm_up_seconds: float = 0.0
-    """Loading shared data before the workers start (not in `seconds`)."""
+    """
+    Loading TASO's rules in this process before the workers start (not in `seconds`):
+    the minimizer's; each spawned worker loads its own.
+    """
 
     @property
     def programs(self) -> int:
