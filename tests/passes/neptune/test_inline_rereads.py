@@ -7,17 +7,13 @@ keep the program's semantics.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
 import pytest
-from xdsl.context import Context
 
-from plmr.dialects.context import parse_module
-from plmr.dialects.loop import NestOp
-from plmr.lowering.graph_to_loop import ConvertGraphToLoopPass
-from plmr.passes.neptune.fuse import NeptuneFusePass
 from plmr.passes.neptune.nests import REREAD_LIMIT, SMALL_REREAD_LIMIT
-from plmr.runtime.reference import evaluate_function
-from plmr.runtime.running import random_inputs, select_function
 
 
 def swiglu(tokens: int, dim: int, ffn: int, out: int) -> str:
@@ -39,22 +35,15 @@ def swiglu(tokens: int, dim: int, ffn: int, out: int) -> str:
 
 
 @pytest.mark.parametrize(("out", "stored"), [(REREAD_LIMIT, True), (16, False)])
-def test_silu_is_stored_for_a_long_gemm_and_inlined_for_a_short_one(out: int, stored: bool):
-    module = parse_module(swiglu(4, 8, 16, out))
-    fn = select_function(module, None)
-    args = random_inputs(fn, 0)
-    want = evaluate_function(module, "main", args)
-    ConvertGraphToLoopPass().apply(Context(), module)
-    NeptuneFusePass(remarks=False).apply(Context(), module)
-    module.verify()
-    fn = select_function(module, None)
-    top = [op for op in fn.body.block.ops if isinstance(op, NestOp)]
-    maps = [n for n in top if all(k.data.value == "parallel" for k in n.iterators)]
+def test_silu_is_stored_for_a_long_gemm_and_inlined_for_a_short_one(
+    out: int, stored: bool, fuse: Callable[..., Any]
+):
+    fused = fuse(swiglu(4, 8, 16, out))
+    maps = [n for n in fused.nests if all(k.data.value == "parallel" for k in n.iterators)]
     # up, gate, down; and the activation when it is stored.
-    assert len(top) == (4 if stored else 3)
+    assert len(fused.nests) == (4 if stored else 3)
     assert (len(maps) == 1) == stored
-    got = evaluate_function(module, "main", args)
-    for g, w in zip(got, want, strict=True):
+    for g, w in zip(fused.results(), fused.want, strict=True):
         np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5 * float(np.abs(w).max()))
 
 
@@ -79,29 +68,20 @@ def attention(queries: int, keys: int, hd: int) -> str:
     [(1, SMALL_REREAD_LIMIT, True), (1, 16, False), (4 * SMALL_REREAD_LIMIT, 64, False)],
 )
 def test_probabilities_are_stored_when_shared_and_small(
-    queries: int, hd: int, stored: bool
+    queries: int, hd: int, stored: bool, fuse: Callable[..., Any]
 ):
     """
     Decode attention (one query row, a head dimension of at least `SMALL_REREAD_LIMIT`):
     `exp(s − m)` is stored once and read by the sum and P·V; with a short head dimension,
     or more query rows than V has elements per key (prefill), it is inlined. Same results.
     """
-    module = parse_module(attention(queries, 32, hd))
-    fn = select_function(module, None)
-    args = random_inputs(fn, 0)
-    want = evaluate_function(module, "main", args)
-    ConvertGraphToLoopPass().apply(Context(), module)
-    NeptuneFusePass(strategy="rolling", remarks=False).apply(Context(), module)
-    module.verify()
-    fn = select_function(module, None)
-    top = [op for op in fn.body.block.ops if isinstance(op, NestOp)]
+    fused = fuse(attention(queries, 32, hd), strategy="rolling")
     exp_maps = [
         n
-        for n in top
+        for n in fused.nests
         if all(k.data.value == "parallel" for k in n.iterators)
         and any(op.name == "math.exp" for op in n.body.walk())
     ]
     assert bool(exp_maps) == stored
-    got = evaluate_function(module, "main", args)
-    for g, w in zip(got, want, strict=True):
+    for g, w in zip(fused.results(), fused.want, strict=True):
         np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5 * float(np.abs(w).max()))

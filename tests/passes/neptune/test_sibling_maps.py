@@ -6,14 +6,13 @@ the loop level and compiled to the mesh.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
 import pytest
-from xdsl.context import Context
 
 from plmr.dialects.context import make_context, parse_module
-from plmr.dialects.loop import NestOp
-from plmr.lowering.graph_to_loop import ConvertGraphToLoopPass
-from plmr.passes.neptune.fuse import NeptuneFusePass
 from plmr.passes.pipeline import CompileOptions, compile_module
 from plmr.runtime.interpreter import run_mesh
 from plmr.runtime.reference import evaluate_function
@@ -29,20 +28,11 @@ func.func @main(%x: tensor<4x8xf32>, %y: tensor<4x8xf32>) -> (tensor<4x8xf32>, t
 """
 
 
-def test_independent_maps_merge_and_keep_their_results():
-    module = parse_module(PROGRAM)
-    fn = select_function(module, None)
-    args = random_inputs(fn, 0)
-    want = evaluate_function(module, "main", args)
-    ConvertGraphToLoopPass().apply(Context(), module)
-    NeptuneFusePass(remarks=False).apply(Context(), module)
-    module.verify()
-    fn = select_function(module, None)
-    top = [op for op in fn.body.block.ops if isinstance(op, NestOp)]
+def test_independent_maps_merge_and_keep_their_results(fuse: Callable[..., Any]):
+    fused = fuse(PROGRAM)
     # a and b in one nest; c reads a, so it stays apart.
-    assert [len(n.res) for n in top] == [2, 1]
-    got = evaluate_function(module, "main", args)
-    for g, w in zip(got, want, strict=True):
+    assert [len(n.res) for n in fused.nests] == [2, 1]
+    for g, w in zip(fused.results(), fused.want, strict=True):
         np.testing.assert_array_equal(g, w)
 
 
