@@ -73,6 +73,11 @@ def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
 
         return PlmrCompilePass
 
+    def mesh_pack_allreduces() -> type[ModulePass]:
+        from plmr.passes.mesh_pack import MeshPackAllreducesPass
+
+        return MeshPackAllreducesPass
+
     return {
         "graph-canonicalize": graph_canonicalize,
         "taso-substitute": taso_substitute,
@@ -84,6 +89,7 @@ def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
         "loop-simplify-indices": loop_simplify_indices,
         "loop-split-heads": loop_split_heads,
         "convert-loop-to-tile": convert_loop_to_tile,
+        "mesh-pack-allreduces": mesh_pack_allreduces,
         "convert-loop-to-scf": convert_loop_to_scf,
         "convert-tile-to-mesh": convert_tile_to_mesh,
         "plmr-compile": plmr_compile,

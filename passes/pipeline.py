@@ -60,6 +60,8 @@ class CompileOptions:
     relay: bool = False
 
 
+    pack_allreduces: bool = True
+    """One allreduce for independent sibling nests (mesh-pack-allreduces)."""
 def _has(module: ModuleOp, dialect_ops: tuple[type[Operation], ...]) -> bool:
     return any(isinstance(op, dialect_ops) for op in module.walk())
 
@@ -165,6 +167,7 @@ def from_loop_level(
         already = any(op.name == "mesh.program" for op in module.ops)
         raise PlmrError(
             "plmr compile: the program has no graph, loop or tile operations to compile"
+        _pack(module, opts, plans)
             + (" (it is already a mesh program: run it with plmr run)" if already else "")
         )
     return module
@@ -191,6 +194,17 @@ def _route(ctx: Context, module: ModuleOp, opts: CompileOptions) -> None:
     """mesh-route and mesh-verify-plmr, with their failures as plmr errors."""
     from plmr.passes.mesh_route import MeshRoutePass
     from plmr.passes.mesh_verify import MeshVerifyPlmrPass
+
+def _pack(module: ModuleOp, opts: CompileOptions, plans: list[NestPlan] | None) -> None:
+    """mesh-pack-allreduces; a merged nest keeps its first nest's plan."""
+    from plmr.passes.mesh_pack import pack_allreduces, update_plans
+
+    if not opts.pack_allreduces:
+        return
+    merges = pack_allreduces(module)
+    if plans is not None:
+        update_plans(plans, merges)
+
 
     if not opts.route:
         return
@@ -238,6 +252,7 @@ def _tile_for_grid(
             if first_error is None or "SRAM" in str(e):
                 first_error = e
             continue
+            _pack(trial, opts, trial_plans)
         if best is None or cost < best[0] * 0.999:
             best = (cost, trial, trial_plans)
     if best is None:

@@ -1,0 +1,403 @@
+"""
+`mesh-pack-allreduces`: one allreduce for independent sibling reductions.
+
+Every `mesh.allreduce` pays the whole latency of its K-tree, however small its payload
+(≈ 1.2 k cycles along 420 PEs for one value). Two nests that reduce along the same axis
+and do not read each other (a softmax's sum and P·V, both reading `exp`; a norm's mean
+square and the matrix-vector product after it) can share one: the pass merges the later
+`mesh.spmd` B into the earlier A,
+
+    A's ops up to its allreduce, B's ops up to its allreduce,
+    one allreduce of both payloads packed into one buffer (flattened, stored side by side),
+    the two slices loaded back, A's rest, B's rest,
+
+with A's results then B's. A pair merges when
+
+- each body has exactly one `mesh.allreduce`, outside loops or in loops of one trip only
+  (the blocked nests' `0 to 8 step 8`: those are inlined first),
+- both allreduces have the same combine kind, axis, segment, algorithm, K and groups and
+  element type, and their payloads together hold at most `max-elements` values (the
+  packing copies cost ~ a cycle per 4 values; large payloads gain nothing),
+- B reads no result of A, and nothing between them that reads A: host ops between them
+  that B reads (scatters of inputs and constants) move above A; a `mesh.spmd` does not,
+- A is among the `window` nests before B (nearest first), and the merged body's SRAM
+  (at most the sum of both peaks and the packed buffers) fits a PE of the device.
+
+What every PE computes is unchanged: the combine is elementwise, so each slice of the
+packed result is the allreduce of that payload. The packed allreduce keeps A's `colors`;
+run `mesh-route` after the pass (the pipeline does) to route it again.
+
+```mlir
+// before: two nests, two allreduces along x
+%s = mesh.spmd(%e) : ... {
+  %p = ... : tensor<4xf32>
+  %r = mesh.allreduce sum %p axis x : tensor<4xf32>
+  mesh.yield %r : tensor<4xf32>
+}
+%v = mesh.spmd(%e, %w) : ... {
+  %q = ... : tensor<2x3xf32>
+  %t = mesh.allreduce sum %q axis x : tensor<2x3xf32>
+  mesh.yield %t : tensor<2x3xf32>
+}
+// after: one nest, one allreduce of 10 values
+%s, %v = mesh.spmd(%e, %w) : ... {
+  %p = ... : tensor<4xf32>
+  %q = ... : tensor<2x3xf32>
+  %buf = ... (tile.fill, tile.reshape, tile.store) : tensor<10xf32>
+  %r = mesh.allreduce sum %buf axis x : tensor<10xf32>
+  ... (tile.load, tile.reshape of both slices)
+  mesh.yield %r0, %t0 : tensor<4xf32>, tensor<2x3xf32>
+}
+```
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
+
+from xdsl.context import Context
+from xdsl.dialects import arith
+from xdsl.dialects.builtin import IndexType, IntegerAttr, ModuleOp, TensorType
+from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
+from xdsl.passes import ModulePass
+
+from plmr.dialects import mesh, tile
+from plmr.dialects.graph import element_type, static_shape
+from plmr.errors import PlmrError
+from plmr.runtime.device import Device, get_device
+from plmr.runtime.sram import spmd_sram
+
+if TYPE_CHECKING:
+    from plmr.lowering.tile_to_mesh import NestPlan
+
+
+@dataclass(frozen=True)
+class Merge:
+    """One merge: `first` and `second` became `merged` (results: first's, then second's)."""
+
+    first: mesh.SpmdOp
+    second: mesh.SpmdOp
+    merged: mesh.SpmdOp
+
+
+def single_allreduce(spmd: mesh.SpmdOp) -> mesh.AllreduceOp | None:
+    """
+    The body's only allreduce, if it has exactly one and every loop around it runs
+    once (None otherwise: nothing to pack, or an allreduce per iteration).
+    """
+    found: mesh.AllreduceOp | None = None
+    for op in spmd.body.walk():
+        if not isinstance(op, mesh.AllreduceOp):
+            continue
+        if found is not None:
+            return None
+        found = op
+    if found is None:
+        return None
+    parent = found.parent_op()
+    while parent is not None and parent is not spmd:
+        if not isinstance(parent, tile.ForOp) or parent.trip_count != 1:
+            return None
+        parent = parent.parent_op()
+    return found
+
+
+def _key(op: mesh.AllreduceOp) -> tuple[Attribute | None, ...]:
+    """What two allreduces must share to be one: everything but the payload's shape."""
+    return (
+        op.kind,
+        op.axis,
+        op.algorithm,
+        op.k,
+        op.groups,
+        op.segment,
+        element_type(op.input),
+    )
+
+
+def _elements(op: mesh.AllreduceOp) -> int:
+    return math.prod(static_shape(op.input, "allreduce input"))
+
+
+def inline_single_trip(loop: tile.ForOp) -> None:
+    """Replaces a one-trip `tile.for` by its body (induction variable = lower bound)."""
+    assert loop.trip_count == 1
+    block = loop.body.block
+    lb = arith.ConstantOp(IntegerAttr(loop.lb.value.data, IndexType()))
+    parent = loop.parent_block()
+    assert parent is not None
+    parent.insert_op_before(lb, loop)
+    block.args[0].replace_all_uses_with(lb.result)
+    for arg, init in zip(block.args[1:], loop.iter_args, strict=True):
+        arg.replace_all_uses_with(init)
+    yield_op = block.last_op
+    assert isinstance(yield_op, tile.YieldOp)
+    for result, value in zip(loop.res, yield_op.operands, strict=True):
+        result.replace_all_uses_with(value)
+    yield_op.detach()
+    yield_op.erase()
+    for op in list(block.ops):
+        op.detach()
+        parent.insert_op_before(op, loop)
+    loop.detach()
+    loop.erase()
+
+
+def _hoist(allreduce: mesh.AllreduceOp, spmd: mesh.SpmdOp) -> None:
+    """Inlines the one-trip loops around `allreduce`, outermost first."""
+    loops: list[tile.ForOp] = []
+    parent = allreduce.parent_op()
+    while parent is not None and parent is not spmd:
+        assert isinstance(parent, tile.ForOp)
+        loops.append(parent)
+        parent = parent.parent_op()
+    for loop in reversed(loops):
+        inline_single_trip(loop)
+
+
+def _reshape(value: SSAValue, shape: Sequence[int]) -> tuple[list[Operation], SSAValue]:
+    """The ops that give `value` the `shape` (none if it has it) and the result."""
+    if static_shape(value, "value") == tuple(shape):
+        return [], value
+    op = tile.ReshapeOp(value, shape)
+    return [op], op.result
+
+
+def _index(value: int) -> arith.ConstantOp:
+    return arith.ConstantOp(IntegerAttr(value, IndexType()))
+
+
+def _merge(
+    a: mesh.SpmdOp, b: mesh.SpmdOp, ra: mesh.AllreduceOp, rb: mesh.AllreduceOp
+) -> mesh.SpmdOp:
+    """Builds the merged nest before `a`, rewires the uses and erases `a` and `b`."""
+    _hoist(ra, a)
+    _hoist(rb, b)
+    a_block, b_block = a.body.block, b.body.block
+    # The operands' block types (an operand of both nests is one block argument).
+    block_types = dict(zip(a.inputs, a_block.arg_types[2:], strict=True))
+    for v, t in zip(b.inputs, b_block.arg_types[2:], strict=True):
+        block_types.setdefault(v, t)
+    inputs = list(block_types)
+    new = Block(arg_types=[*a_block.arg_types[:2], *block_types.values()])
+    block_of = {v: new.args[2 + i] for i, v in enumerate(inputs)}
+    for old, arg in zip(a_block.args[:2], new.args[:2], strict=True):
+        old.replace_all_uses_with(arg)
+    for old, arg in zip(b_block.args[:2], new.args[:2], strict=True):
+        old.replace_all_uses_with(arg)
+    for v, old in zip(a.inputs, a_block.args[2:], strict=True):
+        old.replace_all_uses_with(block_of[v])
+    for v, old in zip(b.inputs, b_block.args[2:], strict=True):
+        old.replace_all_uses_with(block_of[v])
+
+    def split(block: Block, at: Operation) -> tuple[list[Operation], list[Operation]]:
+        ops = list(block.ops)
+        i = ops.index(at)
+        return ops[:i], ops[i + 1 : -1]
+
+    a_head, a_tail = split(a_block, ra)
+    b_head, b_tail = split(b_block, rb)
+    a_yield, b_yield = a_block.last_op, b_block.last_op
+    assert isinstance(a_yield, mesh.YieldOp)
+    assert isinstance(b_yield, mesh.YieldOp)
+
+    def move(ops: Sequence[Operation]) -> None:
+        for op in ops:
+            op.detach()
+            new.add_op(op)
+
+    move(a_head)
+    move(b_head)
+    na, nb = _elements(ra), _elements(rb)
+    packed_type = TensorType(element_type(ra.input), [na + nb])
+    zero, offset = _index(0), _index(na)
+    flat_a, flat_b = _reshape(ra.input, [na]), _reshape(rb.input, [nb])
+    buffer = tile.FillOp(0.0, packed_type)
+    first = tile.StoreOp(flat_a[1], buffer, [zero])
+    both = tile.StoreOp(flat_b[1], first, [offset])
+    packed = mesh.AllreduceOp.create(
+        operands=[both.result],
+        result_types=[packed_type],
+        properties=dict(ra.properties),
+        attributes=dict(ra.attributes),
+    )
+    slice_a = tile.LoadOp(packed, [zero], [na])
+    slice_b = tile.LoadOp(packed, [offset], [nb])
+    out_a = _reshape(slice_a.result, static_shape(ra.result, "allreduce"))
+    out_b = _reshape(slice_b.result, static_shape(rb.result, "allreduce"))
+    new.add_ops([zero, offset, *flat_a[0], *flat_b[0], buffer, first, both, packed])
+    new.add_ops([slice_a, slice_b, *out_a[0], *out_b[0]])
+    ra.result.replace_all_uses_with(out_a[1])
+    rb.result.replace_all_uses_with(out_b[1])
+    move(a_tail)
+    move(b_tail)
+    new.add_op(mesh.YieldOp(*a_yield.values, *b_yield.values))
+    merged = mesh.SpmdOp(inputs, [*a.result_types, *b.result_types], Region(new))
+    program_block = a.parent_block()
+    assert program_block is not None
+    program_block.insert_op_before(merged, a)
+    for old, result in zip((*a.results, *b.results), merged.results, strict=True):
+        result.name_hint = old.name_hint
+        old.replace_all_uses_with(result)
+    for op in (ra, rb, a, b):
+        op.detach()
+        op.erase(safe_erase=False)
+    return merged
+
+
+@dataclass
+class _Packer:
+    block: Block
+    device: Device
+    window: int
+    max_elements: int
+    allreduce: dict[mesh.SpmdOp, mesh.AllreduceOp | None] = field(
+        default_factory=dict[mesh.SpmdOp, "mesh.AllreduceOp | None"]
+    )
+    sram: dict[mesh.SpmdOp, int] = field(default_factory=dict[mesh.SpmdOp, int])
+    position: dict[Operation, int] = field(default_factory=dict[Operation, int])
+
+    def allreduce_of(self, spmd: mesh.SpmdOp) -> mesh.AllreduceOp | None:
+        if spmd not in self.allreduce:
+            self.allreduce[spmd] = single_allreduce(spmd)
+        return self.allreduce[spmd]
+
+    def sram_of(self, spmd: mesh.SpmdOp) -> int:
+        if spmd not in self.sram:
+            self.sram[spmd] = spmd_sram(spmd, self.device).peak_bytes
+        return self.sram[spmd]
+
+    def renumber(self) -> None:
+        self.position = {op: i for i, op in enumerate(self.block.ops)}
+
+    def movable_deps(self, a: mesh.SpmdOp, b: mesh.SpmdOp) -> list[Operation] | None:
+        """
+        The host ops between `a` and `b` that `b` reads (transitively), to move above
+        `a`; None if `b` depends on `a` or on a nest between them.
+        """
+        pos = self.position
+        first, last = pos[a], pos[b]
+        needed: set[Operation] = set()
+        stack: list[SSAValue] = list(b.operands)
+        for op in b.body.walk():
+            stack.extend(v for v in op.operands if _defined_in(v, self.block))
+        while stack:
+            owner = stack.pop().owner
+            if not isinstance(owner, Operation) or owner.parent_block() is not self.block:
+                continue
+            if pos[owner] < first or owner in needed:
+                continue
+            if owner is a or isinstance(owner, mesh.SpmdOp):
+                return None
+            needed.add(owner)
+            stack.extend(owner.operands)
+            for inner in owner.walk():
+                stack.extend(v for v in inner.operands if _defined_in(v, self.block))
+        assert all(pos[op] < last for op in needed)
+        return sorted(needed, key=lambda op: pos[op])
+
+    def try_merge(self, a: mesh.SpmdOp, b: mesh.SpmdOp) -> mesh.SpmdOp | None:
+        ra, rb = self.allreduce_of(a), self.allreduce_of(b)
+        if ra is None or rb is None or _key(ra) != _key(rb):
+            return None
+        n = _elements(ra) + _elements(rb)
+        if n > self.max_elements:
+            return None
+        packed_bytes = n * self.device.elem_bytes
+        if self.sram_of(a) + self.sram_of(b) + 3 * packed_bytes > self.device.sram_bytes:
+            return None
+        deps = self.movable_deps(a, b)
+        if deps is None:
+            return None
+        for op in deps:
+            op.detach()
+            self.block.insert_op_before(op, a)
+        sram = self.sram_of(a) + self.sram_of(b) + 3 * packed_bytes
+        merged = _merge(a, b, ra, rb)
+        self.allreduce[merged] = single_allreduce(merged)
+        self.sram[merged] = sram
+        self.renumber()
+        return merged
+
+    def run(self) -> list[Merge]:
+        merges: list[Merge] = []
+        recent: list[mesh.SpmdOp] = []
+        self.renumber()
+        for b in [op for op in self.block.ops if isinstance(op, mesh.SpmdOp)]:
+            merged: mesh.SpmdOp | None = None
+            if self.allreduce_of(b) is not None:
+                for i in range(len(recent) - 1, -1, -1):
+                    a = recent[i]
+                    merged = self.try_merge(a, b)
+                    if merged is not None:
+                        merges.append(Merge(a, b, merged))
+                        recent[i] = merged
+                        break
+            if merged is None:
+                recent = [*recent, b][-self.window :]
+        return merges
+
+
+def _defined_in(value: SSAValue, block: Block) -> bool:
+    owner = value.owner
+    return isinstance(owner, Operation) and owner.parent_block() is block
+
+
+def update_plans(plans: list[NestPlan], merges: Sequence[Merge]) -> None:
+    """
+    Keeps `plans` (one per loop nest, `plmr compile --explain`) in step with `merges`:
+    the plans of both nests of a merge point at the merged `mesh.spmd`.
+    """
+    for m in merges:
+        for i, plan in enumerate(plans):
+            if plan.spmd is m.first or plan.spmd is m.second:
+                plans[i] = replace(plan, spmd=m.merged)
+
+
+def pack_allreduces(
+    module: ModuleOp, window: int = 4, max_elements: int = 1024
+) -> list[Merge]:
+    """Merges the sibling nests of every `mesh.program` in `module` (see the module doc)."""
+    if window < 1 or max_elements < 1:
+        raise PlmrError(
+            f"mesh-pack-allreduces: window ({window}) and max-elements ({max_elements}) "
+            "must be at least 1"
+        )
+    merges: list[Merge] = []
+    for program in module.walk():
+        if not isinstance(program, mesh.ProgramOp):
+            continue
+        device = get_device(program.device.spec.data)
+        packer = _Packer(program.body.block, device, window, max_elements)
+        merges.extend(packer.run())
+    return merges
+
+
+@dataclass(frozen=True)
+class MeshPackAllreducesPass(ModulePass):
+    """
+    Merges independent `mesh.spmd` nests whose single allreduces share kind, axis and
+    algorithm into one nest with one allreduce of both payloads: `window` (nests looked
+    back from each nest), `max-elements` (largest packed payload).
+    """
+
+    name = "mesh-pack-allreduces"
+
+    window: int = 4
+    max_elements: int = 1024
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        pack_allreduces(op, self.window, self.max_elements)
+
+
+__all__ = [
+    "Merge",
+    "MeshPackAllreducesPass",
+    "inline_single_trip",
+    "pack_allreduces",
+    "single_allreduce",
+    "update_plans",
+]

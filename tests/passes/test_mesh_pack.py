@@ -1,0 +1,151 @@
+"""`mesh-pack-allreduces`: merged nests compute what the separate nests computed."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import numpy as np
+import pytest
+from xdsl.dialects.builtin import ModuleOp
+
+from plmr.dialects import mesh
+from plmr.dialects.context import make_context, parse_module
+from plmr.dialects.printing import module_text
+from plmr.errors import PlmrError
+from plmr.lowering.tile_to_mesh import NestPlan
+from plmr.models.generate import ProgramBuilder
+from plmr.models.llama_config import LlamaConfig, get_config
+from plmr.models.nests import count_ops
+from plmr.passes.mesh_pack import pack_allreduces
+from plmr.passes.pipeline import CompileOptions, compile_module
+from plmr.runtime.interpreter import find_program, run_mesh
+from plmr.runtime.running import random_inputs
+
+HAND_WRITTEN = (
+    Path(__file__).parents[1] / "filecheck" / "passes" / "mesh-pack-allreduces.mlir"
+)
+
+
+def _programs(module: ModuleOp) -> list[str]:
+    return [op.sym_name.data for op in module.ops if isinstance(op, mesh.ProgramOp)]
+
+
+def _counts(module: ModuleOp) -> tuple[int, int]:
+    c = count_ops(module)
+    return c.spmds, c.allreduces
+
+
+def _run(module: ModuleOp, name: str, seed: int) -> list[np.ndarray]:
+    program = find_program(module, name)
+    out, _ = run_mesh(module, random_inputs(program, seed), name=name)
+    return out
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_hand_written_programs_compute_the_same(seed: int):
+    text = HAND_WRITTEN.read_text()
+    before = parse_module(text)
+    after = parse_module(text)
+    merges = pack_allreduces(after)
+    after.verify()
+    assert [m.merged.results[0].name_hint for m in merges] == ["s", "s1", "s1"]
+    for name in _programs(before):
+        want, got = _run(before, name, seed), _run(after, name, seed)
+        assert len(want) == len(got)
+        for w, g in zip(want, got, strict=True):
+            np.testing.assert_array_equal(g, w)
+    # @pair: 2 nests -> 1, @three: 3 -> 1, @apart: all 8 kept (%mid has no allreduce).
+    assert _counts(before) == (13, 12)
+    assert _counts(after) == (10, 9)
+
+
+def test_running_twice_changes_nothing_more():
+    module = parse_module(HAND_WRITTEN.read_text())
+    pack_allreduces(module)
+    once = module_text(module)
+    assert pack_allreduces(module) == []
+    assert module_text(module) == once
+
+
+def test_a_merge_past_the_sram_of_a_pe_is_not_made():
+    # Each nest holds a 32x32 block (2 KiB in fp16) of a 4 KiB PE: both do not fit.
+    text = """
+mesh.program @big(%a: tensor<128x128xf32>) -> (tensor<128xf32>, tensor<128xf32>) device "test-tiny" grid [4, 4] {
+  %d = mesh.scatter %a : tensor<128x128xf32> -> !mesh.dist<tensor<128x128xf32>, #mesh.layout<[y, x]>>
+  %s = mesh.spmd(%d) : (!mesh.dist<tensor<128x128xf32>, #mesh.layout<[y, x]>>) -> !mesh.dist<tensor<128xf32>, #mesh.layout<[y]>> {
+  ^bb0(%y: index, %x: index, %blk: tensor<32x32xf32>):
+    %p = tile.reduce sum %blk axis = 1 : tensor<32x32xf32> -> tensor<32x1xf32>
+    %q = tile.reshape %p : tensor<32x1xf32> -> tensor<32xf32>
+    %r = mesh.allreduce sum %q axis x : tensor<32xf32>
+    mesh.yield %r : tensor<32xf32>
+  }
+  %e = mesh.scatter %a : tensor<128x128xf32> -> !mesh.dist<tensor<128x128xf32>, #mesh.layout<[x, y]>>
+  %t = mesh.spmd(%e) : (!mesh.dist<tensor<128x128xf32>, #mesh.layout<[x, y]>>) -> !mesh.dist<tensor<128xf32>, #mesh.layout<[y]>> {
+  ^bb0(%y: index, %x: index, %blk: tensor<32x32xf32>):
+    %p = tile.reduce max %blk axis = 0 : tensor<32x32xf32> -> tensor<1x32xf32>
+    %q = tile.reshape %p : tensor<1x32xf32> -> tensor<32xf32>
+    %r = mesh.allreduce sum %q axis x : tensor<32xf32>
+    mesh.yield %r : tensor<32xf32>
+  }
+  %g = mesh.gather %s : !mesh.dist<tensor<128xf32>, #mesh.layout<[y]>> -> tensor<128xf32>
+  %h = mesh.gather %t : !mesh.dist<tensor<128xf32>, #mesh.layout<[y]>> -> tensor<128xf32>
+  mesh.return %g, %h : tensor<128xf32>, tensor<128xf32>
+}
+"""
+    assert pack_allreduces(parse_module(text)) == []
+    roomy = parse_module(text.replace('"test-tiny"', '"test-small"'))
+    assert len(pack_allreduces(roomy)) == 1
+
+
+def test_bad_options_are_one_error():
+    with pytest.raises(PlmrError, match="window"):
+        pack_allreduces(parse_module(HAND_WRITTEN.read_text()), window=0)
+
+
+SMALL = LlamaConfig(
+    "small",
+    dim=32,
+    n_layers=2,
+    n_heads=8,
+    n_kv_heads=2,
+    ffn_dim=64,
+    vocab=32,
+    max_seq=8,
+)
+
+
+def _decode(
+    config: LlamaConfig, grid: tuple[int, int], pack: bool, plans: list[NestPlan]
+) -> ModuleOp:
+    text = ProgramBuilder(config, None).decode()
+    opts = CompileOptions(grid=grid, substitute=False, fit_tiles=True, tile_sizes=(4, 4))
+    opts = dataclasses.replace(opts, pack_allreduces=pack)
+    return compile_module(make_context(), parse_module(text), opts, plans)
+
+
+@pytest.mark.parametrize(
+    ("model", "grid", "merged"),
+    [("tiny", (2, 2), True), ("small", (2, 2), True), ("small", (3, 3), False)],
+)
+def test_decode_step_computes_the_same(model: str, grid: tuple[int, int], merged: bool):
+    config = get_config("tiny") if model == "tiny" else SMALL
+    plans_off: list[NestPlan] = []
+    plans_on: list[NestPlan] = []
+    off = _decode(config, grid, False, plans_off)
+    on = _decode(config, grid, True, plans_on)
+    inputs = random_inputs(find_program(off, None), 5)
+    want, _ = run_mesh(off, inputs)
+    got, _ = run_mesh(on, inputs)
+    for w, g in zip(want, got, strict=True):
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+    before, after = count_ops(off), count_ops(on)
+    # The softmax's sum and P·V share an allreduce in every layer at least (on 3x3
+    # the planner maps them otherwise: the nests are kept).
+    fewer = config.n_layers if merged else 0
+    assert after.spmds <= before.spmds - fewer
+    assert after.allreduces <= before.allreduces - fewer
+    # Every nest's plan names a nest of the program (plmr compile --explain).
+    spmds = {id(op) for op in on.walk() if isinstance(op, mesh.SpmdOp)}
+    assert len(plans_on) == len(plans_off)
+    assert all(id(p.spmd) in spmds for p in plans_on)
