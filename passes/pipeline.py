@@ -162,12 +162,12 @@ def from_loop_level(
                 raise e from None
     elif _has(module, (tile.ForOp,)):
         lower_module(module, mesh_opts, plans)
+        _pack(module, opts, plans)
         _route(ctx, module, opts)
     else:
         already = any(op.name == "mesh.program" for op in module.ops)
         raise PlmrError(
             "plmr compile: the program has no graph, loop or tile operations to compile"
-        _pack(module, opts, plans)
             + (" (it is already a mesh program: run it with plmr run)" if already else "")
         )
     return module
@@ -196,7 +196,7 @@ def _route(ctx: Context, module: ModuleOp, opts: CompileOptions) -> None:
     from plmr.passes.mesh_verify import MeshVerifyPlmrPass
 
 def _pack(module: ModuleOp, opts: CompileOptions, plans: list[NestPlan] | None) -> None:
-    """mesh-pack-allreduces; a merged nest keeps its first nest's plan."""
+    """mesh-pack-allreduces; the plans of merged nests point at the merged nest."""
     from plmr.passes.mesh_pack import pack_allreduces, update_plans
 
     if not opts.pack_allreduces:
