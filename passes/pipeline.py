@@ -247,12 +247,12 @@ def _tile_for_grid(
                 fit_grid=opts.grid if opts.fit_tiles else (),
             ).apply(ctx, trial)
             cost = lower_module(trial, mesh_opts, trial_plans)
+            _pack(trial, opts, trial_plans)
             _route(ctx, trial, opts)
         except PlmrError as e:
             if first_error is None or "SRAM" in str(e):
                 first_error = e
             continue
-            _pack(trial, opts, trial_plans)
         if best is None or cost < best[0] * 0.999:
             best = (cost, trial, trial_plans)
     if best is None:
