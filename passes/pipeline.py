@@ -58,10 +58,10 @@ class CompileOptions:
     fuse: str = "auto"
     route: bool = True
     relay: bool = False
-
-
     pack_allreduces: bool = True
     """One allreduce for independent sibling nests (mesh-pack-allreduces)."""
+
+
 def _has(module: ModuleOp, dialect_ops: tuple[type[Operation], ...]) -> bool:
     return any(isinstance(op, dialect_ops) for op in module.walk())
 
@@ -190,11 +190,6 @@ def loop_nests(module: ModuleOp) -> dict[str, tuple[tuple[int, ...], tuple[int, 
     return out
 
 
-def _route(ctx: Context, module: ModuleOp, opts: CompileOptions) -> None:
-    """mesh-route and mesh-verify-plmr, with their failures as plmr errors."""
-    from plmr.passes.mesh_route import MeshRoutePass
-    from plmr.passes.mesh_verify import MeshVerifyPlmrPass
-
 def _pack(module: ModuleOp, opts: CompileOptions, plans: list[NestPlan] | None) -> None:
     """mesh-pack-allreduces; the plans of merged nests point at the merged nest."""
     from plmr.passes.mesh_pack import pack_allreduces, update_plans
@@ -205,6 +200,11 @@ def _pack(module: ModuleOp, opts: CompileOptions, plans: list[NestPlan] | None) 
     if plans is not None:
         update_plans(plans, merges)
 
+
+def _route(ctx: Context, module: ModuleOp, opts: CompileOptions) -> None:
+    """mesh-route and mesh-verify-plmr, with their failures as plmr errors."""
+    from plmr.passes.mesh_route import MeshRoutePass
+    from plmr.passes.mesh_verify import MeshVerifyPlmrPass
 
     if not opts.route:
         return
