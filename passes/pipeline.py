@@ -222,7 +222,7 @@ def _tile_for_grid(
     mesh_opts: Options,
     plans: list[NestPlan] | None = None,
 ) -> None:
-    from plmr.lowering.loop_to_tile import ConvertLoopToTilePass
+    from plmr.lowering.loop_to_tile import ConvertLoopToTilePass, may_band
     from plmr.lowering.tile_to_mesh import lower_module
 
     choices: Sequence[tuple[int, int]]
@@ -235,7 +235,10 @@ def _tile_for_grid(
         ]
     best: tuple[float, ModuleOp, list[NestPlan]] | None = None
     first_error: PlmrError | None = None
-    for sizes in choices:
+    # With a grid: also blocked for bands of PEs (the heads over bands, their head
+    # dimension within each), kept when the planner's estimate is lower.
+    banding = [False, True] if opts.fit_tiles and may_band(module, opts.grid) else [False]
+    for sizes, bands in [(s, b) for s in choices for b in banding]:
         trial = module.clone()
         trial_plans: list[NestPlan] = []
         try:
@@ -245,6 +248,7 @@ def _tile_for_grid(
                 nest_tile_sizes=nests,
                 fit=opts.fit_tiles,
                 fit_grid=opts.grid if opts.fit_tiles else (),
+                bands=bands,
             ).apply(ctx, trial)
             cost = lower_module(trial, mesh_opts, trial_plans)
             _pack(trial, opts, trial_plans)

@@ -42,6 +42,7 @@ from plmr.lowering.loop_to_tile.blocks import Blk, Dim, Untileable
 from plmr.lowering.loop_to_tile.program import (
     ConvertLoopToTilePass,
     lower_function,
+    may_band,
     parse_nest_sizes,
 )
 
@@ -52,5 +53,6 @@ __all__ = [
     "Dim",
     "Untileable",
     "lower_function",
+    "may_band",
     "parse_nest_sizes",
 ]

@@ -55,6 +55,11 @@ element (one per PE, the rest of the axis idle) when it occupies at least
 whole when it is smaller than that on every axis (8 heads)."""
 
 
+BAND_MIN_WIDTH = 4
+"""With `bands`: the fewest PEs per band an axis must offer a dimension kept whole as too
+small (`Analysis._too_small`) for it to be cut in blocks of 1 (a loop over bands)."""
+
+
 class Analysis:
     def __init__(
         self,
@@ -64,11 +69,13 @@ class Analysis:
         dims: dict[SSAValue, Dim] | None = None,
         fit: bool = False,
         grid: Sequence[int] = (),
+        bands: bool = False,
     ):
         self.nest = nest
         self.sizes = sizes
         self.fit = fit
         self.grid = tuple(grid)
+        self.bands = bands
         self.order = order
         self.dims: dict[SSAValue, Dim] = {} if dims is None else dims
 
@@ -125,11 +132,20 @@ class Analysis:
             chosen = par[-1:]
         for i in chosen:
             blocks[i] = self._block(p, nest.extents[i])
+        banded = False
         for i in par:
             if i not in chosen and self._too_small(nest.extents[i]):
                 blocks[i] = nest.extents[i]
+                if not banded and self._bandable(nest.extents[i]):
+                    # The outermost: a loop of blocks of 1 the mesh can put over bands.
+                    blocks[i] = 1
+                    banded = True
         self._keep_spare_whole(blocks, p if not red else max(p, r))
         return blocks
+
+    def _bandable(self, extent: int) -> bool:
+        """With `bands`: an axis has room for `extent` bands of `BAND_MIN_WIDTH` PEs."""
+        return self.bands and any(n // extent >= BAND_MIN_WIDTH for n in self.grid)
 
     def _keep_spare_whole(self, blocks: list[int], size: int) -> None:
         """

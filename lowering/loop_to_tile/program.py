@@ -27,6 +27,7 @@ from plmr.dialects.loop import (
     value_shape,
 )
 from plmr.errors import PlmrError
+from plmr.lowering.loop_to_tile.analysis import BAND_MIN_WIDTH, SPLIT_FRACTION
 from plmr.lowering.loop_to_tile.analysis import Analysis as _Analysis
 from plmr.lowering.loop_to_tile.blocks import Dim, Untileable
 from plmr.lowering.loop_to_tile.blocks import Plan as _Plan
@@ -123,6 +124,11 @@ class ConvertLoopToTilePass(ModulePass):
     divisor whose block count an axis divides, or kept whole when no axis can split the
     dimension (see `WHOLE_BLOCKS`)."""
 
+    bands: bool = False
+    """With `fit-grid`: the outermost parallel dimension too short for an axis (8 KV
+    heads on 420 PEs) is cut in blocks of 1 instead of kept whole, a loop the mesh
+    partitioner can put over bands of PEs (`analysis.BAND_MIN_WIDTH`)."""
+
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         sizes = _sizes(self.tile_sizes, "tile-sizes")
         overrides = parse_nest_sizes(self.nest_tile_sizes)
@@ -133,7 +139,30 @@ class ConvertLoopToTilePass(ModulePass):
             )
         for fn in op.ops:
             if isinstance(fn, func.FuncOp) and fn.body.blocks:
-                lower_function(fn, sizes, overrides, self.fit, self.fit_grid)
+                lower_function(
+                    fn, sizes, overrides, self.fit, self.fit_grid, bands=self.bands
+                )
+
+
+def may_band(module: ModuleOp, grid: Sequence[int]) -> bool:
+    """
+    Whether `bands` changes the blocking of some nest of `module` on `grid`: a parallel
+    dimension too short for every axis (`Analysis._too_small`) with room for bands of
+    `BAND_MIN_WIDTH` PEs on one.
+    """
+    axes = [n for n in grid if n > 1]
+    if not axes:
+        return False
+    for op in module.walk():
+        if not isinstance(op, NestOp) or isinstance(op.parent_op(), NestOp):
+            continue
+        for i in op.parallel_dims:
+            e = op.extents[i]
+            if e <= 1 or any(e % n == 0 or e * SPLIT_FRACTION >= n for n in axes):
+                continue
+            if any(n // e >= BAND_MIN_WIDTH for n in axes):
+                return True
+    return False
 
 
 def _sizes(values: Sequence[int], what: str) -> tuple[int, int]:
@@ -172,6 +201,7 @@ def lower_function(
     overrides: dict[str, tuple[int, int]] | None = None,
     fit: bool = False,
     grid: Sequence[int] = (),
+    bands: bool = False,
 ) -> None:
     """Replaces every top-level nest of `fn` that can be blocked by its tile program."""
     block = fn.body.block
@@ -186,7 +216,7 @@ def lower_function(
                 chosen = overrides[result.name_hint]
                 break
         try:
-            analysis = _Analysis(nest, chosen, order, fit=fit, grid=grid)
+            analysis = _Analysis(nest, chosen, order, fit=fit, grid=grid, bands=bands)
             plan = analysis.run()
             epilogue = _epilogue_of(nest, analysis)
             _replace(nest, plan, epilogue, order)

@@ -24,7 +24,67 @@ GEMV_CHOICES = ("ktree", "pipeline", "ring", "auto")
 one line (`segments.allreduce_choice`)."""
 
 Layout = tuple[str, ...]
-"""Per tensor dim: `y`, `x` or `-` (whole)."""
+"""
+Per tensor dim: `y`, `x` or `-` (whole); in a banded layout (`#mesh.layout<..., band a
+W>`) `a/W` for the dim split over the bands of W PEs along `a` and `a%W` for the dim
+blocked within each band (`band_entry`).
+"""
+
+
+def band_entry(axis: str, width: int, inner: bool) -> str:
+    """The layout entry of a dim over the bands (`y/52`) or within them (`y%52`)."""
+    return f"{axis}{'%' if inner else '/'}{width}"
+
+
+def entry_axis(entry: str) -> str:
+    """The mesh axis of a layout entry (`-` for a whole dim)."""
+    return entry[0]
+
+
+def entry_band(entry: str) -> tuple[int, bool] | None:
+    """The band width of a banded entry and whether it is the inner dim; else None."""
+    if len(entry) < 2:
+        return None
+    return int(entry[2:]), entry[1] == "%"
+
+
+def entry_parts(entry: str, grid: Sequence[int]) -> int:
+    """
+    How many blocks a layout entry cuts its dim into on a `[rows, cols]` grid: 1 whole,
+    the axis's PEs split, the band count over the bands, the band width within them.
+    """
+    if entry == "-":
+        return 1
+    n = grid[0] if entry[0] == "y" else grid[1]
+    band = entry_band(entry)
+    if band is None:
+        return n
+    width, inner = band
+    return width if inner else max(1, n // width)
+
+
+def layout_band(layout: Sequence[str]) -> tuple[str, int] | None:
+    """The banded axis and band width of a layout, if any."""
+    for e in layout:
+        band = entry_band(e)
+        if band is not None:
+            return e[0], band[0]
+    return None
+
+
+def plain_axes(layout: Sequence[str]) -> list[str]:
+    """The layout's entries as `#mesh.layout` spells them (the band apart)."""
+    return [e if e == "-" else e[0] for e in layout]
+
+
+def layout_from_attr(dims: Sequence[str], band: tuple[str, int] | None) -> Layout:
+    """The planner's layout of a `#mesh.layout` (its dims and band)."""
+    if band is None:
+        return tuple(dims)
+    on = [j for j, d in enumerate(dims) if d == band[0]]
+    return tuple(
+        band_entry(d, band[1], j != on[0]) if j in on else d for j, d in enumerate(dims)
+    )
 
 
 # ---------------------------------------------------------------------------------------
@@ -44,7 +104,8 @@ class Options:
     """K-tree groups of the first phase (0: the default, about √n)."""
 
     def n(self, axis: str) -> int:
-        return self.grid[0] if axis == "y" else self.grid[1]
+        """PEs along `axis` (or along the axis of a banded layout entry)."""
+        return self.grid[0] if axis[:1] == "y" else self.grid[1]
 
 
 def other_axis(axis: str) -> str:

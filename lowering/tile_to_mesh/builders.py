@@ -15,7 +15,13 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Attribute, SSAValue
 
 from plmr.dialects import mesh
-from plmr.lowering.tile_to_mesh.analysis import Layout, Options
+from plmr.lowering.tile_to_mesh.analysis import (
+    Layout,
+    Options,
+    layout_band,
+    layout_from_attr,
+    plain_axes,
+)
 
 
 def const_index(b: Builder, value: int) -> SSAValue:
@@ -54,8 +60,19 @@ def dist_type(
     assert isinstance(t, TensorType)
     return mesh.DistType(
         t,  # pyright: ignore[reportUnknownArgumentType]
-        mesh.LayoutAttr(list(layout), skew=skew, ring=ring, chunks=chunks),
+        mesh.LayoutAttr(
+            plain_axes(layout),
+            skew=skew,
+            ring=ring,
+            chunks=chunks,
+            band=layout_band(layout),
+        ),
     )
+
+
+def layout_of(dist: mesh.DistType) -> Layout:
+    """The planner's layout of a distributed value (band entries included)."""
+    return layout_from_attr(dist.layout.axes, dist.layout.band)
 
 
 def ktree_groups(opts: Options, axis: str) -> int | None:

@@ -12,10 +12,20 @@ from xdsl.ir import Operation, SSAValue
 
 from plmr.dialects import tile
 from plmr.dialects.graph import static_shape
-from plmr.lowering.tile_to_mesh.analysis import Layout, Nest, Options
+from plmr.lowering.tile_to_mesh.analysis import (
+    Layout,
+    Nest,
+    Options,
+    entry_parts,
+    layout_band,
+)
 from plmr.lowering.tile_to_mesh.analysis import other_axis as _other
 from plmr.lowering.tile_to_mesh.mapping import Mapping
-from plmr.lowering.tile_to_mesh.segments import segment_of
+from plmr.lowering.tile_to_mesh.segments import (
+    band_allreduce_cycles,
+    line_cycles_of,
+    segment_of,
+)
 from plmr.runtime.interpreter import op_cycles
 
 
@@ -37,11 +47,7 @@ class CostModel:
         parent = op.parent_op()
         while parent is not None and parent is not stop:
             if isinstance(parent, tile.ForOp):
-                t = parent.trip_count
-                axis = m.axis_of(parent)
-                if axis is not None:
-                    t = -(-t // self.opts.n(axis))
-                trips *= t
+                trips *= -(-parent.trip_count // m.parts(parent, self.opts))
             parent = parent.parent_op()
         return trips
 
@@ -70,8 +76,9 @@ class CostModel:
                 axis = m.axis_of(red)
                 assert axis is not None
                 stages = 2 * max(1, math.ceil(math.log2(opts.n(axis))))
-                # Within the PEs holding data when the loop is shorter than the axis.
-                within = segment_of(red, accs // 4, axis, opts)[1]
+                # Within the PEs holding data when the loop is shorter than the axis,
+                # or within each band.
+                within = self._within(m, red, accs // 4, axis)
                 each = count * stages * message(accs) * within
                 # Or one allreduce per output block at the end (fewer, larger messages).
                 kinds = self.deferred_kinds if count > 1 else None
@@ -80,8 +87,7 @@ class CostModel:
                     for o, lay in zip(nest.outputs, m.outputs, strict=True)
                 ]
                 once = sum(
-                    stages * message(b) * segment_of(red, b // 4, axis, opts)[1]
-                    for b in outs
+                    stages * message(b) * self._within(m, red, b // 4, axis) for b in outs
                 )
                 m.deferred = kinds if kinds is not None and once < each else None
                 comm += each if m.deferred is None else once
@@ -133,6 +139,17 @@ class CostModel:
                 comm += comm - before
         return compute + comm
 
+    def _within(self, m: Mapping, red: tile.ForOp, elems: int, axis: str) -> float:
+        """The cycles of the reduction's allreduce over those of one along the axis."""
+        found = m.band_of(red)
+        if found is None:
+            return segment_of(red, elems, axis, self.opts)[1]
+        band, inner = found
+        if not inner or band.outer.kind.data != tile.LoopKind.PARALLEL:
+            return 1.0
+        whole = line_cycles_of(self.opts, axis, elems)
+        return band_allreduce_cycles(self.opts, axis, elems, band.width) / whole
+
     def _indexed_by_reduction(self, src: SSAValue) -> bool:
         """Whether the nest reads `src` at the reduction's index (the keys' side)."""
         r = self.nest.reduction_var
@@ -148,7 +165,7 @@ def diagonal_move(
     (`_NestEmitter._from_diagonal`), so one block moves, not a strip.
     """
     a = have[j]
-    if a == "-":
+    if a == "-" or layout_band(have) is not None or layout_band(want) is not None:
         return False
     o = _other(a)
     return (
@@ -179,8 +196,5 @@ def _bytes(value: SSAValue) -> int:
 
 def block_bytes(value: SSAValue, layout: Layout, grid: tuple[int, int]) -> int:
     shape = static_shape(value, "value")
-    per = [
-        s if a == "-" else -(-s // (grid[0] if a == "y" else grid[1]))
-        for s, a in zip(shape, layout, strict=True)
-    ]
+    per = [-(-s // entry_parts(a, grid)) for s, a in zip(shape, layout, strict=True)]
     return math.prod(per) * 4

@@ -31,12 +31,12 @@ from plmr.lowering.tile_to_mesh.analysis import (
     initial_fill,
 )
 from plmr.lowering.tile_to_mesh.analysis import is_global as _is_global
-from plmr.lowering.tile_to_mesh.analysis import splits_unevenly as _uneven
 from plmr.lowering.tile_to_mesh.batching import epilogue
 from plmr.lowering.tile_to_mesh.builders import add_index as _add
 from plmr.lowering.tile_to_mesh.builders import const_index as _index
 from plmr.lowering.tile_to_mesh.builders import dist_type as _dist
 from plmr.lowering.tile_to_mesh.builders import element_type as _elt
+from plmr.lowering.tile_to_mesh.builders import layout_of as _layout_of
 from plmr.lowering.tile_to_mesh.builders import mul_index as _mul
 from plmr.lowering.tile_to_mesh.builders import ring_for as _ring_for
 from plmr.lowering.tile_to_mesh.cost import cannon_skew as _cannon_skew
@@ -98,6 +98,7 @@ class NestEmitter(Relayout):
         self.loads = {ld.op: ld for ld in nest.loads}
         self.epilogue: set[Operation] = set()
         """Straight-line ops after the nest emitted at the end of its spmd."""
+        self.band_coords = {}
 
     def _skew_of(self, src: SSAValue) -> tuple[str, str, int]:
         if not self.skew or src not in self.m.paths:
@@ -140,7 +141,7 @@ class NestEmitter(Relayout):
         ):
             d = value.type
             assert isinstance(d, mesh.DistType)
-            have = tuple(d.layout.axes)
+            have = _layout_of(d)
             already = (
                 have == layout
                 and (d.layout.skew.data, d.layout.ring.data, d.layout.chunks.data) == skew
@@ -158,9 +159,7 @@ class NestEmitter(Relayout):
             axis = m.axis_of(nest.reduction)
             assert axis is not None
             results = [
-                reduction_allreduce(
-                    b, kind, r, axis, opts, segment_for(nest.reduction, r, axis, opts)
-                )
+                self._allreduce(kind, r, nest.reduction, axis)
                 for kind, r in zip(m.deferred, results, strict=True)
             ]
         extra = self._emit_epilogue(inputs, results)
@@ -238,9 +237,12 @@ class NestEmitter(Relayout):
         if loop is self.nest.reduction and m.mode == "rotate":
             return self._emit_rotation(loop, inits)
         lb, ub, step = loop.lb.value.data, loop.ub.value.data, loop.step.value.data
-        uneven = axis is not None and _uneven(loop, opts.n(axis))
+        parts = m.parts(loop, opts)
+        uneven = axis is not None and (
+            loop.trip_count % parts != 0 or self._band_padding(loop)
+        )
         if axis is not None:
-            lb, ub = 0, -(-loop.trip_count // opts.n(axis)) * step
+            lb, ub = 0, -(-loop.trip_count // parts) * step
         body = Block(arg_types=[IndexType(), *(v.type for v in inits)])
         outer = self.b
         self.b = Builder(InsertPoint.at_end(body))
@@ -249,7 +251,7 @@ class NestEmitter(Relayout):
         iv.name_hint = old.args[0].name_hint
         valid: SSAValue | None = None
         if axis is not None:
-            origin = _mul(self.b, self.coord[axis], ub)
+            origin = _mul(self.b, self._loop_coord(loop, axis), ub)
             index = _add(self.b, origin, iv)
             if uneven:
                 # Past the end: padding. Clamp the index for whatever reads it whole,
@@ -300,14 +302,49 @@ class NestEmitter(Relayout):
             kinds = _plain_accumulators(loop)
             assert kinds is not None
             results = [
-                reduction_allreduce(
-                    self.b, kind, r, axis, opts, segment_for(loop, r, axis, opts)
-                )
+                self._allreduce(kind, r, loop, axis)
                 for kind, r in zip(kinds, results, strict=True)
             ]
         for o, n in zip(loop.res, results, strict=True):
             self.vmap[o] = n
         return list[SSAValue](results)
+
+    def _loop_coord(self, loop: tile.ForOp, axis: str) -> SSAValue:
+        """This PE's part of a split loop: its coordinate, or its band / place in it."""
+        found = self.m.band_of(loop)
+        if found is None:
+            return self.coord[axis]
+        band, inner = found
+        return self._band_coord(axis, band.width, inner)
+
+    def _band_padding(self, loop: tile.ForOp) -> bool:
+        """Whether `loop` is over bands that leave PEs past the last band."""
+        found = self.m.band_of(loop)
+        if found is None or found[1]:
+            return False
+        axis = self.m.axis_of(loop)
+        assert axis is not None
+        n, width = self.opts.n(axis), found[0].width
+        return (n // width) * width < n
+
+    def _allreduce(
+        self, kind: str, value: SSAValue, loop: tile.ForOp, axis: str
+    ) -> SSAValue:
+        """
+        The allreduce of the reduction `loop`'s partial results: within each band when
+        the loop is blocked within bands over a parallel loop, along the whole axis when
+        both loops of the band reduce, else as `segments.segment_for` decides.
+        """
+        found = self.m.band_of(loop)
+        if found is None:
+            segment = segment_for(loop, value, axis, self.opts)
+            return reduction_allreduce(self.b, kind, value, axis, self.opts, segment)
+        band, inner = found
+        if inner and band.outer.kind.data == tile.LoopKind.PARALLEL:
+            return reduction_allreduce(
+                self.b, kind, value, axis, self.opts, band.width, spread=False
+            )
+        return reduction_allreduce(self.b, kind, value, axis, self.opts, None)
 
     def _emit_rotation(self, loop: tile.ForOp, inits: list[SSAValue]) -> list[SSAValue]:
         """The reduction as steps over circulating chunks (Cannon / MeshGEMM / SUMMA)."""
@@ -539,6 +576,7 @@ class StraightEmitter(NestEmitter):
         self.loads = {}
         self.skew = False
         self.ring = "torus"
+        self.band_coords = {}
 
     def emit(self) -> mesh.SpmdOp:
         low, opts = self.low, self.opts
@@ -587,7 +625,7 @@ class StraightEmitter(NestEmitter):
             d = value.type
             assert isinstance(d, mesh.DistType)
             whole = tuple("-" for _ in static_shape(src, "input"))
-            have = tuple(d.layout.axes)
+            have = _layout_of(d)
             block: SSAValue = arg
             if have != whole:
                 block = self._relayout(src, arg, have, whole, ("", "", 0))

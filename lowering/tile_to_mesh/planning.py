@@ -15,13 +15,22 @@ from xdsl.ir import SSAValue
 from plmr.dialects import mesh, tile
 from plmr.dialects.graph import static_shape
 from plmr.errors import PlmrError
-from plmr.lowering.tile_to_mesh.analysis import Composite, Layout, Load, Nest, Options
+from plmr.lowering.tile_to_mesh.analysis import (
+    Composite,
+    Layout,
+    Load,
+    Nest,
+    Options,
+    band_entry,
+    entry_band,
+    layout_band,
+)
 from plmr.lowering.tile_to_mesh.analysis import depends_on as _depends_on
 from plmr.lowering.tile_to_mesh.analysis import splits_unevenly as _uneven
 from plmr.lowering.tile_to_mesh.batching import deferrable
 from plmr.lowering.tile_to_mesh.cost import CostModel
 from plmr.lowering.tile_to_mesh.cost import block_bytes as _block_bytes
-from plmr.lowering.tile_to_mesh.mapping import Mapping
+from plmr.lowering.tile_to_mesh.mapping import Band, Mapping
 from plmr.lowering.tile_to_mesh.rolling_merge import rolling_roles
 
 _PLAIN = {"add": "sum", "max": "max", "min": "min"}
@@ -37,7 +46,8 @@ class NestPlan:
     loops: tuple[tuple[str, int], ...]
     """The nest's parallel loops, then its reduction: (name, blocks)."""
     axes: tuple[tuple[str, str], ...]
-    """(mesh axis, loop name) for every split loop."""
+    """(mesh axis, loop name) for every split loop (a banded loop: its layout entry,
+    `y/52` over bands of 52 PEs along y, `y%52` within them)."""
     mode: str
     """`local`, `allreduce` or `rotate`."""
     estimate: float
@@ -68,6 +78,60 @@ def _extent_ok(loop: tile.ForOp, n: int) -> bool:
         return True
     step = loop.step.value.data
     return -(-trips // n) * step == -(-(trips * step) // n)
+
+
+def split_entries(
+    axes: dict[str, tile.ForOp], bands: dict[str, Band]
+) -> list[tuple[str, tile.ForOp]]:
+    """The layout entry of every split loop: its axis, or its band entry."""
+    out: list[tuple[str, tile.ForOp]] = []
+    for a, lp in axes.items():
+        band = bands.get(a)
+        if band is None:
+            out.append((a, lp))
+            continue
+        out.append((band_entry(a, band.width, False), band.outer))
+        if band.inner is not None:
+            out.append((band_entry(a, band.width, True), band.inner))
+    return out
+
+
+def _legal_band(layout: Layout) -> Layout:
+    """
+    A banded layout `#mesh.layout` can spell: the dim over the bands before the one
+    within them, and not the inner one alone (such dims are kept whole).
+    """
+    outer = [
+        j for j, e in enumerate(layout) if (b := entry_band(e)) is not None and not b[1]
+    ]
+    inner = [j for j, e in enumerate(layout) if (b := entry_band(e)) is not None and b[1]]
+    if not inner or (outer and outer[0] < inner[0]):
+        return layout
+    return tuple("-" if j in inner or j in outer else e for j, e in enumerate(layout))
+
+
+def _nested_reductions(red: tile.ForOp | None) -> list[tile.ForOp]:
+    """Reduction loops directly in the body of `red`."""
+    if red is None:
+        return []
+    return [
+        op
+        for op in red.body.block.ops
+        if isinstance(op, tile.ForOp) and op.kind.data == tile.LoopKind.REDUCTION
+    ]
+
+
+def _fits(loop: tile.ForOp, parts: int) -> bool:
+    """
+    Whether `loop` splits into `parts` (a band count or width) with each part's blocks
+    exactly its block of the padded layout (`ceil(extent / parts)` elements).
+    """
+    trips, step = loop.trip_count, loop.step.value.data
+    return (
+        loop.lb.value.data == 0
+        and trips >= 2
+        and -(-trips // parts) * step == -(-(trips * step) // parts)
+    )
 
 
 def plain_accumulators(red: tile.ForOp) -> list[str] | None:
@@ -155,13 +219,19 @@ class Planner(CostModel):
 
     # -- layouts ----------------------------------------------------------------------
 
-    def _output_layouts(self, axes: dict[str, tile.ForOp]) -> list[Layout] | None:
+    def _output_layouts(
+        self, axes: dict[str, tile.ForOp], bands: dict[str, Band] | None = None
+    ) -> list[Layout] | None:
         layouts: list[Layout] = []
-        par = {a: lp for a, lp in axes.items() if lp.kind.data == tile.LoopKind.PARALLEL}
+        par = [
+            (e, lp)
+            for e, lp in split_entries(axes, bands or {})
+            if lp.kind.data == tile.LoopKind.PARALLEL
+        ]
         for k, out in enumerate(self.nest.outputs):
             shape = static_shape(out, "output")
             dims = ["-"] * len(shape)
-            for a, loop in par.items():
+            for a, loop in par:
                 hits: set[int] = set()
                 for st in self.nest.stores.get(k, []):
                     blk = static_shape(st.block, "block")
@@ -178,15 +248,21 @@ class Planner(CostModel):
                 if len(hits) != 1:
                     return None
                 dims[hits.pop()] = a
-            layouts.append(tuple(dims))
+            layout = tuple(dims)
+            if _legal_band(layout) != layout:
+                return None
+            layouts.append(layout)
         return layouts
 
-    def _load_layout(self, ld: Load, axes: dict[str, tile.ForOp]) -> Layout:
+    def _load_layout(
+        self, ld: Load, axes: dict[str, tile.ForOp], bands: dict[str, Band] | None = None
+    ) -> Layout:
         shape = static_shape(ld.source, "source")
         blk = static_shape(ld.op.result, "block")
         dims = ["-"] * len(shape)
-        mapped = {lp.induction_var for lp in axes.values()}
-        for a, loop in axes.items():
+        entries = split_entries(axes, bands or {})
+        mapped = {lp.induction_var for _, lp in entries}
+        for a, loop in entries:
             for j, v in enumerate(ld.indices):
                 direct = (
                     v is loop.induction_var
@@ -195,7 +271,8 @@ class Planner(CostModel):
                 )
                 n = self.opts.n(a)
                 chunked = (
-                    isinstance(v, Composite)
+                    entry_band(a) is None
+                    and isinstance(v, Composite)
                     and v.outer is loop.induction_var
                     and v.inner not in mapped
                     and shape[j] == loop.trip_count * v.scale
@@ -203,7 +280,7 @@ class Planner(CostModel):
                 )
                 if direct or chunked:
                     dims[j] = a if a not in dims else "-"
-        return tuple(dims)
+        return _legal_band(tuple(dims))
 
     def _merge(self, layouts: dict[SSAValue, list[Layout]]) -> dict[SSAValue, Layout]:
         out: dict[SSAValue, Layout] = {}
@@ -251,6 +328,86 @@ class Planner(CostModel):
                     rot = self._rotation(axes, outs)
                     if rot is not None:
                         result.append(self._finish(rot))
+        return result + self._band_candidates()
+
+    # -- bands ------------------------------------------------------------------------
+
+    def _band_options(self, axis: str) -> list[Band]:
+        """
+        The bands `axis` can hold: an outer loop of at least two blocks over bands of
+        `n // blocks` PEs (at least two each), and an inner loop blocked within each band
+        or none (when an operand is banded so already). Both parallel; the outer parallel and the inner the reduction (reduced
+        within each band); or both reductions (the reduction and one nested in it,
+        reduced along the whole axis).
+        """
+        nest, n = self.nest, self.opts.n(axis)
+        red = nest.reduction
+        nested = _nested_reductions(red) if red is not None else []
+        loops = [*nest.chain, *([red] if red is not None else []), *nested]
+        placed = {layout_band(self.placed[v]) for v in nest.globals if v in self.placed}
+        out: list[Band] = []
+        for outer in loops:
+            trips = outer.trip_count
+            if outer.lb.value.data != 0 or trips < 2 or n // trips < 2:
+                continue
+            width = n // trips
+            if not _fits(outer, n // width):
+                continue
+            par = outer.kind.data == tile.LoopKind.PARALLEL
+            if not par and outer is not red and outer not in nested:
+                continue
+            for inner in [None, *loops]:
+                if inner is outer:
+                    continue
+                if inner is None:
+                    # Replicated within each band: only to read values left banded.
+                    if par and (axis, width) in placed:
+                        out.append(Band(outer, None, width))
+                    continue
+                if not _fits(inner, width):
+                    continue
+                inner_par = inner.kind.data == tile.LoopKind.PARALLEL
+                if par and (inner_par or inner is red):
+                    out.append(Band(outer, inner, width))
+                elif not par and not inner_par and red in (outer, inner):
+                    out.append(Band(outer, inner, width))
+        return out
+
+    def _band_candidates(self) -> list[Mapping]:
+        """Mappings with a band on one axis and a loop (or none) on the other."""
+        nest, opts = self.nest, self.opts
+        red = nest.reduction
+        kinds = plain_accumulators(red) if red is not None else None
+        result: list[Mapping] = []
+        for a in ("y", "x"):
+            o = "x" if a == "y" else "y"
+            others: list[tile.ForOp | None] = [None]
+            others += [lp for lp in nest.chain if _extent_ok(lp, opts.n(o))]
+            if red is not None and kinds is not None and _extent_ok(red, opts.n(o)):
+                others.append(red)
+            for band in self._band_options(a):
+                in_band = {band.outer, band.inner}
+                reduces = red is not None and red in in_band
+                if not reduces and in_band & set(_nested_reductions(red)):
+                    continue
+                if reduces and kinds is None:
+                    continue
+                for other in others:
+                    if other is not None and other in in_band:
+                        continue
+                    if reduces and other is not None and other is red:
+                        continue
+                    axes = {a: band.outer}
+                    if other is not None:
+                        axes[o] = other
+                    bands = {a: band}
+                    outs = self._output_layouts(axes, bands)
+                    if outs is None:
+                        continue
+                    split_red = red is not None and other is red
+                    mode = "allreduce" if reduces or split_red else "local"
+                    m = Mapping(axes, mode, outputs=outs, bands=bands)
+                    result.append(self._finish(m))
         return result
 
     def _rotation(self, axes: dict[str, tile.ForOp], outs: list[Layout]) -> Mapping | None:
@@ -312,7 +469,7 @@ class Planner(CostModel):
         per_load: dict[SSAValue, list[Layout]] = {}
         for ld in nest.loads:
             axes = {a: lp for a, lp in m.axes.items()}
-            layout = self._load_layout(ld, axes)
+            layout = self._load_layout(ld, axes, m.bands)
             if m.mode == "rotate" and ld.source in m.paths:
                 j = next(j for j, v in enumerate(ld.indices) if v is nest.reduction_var)
                 layout = tuple(
@@ -326,7 +483,7 @@ class Planner(CostModel):
             per_load.setdefault(whole, []).append(
                 tuple("-" for _ in static_shape(whole, "value"))
             )
-        m.layouts = self._merge(per_load)
+        m.layouts = {src: _legal_band(lay) for src, lay in self._merge(per_load).items()}
         if m.mode == "rotate":
             for src, path in m.paths.items():
                 if path not in m.layouts[src]:

@@ -41,6 +41,7 @@ from plmr.lowering.tile_to_mesh.emit import StraightEmitter as _StraightEmitter
 from plmr.lowering.tile_to_mesh.host_slices import HostSlice, slice_host_reads
 from plmr.lowering.tile_to_mesh.planning import NestPlan
 from plmr.lowering.tile_to_mesh.planning import Planner as _Planner
+from plmr.lowering.tile_to_mesh.planning import split_entries as _entries
 from plmr.runtime.device import get_device
 from plmr.runtime.running import (
     ARG_NAMES_ATTR,
@@ -190,11 +191,15 @@ class FunctionLowering:
                 self.absorbed |= emitter.epilogue
                 self.cost += m.cost
                 loops = [*nest.chain, *([nest.reduction] if nest.reduction else [])]
+                loops += [lp for lp in m.loops() if lp not in loops]
                 self.plans.append(
                     NestPlan(
                         nest.outputs[0].name_hint or "?",
                         tuple((_loop_name(lp), lp.trip_count) for lp in loops),
-                        tuple((a, _loop_name(lp)) for a, lp in sorted(m.axes.items())),
+                        tuple(
+                            (e, _loop_name(lp))
+                            for e, lp in sorted(_entries(m.axes, m.bands))
+                        ),
                         m.mode,
                         m.cost,
                         spmd,

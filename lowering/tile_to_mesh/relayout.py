@@ -19,7 +19,13 @@ from xdsl.rewriter import InsertPoint
 
 from plmr.dialects import mesh, tile
 from plmr.dialects.graph import static_shape
-from plmr.lowering.tile_to_mesh.analysis import Layout, Options
+from plmr.lowering.tile_to_mesh.analysis import (
+    Layout,
+    Options,
+    entry_band,
+    entry_parts,
+    layout_band,
+)
 from plmr.lowering.tile_to_mesh.analysis import other_axis as _other
 from plmr.lowering.tile_to_mesh.builders import add_index as _add
 from plmr.lowering.tile_to_mesh.builders import const_index as _index
@@ -40,9 +46,85 @@ class Relayout:
     """
 
     b: Builder
+    entry: Builder
     opts: Options
     m: Mapping
     coord: dict[str, SSAValue]
+    band_coords: dict[tuple[str, int, bool], SSAValue]
+
+    def _band_coord(self, axis: str, width: int, inner: bool) -> SSAValue:
+        """`p % width` (the place in the band) or `p // width` (the band) along `axis`."""
+        key = (axis, width, inner)
+        found = self.band_coords.get(key)
+        if found is not None:
+            return found
+        b = self.entry
+        w = _index(b, width)
+        op = (
+            arith.RemUIOp(self.coord[axis], w)
+            if inner
+            else arith.DivUIOp(self.coord[axis], w)
+        )
+        value = b.insert(op).result
+        self.band_coords[key] = value
+        return value
+
+    def _entry_coord(self, entry: str) -> SSAValue:
+        """This PE's block index along the dim a layout entry splits."""
+        band = entry_band(entry)
+        if band is None:
+            return self.coord[entry]
+        return self._band_coord(entry[0], band[0], band[1])
+
+    def _gather_bands(self, src: SSAValue, value: SSAValue, cur: list[str]) -> SSAValue:
+        """
+        Makes the dims of a banded layout whole: each band's first PE (with an inner dim:
+        every PE of a band) puts its block in place in a zero tensor, the PEs past the
+        last band put zeros, and a sum along the axis delivers every block to every PE.
+        """
+        b, opts = self.b, self.opts
+        band = layout_band(cur)
+        assert band is not None
+        axis, width = band
+        shape = static_shape(src, "source")
+        dims = [j for j, e in enumerate(cur) if entry_band(e) is not None]
+        cur_shape = self._shape(shape, cur)
+        full = list(cur_shape)
+        offs = [_index(b, 0) for _ in shape]
+        for j in dims:
+            full[j] = cur_shape[j] * entry_parts(cur[j], opts.grid)
+            offs[j] = _mul(b, self._entry_coord(cur[j]), cur_shape[j])
+        zero = b.insert(tile.FillOp(0.0, TensorType(_elt(src), full))).result
+        stored = b.insert(tile.StoreOp(value, zero, offs)).result
+        n = opts.n(axis)
+        bands = n // width
+        owner: SSAValue | None = None
+        if bands * width < n:
+            owner = b.insert(
+                arith.CmpiOp(self.coord[axis], _index(b, bands * width), "ult")
+            ).result
+        inner = [j for j in dims if (e := entry_band(cur[j])) is not None and e[1]]
+        if not inner:
+            first = b.insert(
+                arith.CmpiOp(self._band_coord(axis, width, True), _index(b, 0), "eq")
+            ).result
+            owner = first if owner is None else b.insert(arith.AndIOp(owner, first)).result
+        if owner is not None:
+            stored = b.insert(tile.SelectOp(owner, stored, zero)).result
+        elems = math.prod(full)
+        value = b.insert(
+            mesh.AllreduceOp("sum", stored, axis, *allreduce_choice(opts, axis, elems))
+        ).result
+        if any(full[j] != shape[j] for j in dims):
+            exact = list(full)
+            for j in dims:
+                exact[j] = shape[j]
+            value = b.insert(
+                tile.LoadOp(value, [_index(b, 0) for _ in shape], exact)
+            ).result
+        for j in dims:
+            cur[j] = "-"
+        return value
 
     def _relayout(
         self,
@@ -58,7 +140,9 @@ class Relayout:
         cur = list(have)
         value = blk
         skew_done = False
-        for j, a in enumerate(have):
+        if layout_band(have) is not None:
+            value = self._gather_bands(src, value, cur)
+        for j, a in enumerate(cur):
             if a == "-" or (want[j] == a and skew[0] != a):
                 continue
             if want[j] == a and _ring_realignable(skew, opts):
@@ -111,14 +195,14 @@ class Relayout:
         for j, a in enumerate(want):
             if a == "-" or cur[j] == a or skew[0] == a:
                 continue
-            size = -(-shape[j] // opts.n(a))
+            parts = entry_parts(a, opts.grid)
+            size = -(-shape[j] // parts)
             owners = -(-shape[j] // size)
-            offs[j] = _mul(b, self.coord[a], size)
-            if owners < opts.n(a):
+            coord = self._entry_coord(a)
+            offs[j] = _mul(b, coord, size)
+            if owners < parts:
                 # The PEs past the last block take padding (the first block's place).
-                owner = b.insert(
-                    arith.CmpiOp(self.coord[a], _index(b, owners), "ult")
-                ).result
+                owner = b.insert(arith.CmpiOp(coord, _index(b, owners), "ult")).result
                 offs[j] = b.insert(arith.SelectOp(owner, offs[j], _index(b, 0))).result
             padded[j] = size * owners
             target[j] = a
@@ -243,6 +327,6 @@ class Relayout:
 
     def _shape(self, shape: Sequence[int], layout: Sequence[str]) -> list[int]:
         return [
-            s if a == "-" else -(-s // self.opts.n(a))
+            -(-s // entry_parts(a, self.opts.grid))
             for s, a in zip(shape, layout, strict=True)
         ]

@@ -124,6 +124,35 @@ def line_allreduce_cycles(
     return float(spread.max())
 
 
+def band_allreduce_cycles(opts: Options, axis: str, elems: int, width: int) -> float:
+    """
+    Cycles on one line of the allreduce of `elems` values per PE within every band of
+    `width` PEs along `axis` (`mesh.allreduce ... segment = width`, no multicast).
+    """
+    algorithm, k, groups = allreduce_choice(opts, axis, elems, width)
+    return band_line_cycles(
+        opts.device_spec, opts.n(axis), elems, algorithm, k, groups, width
+    )
+
+
+@lru_cache(maxsize=1024)
+def band_line_cycles(
+    device: str,
+    n: int,
+    elems: int,
+    algorithm: str,
+    k: int,
+    groups: int | None,
+    width: int,
+) -> float:
+    """The runtime's timing of an allreduce within every segment of `width` PEs."""
+    inside = allreduce_plan(
+        width, algorithm, k, None if groups is None else min(groups, width)
+    )
+    dev = get_device(device)
+    return float(line_cycles(segmented_plan(inside, n), elems, dev).max())
+
+
 def reduction_allreduce(
     b: Builder,
     kind: str,
@@ -131,11 +160,13 @@ def reduction_allreduce(
     axis: str,
     opts: Options,
     segment: int | None,
+    spread: bool = True,
 ) -> SSAValue:
     """
     The allreduce of the partial results `value` of a reduction split over `axis`: over
-    the whole axis, or within the `segment` of PEs holding data and then multicast from
-    its last PE.
+    the whole axis, or within the `segment` of PEs holding data and then (`spread`)
+    multicast from its last PE; without `spread`, within every segment (the bands of a
+    banded layout, each reducing its own blocks).
     """
     elems = math.prod(static_shape(value, "value"))
     algorithm, k, groups = allreduce_choice(opts, axis, elems, segment)
@@ -144,4 +175,6 @@ def reduction_allreduce(
     part = b.insert(
         mesh.AllreduceOp(kind, value, axis, algorithm, k, groups, segment)
     ).result
+    if not spread:
+        return part
     return b.insert(mesh.BroadcastOp(part, axis, const_index(b, segment - 1))).result
