@@ -48,6 +48,11 @@ def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
 
         return GraphCanonicalizePass
 
+    def graph_defer_norm_scale() -> type[ModulePass]:
+        from plmr.passes.norm_defer import GraphDeferNormScalePass
+
+        return GraphDeferNormScalePass
+
     def transpose_elim() -> type[ModulePass]:
         from plmr.passes.transpose_elim import TransposeElimPass
 
@@ -82,6 +87,7 @@ def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
         "graph-canonicalize": graph_canonicalize,
         "taso-substitute": taso_substitute,
         "transpose-elim": transpose_elim,
+        "graph-defer-norm-scale": graph_defer_norm_scale,
         "mesh-route": mesh_route,
         "mesh-verify-plmr": mesh_verify_plmr,
         "convert-graph-to-loop": convert_graph_to_loop,

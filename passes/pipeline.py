@@ -51,6 +51,8 @@ class CompileOptions:
     substitute: bool = True
     alpha: float = 1.05
     eliminate_transposes: bool = True
+    defer_norm_scale: bool = True
+    """Divide by each RMSNorm's RMS after the matmul that reads it (graph-defer-norm-scale)."""
     chunks: int = 4
     budget: int = 100
     engine: str = "eqsat"
@@ -106,6 +108,7 @@ def to_loop_level(ctx: Context, module: ModuleOp, opts: CompileOptions) -> Modul
     from plmr.passes.graph_canonicalize import GraphCanonicalizePass
     from plmr.passes.loop_indices import LoopSimplifyIndicesPass
     from plmr.passes.neptune.fuse import NeptuneFusePass
+    from plmr.passes.norm_defer import GraphDeferNormScalePass
     from plmr.passes.taso.substitute import TasoSubstitutePass
     from plmr.passes.transpose_elim import TransposeElimPass
 
@@ -114,6 +117,8 @@ def to_loop_level(ctx: Context, module: ModuleOp, opts: CompileOptions) -> Modul
         GraphCanonicalizePass(unrepeat_kv=False).apply(ctx, module)
         if opts.eliminate_transposes:
             TransposeElimPass().apply(ctx, module)
+        if opts.defer_norm_scale:
+            GraphDeferNormScalePass().apply(ctx, module)
         if opts.substitute:
             # The mesh lowering has no concatenation of computed values: keep the
             # substitutions whose concatenations fold into constants (fused weights).

@@ -85,6 +85,7 @@ class Fuser(SplitKUpdate):
 
     def run(self) -> None:
         N.hoist_constants(self.block)
+        N.fold_scalar_constant_reads(self.block)
         N.inline_maps(self.block)
         if self._delay_normalisation():
             N.inline_maps(self.block)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
+from typing import cast
 
 from xdsl.builder import (
     Builder,
@@ -15,7 +16,15 @@ from xdsl.builder import (
     _current_builder,  # pyright: ignore[reportPrivateUsage]
 )
 from xdsl.dialects import arith, func
-from xdsl.dialects.builtin import IndexType, IntegerAttr, ModuleOp, TensorType
+from xdsl.dialects.builtin import (
+    AnyFloat,
+    DenseIntOrFPElementsAttr,
+    FloatAttr,
+    IndexType,
+    IntegerAttr,
+    ModuleOp,
+    TensorType,
+)
 from xdsl.ir import (
     Attribute,
     Block,
@@ -29,6 +38,7 @@ from xdsl.rewriter import InsertPoint
 from xdsl.traits import Commutative, IsTerminator, Pure
 
 from plmr.dialects.loop import IteratorKind, NestOp, ReadOp, YieldOp
+from plmr.runtime.values import dense_to_numpy
 
 # ---------------------------------------------------------------------------------------
 # Queries
@@ -225,6 +235,10 @@ def inline_maps(block: Block) -> bool:
                 continue  # recomputed for every output column of a GEMM: store it
             if _transcendental(nest) and _small_and_reread(nest, reads, block):
                 continue  # recomputed along a head dimension, small: store it
+            if _costly(nest) and any(_broadcast_in_map(r, block) for r in reads):
+                continue  # a per-row factor recomputed for every element of a row
+            if _gemv_vector(nest, reads, block):
+                continue  # recomputed for every output column of a GEMV: store it
             for read in reads:
                 inline_map_read(nest, read)
             progress = changed = True
@@ -279,6 +293,63 @@ def _small_and_reread(nest: NestOp, reads: Sequence[ReadOp], block: Block) -> bo
         if others and size <= max(others):
             return True
     return False
+
+
+def _broadcast_in_map(read: ReadOp, block: Block) -> bool:
+    """
+    Whether `read` sits in a map nest with a parallel loop of at least
+    `SMALL_REREAD_LIMIT` iterations that its indices do not use: a per-row factor (an
+    RMSNorm's inverse RMS applied after the matmul) read again for every element of a
+    row.
+    """
+    top = _top(read, block)
+    if not isinstance(top, NestOp) or IteratorKind.REDUCTION in top.kinds:
+        return False
+    return any(
+        extent >= SMALL_REREAD_LIMIT and not any(_uses(i, dim) for i in read.indices)
+        for dim, extent in zip(top.dims, top.extents, strict=True)
+    )
+
+
+def _costly(nest: NestOp) -> bool:
+    """Whether the body of `nest` has an op dearer than a flop (a division, `math`)."""
+    return any(
+        op.name.startswith("math.") or isinstance(op, arith.DivfOp)
+        for op in nest.body.walk()
+    )
+
+
+def _gemv_vector(nest: NestOp, reads: Sequence[ReadOp], block: Block) -> bool:
+    """
+    Whether the map `nest` computes a vector (arithmetic on floats, not a copy) that a
+    reduction contracts along its reduction loop and reads again for every index of a
+    parallel loop at least `SMALL_REREAD_LIMIT` long: the input of a matrix-vector
+    product (an RMSNorm's `x · g` once its scale is applied after the product), computed
+    once per element instead of once per output column.
+    """
+    if not all(sum(1 for e in _shape(r.type) if e > 1) <= 1 for r in nest.res):
+        return False
+    if not any(isinstance(op, _FLOAT_ARITH) for op in nest.body.walk()):
+        return False
+    size = max(_elements(r.type) for r in nest.res)
+    for read in reads:
+        top = _top(read, block)
+        if not isinstance(top, NestOp) or not _rereads(read, block, SMALL_REREAD_LIMIT):
+            continue
+        red = [top.dims[i] for i in top.reduction_dims]
+        if not any(_uses(i, d) for i in read.indices for d in red):
+            continue
+        others = [
+            _elements(op.source.type)
+            for op in top.walk()
+            if isinstance(op, ReadOp) and op.source not in nest.res
+        ]
+        if others and size < max(others):
+            return True
+    return False
+
+
+_FLOAT_ARITH = (arith.AddfOp, arith.SubfOp, arith.MulfOp, arith.DivfOp)
 
 
 def _shape(t: Attribute) -> tuple[int, ...]:
@@ -516,6 +587,35 @@ def dce(block: Block) -> bool:
 def index_constant(value: int) -> SSAValue:
     """An `index` constant (under the current implicit builder)."""
     return arith.ConstantOp(IntegerAttr(value, IndexType())).result
+
+
+def fold_scalar_constant_reads(block: Block) -> None:
+    """
+    Replaces each `loop.read` of a rank-0 float tensor `arith.constant` of `block` (a
+    norm's epsilon written as a graph constant) by the scalar it holds: a value, not a
+    load.
+    """
+    for op in list(block.ops):
+        if not isinstance(op, arith.ConstantOp):
+            continue
+        t, value = op.result.type, op.value
+        if not isinstance(t, TensorType) or t.get_shape() != ():
+            continue
+        elt = cast(Attribute, t.element_type)
+        if not isinstance(elt, AnyFloat) or not isinstance(value, DenseIntOrFPElementsAttr):
+            continue
+        scalar = float(dense_to_numpy(value).reshape(-1)[0])
+        for read in read_uses(op.result):
+            c = arith.ConstantOp(FloatAttr(scalar, elt))
+            parent = read.parent_block()
+            assert parent is not None
+            parent.insert_op_before(c, read)
+            read.result.replace_all_uses_with(c.result)
+            read.detach()
+            read.erase()
+        if not op.result.uses:
+            op.detach()
+            op.erase()
 
 
 def hoist_constants(block: Block) -> None:

@@ -1,0 +1,177 @@
+"""
+`graph-defer-norm-scale`: apply an RMSNorm's per-row scale after the matmul that reads it.
+
+The inverse RMS of a row is one scalar, so it commutes with the contraction over the
+normalised dimension:
+
+    rmsnorm(x, g) @ W  =  ((x · g) @ W) / sqrt(mean(x²) + eps)      (row by row)
+
+After the rewrite the mean square and the matmul read `x` independently: on a wafer the
+mean square's allreduce and the matrix-vector product's allreduce are siblings along the
+same axis (one message can carry both), and the division by the RMS lands on the
+matmul's few outputs, where the loop fusion folds it into their consumer's map.
+
+A matmul is rewritten when its left operand is a `graph.rmsnorm`, possibly seen through
+`graph.reshape`s whose result still has the normalised elements as its last dimension
+(they regroup rows or add unit dimensions), and the matmul contracts that dimension (no
+`transpose_a`). The norm's other users keep it; a norm left without users goes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import Operation, SSAValue
+from xdsl.passes import ModulePass
+
+from plmr.dialects import graph
+from plmr.passes.canonicalize.match import constant_op, elt_of, shape_of
+
+
+def _reading_matmuls(norm: graph.RmsNormOp) -> list[graph.MatmulOp]:
+    """The matmuls whose left operand is `norm`'s result through reshapes only."""
+    found: list[graph.MatmulOp] = []
+    pending: list[SSAValue] = [norm.result]
+    while pending:
+        value = pending.pop()
+        for use in value.uses:
+            user = use.operation
+            if isinstance(user, graph.ReshapeOp):
+                pending.append(user.result)
+            elif isinstance(user, graph.MatmulOp) and use.index == 0:
+                found.append(user)
+    return found
+
+
+def _contracts_norm(matmul: graph.MatmulOp, norm: graph.RmsNormOp) -> bool:
+    """Whether `matmul` contracts exactly the elements `norm` normalises, row by row."""
+    if matmul.transpose_a is not None:
+        return False
+    shape = shape_of(norm.result)
+    axis = graph.normalize_axis(norm.axis.value.data, len(shape))
+    lhs, rhs = shape_of(matmul.lhs), shape_of(matmul.rhs)
+    # A vector operand drops a dimension of the product: the scale has no row to go to.
+    if len(lhs) < 2 or len(rhs) < 2:
+        return False
+    return lhs[-1] == int(np.prod(shape[axis:]))
+
+
+@dataclass
+class _Scale:
+    """What the matmuls of one norm share: `x · g` and the inverse RMS of each row."""
+
+    scaled_input: SSAValue
+    rstd: SSAValue
+
+
+def _build_scale(norm: graph.RmsNormOp) -> tuple[list[Operation], _Scale]:
+    x = norm.input
+    shape = shape_of(x)
+    axis = graph.normalize_axis(norm.axis.value.data, len(shape))
+    base = norm.result.name_hint or "norm"
+    square = graph.MulOp(x, x)
+    mean = graph.ReduceOp(
+        graph.ReduceKind.MEAN, square, list(range(axis, len(shape))), keepdims=True
+    )
+    eps = constant_op(np.array(norm.epsilon.value.data), elt_of(x))
+    shifted = graph.AddOp(mean, eps)
+    rms = graph.SqrtOp(shifted)
+    rstd = graph.ReciprocalOp(rms)
+    scaled = graph.MulOp(x, norm.weight)
+    mean.result.name_hint = f"{base}_ms"
+    rstd.result.name_hint = f"{base}_rstd"
+    scaled.result.name_hint = f"{base}_xg"
+    # `x · g` first: the matmul then directly follows the mean square, its sibling.
+    ops: list[Operation] = [scaled, square, mean, eps, shifted, rms, rstd]
+    return ops, _Scale(scaled.result, rstd.result)
+
+
+def _reshaped(value: SSAValue, shape: tuple[int, ...]) -> tuple[list[Operation], SSAValue]:
+    if shape_of(value) == shape:
+        return [], value
+    r = graph.ReshapeOp(value, shape)
+    return [r], r.result
+
+
+def _defer(matmul: graph.MatmulOp, scale: _Scale) -> list[Operation]:
+    """`matmul` on `x · g`, times the inverse RMS of each of its rows."""
+    lhs_shape = shape_of(matmul.lhs)
+    lhs_ops, lhs = _reshaped(scale.scaled_input, lhs_shape)
+    product = graph.MatmulOp(lhs, matmul.rhs, transpose_b=matmul.transpose_b is not None)
+    rstd_ops, rstd = _reshaped(scale.rstd, (*lhs_shape[:-1], 1))
+    out = graph.MulOp(product, rstd)
+    name = matmul.result.name_hint
+    if name:
+        product.result.name_hint = name
+        out.result.name_hint = f"{name}_scaled"
+    return [*lhs_ops, product, *rstd_ops, out]
+
+
+def _erase_dead(op: Operation) -> None:
+    """Erases `op` and, transitively, the reshapes and norm it was the last user of."""
+    pending = [op]
+    while pending:
+        dead = pending.pop()
+        if any(r.uses for r in dead.results):
+            continue
+        sources = [o.owner for o in dead.operands]
+        dead.detach()
+        dead.erase()
+        pending.extend(
+            s for s in sources if isinstance(s, graph.ReshapeOp | graph.RmsNormOp)
+        )
+
+
+def defer_norm_scales(module: ModuleOp) -> int:
+    """Rewrites every matmul of a `graph.rmsnorm` (see the module); returns how many."""
+    count = 0
+    for norm in [op for op in module.walk() if isinstance(op, graph.RmsNormOp)]:
+        matmuls = [m for m in _reading_matmuls(norm) if _contracts_norm(m, norm)]
+        if not matmuls:
+            continue
+        block = norm.parent_block()
+        assert block is not None
+        ops, scale = _build_scale(norm)
+        block.insert_ops_after(ops, norm)
+        for matmul in matmuls:
+            new = _defer(matmul, scale)
+            mm_block = matmul.parent_block()
+            assert mm_block is not None
+            mm_block.insert_ops_before(new, matmul)
+            matmul.result.replace_all_uses_with(new[-1].results[0])
+            _erase_dead(matmul)
+            count += 1
+    return count
+
+
+@dataclass(frozen=True)
+class GraphDeferNormScalePass(ModulePass):
+    """
+    Moves each RMSNorm's division by the RMS past the matmuls that read the norm.
+
+    ```mlir
+    // before
+    %n = graph.rmsnorm %x, %g epsilon = 1.000000e-05 : (tensor<1x64xf32>, tensor<64xf32>) -> tensor<1x64xf32>
+    %y = graph.matmul %n, %w : (tensor<1x64xf32>, tensor<64x32xf32>) -> tensor<1x32xf32>
+    // after
+    %sq = graph.mul %x, %x : (tensor<1x64xf32>, tensor<1x64xf32>) -> tensor<1x64xf32>
+    %n_ms = graph.reduce mean %sq axes = [1] keepdims : tensor<1x64xf32> -> tensor<1x1xf32>
+    %eps = graph.constant dense<1.000000e-05> : tensor<f32>
+    %v = graph.add %n_ms, %eps : (tensor<1x1xf32>, tensor<f32>) -> tensor<1x1xf32>
+    %n_rms = graph.sqrt %v : tensor<1x1xf32>
+    %n_xg = graph.mul %x, %g : (tensor<1x64xf32>, tensor<64xf32>) -> tensor<1x64xf32>
+    %y = graph.matmul %n_xg, %w : (tensor<1x64xf32>, tensor<64x32xf32>) -> tensor<1x32xf32>
+    %y_scaled = graph.div %y, %n_rms : (tensor<1x32xf32>, tensor<1x1xf32>) -> tensor<1x32xf32>
+    ```
+    """
+
+    name = "graph-defer-norm-scale"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        defer_norm_scales(op)
+
+
+__all__ = ["GraphDeferNormScalePass", "defer_norm_scales"]

@@ -1,0 +1,144 @@
+"""
+`graph-defer-norm-scale`: every FileCheck input keeps its semantics on random inputs;
+the decode program's three norms (attention, FFN, the LM head's) all move their scale;
+the Hugging Face LLaMA export still gives torch's logits; `plmr compile` with and without
+the pass gives the same decode step on the mesh.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+from xdsl.dialects.builtin import ModuleOp
+
+from plmr.dialects.context import make_context, parse_module
+from plmr.frontend.onnx import import_onnx_file
+from plmr.passes.graph_canonicalize import GraphCanonicalizePass
+from plmr.passes.norm_defer import GraphDeferNormScalePass, defer_norm_scales
+from plmr.runtime.reference import evaluate_function
+from plmr.runtime.running import functions, random_inputs, select_function
+
+ROOT = Path(__file__).resolve().parents[2]
+FILECHECK = ROOT / "tests" / "filecheck" / "passes" / "graph-defer-norm-scale.mlir"
+HF = ROOT / "examples" / "hf"
+
+
+def chunks() -> list[object]:
+    texts = FILECHECK.read_text().split("// -----")
+    return [pytest.param(t, id=f"chunk{i}") for i, t in enumerate(texts)]
+
+
+def op_counts(module: ModuleOp) -> Counter[str]:
+    return Counter(op.name for op in module.walk() if op.name.startswith("graph."))
+
+
+def test_the_filecheck_inputs_are_all_found():
+    assert len(chunks()) == 6
+
+
+@pytest.mark.parametrize("text", chunks())
+def test_filecheck_inputs_keep_their_semantics(text: str):
+    module = parse_module(text)
+    names = [fn.sym_name.data for fn in functions(module)]
+    args = {n: random_inputs(select_function(module, n), i) for i, n in enumerate(names)}
+    before = {n: evaluate_function(module, n, args[n]) for n in names}
+    GraphDeferNormScalePass().apply(make_context(), module)
+    module.verify()
+    for n in names:
+        after = evaluate_function(module, n, args[n])
+        for a, b in zip(before[n], after, strict=True):
+            assert a.shape == b.shape
+            assert a.dtype == b.dtype
+            # float32: the scale applied after the sum instead of to each term.
+            np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-5 * float(np.abs(a).max()))
+
+
+def test_rows_of_different_scale_keep_their_own_factor():
+    """Rows whose RMS differ by 10⁴ each get theirs (the factor is per row, not global)."""
+    text = """
+    func.func @main(%x: tensor<3x8xf32>, %g: tensor<8xf32>, %w: tensor<8x5xf32>) -> tensor<3x5xf32> {
+      %n = graph.rmsnorm %x, %g epsilon = 1.000000e-05 : (tensor<3x8xf32>, tensor<8xf32>) -> tensor<3x8xf32>
+      %y = graph.matmul %n, %w : (tensor<3x8xf32>, tensor<8x5xf32>) -> tensor<3x5xf32>
+      func.return %y : tensor<3x5xf32>
+    }"""
+    module = parse_module(text)
+    rng = np.random.default_rng(0)
+    scales = np.asarray([[1e-2], [1.0], [1e2]], np.float32)
+    x = rng.standard_normal((3, 8)).astype(np.float32) * scales
+    args = [x, *(rng.standard_normal(s).astype(np.float32) for s in ((8,), (8, 5)))]
+    want = evaluate_function(module, "main", args)[0]
+    assert defer_norm_scales(module) == 1
+    got = evaluate_function(module, "main", args)[0]
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_decode_program_moves_all_three_norms():
+    from plmr.models.generate import ProgramBuilder
+    from plmr.models.llama_config import LlamaConfig
+
+    config = LlamaConfig(
+        "t", dim=32, n_layers=1, n_heads=4, n_kv_heads=2, ffn_dim=64, vocab=16, max_seq=8
+    )
+    text = ProgramBuilder(config, None, one_projection=True).decode(head=True)
+    module = parse_module(text)
+    fn = select_function(module, None)
+    args = random_inputs(fn, 0)
+    want = evaluate_function(module, fn.sym_name.data, args)
+    # QKV, up+gate and the LM head.
+    assert defer_norm_scales(module) == 3
+    module.verify()
+    assert op_counts(module)["graph.rmsnorm"] == 0
+    got = evaluate_function(module, fn.sym_name.data, args)
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5 * float(np.abs(w).max()))
+
+
+def test_llama_export_keeps_torch_logits():
+    module = import_onnx_file(str(HF / "llama.onnx"))
+    GraphCanonicalizePass().apply(make_context(), module)
+    norms = op_counts(module)["graph.rmsnorm"]
+    # Two layers: the attention norm read by Q, K and V, the FFN norm by gate and up;
+    # the final norm by the LM head.
+    assert defer_norm_scales(module) == 2 * (3 + 2) + 1
+    module.verify()
+    assert norms == 5
+    assert op_counts(module)["graph.rmsnorm"] == 0
+    with np.load(HF / "llama.npz") as data:
+        ids, logits = np.asarray(data["input_ids"]), np.asarray(data["logits"])
+    (got,) = evaluate_function(module, "main", [ids])
+    assert float(np.max(np.abs(got - logits))) <= 1e-3 * float(np.max(np.abs(logits)))
+
+
+@pytest.mark.parametrize("grid", [(2, 2), (3, 3)])
+def test_compiled_decode_is_the_same_with_and_without_the_pass(grid: tuple[int, int]):
+    from plmr.models.generate import ProgramBuilder
+    from plmr.models.llama_config import LlamaConfig
+    from plmr.passes.pipeline import CompileOptions, compile_module
+    from plmr.runtime.interpreter import run_mesh
+
+    config = LlamaConfig(
+        "t", dim=32, n_layers=1, n_heads=4, n_kv_heads=2, ffn_dim=64, vocab=16, max_seq=8
+    )
+    text = ProgramBuilder(config, None, one_projection=True).decode(head=True)
+    fn = select_function(parse_module(text), None)
+    args = random_inputs(fn, 1)
+    want = evaluate_function(parse_module(text), fn.sym_name.data, args)
+    outs: list[list[np.ndarray]] = []
+    for on in (True, False):
+        opts = CompileOptions(
+            grid=grid,
+            substitute=False,
+            tile_sizes=(4, 4),
+            fit_tiles=True,
+            defer_norm_scale=on,
+        )
+        module = compile_module(make_context(), parse_module(text), opts)
+        got, _ = run_mesh(module, args, mode="functional")
+        outs.append(list(got))
+    for g, w in zip(outs[0], want, strict=True):
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-4 * float(np.abs(w).max()))
+    for g, w in zip(outs[0], outs[1], strict=True):
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-4 * float(np.abs(w).max()))
