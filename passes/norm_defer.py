@@ -4,12 +4,15 @@
 The inverse RMS of a row is one scalar, so it commutes with the contraction over the
 normalised dimension:
 
-    rmsnorm(x, g) @ W  =  ((x · g) @ W) / sqrt(mean(x²) + eps)      (row by row)
+    rmsnorm(x, g) @ W  =  ((x · g) @ W) · (1 / sqrt(mean(x²) + eps))      (row by row)
 
 After the rewrite the mean square and the matmul read `x` independently: on a wafer the
 mean square's allreduce and the matrix-vector product's allreduce are siblings along the
-same axis (one message can carry both), and the division by the RMS lands on the
-matmul's few outputs, where the loop fusion folds it into their consumer's map.
+same axis (`mesh-pack-allreduces` sends both in one message), and the scale lands on the
+matmul's few outputs, where the loop fusion folds the multiply into their consumer's map
+(the inverse RMS, one value per row, is computed once, at the end of the mean square's
+nest). `x · g` is written before the mean square, so that the matmul directly follows
+its sibling.
 
 A matmul is rewritten when its left operand is a `graph.rmsnorm`, possibly seen through
 `graph.reshape`s whose result still has the normalised elements as its last dimension
@@ -150,21 +153,22 @@ def defer_norm_scales(module: ModuleOp) -> int:
 @dataclass(frozen=True)
 class GraphDeferNormScalePass(ModulePass):
     """
-    Moves each RMSNorm's division by the RMS past the matmuls that read the norm.
+    Moves each RMSNorm's scale by the inverse RMS past the matmuls that read the norm.
 
     ```mlir
     // before
     %n = graph.rmsnorm %x, %g epsilon = 1.000000e-05 : (tensor<1x64xf32>, tensor<64xf32>) -> tensor<1x64xf32>
     %y = graph.matmul %n, %w : (tensor<1x64xf32>, tensor<64x32xf32>) -> tensor<1x32xf32>
     // after
+    %n_xg = graph.mul %x, %g : (tensor<1x64xf32>, tensor<64xf32>) -> tensor<1x64xf32>
     %sq = graph.mul %x, %x : (tensor<1x64xf32>, tensor<1x64xf32>) -> tensor<1x64xf32>
     %n_ms = graph.reduce mean %sq axes = [1] keepdims : tensor<1x64xf32> -> tensor<1x1xf32>
     %eps = graph.constant dense<1.000000e-05> : tensor<f32>
     %v = graph.add %n_ms, %eps : (tensor<1x1xf32>, tensor<f32>) -> tensor<1x1xf32>
-    %n_rms = graph.sqrt %v : tensor<1x1xf32>
-    %n_xg = graph.mul %x, %g : (tensor<1x64xf32>, tensor<64xf32>) -> tensor<1x64xf32>
+    %rms = graph.sqrt %v : tensor<1x1xf32>
+    %n_rstd = graph.reciprocal %rms : tensor<1x1xf32>
     %y = graph.matmul %n_xg, %w : (tensor<1x64xf32>, tensor<64x32xf32>) -> tensor<1x32xf32>
-    %y_scaled = graph.div %y, %n_rms : (tensor<1x32xf32>, tensor<1x1xf32>) -> tensor<1x32xf32>
+    %y_scaled = graph.mul %y, %n_rstd : (tensor<1x32xf32>, tensor<1x1xf32>) -> tensor<1x32xf32>
     ```
     """
 

@@ -1,7 +1,8 @@
 """
 `plmr-compile`: the whole default pipeline, from any level down to a routed mesh program.
 
-    graph-canonicalize → transpose-elim → taso-substitute → convert-graph-to-loop → neptune-fuse
+    graph-canonicalize → transpose-elim → graph-defer-norm-scale → taso-substitute
+      → convert-graph-to-loop → neptune-fuse
       → loop-simplify-indices → convert-loop-to-tile → convert-tile-to-mesh → mesh-route → mesh-verify-plmr
 
 Stages whose input level is absent are skipped (a tile program starts at
@@ -52,7 +53,7 @@ class CompileOptions:
     alpha: float = 1.05
     eliminate_transposes: bool = True
     defer_norm_scale: bool = True
-    """Divide by each RMSNorm's RMS after the matmul that reads it (graph-defer-norm-scale)."""
+    """Scale by each RMSNorm's inverse RMS after the matmul that reads it (graph-defer-norm-scale)."""
     chunks: int = 4
     budget: int = 100
     engine: str = "eqsat"
@@ -317,8 +318,9 @@ class PlmrCompilePass(ModulePass):
     The whole plmr pipeline as one pass: `grid = ROWS,COLS`, `device`, `gemm`, `gemv`,
     `k`, `groups`, `tile-sizes = P,R` (default: chosen for the grid), `nest-tile-sizes`
     (`"name=P,R;..."`), `substitute` (TASO, with `alpha` and `budget`),
-    `eliminate-transposes`, `fuse` (neptune-fuse strategy) and `chunks` (split-K chunks),
-    `route` (mesh-route + mesh-verify-plmr),
+    `eliminate-transposes`, `defer-norm-scale` (graph-defer-norm-scale), `fuse`
+    (neptune-fuse strategy) and `chunks` (split-K chunks), `route` (mesh-route +
+    mesh-verify-plmr),
     `relay` (accept programs that need more colors than the device has).
     """
 
@@ -336,6 +338,7 @@ class PlmrCompilePass(ModulePass):
     alpha: float = 1.05
     budget: int = 100
     eliminate_transposes: bool = True
+    defer_norm_scale: bool = True
     fuse: str = "auto"
     chunks: int = 4
     route: bool = True
@@ -373,6 +376,7 @@ class PlmrCompilePass(ModulePass):
             alpha=self.alpha,
             budget=self.budget,
             eliminate_transposes=self.eliminate_transposes,
+            defer_norm_scale=self.defer_norm_scale,
             fuse=self.fuse,
             chunks=self.chunks,
             route=self.route,

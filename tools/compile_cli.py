@@ -59,6 +59,12 @@ from plmr.files import write_text_atomically
 )
 @click.option("--no-substitute", is_flag=True, help="Skip the TASO graph substitutions.")
 @click.option(
+    "--no-defer-norm-scale",
+    is_flag=True,
+    help="Keep each RMSNorm's scale before the matmul that reads it "
+    "(skip graph-defer-norm-scale).",
+)
+@click.option(
     "--budget", type=int, default=100, show_default=True, help="TASO search budget."
 )
 @click.option(
@@ -127,6 +133,7 @@ def compile_cmd(
     k: int,
     tile_sizes: str | None,
     no_substitute: bool,
+    no_defer_norm_scale: bool,
     budget: int,
     engine: str,
     fuse: str,
@@ -142,9 +149,9 @@ def compile_cmd(
 ) -> None:
     """
     Compile PROGRAM (.mlir at the graph, loop or tile level, or an .onnx model) to a
-    routed mesh program: transpose-elim, taso-substitute, convert-graph-to-loop,
-    neptune-fuse, convert-loop-to-tile, convert-tile-to-mesh, mesh-route,
-    mesh-verify-plmr. Run the result with `plmr run`."""
+    routed mesh program: transpose-elim, graph-defer-norm-scale, taso-substitute,
+    convert-graph-to-loop, neptune-fuse, convert-loop-to-tile, convert-tile-to-mesh,
+    mesh-route, mesh-verify-plmr. Run the result with `plmr run`."""
     from plmr.dialects.context import load_module, make_context
     from plmr.dialects.printing import module_text
     from plmr.passes.pipeline import CompileOptions, compile_module
@@ -169,6 +176,7 @@ def compile_cmd(
         k=k,
         tile_sizes=sizes,
         substitute=not no_substitute,
+        defer_norm_scale=not no_defer_norm_scale,
         budget=budget,
         engine=engine,
         fuse=fuse,

@@ -35,6 +35,7 @@ from plmr.passes.loop_indices import LoopSimplifyIndicesPass
 from plmr.passes.mesh_route import MeshRoutePass
 from plmr.passes.mesh_verify import MeshVerifyPlmrPass
 from plmr.passes.neptune.fuse import NeptuneFusePass
+from plmr.passes.norm_defer import GraphDeferNormScalePass
 from plmr.passes.pipeline import (
     PARALLEL_TILES,
     REDUCTION_TILES,
@@ -141,6 +142,8 @@ def compile_checked(
         graph_passes: list[ModulePass] = [GraphCanonicalizePass(unrepeat_kv=False)]
         if opts.eliminate_transposes:
             graph_passes.append(TransposeElimPass())
+        if opts.defer_norm_scale:
+            graph_passes.append(GraphDeferNormScalePass())
         if opts.substitute:
             graph_passes.append(
                 TasoSubstitutePass(
