@@ -32,6 +32,7 @@ from plmr.lowering.tile_to_mesh import (
 )
 from plmr.passes.graph_canonicalize import GraphCanonicalizePass
 from plmr.passes.loop_indices import LoopSimplifyIndicesPass
+from plmr.passes.mesh_pack import MeshPackAllreducesPass, pack_allreduces, update_plans
 from plmr.passes.mesh_route import MeshRoutePass
 from plmr.passes.mesh_verify import MeshVerifyPlmrPass
 from plmr.passes.neptune.fuse import NeptuneFusePass
@@ -102,6 +103,8 @@ def choose_tile_sizes(
         try:
             _loop_to_tile(opts, sizes).apply(ctx, trial)
             cost = lower_module(trial, mesh_opts)
+            if opts.pack_allreduces:
+                pack_allreduces(trial)
             _route(ctx, trial, opts)
         except PlmrError as e:
             if first_error is None or "SRAM" in str(e):
@@ -193,6 +196,15 @@ def compile_checked(
         lower_module(m, mesh_opts, plans)
 
     checker.apply(Stage(Stage.of_pass(to_mesh).spec, partition), ctx, module)
+    if opts.pack_allreduces:
+
+        def pack(ctx: Context, m: ModuleOp) -> None:
+            del ctx
+            update_plans(plans, pack_allreduces(m))
+
+        checker.apply(
+            Stage(Stage.of_pass(MeshPackAllreducesPass()).spec, pack), ctx, module
+        )
     for p in _route_passes(opts):
         checker.apply(_wrap_diagnostics(p), ctx, module)
     return module

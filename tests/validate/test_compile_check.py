@@ -40,7 +40,12 @@ def test_checked_compile_equals_compile_module(name: str, opts: CompileOptions):
     compile_checked(ctx, got, opts, checker)
     assert module_text(got) == module_text(want)
     specs = [c.spec.split("{")[0] for c in checker.checks]
-    assert specs[-3:] == ["convert-tile-to-mesh", "mesh-route", "mesh-verify-plmr"]
+    assert specs[-4:] == [
+        "convert-tile-to-mesh",
+        "mesh-pack-allreduces",
+        "mesh-route",
+        "mesh-verify-plmr",
+    ]
     assert "convert-graph-to-loop" in specs
     assert "convert-loop-to-tile" in specs
     assert all(c.error is not None and c.error <= 1e-4 for c in checker.checks)
