@@ -73,15 +73,15 @@ def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
 
         return LoopSplitHeadsPass
 
-    def plmr_compile() -> type[ModulePass]:
-        from plmr.passes.pipeline import PlmrCompilePass
-
-        return PlmrCompilePass
-
     def mesh_pack_allreduces() -> type[ModulePass]:
         from plmr.passes.mesh_pack import MeshPackAllreducesPass
 
         return MeshPackAllreducesPass
+
+    def plmr_compile() -> type[ModulePass]:
+        from plmr.passes.pipeline import PlmrCompilePass
+
+        return PlmrCompilePass
 
     return {
         "graph-canonicalize": graph_canonicalize,
@@ -89,13 +89,13 @@ def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
         "transpose-elim": transpose_elim,
         "graph-defer-norm-scale": graph_defer_norm_scale,
         "mesh-route": mesh_route,
+        "mesh-pack-allreduces": mesh_pack_allreduces,
         "mesh-verify-plmr": mesh_verify_plmr,
         "convert-graph-to-loop": convert_graph_to_loop,
         "neptune-fuse": neptune_fuse,
         "loop-simplify-indices": loop_simplify_indices,
         "loop-split-heads": loop_split_heads,
         "convert-loop-to-tile": convert_loop_to_tile,
-        "mesh-pack-allreduces": mesh_pack_allreduces,
         "convert-loop-to-scf": convert_loop_to_scf,
         "convert-tile-to-mesh": convert_tile_to_mesh,
         "plmr-compile": plmr_compile,

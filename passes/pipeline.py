@@ -3,7 +3,8 @@
 
     graph-canonicalize → transpose-elim → graph-defer-norm-scale → taso-substitute
       → convert-graph-to-loop → neptune-fuse
-      → loop-simplify-indices → convert-loop-to-tile → convert-tile-to-mesh → mesh-route → mesh-verify-plmr
+      → loop-simplify-indices → convert-loop-to-tile → convert-tile-to-mesh
+      → mesh-pack-allreduces → mesh-route → mesh-verify-plmr
 
 Stages whose input level is absent are skipped (a tile program starts at
 `convert-tile-to-mesh`). With `tile-sizes` unset, the blocking of the loop nests is
@@ -319,8 +320,8 @@ class PlmrCompilePass(ModulePass):
     `k`, `groups`, `tile-sizes = P,R` (default: chosen for the grid), `nest-tile-sizes`
     (`"name=P,R;..."`), `substitute` (TASO, with `alpha` and `budget`),
     `eliminate-transposes`, `defer-norm-scale` (graph-defer-norm-scale), `fuse`
-    (neptune-fuse strategy) and `chunks` (split-K chunks), `route` (mesh-route +
-    mesh-verify-plmr),
+    (neptune-fuse strategy) and `chunks` (split-K chunks), `pack-allreduces`
+    (mesh-pack-allreduces), `route` (mesh-route + mesh-verify-plmr),
     `relay` (accept programs that need more colors than the device has).
     """
 
@@ -341,6 +342,7 @@ class PlmrCompilePass(ModulePass):
     defer_norm_scale: bool = True
     fuse: str = "auto"
     chunks: int = 4
+    pack_allreduces: bool = True
     route: bool = True
     relay: bool = False
 
@@ -381,6 +383,7 @@ class PlmrCompilePass(ModulePass):
             chunks=self.chunks,
             route=self.route,
             relay=self.relay,
+            pack_allreduces=self.pack_allreduces,
         )
 
 

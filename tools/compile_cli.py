@@ -65,6 +65,11 @@ from plmr.files import write_text_atomically
     "(skip graph-defer-norm-scale).",
 )
 @click.option(
+    "--no-pack",
+    is_flag=True,
+    help="Keep one allreduce per nest (skip mesh-pack-allreduces).",
+)
+@click.option(
     "--budget", type=int, default=100, show_default=True, help="TASO search budget."
 )
 @click.option(
@@ -134,6 +139,7 @@ def compile_cmd(
     tile_sizes: str | None,
     no_substitute: bool,
     no_defer_norm_scale: bool,
+    no_pack: bool,
     budget: int,
     engine: str,
     fuse: str,
@@ -177,6 +183,7 @@ def compile_cmd(
         tile_sizes=sizes,
         substitute=not no_substitute,
         defer_norm_scale=not no_defer_norm_scale,
+        pack_allreduces=not no_pack,
         budget=budget,
         engine=engine,
         fuse=fuse,

@@ -200,7 +200,9 @@ def compile_checked(
 
         def pack(ctx: Context, m: ModuleOp) -> None:
             del ctx
-            update_plans(plans, pack_allreduces(m))
+            merges = pack_allreduces(m)
+            if plans is not None:
+                update_plans(plans, merges)
 
         checker.apply(
             Stage(Stage.of_pass(MeshPackAllreducesPass()).spec, pack), ctx, module

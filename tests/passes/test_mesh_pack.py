@@ -149,3 +149,30 @@ def test_decode_step_computes_the_same(model: str, grid: tuple[int, int], merged
     spmds = {id(op) for op in on.walk() if isinstance(op, mesh.SpmdOp)}
     assert len(plans_on) == len(plans_off)
     assert all(id(p.spmd) in spmds for p in plans_on)
+
+
+def test_plmr_compile_packs_unless_told_not_to(tmp_path: Path):
+    from click.testing import CliRunner
+
+    from plmr.tools.cli import cli
+
+    source = tmp_path / "decode.mlir"
+    source.write_text(ProgramBuilder(get_config("tiny"), None).decode())
+    args = ["compile", str(source), "--grid", "2x2", "--no-substitute", "--tile-sizes"]
+    runner = CliRunner()
+    apart = runner.invoke(cli, [*args, "4,4", "--no-pack", "-o", str(tmp_path / "a")])
+    packed = runner.invoke(cli, [*args, "4,4", "--explain", "-o", str(tmp_path / "p")])
+    assert apart.exit_code == 0, apart.output
+    assert packed.exit_code == 0, packed.output
+    before = parse_module((tmp_path / "a").read_text())
+    after = parse_module((tmp_path / "p").read_text())
+    assert _counts(after)[0] < _counts(before)[0]
+    assert _counts(after)[1] < _counts(before)[1]
+    # --explain: one row per nest of the packed program, its allreduces counted once.
+    rows = [
+        line for line in packed.output.splitlines() if line.startswith("| ") and "%" in line
+    ]
+    assert len(rows) == _counts(after)[0]
+    assert f"{_counts(after)[0]} nests (mesh.spmd), {_counts(after)[1]} allreduces" in (
+        packed.output
+    )
