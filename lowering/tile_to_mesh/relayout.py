@@ -94,8 +94,6 @@ class Relayout:
         for j in dims:
             full[j] = cur_shape[j] * entry_parts(cur[j], opts.grid)
             offs[j] = _mul(b, self._entry_coord(cur[j]), cur_shape[j])
-        zero = b.insert(tile.FillOp(0.0, TensorType(_elt(src), full))).result
-        stored = b.insert(tile.StoreOp(value, zero, offs)).result
         n = opts.n(axis)
         bands = n // width
         owner: SSAValue | None = None
@@ -109,7 +107,14 @@ class Relayout:
                 arith.CmpiOp(self._band_coord(axis, width, True), _index(b, 0), "eq")
             ).result
             owner = first if owner is None else b.insert(arith.AndIOp(owner, first)).result
-        if owner is not None:
+        zero = b.insert(tile.FillOp(0.0, TensorType(_elt(src), full))).result
+        if owner is None:
+            stored = b.insert(tile.StoreOp(value, zero, offs)).result
+        else:
+            # The PEs past the last band (and the replicas) put their block at the
+            # first place, then keep the zeros.
+            offs = [b.insert(arith.SelectOp(owner, o, _index(b, 0))).result for o in offs]
+            stored = b.insert(tile.StoreOp(value, zero, offs)).result
             stored = b.insert(tile.SelectOp(owner, stored, zero)).result
         elems = math.prod(full)
         value = b.insert(
@@ -200,8 +205,8 @@ class Relayout:
             owners = -(-shape[j] // size)
             coord = self._entry_coord(a)
             offs[j] = _mul(b, coord, size)
-            if owners < parts:
-                # The PEs past the last block take padding (the first block's place).
+            if owners < parts or entry_band(a) is not None:
+                # The PEs past the last block (or band) take the first block's place.
                 owner = b.insert(arith.CmpiOp(coord, _index(b, owners), "ult")).result
                 offs[j] = b.insert(arith.SelectOp(owner, offs[j], _index(b, 0))).result
             padded[j] = size * owners
