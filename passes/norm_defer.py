@@ -17,11 +17,13 @@ its sibling.
 A matmul is rewritten when its left operand is a `graph.rmsnorm`, possibly seen through
 `graph.reshape`s whose result still has the normalised elements as its last dimension
 (they regroup rows or add unit dimensions), and the matmul contracts that dimension (no
-`transpose_a`). The norm's other users keep it; a norm left without users goes.
+`transpose_a`), and the norm has at most `max-rows` rows (default `MAX_ROWS`: one). The
+norm's other users keep it; a norm left without users goes.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -31,7 +33,17 @@ from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 
 from plmr.dialects import graph
+from plmr.errors import PlmrError
 from plmr.passes.canonicalize.match import constant_op, elt_of, shape_of
+
+MAX_ROWS = 1
+"""
+The norms rewritten by default: of one row (decode's token, the LM head's last position),
+whose matmul is a matrix-vector product the mesh reduces with an allreduce that the mean
+square's can share. A norm of many rows (prefill) feeds a matrix product with no such
+allreduce, and its scale would multiply the product's outputs (`3·dim` for Q, K and V,
+`2·ffn` for the FFN) instead of the norm's `dim` inputs.
+"""
 
 
 def _reading_matmuls(norm: graph.RmsNormOp) -> list[graph.MatmulOp]:
@@ -128,10 +140,20 @@ def _erase_dead(op: Operation) -> None:
         )
 
 
-def defer_norm_scales(module: ModuleOp) -> int:
-    """Rewrites every matmul of a `graph.rmsnorm` (see the module); returns how many."""
+def _rows(norm: graph.RmsNormOp) -> int:
+    shape = shape_of(norm.input)
+    return math.prod(shape[: graph.normalize_axis(norm.axis.value.data, len(shape))])
+
+
+def defer_norm_scales(module: ModuleOp, max_rows: int = MAX_ROWS) -> int:
+    """
+    Rewrites every matmul of a `graph.rmsnorm` of at most `max_rows` rows (see the
+    module); returns how many.
+    """
     count = 0
     for norm in [op for op in module.walk() if isinstance(op, graph.RmsNormOp)]:
+        if _rows(norm) > max_rows:
+            continue
         matmuls = [m for m in _reading_matmuls(norm) if _contracts_norm(m, norm)]
         if not matmuls:
             continue
@@ -174,8 +196,15 @@ class GraphDeferNormScalePass(ModulePass):
 
     name = "graph-defer-norm-scale"
 
+    max_rows: int = MAX_ROWS
+    """Rewrite the norms of at most this many rows (`MAX_ROWS`)."""
+
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        defer_norm_scales(op)
+        if self.max_rows < 1:
+            raise PlmrError(
+                f"graph-defer-norm-scale: max-rows must be at least 1, got {self.max_rows}"
+            )
+        defer_norm_scales(op, self.max_rows)
 
 
 __all__ = ["GraphDeferNormScalePass", "defer_norm_scales"]

@@ -1,4 +1,18 @@
-// RUN: plmr-opt %s -p graph-defer-norm-scale --split-input-file | filecheck %s
+// RUN: plmr-opt %s -p 'graph-defer-norm-scale{max-rows=8}' --split-input-file | filecheck %s
+// RUN: plmr-opt %s -p graph-defer-norm-scale --split-input-file | filecheck %s --check-prefix=ONE
+
+// By default (max-rows = 1) only the one-row norm (decode) moves its scale; the others
+// keep their norm.
+// ONE-LABEL: func.func @decode_qkv
+// ONE:         graph.reciprocal
+// ONE:         %qkv_scaled = graph.mul
+// ONE-LABEL: func.func @ffn
+// ONE-NEXT:    %f = graph.rmsnorm %h, %g
+// ONE-LABEL: func.func @head_and_other
+// ONE-NEXT:    %n = graph.rmsnorm %x, %g
+// ONE-NEXT:    %logits = graph.matmul %n, %head transpose_b
+// ONE-NOT:     graph.reciprocal
+// ONE-LABEL: func.func @other_user
 
 // Decode's QKV projection: the norm reshaped to [1, 1, n, dim] and a batched GEMV over
 // [kv heads, heads per group, dim, hd]. The matmul reads `x · g`; its output is scaled by
