@@ -17,8 +17,9 @@ its sibling.
 A matmul is rewritten when its left operand is a `graph.rmsnorm`, possibly seen through
 `graph.reshape`s whose result still has the normalised elements as its last dimension
 (they regroup rows or add unit dimensions), and the matmul contracts that dimension (no
-`transpose_a`), and the norm has at most `max-rows` rows (default `MAX_ROWS`: one). The
-norm's other users keep it; a norm left without users goes.
+`transpose_a`), its result goes on to another op than the function's return (a consumer
+to fold the multiply into), and the norm has at most `max-rows` rows (default
+`MAX_ROWS`: one). The norm's other users keep it; a norm left without users goes.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from xdsl.context import Context
+from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
@@ -61,9 +63,26 @@ def _reading_matmuls(norm: graph.RmsNormOp) -> list[graph.MatmulOp]:
     return found
 
 
+def _only_returned(value: SSAValue) -> bool:
+    """Whether `value` reaches nothing but the function's results (through reshapes)."""
+    for use in value.uses:
+        user = use.operation
+        if isinstance(user, graph.ReshapeOp):
+            if not _only_returned(user.result):
+                return False
+        elif not isinstance(user, func.ReturnOp):
+            return False
+    return True
+
+
 def _contracts_norm(matmul: graph.MatmulOp, norm: graph.RmsNormOp) -> bool:
     """Whether `matmul` contracts exactly the elements `norm` normalises, row by row."""
     if matmul.transpose_a is not None:
+        return False
+    # Returned as is (the logits): no consumer to fold the multiply into; on the mesh
+    # it would follow the GEMV's reduction in its nest, which then allreduces each
+    # block instead of its whole share once.
+    if _only_returned(matmul.result):
         return False
     shape = shape_of(norm.result)
     axis = graph.normalize_axis(norm.axis.value.data, len(shape))

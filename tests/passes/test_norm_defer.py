@@ -1,6 +1,6 @@
 """
 `graph-defer-norm-scale`: every FileCheck input keeps its semantics on random inputs;
-the decode program's three norms (attention, FFN, the LM head's) all move their scale;
+the decode program's layer norms (attention, FFN) move their scale, the LM head's stays;
 the Hugging Face LLaMA export still gives torch's logits; `plmr compile` with and without
 the pass gives the same decode step on the mesh.
 """
@@ -62,7 +62,8 @@ def test_rows_of_different_scale_keep_their_own_factor():
     func.func @main(%x: tensor<3x8xf32>, %g: tensor<8xf32>, %w: tensor<8x5xf32>) -> tensor<3x5xf32> {
       %n = graph.rmsnorm %x, %g epsilon = 1.000000e-05 : (tensor<3x8xf32>, tensor<8xf32>) -> tensor<3x8xf32>
       %y = graph.matmul %n, %w : (tensor<3x8xf32>, tensor<8x5xf32>) -> tensor<3x5xf32>
-      func.return %y : tensor<3x5xf32>
+      %t = graph.tanh %y : tensor<3x5xf32>
+      func.return %t : tensor<3x5xf32>
     }"""
     module = parse_module(text)
     rng = np.random.default_rng(0)
@@ -76,7 +77,7 @@ def test_rows_of_different_scale_keep_their_own_factor():
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
 
 
-def test_decode_program_moves_all_three_norms():
+def test_decode_program_moves_the_layer_norms():
     from plmr.models.generate import ProgramBuilder
     from plmr.models.llama_config import LlamaConfig
 
@@ -88,10 +89,11 @@ def test_decode_program_moves_all_three_norms():
     fn = select_function(module, None)
     args = random_inputs(fn, 0)
     want = evaluate_function(module, fn.sym_name.data, args)
-    # QKV, up+gate and the LM head.
-    assert defer_norm_scales(module) == 3
+    # QKV and up+gate; the LM head's logits are returned as they are (nothing to fold
+    # the multiply into): its norm stays.
+    assert defer_norm_scales(module) == 2
     module.verify()
-    assert op_counts(module)["graph.rmsnorm"] == 0
+    assert op_counts(module)["graph.rmsnorm"] == 1
     got = evaluate_function(module, fn.sym_name.data, args)
     for g, w in zip(got, want, strict=True):
         np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5 * float(np.abs(w).max()))
@@ -103,12 +105,12 @@ def test_llama_export_keeps_torch_logits():
     norms = op_counts(module)["graph.rmsnorm"]
     # A prompt of several tokens: by default (one row) no norm moves its scale.
     assert defer_norm_scales(module) == 0
-    # Two layers: the attention norm read by Q, K and V, the FFN norm by gate and up;
-    # the final norm by the LM head.
-    assert defer_norm_scales(module, max_rows=64) == 2 * (3 + 2) + 1
+    # Two layers: the attention norm read by Q, K and V, the FFN norm by gate and up
+    # (the final norm's LM head gives the logits: it stays).
+    assert defer_norm_scales(module, max_rows=64) == 2 * (3 + 2)
     module.verify()
     assert norms == 5
-    assert op_counts(module)["graph.rmsnorm"] == 0
+    assert op_counts(module)["graph.rmsnorm"] == 1
     with np.load(HF / "llama.npz") as data:
         ids, logits = np.asarray(data["input_ids"]), np.asarray(data["logits"])
     (got,) = evaluate_function(module, "main", [ids])

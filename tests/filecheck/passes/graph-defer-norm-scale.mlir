@@ -8,9 +8,8 @@
 // ONE:         %qkv_scaled = graph.mul
 // ONE-LABEL: func.func @ffn
 // ONE-NEXT:    %f = graph.rmsnorm %h, %g
-// ONE-LABEL: func.func @head_and_other
+// ONE-LABEL: func.func @two_matmuls
 // ONE-NEXT:    %n = graph.rmsnorm %x, %g
-// ONE-NEXT:    %logits = graph.matmul %n, %head transpose_b
 // ONE-NOT:     graph.reciprocal
 // ONE-LABEL: func.func @other_user
 
@@ -29,13 +28,15 @@
 // CHECK-NEXT:    %qkv = graph.matmul %[[A]], %w : (tensor<1x1x1x64xf32>, tensor<2x3x64x16xf32>) -> tensor<2x3x1x16xf32>
 // CHECK-NEXT:    %[[R:.*]] = graph.reshape %n_rstd : tensor<1x1xf32> -> tensor<1x1x1x1xf32>
 // CHECK-NEXT:    %qkv_scaled = graph.mul %qkv, %[[R]] : (tensor<2x3x1x16xf32>, tensor<1x1x1x1xf32>) -> tensor<2x3x1x16xf32>
-// CHECK-NEXT:    func.return %qkv_scaled : tensor<2x3x1x16xf32>
+// CHECK-NEXT:    %y = graph.mul %qkv_scaled, %c : (tensor<2x3x1x16xf32>, tensor<1x16xf32>) -> tensor<2x3x1x16xf32>
+// CHECK-NEXT:    func.return %y : tensor<2x3x1x16xf32>
 // CHECK-NOT:     graph.rmsnorm
-func.func @decode_qkv(%x: tensor<1x64xf32>, %g: tensor<64xf32>, %w: tensor<2x3x64x16xf32>) -> tensor<2x3x1x16xf32> {
+func.func @decode_qkv(%x: tensor<1x64xf32>, %g: tensor<64xf32>, %w: tensor<2x3x64x16xf32>, %c: tensor<1x16xf32>) -> tensor<2x3x1x16xf32> {
   %n = graph.rmsnorm %x, %g epsilon = 1.000000e-05 : (tensor<1x64xf32>, tensor<64xf32>) -> tensor<1x64xf32>
   %r = graph.reshape %n : tensor<1x64xf32> -> tensor<1x1x1x64xf32>
   %qkv = graph.matmul %r, %w : (tensor<1x1x1x64xf32>, tensor<2x3x64x16xf32>) -> tensor<2x3x1x16xf32>
-  func.return %qkv : tensor<2x3x1x16xf32>
+  %y = graph.mul %qkv, %c : (tensor<2x3x1x16xf32>, tensor<1x16xf32>) -> tensor<2x3x1x16xf32>
+  func.return %y : tensor<2x3x1x16xf32>
 }
 
 // -----
@@ -62,20 +63,28 @@ func.func @ffn(%h: tensor<3x64xf32>, %g: tensor<64xf32>, %w13: tensor<2x64x32xf3
 
 // -----
 
-// The LM head (no reshape, `transpose_b` kept) and a second matmul of the same norm: both
-// read the one `x · g` and the one inverse RMS.
-// CHECK-LABEL: func.func @head_and_other
+// Two matmuls of the same norm (`transpose_b` kept) read the one `x · g` and the one
+// inverse RMS. A matmul whose result is only returned (the logits: no consumer to fold
+// the multiply into) keeps reading the norm.
+// CHECK-LABEL: func.func @two_matmuls
+// CHECK-NEXT:    %n = graph.rmsnorm %x, %g
+// CHECK-NEXT:    %n_xg = graph.mul %x, %g
 // CHECK-COUNT-1: graph.reciprocal
-// CHECK:         %logits = graph.matmul %n_xg, %head transpose_b : (tensor<2x64xf32>, tensor<100x64xf32>) -> tensor<2x100xf32>
-// CHECK-NEXT:    %logits_scaled = graph.mul %logits, %n_rstd : (tensor<2x100xf32>, tensor<2x1xf32>) -> tensor<2x100xf32>
-// CHECK-NEXT:    %other = graph.matmul %n_xg, %w : (tensor<2x64xf32>, tensor<64x8xf32>) -> tensor<2x8xf32>
-// CHECK-NEXT:    %other_scaled = graph.mul %other, %n_rstd : (tensor<2x8xf32>, tensor<2x1xf32>) -> tensor<2x8xf32>
-// CHECK-NOT:     graph.rmsnorm
-func.func @head_and_other(%x: tensor<2x64xf32>, %g: tensor<64xf32>, %head: tensor<100x64xf32>, %w: tensor<64x8xf32>) -> (tensor<2x100xf32>, tensor<2x8xf32>) {
+// CHECK:         %a = graph.matmul %n_xg, %wa transpose_b : (tensor<2x64xf32>, tensor<100x64xf32>) -> tensor<2x100xf32>
+// CHECK-NEXT:    %a_scaled = graph.mul %a, %n_rstd : (tensor<2x100xf32>, tensor<2x1xf32>) -> tensor<2x100xf32>
+// CHECK-NEXT:    %b = graph.matmul %n_xg, %wb : (tensor<2x64xf32>, tensor<64x8xf32>) -> tensor<2x8xf32>
+// CHECK-NEXT:    %b_scaled = graph.mul %b, %n_rstd : (tensor<2x8xf32>, tensor<2x1xf32>) -> tensor<2x8xf32>
+// CHECK-NEXT:    %logits = graph.matmul %n, %head : (tensor<2x64xf32>, tensor<64x10xf32>) -> tensor<2x10xf32>
+// CHECK-NEXT:    %ra = graph.relu %a_scaled
+// CHECK-NEXT:    %rb = graph.relu %b_scaled
+func.func @two_matmuls(%x: tensor<2x64xf32>, %g: tensor<64xf32>, %wa: tensor<100x64xf32>, %wb: tensor<64x8xf32>, %head: tensor<64x10xf32>) -> (tensor<2x100xf32>, tensor<2x8xf32>, tensor<2x10xf32>) {
   %n = graph.rmsnorm %x, %g epsilon = 1.000000e-06 : (tensor<2x64xf32>, tensor<64xf32>) -> tensor<2x64xf32>
-  %logits = graph.matmul %n, %head transpose_b : (tensor<2x64xf32>, tensor<100x64xf32>) -> tensor<2x100xf32>
-  %other = graph.matmul %n, %w : (tensor<2x64xf32>, tensor<64x8xf32>) -> tensor<2x8xf32>
-  func.return %logits, %other : tensor<2x100xf32>, tensor<2x8xf32>
+  %a = graph.matmul %n, %wa transpose_b : (tensor<2x64xf32>, tensor<100x64xf32>) -> tensor<2x100xf32>
+  %b = graph.matmul %n, %wb : (tensor<2x64xf32>, tensor<64x8xf32>) -> tensor<2x8xf32>
+  %logits = graph.matmul %n, %head : (tensor<2x64xf32>, tensor<64x10xf32>) -> tensor<2x10xf32>
+  %ra = graph.relu %a : tensor<2x100xf32>
+  %rb = graph.relu %b : tensor<2x8xf32>
+  func.return %ra, %rb, %logits : tensor<2x100xf32>, tensor<2x8xf32>, tensor<2x10xf32>
 }
 
 // -----
@@ -86,12 +95,14 @@ func.func @head_and_other(%x: tensor<2x64xf32>, %g: tensor<64xf32>, %head: tenso
 // CHECK:         %y = graph.matmul %n_xg, %w
 // CHECK:         %y_scaled = graph.mul %y, %n_rstd
 // CHECK:         %z = graph.add %n, %x
-// CHECK-NEXT:    func.return %y_scaled, %z
+// CHECK-NEXT:    %t = graph.tanh %y_scaled
+// CHECK-NEXT:    func.return %t, %z
 func.func @other_user(%x: tensor<2x64xf32>, %g: tensor<64xf32>, %w: tensor<64x8xf32>) -> (tensor<2x8xf32>, tensor<2x64xf32>) {
   %n = graph.rmsnorm %x, %g epsilon = 1.000000e-05 : (tensor<2x64xf32>, tensor<64xf32>) -> tensor<2x64xf32>
   %y = graph.matmul %n, %w : (tensor<2x64xf32>, tensor<64x8xf32>) -> tensor<2x8xf32>
   %z = graph.add %n, %x : (tensor<2x64xf32>, tensor<2x64xf32>) -> tensor<2x64xf32>
-  func.return %y, %z : tensor<2x8xf32>, tensor<2x64xf32>
+  %t = graph.tanh %y : tensor<2x8xf32>
+  func.return %t, %z : tensor<2x8xf32>, tensor<2x64xf32>
 }
 
 // -----
@@ -105,6 +116,9 @@ func.func @other_user(%x: tensor<2x64xf32>, %g: tensor<64xf32>, %w: tensor<64x8x
 // CHECK-NEXT:    %r = graph.reshape %n : tensor<4x16xf32> -> tensor<8x8xf32>
 // CHECK-NEXT:    %b = graph.matmul %r, %v
 // CHECK-NEXT:    %c = graph.matmul %u, %n
+// CHECK-NEXT:    %ra = graph.relu %a
+// CHECK-NEXT:    %rb = graph.relu %b
+// CHECK-NEXT:    %rc = graph.relu %c
 // CHECK-NEXT:    func.return
 func.func @not_contracted(%x: tensor<4x16xf32>, %g: tensor<16xf32>, %w: tensor<4x8xf32>, %v: tensor<8x2xf32>, %u: tensor<3x4xf32>) -> (tensor<16x8xf32>, tensor<8x2xf32>, tensor<3x16xf32>) {
   %n = graph.rmsnorm %x, %g epsilon = 1.000000e-05 : (tensor<4x16xf32>, tensor<16xf32>) -> tensor<4x16xf32>
@@ -112,7 +126,10 @@ func.func @not_contracted(%x: tensor<4x16xf32>, %g: tensor<16xf32>, %w: tensor<4
   %r = graph.reshape %n : tensor<4x16xf32> -> tensor<8x8xf32>
   %b = graph.matmul %r, %v : (tensor<8x8xf32>, tensor<8x2xf32>) -> tensor<8x2xf32>
   %c = graph.matmul %u, %n : (tensor<3x4xf32>, tensor<4x16xf32>) -> tensor<3x16xf32>
-  func.return %a, %b, %c : tensor<16x8xf32>, tensor<8x2xf32>, tensor<3x16xf32>
+  %ra = graph.relu %a : tensor<16x8xf32>
+  %rb = graph.relu %b : tensor<8x2xf32>
+  %rc = graph.relu %c : tensor<3x16xf32>
+  func.return %ra, %rb, %rc : tensor<16x8xf32>, tensor<8x2xf32>, tensor<3x16xf32>
 }
 
 // -----
@@ -128,5 +145,6 @@ func.func @two_axes(%x: tensor<3x4x8xf32>, %g: tensor<4x8xf32>, %w: tensor<32x5x
   %n = graph.rmsnorm %x, %g axis = -2 epsilon = 1.000000e-05 : (tensor<3x4x8xf32>, tensor<4x8xf32>) -> tensor<3x4x8xf32>
   %r = graph.reshape %n : tensor<3x4x8xf32> -> tensor<3x32xf32>
   %y = graph.matmul %r, %w : (tensor<3x32xf32>, tensor<32x5xf32>) -> tensor<3x5xf32>
-  func.return %y : tensor<3x5xf32>
+  %e = graph.exp %y : tensor<3x5xf32>
+  func.return %e : tensor<3x5xf32>
 }

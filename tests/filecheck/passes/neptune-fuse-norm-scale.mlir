@@ -19,10 +19,6 @@
 // CHECK-NEXT:      arith.divf %[[ONE]], %[[RMS]] : f32
 // CHECK:         %qkv = loop.nest ({{.*}}) to (2, 3, 1, 64, 128) [parallel, parallel, parallel, parallel, reduction]
 // CHECK:           loop.read %n_xg[
-// CHECK:         %qkv_scaled = loop.nest ({{.*}}) to (2, 3, 1, 64) [parallel, parallel, parallel, parallel]
-// CHECK:           %[[Q:.*]] = loop.read %qkv[
-// CHECK:           %[[R:.*]] = loop.read %n_rstd[
-// CHECK-NEXT:      arith.mulf %[[Q]], %[[R]] : f32
 // CHECK:         %f_rstd = loop.nest
 // CHECK:         %both = loop.nest ({{.*}}) to (2, 1, 96, 128) [parallel, parallel, parallel, reduction]
 // CHECK:           loop.read %f_xg[
@@ -32,8 +28,13 @@
 // CHECK-NOT:       math.sqrt
 // CHECK:           loop.read %f_rstd[
 // CHECK-NOT:       math.sqrt
-// CHECK:         func.return %qkv_scaled, %y
-func.func @decode(%x: tensor<1x128xf32>, %g: tensor<128xf32>, %w: tensor<2x3x128x64xf32>, %g2: tensor<128xf32>, %w13: tensor<2x128x96xf32>) -> (tensor<2x3x1x64xf32>, tensor<1x96xf32>) {
+// CHECK:         %rot = loop.nest ({{.*}}) to (2, 3, 1, 64) [parallel, parallel, parallel, parallel]
+// CHECK:           %[[Q:.*]] = loop.read %qkv[
+// CHECK:           %[[R:.*]] = loop.read %n_rstd[
+// CHECK-NEXT:      arith.mulf %[[Q]], %[[R]] : f32
+// CHECK:         func.return %rot, %y
+
+func.func @decode(%x: tensor<1x128xf32>, %g: tensor<128xf32>, %w: tensor<2x3x128x64xf32>, %g2: tensor<128xf32>, %w13: tensor<2x128x96xf32>, %cos: tensor<1x64xf32>) -> (tensor<2x3x1x64xf32>, tensor<1x96xf32>) {
   %n = graph.rmsnorm %x, %g epsilon = 1.000000e-05 : (tensor<1x128xf32>, tensor<128xf32>) -> tensor<1x128xf32>
   %r = graph.reshape %n : tensor<1x128xf32> -> tensor<1x1x1x128xf32>
   %qkv = graph.matmul %r, %w : (tensor<1x1x1x128xf32>, tensor<2x3x128x64xf32>) -> tensor<2x3x1x64xf32>
@@ -46,5 +47,6 @@ func.func @decode(%x: tensor<1x128xf32>, %g: tensor<128xf32>, %w: tensor<2x3x128
   %v = graph.reshape %gate : tensor<1x1x96xf32> -> tensor<1x96xf32>
   %s = graph.silu %u : tensor<1x96xf32>
   %y = graph.mul %s, %v : (tensor<1x96xf32>, tensor<1x96xf32>) -> tensor<1x96xf32>
-  func.return %qkv, %y : tensor<2x3x1x64xf32>, tensor<1x96xf32>
+  %rot = graph.mul %qkv, %cos : (tensor<2x3x1x64xf32>, tensor<1x64xf32>) -> tensor<2x3x1x64xf32>
+  func.return %rot, %y : tensor<2x3x1x64xf32>, tensor<1x96xf32>
 }
