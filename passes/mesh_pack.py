@@ -16,8 +16,10 @@ with A's results then B's. A pair merges when
 - each body has exactly one `mesh.allreduce`, outside loops or in loops of one trip only
   (the blocked nests' `0 to 8 step 8`: those are inlined first),
 - both allreduces have the same combine kind, axis, segment, algorithm, K and groups and
-  element type, and their payloads together hold at most `max-elements` values (the
-  packing copies cost ~ a cycle per 4 values; large payloads gain nothing),
+  element type, their payloads together hold at most `max-elements` values, and the
+  packed allreduce with the packing's copies (a fill, a store and a load of each payload)
+  is faster than the two by the runtime's timing of a line (`saved_cycles`): on a short
+  line with large payloads the copies cost more than the latency saved,
 - B reads no result of A, and nothing between them that reads A: host ops between them
   that B reads (scatters of inputs and constants) move above A; a `mesh.spmd` does not,
 - A is among the `window` nests before B (nearest first), and the merged body's SRAM
@@ -56,17 +58,20 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from xdsl.context import Context
 from xdsl.dialects import arith
-from xdsl.dialects.builtin import IndexType, IntegerAttr, ModuleOp, TensorType
+from xdsl.dialects.builtin import AnyFloat, IndexType, IntegerAttr, ModuleOp, TensorType
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.passes import ModulePass
 
 from plmr.dialects import mesh, tile
 from plmr.dialects.graph import element_type, static_shape
 from plmr.errors import PlmrError
+from plmr.runtime.collective_stages import line_cycles
+from plmr.runtime.collectives import allreduce_plan, segmented_plan
 from plmr.runtime.device import Device, get_device
 from plmr.runtime.sram import spmd_sram
 
@@ -120,6 +125,65 @@ def _key(op: mesh.AllreduceOp) -> tuple[Attribute | None, ...]:
 
 def _elements(op: mesh.AllreduceOp) -> int:
     return math.prod(static_shape(op.input, "allreduce input"))
+
+
+@lru_cache(maxsize=1024)
+def _line_allreduce_cycles(
+    device: Device,
+    n: int,
+    elems: int,
+    algorithm: str,
+    k: int,
+    groups: int | None,
+    segment: int | None,
+) -> float:
+    """The runtime's timing of an allreduce of `elems` values per PE along `n` PEs."""
+    if segment is None:
+        plan = allreduce_plan(n, algorithm, k, groups)
+    else:
+        inside = allreduce_plan(segment, algorithm, k, groups)
+        plan = segmented_plan(inside, n)
+    return float(line_cycles(plan, elems, device).max())
+
+
+def _allreduce_cycles(op: mesh.AllreduceOp, elems: int, device: Device) -> float:
+    grid = op.grid()
+    return _line_allreduce_cycles(
+        device,
+        mesh.axis_size(op.axis.data, grid),
+        elems,
+        op.algorithm.data,
+        op.k.value.data,
+        None if op.groups is None else op.groups.value.data,
+        None if op.segment is None else op.segment.value.data,
+    )
+
+
+def _copy_cycles(device: Device, na: int, nb: int, itemsize: int) -> float:
+    """
+    The packing's compute (`runtime/op_cost.py`): a fill of the buffer, a store and a
+    load of each payload (SRAM writes at 8 bytes a cycle, reads at 16).
+    """
+    ratio = device.elem_bytes / itemsize
+
+    def op(read: int, written: int) -> float:
+        memory = max(read * itemsize * ratio / 16, written * itemsize * ratio / 8)
+        return device.op_overhead_cycles + math.ceil(memory)
+
+    return op(0, na + nb) + op(na, 0) + op(nb, 0) + op(0, na) + op(0, nb)
+
+
+def saved_cycles(ra: mesh.AllreduceOp, rb: mesh.AllreduceOp, device: Device) -> float:
+    """
+    What one packed allreduce saves on one line against the two: their time minus the
+    packed one's and the packing's copies (negative: packing is slower).
+    """
+    na, nb = _elements(ra), _elements(rb)
+    t = element_type(ra.input)
+    itemsize = t.bitwidth // 8 if isinstance(t, AnyFloat) else 4
+    apart = _allreduce_cycles(ra, na, device) + _allreduce_cycles(rb, nb, device)
+    packed = _allreduce_cycles(ra, na + nb, device)
+    return apart - packed - _copy_cycles(device, na, nb, itemsize)
 
 
 def inline_single_trip(loop: tile.ForOp) -> None:
@@ -304,7 +368,7 @@ class _Packer:
         if ra is None or rb is None or _key(ra) != _key(rb):
             return None
         n = _elements(ra) + _elements(rb)
-        if n > self.max_elements:
+        if n > self.max_elements or saved_cycles(ra, rb, self.device) <= 0:
             return None
         packed_bytes = n * self.device.elem_bytes
         if self.sram_of(a) + self.sram_of(b) + 3 * packed_bytes > self.device.sram_bytes:

@@ -17,8 +17,9 @@ from plmr.lowering.tile_to_mesh import NestPlan
 from plmr.models.generate import ProgramBuilder
 from plmr.models.llama_config import LlamaConfig, get_config
 from plmr.models.nests import count_ops
-from plmr.passes.mesh_pack import pack_allreduces
+from plmr.passes.mesh_pack import pack_allreduces, saved_cycles, single_allreduce
 from plmr.passes.pipeline import CompileOptions, compile_module
+from plmr.runtime.device import get_device
 from plmr.runtime.interpreter import find_program, run_mesh
 from plmr.runtime.running import random_inputs
 
@@ -176,3 +177,48 @@ def test_plmr_compile_packs_unless_told_not_to(tmp_path: Path):
     assert f"{_counts(after)[0]} nests (mesh.spmd), {_counts(after)[1]} allreduces" in (
         packed.output
     )
+
+
+def _two_sums(n: int, cols: int) -> str:
+    """Two independent nests that sum `n` rows along x on a 1 x `cols` grid."""
+    dist = f"!mesh.dist<tensor<{n}x{2 * cols}xf32>, #mesh.layout<[-, x]>>"
+    out = f"!mesh.dist<tensor<{n}xf32>, #mesh.layout<[-]>>"
+    nests = "\n".join(
+        f"""  %s{i} = mesh.spmd(%d) : ({dist}) -> {out} {{
+  ^bb0(%y: index, %x: index, %blk: tensor<{n}x2xf32>):
+    %p = tile.reduce sum %blk axis = 1 : tensor<{n}x2xf32> -> tensor<{n}x1xf32>
+    %q = tile.reshape %p : tensor<{n}x1xf32> -> tensor<{n}xf32>
+    %r = mesh.allreduce sum %q axis x : tensor<{n}xf32>
+    mesh.yield %r : tensor<{n}xf32>
+  }}
+  %g{i} = mesh.gather %s{i} : {out} -> tensor<{n}xf32>"""
+        for i in range(2)
+    )
+    return f"""
+mesh.program @sums(%a: tensor<{n}x{2 * cols}xf32>) -> (tensor<{n}xf32>, tensor<{n}xf32>) device "wse2" grid [1, {cols}] {{
+  %d = mesh.scatter %a : tensor<{n}x{2 * cols}xf32> -> {dist}
+{nests}
+  mesh.return %g0, %g1 : tensor<{n}xf32>, tensor<{n}xf32>
+}}
+"""
+
+
+@pytest.mark.parametrize(
+    ("n", "cols", "merged"), [(8, 2, True), (8, 64, True), (1000, 2, False)]
+)
+def test_a_pair_merges_only_when_one_allreduce_is_faster(n: int, cols: int, merged: bool):
+    # 1,000 values on 2 PEs: the two allreduces' latency is less than the packing's
+    # copies; a few values, or a long line, gain.
+    module = parse_module(_two_sums(n, cols))
+    device = get_device("wse2")
+    spmds = [op for op in module.walk() if isinstance(op, mesh.SpmdOp)]
+    ra, rb = (single_allreduce(s) for s in spmds)
+    assert ra is not None
+    assert rb is not None
+    assert (saved_cycles(ra, rb, device) > 0) == merged
+    before = parse_module(_two_sums(n, cols))
+    _, apart = run_mesh(before, [np.ones((n, 2 * cols), np.float32)], mode="timing")
+    assert len(pack_allreduces(module, max_elements=4096)) == int(merged)
+    _, packed = run_mesh(module, [np.ones((n, 2 * cols), np.float32)], mode="timing")
+    if merged:
+        assert float(packed.cycles) < float(apart.cycles)
