@@ -613,6 +613,8 @@ class Compound(Transform):
             f'convert-tile-to-mesh{{grid={o.grid[0]},{o.grid[1]} device="{o.device}" '
             f'gemm="{o.gemm}" gemv="{o.gemv}" k={o.k} groups={o.groups}}}'
         )
+        if o.pack_allreduces:
+            passes.append("mesh-pack-allreduces")
         passes += ["mesh-route", "mesh-verify-plmr"]
         return ",".join(passes)
 

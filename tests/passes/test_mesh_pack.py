@@ -222,3 +222,27 @@ def test_a_pair_merges_only_when_one_allreduce_is_faster(n: int, cols: int, merg
     _, packed = run_mesh(module, [np.ones((n, 2 * cols), np.float32)], mode="timing")
     if merged:
         assert float(packed.cycles) < float(apart.cycles)
+
+
+def test_a_schedule_pipeline_packs_as_plmr_compile_does():
+    from xdsl.passes import PassPipeline
+
+    from plmr.passes import get_all_passes
+    from plmr.schedule.transforms import Compound, Fuse, Partition, Tile
+    from plmr.schedule.tuner import compile_schedule
+
+    examples = Path(__file__).parents[2] / "examples"
+    text = (examples / "graph" / "decoder_block.mlir").read_text()
+    schedule = Compound(
+        [Fuse("auto"), Tile(parallel=4, reduction=4), Partition(grid=[2, 2])]
+    )
+    spec = schedule.to_pipeline()
+    assert "mesh-pack-allreduces,mesh-route" in spec
+    module = parse_module(text)
+    PassPipeline.parse_spec(get_all_passes(), spec).apply(make_context(), module)
+    direct = compile_schedule(text, schedule)
+    assert module_text(direct) == module_text(module)
+    apart = parse_module(text)
+    unpacked = spec.replace("mesh-pack-allreduces,", "")
+    PassPipeline.parse_spec(get_all_passes(), unpacked).apply(make_context(), apart)
+    assert _counts(module)[1] < _counts(apart)[1]
