@@ -417,16 +417,24 @@ def merge_sibling_maps(block: Block) -> bool:
     """
     Merges map nests of the same extents that do not read each other into one nest
     with the results of both (one `mesh.spmd` instead of two); True if any. The later
-    nest joins the earlier one when everything it reads is defined before that one
-    (decode's rotated K and the V copied out of the projection's slice).
+    nest joins the earlier one when everything it reads is defined before that one and
+    no reduction nest lies between them (decode's rotated K and the V copied out of the
+    projection's slice; not a later layer's map, which would move into an earlier layer).
     """
     changed = False
     progress = True
     while progress:
         progress = False
-        maps = [n for n in top_nests(block) if is_map(n)]
-        for i, first in enumerate(maps):
-            later = next((m for m in maps[i + 1 :] if _joins(first, m)), None)
+        # Runs of consecutive map nests (a reduction nest ends a run).
+        runs: list[list[NestOp]] = [[]]
+        for nest in top_nests(block):
+            if is_map(nest):
+                runs[-1].append(nest)
+            elif runs[-1]:
+                runs.append([])
+        pairs = ((first, run[i + 1 :]) for run in runs for i, first in enumerate(run))
+        for first, near in pairs:
+            later = next((m for m in near if _joins(first, m)), None)
             if later is None:
                 continue
             _merge_maps(first, later)

@@ -47,3 +47,25 @@ def test_merged_maps_on_the_mesh(grid: tuple[int, int]):
     got, _ = run_mesh(compiled, args, mode="functional")
     for g, w in zip(got, want, strict=True):
         np.testing.assert_allclose(g, w, rtol=1e-6)
+
+
+APART = """
+func.func @main(%x: tensor<4x8xf32>, %y: tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<4x1xf32>, tensor<4x8xf32>) {
+  %a = graph.mul %x, %y : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %r = graph.reduce sum %x axes = [-1] keepdims : tensor<4x8xf32> -> tensor<4x1xf32>
+  %s = graph.mul %r, %r : (tensor<4x1xf32>, tensor<4x1xf32>) -> tensor<4x1xf32>
+  %b = graph.sub %x, %y : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  func.return %a, %s, %b : tensor<4x8xf32>, tensor<4x1xf32>, tensor<4x8xf32>
+}
+"""
+
+
+def test_maps_with_a_reduction_between_them_stay_apart(fuse: Callable[..., Any]):
+    # b could join a (it reads only the inputs), but a reduction nest lies between
+    # them: a later layer's map does not move into an earlier layer.
+    fused = fuse(APART)
+    # a; r; r·r (other extents); b.
+    assert [len(n.res) for n in fused.nests] == [1, 1, 1, 1]
+    assert [n.is_reduction for n in fused.nests] == [False, True, False, False]
+    for g, w in zip(fused.results(), fused.want, strict=True):
+        np.testing.assert_allclose(g, w, rtol=1e-6)
