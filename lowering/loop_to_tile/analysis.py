@@ -56,8 +56,9 @@ whole when it is smaller than that on every axis (8 heads)."""
 
 
 BAND_MIN_WIDTH = 4
-"""With `bands`: the fewest PEs per band an axis must offer a dimension kept whole as too
-small (`Analysis._too_small`) for it to be cut in blocks of 1 (a loop over bands)."""
+"""The fewest PEs of a band: with `bands`, an axis must offer that many per block of a
+dimension kept whole as too small (`Analysis._too_small`) for it to be cut in blocks of 1
+(a loop over bands); the mesh partitioner puts a loop over bands no narrower."""
 
 
 class Analysis:

@@ -15,6 +15,7 @@ from xdsl.ir import SSAValue
 from plmr.dialects import mesh, tile
 from plmr.dialects.graph import static_shape
 from plmr.errors import PlmrError
+from plmr.lowering.loop_to_tile.analysis import BAND_MIN_WIDTH
 from plmr.lowering.tile_to_mesh.analysis import (
     Composite,
     Layout,
@@ -335,7 +336,7 @@ class Planner(CostModel):
     def _band_options(self, axis: str) -> list[Band]:
         """
         The bands `axis` can hold: an outer loop of at least two blocks over bands of
-        `n // blocks` PEs (at least two each), and an inner loop blocked within each band
+        `n // blocks` PEs (at least `BAND_MIN_WIDTH` each), and an inner loop blocked within each band
         or none (when an operand is banded so already). Both parallel; the outer parallel and the inner the reduction (reduced
         within each band); or both reductions (the reduction and one nested in it,
         reduced along the whole axis).
@@ -348,7 +349,7 @@ class Planner(CostModel):
         out: list[Band] = []
         for outer in loops:
             trips = outer.trip_count
-            if outer.lb.value.data != 0 or trips < 2 or n // trips < 2:
+            if outer.lb.value.data != 0 or trips < 2 or n // trips < BAND_MIN_WIDTH:
                 continue
             width = n // trips
             if not _fits(outer, n // width):
