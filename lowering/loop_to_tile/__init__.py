@@ -18,6 +18,11 @@ Which dimensions are blocked (`tile-sizes = P,R`):
   on it (blocking it reuses that tensor: the query rows of attention, both output
   dimensions of a matmul); a nest without such a dimension blocks its innermost one
   (two, without reductions);
+- with `fit` and a grid (`fit-grid`), a dimension that occupies fewer than an eighth of
+  every axis is kept whole (8 KV heads on 420 PEs); with `bands` the outermost such
+  parallel dimension is cut in blocks of 1 instead when an axis has at least 4 PEs per
+  block (a loop the mesh partitioner can put over bands of PEs, its head dimension
+  within each band); `plmr compile` blocks both ways and keeps the lower estimate;
 - dimensions of nested nests (a head dimension) are kept whole;
 - a dimension an index uses other than as `dim + offset` is not blocked.
 

@@ -27,6 +27,19 @@ of `parallel` `tile.for` loops around a block body) becomes one `mesh.spmd`:
     algorithm with lcm(P, Q) chunks placed pre-aligned (skewed); `gemm = meshgemm` uses
     WaferLLM's interleaved rings (every step ≤ 2 hops), `cannon` a torus, `summa`
     broadcasts the owners' chunks instead of shifting.
+- **Bands: two loops on one axis.** A loop of T blocks (the KV heads, blocks of 1 from
+  `convert-loop-to-tile{bands}`) can go over the bands of `W = n // T` PEs of an axis
+  (at least 4; `#mesh.layout<[y, -, -, y], band y 52>`), with a second loop blocked
+  within each band (the head dimension, 3 elements per PE): PE `p` works on block
+  `p // W` of the first and block `p % W` of the second, the PEs past the last band on
+  padding (guarded like an uneven split). The second loop may be the reduction, reduced
+  within each band (`mesh.allreduce ... segment = W`, no multicast: every PE of the
+  band needs the result — the scores of decode attention); both may be reductions (the
+  output projection over heads and head dimension), reduced along the whole axis; with
+  no second loop every PE of a band holds its band's blocks (the softmax over positions
+  on the other axis, when its input is banded). Layout changes from a banded value
+  gather the bands first (each band's first PE, or every PE with an inner dim, puts its
+  block in place and a sum along the axis delivers them).
 - **Layouts.** Operands are placed at scatter time in the layout the nest reads them in,
   so weights read transposed (`tile.dot ... transpose_b`) are placed pre-transposed
   and no transpose ever runs on the mesh. When a value produced by an earlier nest is
