@@ -122,6 +122,21 @@ def test_without_room_for_bands_the_heads_stay_whole():
     assert not _banded(plans)
 
 
+@pytest.mark.parametrize("grid", [(100, 40), (64, 64)])
+def test_blocking_for_bands_keeps_the_loop_semantics(grid: tuple[int, int]):
+    """`convert-loop-to-tile{bands}`: the tile program equals the loop program."""
+    loops = _loop_level(ATTENTION.replace("D", "96"), grid)
+    fn = select_function(loops, None)
+    inputs = random_inputs(fn, 5)
+    want = run_function(loops, fn, inputs)
+    tiled = loops.clone()
+    ConvertLoopToTilePass(tile_sizes=(8, 8), fit=True, fit_grid=grid, bands=True).apply(
+        make_context(), tiled
+    )
+    got = run_function(tiled, select_function(tiled, None), inputs)
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-5, atol=1e-6)
+
+
 def _loop_level(text: str, grid: tuple[int, int]) -> ModuleOp:
     module = parse_module(text)
     opts = CompileOptions(grid=grid, substitute=False, chunks=1, fit_tiles=True)
