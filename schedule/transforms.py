@@ -599,6 +599,8 @@ class Compound(Transform):
         passes: list[str] = []
         if o.eliminate_transposes:
             passes.append("transpose-elim")
+        if o.defer_norm_scale:
+            passes.append("graph-defer-norm-scale")
         if o.substitute:
             passes.append(
                 f'taso-substitute{{alpha={o.alpha} budget={o.budget} device="{o.device}"}}'
