@@ -40,11 +40,11 @@ from plmr.passes.canonicalize.match import constant_op, elt_of, shape_of
 
 MAX_ROWS = 1
 """
-The norms rewritten by default: of one row (decode's token, the LM head's last position),
-whose matmul is a matrix-vector product the mesh reduces with an allreduce that the mean
-square's can share. A norm of many rows (prefill) feeds a matrix product with no such
-allreduce, and its scale would multiply the product's outputs (`3·dim` for Q, K and V,
-`2·ffn` for the FFN) instead of the norm's `dim` inputs.
+The norms rewritten by default: of one row (decode's token), whose matmul is a
+matrix-vector product the mesh reduces with an allreduce that the mean square's can
+share. A norm of many rows (prefill) feeds a matrix product with no such allreduce, and
+its scale would multiply the product's outputs (`3·dim` for Q, K and V, `2·ffn` for the
+FFN) instead of the norm's `dim` inputs.
 """
 
 
@@ -75,8 +75,11 @@ def _only_returned(value: SSAValue) -> bool:
     return True
 
 
-def _contracts_norm(matmul: graph.MatmulOp, norm: graph.RmsNormOp) -> bool:
-    """Whether `matmul` contracts exactly the elements `norm` normalises, row by row."""
+def _deferrable(matmul: graph.MatmulOp, norm: graph.RmsNormOp) -> bool:
+    """
+    Whether `matmul` contracts exactly the elements `norm` normalises, row by row, and
+    has a consumer to take the scale.
+    """
     if matmul.transpose_a is not None:
         return False
     # Returned as is (the logits): no consumer to fold the multiply into; on the mesh
@@ -173,7 +176,7 @@ def defer_norm_scales(module: ModuleOp, max_rows: int = MAX_ROWS) -> int:
     for norm in [op for op in module.walk() if isinstance(op, graph.RmsNormOp)]:
         if _rows(norm) > max_rows:
             continue
-        matmuls = [m for m in _reading_matmuls(norm) if _contracts_norm(m, norm)]
+        matmuls = [m for m in _reading_matmuls(norm) if _deferrable(m, norm)]
         if not matmuls:
             continue
         block = norm.parent_block()
