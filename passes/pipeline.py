@@ -29,6 +29,7 @@ from plmr.dialects import loop, tile
 from plmr.errors import PlmrError
 
 if TYPE_CHECKING:
+    from plmr.lowering.loop_to_tile import ConvertLoopToTilePass
     from plmr.lowering.tile_to_mesh import NestPlan, Options
 
 PARALLEL_TILES = (16, 8, 4, 2)
@@ -229,34 +230,15 @@ def _tile_for_grid(
     mesh_opts: Options,
     plans: list[NestPlan] | None = None,
 ) -> None:
-    from plmr.lowering.loop_to_tile import ConvertLoopToTilePass, may_band
     from plmr.lowering.tile_to_mesh import lower_module
 
-    choices: Sequence[tuple[int, int]]
-    if opts.tile_sizes is not None:
-        choices = [opts.tile_sizes]
-    else:
-        par, red = _grid_blocks(module, opts.grid)
-        choices = [
-            (p, r) for p in (*PARALLEL_TILES, *par) for r in (*REDUCTION_TILES, *red)
-        ]
     best: tuple[float, ModuleOp, list[NestPlan]] | None = None
     first_error: PlmrError | None = None
-    # With a grid: also blocked for bands of PEs (the heads over bands, their head
-    # dimension within each), kept when the planner's estimate is lower.
-    banding = [False, True] if opts.fit_tiles and may_band(module, opts.grid) else [False]
-    for sizes, bands in [(s, b) for s in choices for b in banding]:
+    for sizes, bands in blocking_trials(module, opts):
         trial = module.clone()
         trial_plans: list[NestPlan] = []
         try:
-            nests = ";".join(f"{n}={p},{r}" for n, p, r in opts.nest_tile_sizes)
-            ConvertLoopToTilePass(
-                tile_sizes=sizes,
-                nest_tile_sizes=nests,
-                fit=opts.fit_tiles,
-                fit_grid=opts.grid if opts.fit_tiles else (),
-                bands=bands,
-            ).apply(ctx, trial)
+            loop_to_tile_pass(opts, sizes, bands).apply(ctx, trial)
             cost = lower_module(trial, mesh_opts, trial_plans)
             _pack(trial, opts, trial_plans)
             _route(ctx, trial, opts)
@@ -272,6 +254,46 @@ def _tile_for_grid(
     _replace_body(module, best[1])
     if plans is not None:
         plans.extend(best[2])
+
+
+def blocking_trials(
+    module: ModuleOp, opts: CompileOptions
+) -> list[tuple[tuple[int, int], bool]]:
+    """
+    The blockings `plmr compile` tries on a loop-level `module`, in order: `(P, R)`
+    blocks (the given ones, or the fixed candidates and those that give each PE one
+    block) and, with a grid (`fit_tiles`), each also blocked for bands of PEs (the heads
+    over bands, their head dimension within each) where a nest could use them. The
+    trial with the lowest planner's estimate is kept.
+    """
+    from plmr.lowering.loop_to_tile import may_band
+
+    choices: Sequence[tuple[int, int]]
+    if opts.tile_sizes is not None:
+        choices = [opts.tile_sizes]
+    else:
+        par, red = _grid_blocks(module, opts.grid)
+        choices = [
+            (p, r) for p in (*PARALLEL_TILES, *par) for r in (*REDUCTION_TILES, *red)
+        ]
+    banding = [False, True] if opts.fit_tiles and may_band(module, opts.grid) else [False]
+    return [(s, b) for s in choices for b in banding]
+
+
+def loop_to_tile_pass(
+    opts: CompileOptions, sizes: tuple[int, int], bands: bool
+) -> ConvertLoopToTilePass:
+    """`convert-loop-to-tile` as `plmr compile` runs it for one blocking trial."""
+    from plmr.lowering.loop_to_tile import ConvertLoopToTilePass
+
+    nests = ";".join(f"{n}={p},{r}" for n, p, r in opts.nest_tile_sizes)
+    return ConvertLoopToTilePass(
+        tile_sizes=sizes,
+        nest_tile_sizes=nests,
+        fit=opts.fit_tiles,
+        fit_grid=opts.grid if opts.fit_tiles else (),
+        bands=bands,
+    )
 
 
 def _grid_blocks(module: ModuleOp, grid: tuple[int, int]) -> tuple[list[int], list[int]]:

@@ -10,8 +10,6 @@ stage, so every stage is one `plmr-opt` pass and a failing one reproduces alone.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation
@@ -22,7 +20,6 @@ from plmr.dialects import loop, tile
 from plmr.dialects.printing import module_text
 from plmr.errors import PlmrError
 from plmr.lowering.graph_to_loop import ConvertGraphToLoopPass
-from plmr.lowering.loop_to_tile import ConvertLoopToTilePass
 from plmr.lowering.tile_to_mesh import (
     ConvertTileToMeshPass,
     NestPlan,
@@ -37,12 +34,7 @@ from plmr.passes.mesh_route import MeshRoutePass
 from plmr.passes.mesh_verify import MeshVerifyPlmrPass
 from plmr.passes.neptune.fuse import NeptuneFusePass
 from plmr.passes.norm_defer import GraphDeferNormScalePass
-from plmr.passes.pipeline import (
-    PARALLEL_TILES,
-    REDUCTION_TILES,
-    CompileOptions,
-    _grid_blocks,  # pyright: ignore[reportPrivateUsage]
-)
+from plmr.passes.pipeline import CompileOptions, blocking_trials, loop_to_tile_pass
 from plmr.passes.taso.substitute import TasoSubstitutePass
 from plmr.passes.transpose_elim import TransposeElimPass
 from plmr.validate.check_each import Checker, PassFailed, Stage
@@ -62,16 +54,6 @@ def _mesh_options(opts: CompileOptions) -> Options:
     return parse_options(opts.grid, opts.device, opts.gemm, opts.gemv, opts.k, opts.groups)
 
 
-def _loop_to_tile(opts: CompileOptions, sizes: tuple[int, int]) -> ConvertLoopToTilePass:
-    nests = ";".join(f"{n}={p},{r}" for n, p, r in opts.nest_tile_sizes)
-    return ConvertLoopToTilePass(
-        tile_sizes=sizes,
-        nest_tile_sizes=nests,
-        fit=opts.fit_tiles,
-        fit_grid=opts.grid if opts.fit_tiles else (),
-    )
-
-
 def _route_passes(opts: CompileOptions) -> list[ModulePass]:
     if not opts.route:
         return []
@@ -86,22 +68,19 @@ def _route(ctx: Context, module: ModuleOp, opts: CompileOptions) -> None:
         raise PlmrError(str(e)) from e
 
 
-def choose_tile_sizes(
+def choose_blocking(
     ctx: Context, module: ModuleOp, opts: CompileOptions, mesh_opts: Options
-) -> tuple[int, int]:
-    """The blocking `compile_module` picks for a loop-level `module` (left unchanged)."""
-    if opts.tile_sizes is not None:
-        return opts.tile_sizes
-    par, red = _grid_blocks(module, opts.grid)
-    choices: Sequence[tuple[int, int]] = [
-        (p, r) for p in (*PARALLEL_TILES, *par) for r in (*REDUCTION_TILES, *red)
-    ]
-    best: tuple[float, tuple[int, int]] | None = None
+) -> tuple[tuple[int, int], bool]:
+    """
+    The blocking (blocks, bands) `compile_module` picks for a loop-level `module` (left
+    unchanged): the same trials, kept by the same estimate.
+    """
+    best: tuple[float, tuple[int, int], bool] | None = None
     first_error: PlmrError | None = None
-    for sizes in choices:
+    for sizes, bands in blocking_trials(module, opts):
         trial = module.clone()
         try:
-            _loop_to_tile(opts, sizes).apply(ctx, trial)
+            loop_to_tile_pass(opts, sizes, bands).apply(ctx, trial)
             cost = lower_module(trial, mesh_opts)
             if opts.pack_allreduces:
                 pack_allreduces(trial)
@@ -111,11 +90,11 @@ def choose_tile_sizes(
                 first_error = e
             continue
         if best is None or cost < best[0] * 0.999:
-            best = (cost, sizes)
+            best = (cost, sizes, bands)
     if best is None:
         assert first_error is not None
         raise first_error
-    return best[1]
+    return best[1], best[2]
 
 
 def _wrap_diagnostics(p: ModulePass) -> Stage:
@@ -168,13 +147,13 @@ def compile_checked(
     if _has(module, (loop.NestOp,)):
         checker.current = "convert-loop-to-tile"
         try:
-            sizes = choose_tile_sizes(ctx, module, opts, mesh_opts)
+            sizes, bands = choose_blocking(ctx, module, opts, mesh_opts)
         except PlmrError:
             raise
         except Exception as e:
             spec = "convert-loop-to-tile{blocking search}"
             raise PassFailed(spec, e, module_text(module)) from e
-        checker.apply(Stage.of_pass(_loop_to_tile(opts, sizes)), ctx, module)
+        checker.apply(Stage.of_pass(loop_to_tile_pass(opts, sizes, bands)), ctx, module)
     elif not _has(module, (tile.ForOp,)):
         checker.current = "plmr compile"
         already = any(op.name == "mesh.program" for op in module.ops)
@@ -212,4 +191,4 @@ def compile_checked(
     return module
 
 
-__all__ = ["choose_tile_sizes", "compile_checked"]
+__all__ = ["choose_blocking", "compile_checked"]

@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from plmr.dialects.context import load_module, make_context
+from plmr.dialects.context import load_module, make_context, parse_module
 from plmr.dialects.printing import module_text
+from plmr.models.llama import LlamaConfig, ProgramBuilder
 from plmr.passes.pipeline import CompileOptions, compile_module
 from plmr.tools.cli import cli
 from plmr.validate.check_each import Checker, CheckOptions
@@ -78,3 +79,33 @@ def test_plmr_compile_check_each_prints_every_pass(tmp_path: Path):
     )
     assert any("mesh-verify-plmr" in line and " mesh " in line for line in lines)
     assert "mesh.program" in out.read_text()
+
+
+def test_checked_compile_chooses_the_bands_compile_module_chooses():
+    # On a grid the blocking is tried with and without bands (a decode step's 4 KV heads
+    # over bands of 8 rows: only the banded trial has them); the checked pipeline keeps
+    # the trial compile_module keeps.
+    config = LlamaConfig(
+        "b",
+        dim=72,
+        n_layers=1,
+        n_heads=8,
+        n_kv_heads=4,
+        ffn_dim=40,
+        vocab=20,
+        max_seq=20,
+        head_dim_override=16,
+    )
+    text = ProgramBuilder(config, None, one_projection=True).decode()
+    opts = CompileOptions(
+        grid=(32, 32), tile_sizes=(8, 8), substitute=False, chunks=1, fit_tiles=True
+    )
+    ctx = make_context()
+    want = parse_module(text)
+    compile_module(ctx, want, opts)
+    assert "band y 8" in module_text(want)
+    got = parse_module(text)
+    checker = Checker(CheckOptions(), lambda _: None)
+    compile_checked(ctx, got, opts, checker)
+    assert module_text(got) == module_text(want)
+    assert all(c.error is not None and c.error <= 1e-4 for c in checker.checks)
