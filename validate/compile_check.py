@@ -75,9 +75,13 @@ def choose_blocking(
     The blocking (blocks, bands) `compile_module` picks for a loop-level `module` (left
     unchanged): the same trials, kept by the same estimate.
     """
+    trials = blocking_trials(module, opts)
+    if len(trials) == 1:
+        # Nothing to choose: the stages after it report their own refusals.
+        return trials[0]
     best: tuple[float, tuple[int, int], bool] | None = None
     first_error: PlmrError | None = None
-    for sizes, bands in blocking_trials(module, opts):
+    for sizes, bands in trials:
         trial = module.clone()
         try:
             loop_to_tile_pass(opts, sizes, bands).apply(ctx, trial)
