@@ -58,12 +58,11 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from xdsl.context import Context
 from xdsl.dialects import arith
-from xdsl.dialects.builtin import AnyFloat, IndexType, IntegerAttr, ModuleOp, TensorType
+from xdsl.dialects.builtin import IndexType, IntegerAttr, ModuleOp, TensorType
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.passes import ModulePass
 
@@ -71,8 +70,9 @@ from plmr.dialects import mesh, tile
 from plmr.dialects.graph import element_type, static_shape
 from plmr.errors import PlmrError
 from plmr.runtime.collective_stages import line_cycles
-from plmr.runtime.collectives import allreduce_plan, segmented_plan
 from plmr.runtime.device import Device, get_device
+from plmr.runtime.op_cost import vector_op_cycles
+from plmr.runtime.route_plan import plan_of
 from plmr.runtime.sram import spmd_sram
 
 if TYPE_CHECKING:
@@ -127,48 +127,20 @@ def _elements(op: mesh.AllreduceOp) -> int:
     return math.prod(static_shape(op.input, "allreduce input"))
 
 
-@lru_cache(maxsize=1024)
-def _line_allreduce_cycles(
-    device: Device,
-    n: int,
-    elems: int,
-    algorithm: str,
-    k: int,
-    groups: int | None,
-    segment: int | None,
-) -> float:
-    """The runtime's timing of an allreduce of `elems` values per PE along `n` PEs."""
-    if segment is None:
-        plan = allreduce_plan(n, algorithm, k, groups)
-    else:
-        inside = allreduce_plan(segment, algorithm, k, groups)
-        plan = segmented_plan(inside, n)
-    return float(line_cycles(plan, elems, device).max())
-
-
 def _allreduce_cycles(op: mesh.AllreduceOp, elems: int, device: Device) -> float:
-    grid = op.grid()
-    return _line_allreduce_cycles(
-        device,
-        mesh.axis_size(op.axis.data, grid),
-        elems,
-        op.algorithm.data,
-        op.k.value.data,
-        None if op.groups is None else op.groups.value.data,
-        None if op.segment is None else op.segment.value.data,
-    )
+    """The runtime's timing of `op` with `elems` values per PE (its plan on one line)."""
+    return float(line_cycles(plan_of(op, op.grid()), elems, device).max())
 
 
-def _copy_cycles(device: Device, na: int, nb: int, itemsize: int) -> float:
+def _copy_cycles(device: Device, na: int, nb: int) -> float:
     """
     The packing's compute (`runtime/op_cost.py`): a fill of the buffer, a store and a
-    load of each payload (SRAM writes at 8 bytes a cycle, reads at 16).
+    load of each payload.
     """
-    ratio = device.elem_bytes / itemsize
+    e = device.elem_bytes
 
     def op(read: int, written: int) -> float:
-        memory = max(read * itemsize * ratio / 16, written * itemsize * ratio / 8)
-        return device.op_overhead_cycles + math.ceil(memory)
+        return vector_op_cycles(device, 0, False, read * e, written * e)
 
     return op(0, na + nb) + op(na, 0) + op(nb, 0) + op(0, na) + op(0, nb)
 
@@ -179,11 +151,9 @@ def saved_cycles(ra: mesh.AllreduceOp, rb: mesh.AllreduceOp, device: Device) -> 
     packed one's and the packing's copies (negative: packing is slower).
     """
     na, nb = _elements(ra), _elements(rb)
-    t = element_type(ra.input)
-    itemsize = t.bitwidth // 8 if isinstance(t, AnyFloat) else 4
     apart = _allreduce_cycles(ra, na, device) + _allreduce_cycles(rb, nb, device)
     packed = _allreduce_cycles(ra, na + nb, device)
-    return apart - packed - _copy_cycles(device, na, nb, itemsize)
+    return apart - packed - _copy_cycles(device, na, nb)
 
 
 def inline_single_trip(loop: tile.ForOp) -> None:

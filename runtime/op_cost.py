@@ -27,15 +27,32 @@ def op_cycles(dev: Device, op: Operation) -> float:
         if cost.flops == 0 and cost.bytes_read == 0 and cost.bytes_written == 0:
             return 0.0
         ratio = _byte_ratio(dev, op)
-        simd = dev.fmac_fp16 if cost.fmacs else dev.simd_fp16
-        arithmetic = math.ceil(cost.flops / simd)
-        memory = max(cost.bytes_read * ratio / 16, cost.bytes_written * ratio / 8)
-        return dev.op_overhead_cycles + max(arithmetic, math.ceil(memory))
+        return vector_op_cycles(
+            dev,
+            cost.flops,
+            bool(cost.fmacs),
+            cost.bytes_read * ratio,
+            cost.bytes_written * ratio,
+        )
     if isinstance(op, arith.ConstantOp):
         return 0.0
     if op.name.startswith(("arith.", "math.")):
         return 1.0
     return 0.0
+
+
+def vector_op_cycles(
+    dev: Device, flops: float, fmacs: bool, bytes_read: float, bytes_written: float
+) -> float:
+    """
+    One vector op on a PE: its overhead, then its arithmetic at the SIMD width (FMAC
+    width for multiply-accumulates) or its SRAM traffic (reads at 16 bytes a cycle,
+    writes at 8, in the device's element size), whichever is longer.
+    """
+    simd = dev.fmac_fp16 if fmacs else dev.simd_fp16
+    arithmetic = math.ceil(flops / simd)
+    memory = max(bytes_read / 16, bytes_written / 8)
+    return dev.op_overhead_cycles + max(arithmetic, math.ceil(memory))
 
 
 def _dot_cycles(dev: Device, op: tile.DotOp) -> float:

@@ -127,12 +127,7 @@ def _fits(loop: tile.ForOp, parts: int) -> bool:
     Whether `loop` splits into `parts` (a band count or width) with each part's blocks
     exactly its block of the padded layout (`ceil(extent / parts)` elements).
     """
-    trips, step = loop.trip_count, loop.step.value.data
-    return (
-        loop.lb.value.data == 0
-        and trips >= 2
-        and -(-trips // parts) * step == -(-(trips * step) // parts)
-    )
+    return loop.trip_count >= 2 and _extent_ok(loop, parts)
 
 
 def plain_accumulators(red: tile.ForOp) -> list[str] | None:
