@@ -15,6 +15,7 @@ import math
 from functools import lru_cache
 
 import numpy as np
+import numpy.typing as npt
 from xdsl.builder import Builder
 from xdsl.ir import SSAValue
 
@@ -24,7 +25,7 @@ from plmr.lowering.tile_to_mesh.analysis import Options
 from plmr.lowering.tile_to_mesh.builders import const_index, ktree_groups
 from plmr.runtime.collective_stages import line_cycles
 from plmr.runtime.collectives import allreduce_plan, broadcast_plan, segmented_plan
-from plmr.runtime.device import get_device
+from plmr.runtime.device import Device, get_device
 
 
 def data_positions(loop: tile.ForOp, n: int) -> int:
@@ -115,10 +116,7 @@ def line_allreduce_cycles(
     dev = get_device(device)
     if segment is None:
         return float(line_cycles(allreduce_plan(n, algorithm, k, groups), elems, dev).max())
-    inside = allreduce_plan(
-        segment, algorithm, k, None if groups is None else min(groups, segment)
-    )
-    done = line_cycles(segmented_plan(inside, n), elems, dev)
+    done = _within_segments(dev, n, elems, algorithm, k, groups, segment)
     root = segment - 1
     spread = line_cycles(broadcast_plan(n, root), elems, dev, np.full(n, done[root]))
     return float(spread.max())
@@ -146,11 +144,24 @@ def band_line_cycles(
     width: int,
 ) -> float:
     """The runtime's timing of an allreduce within every segment of `width` PEs."""
-    inside = allreduce_plan(
-        width, algorithm, k, None if groups is None else min(groups, width)
-    )
     dev = get_device(device)
-    return float(line_cycles(segmented_plan(inside, n), elems, dev).max())
+    return float(_within_segments(dev, n, elems, algorithm, k, groups, width).max())
+
+
+def _within_segments(
+    dev: Device,
+    n: int,
+    elems: int,
+    algorithm: str,
+    k: int,
+    groups: int | None,
+    segment: int,
+) -> npt.NDArray[np.float64]:
+    """Each PE's end of an allreduce within every segment of `segment` PEs of a line."""
+    inside = allreduce_plan(
+        segment, algorithm, k, None if groups is None else min(groups, segment)
+    )
+    return line_cycles(segmented_plan(inside, n), elems, dev)
 
 
 def reduction_allreduce(
