@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -268,7 +271,7 @@ def test_grouped_query_attention_on_the_mesh_equals_numpy(
     )
 
 
-def test_head_dimension_over_an_axis_on_a_large_grid():
+def test_head_dimension_over_an_axis_on_a_large_grid(decode_case: Callable[..., Any]):
     """
     On a grid whose axes are longer than the head dimension (16 on 20 PEs) but more
     than 8 times the KV heads (2), the blocking splits the head dimension in blocks of 1
@@ -292,27 +295,15 @@ def test_head_dimension_over_an_axis_on_a_large_grid():
         max_seq=20,
         head_dim_override=16,
     )
-    weights = random_weights(config, 1)
-    model = NumpyLlama(config, weights)
-    prompt = [3, 1, 4, 1, 5]
-    x = weights["embed"][np.asarray(prompt)]
-    _, ks, vs = model.forward(x, range(len(prompt)), KVCache.empty(config))
-    cache = KVCache.empty(config)
-    cache.store(ks, vs)
-    cos, sin = rope_tables(config, [len(prompt)])
-    args = _heads_decode_args(config, weights["embed"][[2]], len(prompt), cos, sin)
+    case = decode_case(config)
     plans: list[NestPlan] = []
     opts = CompileOptions(
         grid=(20, 20), substitute=False, tile_sizes=(4, 4), fit_tiles=True
     )
-    text = ProgramBuilder(config, weights, one_projection=True).decode()
+    text = ProgramBuilder(config, case.weights, one_projection=True).decode()
     module = compile_module(make_context(), parse_module(text), opts, plans)
-    got, _ = run_mesh(module, args + decode_cache_args(cache, config), mode="functional")
-    step, k_new, _ = model.forward(weights["embed"][[2]], [len(prompt)], cache)
-    np.testing.assert_allclose(got[0], step, rtol=1e-4, atol=1e-4)
-    np.testing.assert_allclose(
-        split_kv_rows(got[1:], config)[0][0][1], k_new[0][1], rtol=1e-4, atol=1e-5
-    )
+    got, _ = run_mesh(module, case.args, mode="functional")
+    case.check(got, [1])
     # The projection (Q, rotated Q, K, rotated K and V of every KV head): heads whole
     # (one block), the head dimension's 16 blocks over an axis; the scores reduce the
     # head dimension along an axis.

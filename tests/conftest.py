@@ -1,0 +1,64 @@
+"""Shared by tests in several areas."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+
+from plmr.models.llama import (
+    KVCache,
+    LlamaConfig,
+    NumpyLlama,
+    cache_mask,
+    cache_slot,
+    decode_cache_args,
+    random_weights,
+    rope_tables,
+    split_kv_rows,
+)
+
+PROMPT = [3, 1, 4, 1, 5]
+
+
+@dataclass
+class DecodeCase:
+    """A heads-form decode step of `token` after `PROMPT`, and numpy's answer."""
+
+    config: LlamaConfig
+    weights: dict[str, np.ndarray]
+    args: list[np.ndarray]
+    """x, mask, slot, cos, sin and the caches: the decode program's inputs."""
+    logits: np.ndarray
+    k_rows: list[list[np.ndarray]]
+
+    def check(self, got: list[np.ndarray], kv_heads: list[int]) -> None:
+        """`got` (the program's results) equals numpy's logits and new K rows."""
+        np.testing.assert_allclose(got[0], self.logits, rtol=1e-4, atol=1e-4)
+        k = split_kv_rows(got[1:], self.config)[0][0]
+        for g in kv_heads:
+            np.testing.assert_allclose(k[g], self.k_rows[0][g], rtol=1e-4, atol=1e-5)
+
+
+@pytest.fixture
+def decode_case() -> Callable[[LlamaConfig], DecodeCase]:
+    """`decode_case(config)`: random weights (seed 1), the prompt cached, token 2."""
+
+    def make(config: LlamaConfig) -> DecodeCase:
+        weights = random_weights(config, 1)
+        model = NumpyLlama(config, weights)
+        x = weights["embed"][np.asarray(PROMPT)]
+        _, ks, vs = model.forward(x, range(len(PROMPT)), KVCache.empty(config))
+        cache = KVCache.empty(config)
+        cache.store(ks, vs)
+        cos, sin = rope_tables(config, [len(PROMPT)])
+        row = weights["embed"][[2]]
+        n = len(PROMPT)
+        args = [row, cache_mask(config, n + 1), cache_slot(config, n), cos, sin]
+        args += decode_cache_args(cache, config)
+        logits, k_new, _ = model.forward(row, [n], cache)
+        return DecodeCase(config, weights, args, logits, k_new)
+
+    return make
