@@ -16,6 +16,7 @@ from xdsl.parser import Parser
 from xdsl.universe import Universe
 from xdsl.utils.exceptions import DiagnosticException, ParseError
 
+from plmr.dialects.graph_weights import anchor_weights
 from plmr.errors import PlmrError
 
 
@@ -80,10 +81,19 @@ def parse_module(
     return module
 
 
-def load_module(path: str | Path, ctx: Context | None = None) -> ModuleOp:
-    """Reads, parses and verifies an `.mlir` file (`-`: standard input)."""
+def load_module(
+    path: str | Path, ctx: Context | None = None, weights: Path | None = None
+) -> ModuleOp:
+    """
+    Reads, parses and verifies an `.mlir` file (`-`: standard input). Its weights files
+    become absolute paths: relative to the file's directory (the current directory for
+    standard input), or found in `weights` (a directory, or the one weights file) where
+    they moved.
+    """
     if str(path) == "-":
-        return parse_module(sys.stdin.read(), "<stdin>", ctx)
+        module = parse_module(sys.stdin.read(), "<stdin>", ctx)
+        anchor_weights(module, Path.cwd(), weights)
+        return module
     path = Path(path)
     try:
         text = path.read_text()
@@ -93,4 +103,6 @@ def load_module(path: str | Path, ctx: Context | None = None) -> ModuleOp:
         raise PlmrError(f"cannot read {path}: {e.strerror}") from e
     except UnicodeDecodeError as e:
         raise PlmrError(f"{path} is not a text (.mlir) file: {e.reason}") from e
-    return parse_module(text, str(path), ctx)
+    module = parse_module(text, str(path), ctx)
+    anchor_weights(module, path.resolve().parent, weights)
+    return module

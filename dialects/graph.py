@@ -113,6 +113,7 @@ from plmr.dialects.graph_shapes import (
 from plmr.dialects.graph_shapes import i64_array as _i64_array
 from plmr.dialects.graph_shapes import i64_attr as _i64
 from plmr.dialects.graph_shapes import ints as _ints
+from plmr.dialects.graph_weights import WeightOp
 
 # ---------------------------------------------------------------------------------------
 # Enums
@@ -1174,6 +1175,7 @@ Graph = Dialect(
         ExpandOp,
         PadOp,
         GatherElementsOp,
+        WeightOp,
     ],
     [ReduceKindAttr, PoolKindAttr, CmpPredicateAttr, PadModeAttr],
 )
@@ -1240,6 +1242,7 @@ __all__ = [
     "TanhOp",
     "TransposeOp",
     "UnaryElementwiseOp",
+    "WeightOp",
     "WhereOp",
     "XorOp",
     "broadcast_shapes",

@@ -40,6 +40,7 @@ from xdsl.rewriter import InsertPoint
 from xdsl.utils.hints import isa
 
 from plmr.dialects import graph
+from plmr.dialects.graph_weights import lowered_weight, weight_ref
 from plmr.dialects.loop import ReadOp
 from plmr.errors import PlmrError
 from plmr.lowering.data_movement import DATA_MOVEMENT_LOWERINGS
@@ -522,6 +523,13 @@ def _lower_constant(op: Operation) -> list[SSAValue]:
     return [arith.ConstantOp(op.value).result]
 
 
+def _lower_weight(op: Operation) -> list[SSAValue]:
+    """A weight stays a reference: an `arith.constant` of a `dense_resource`."""
+    ref = weight_ref(op)
+    assert ref is not None
+    return [lowered_weight(ref).result]
+
+
 # ---------------------------------------------------------------------------------------
 # Selection, comparison, logic and casts
 # ---------------------------------------------------------------------------------------
@@ -652,6 +660,7 @@ LOWERINGS: dict[type[Operation], Lowering] = {
     graph.Conv2dOp: _lower_conv2d,
     graph.PoolOp: _lower_pool,
     graph.ConstantOp: _lower_constant,
+    graph.WeightOp: _lower_weight,
     graph.GatherOp: lower_gather,
     graph.WhereOp: _lower_where,
     graph.CmpOp: _lower_cmp,

@@ -112,7 +112,12 @@ class _Lowering:
     def constant(self, b: Builder, op: arith.ConstantOp) -> SSAValue:
         value = op.value
         t = memref_type(op.result.type)
-        assert isinstance(value, DenseIntOrFPElementsAttr)
+        if not isinstance(value, DenseIntOrFPElementsAttr):
+            raise PlmrError(
+                f"convert-loop-to-scf: %{op.result.name_hint or '?'} is a weight by "
+                "reference, which the scf level does not carry; compile the program "
+                "for the mesh (plmr compile) instead"
+            )
         if value.is_splat():
             splat = cast(float, value.get_values()[0])
             buf = b.insert(memref.AllocOp([], [], t)).results[0]

@@ -33,6 +33,7 @@ from xdsl.ir import Attribute, Operation, SSAValue
 
 from plmr.dialects import mesh, tile
 from plmr.dialects.graph import static_shape
+from plmr.dialects.graph_weights import weight_ref
 from plmr.errors import PlmrError
 from plmr.runtime.collective_stages import StageArrays, segmented_data, stage_arrays
 from plmr.runtime.device import Device, get_device
@@ -57,6 +58,7 @@ from plmr.runtime.steady import (
     iteration_invariant,
 )
 from plmr.runtime.trace import TraceRecorder
+from plmr.runtime.weights import load_weight
 
 MODES = ("functional", "timing")
 
@@ -238,6 +240,13 @@ class MeshRuntime:
         ):
             # A host constant (e.g. a weight), placed by a later mesh.scatter.
             env[op.result] = dense_to_numpy(op.value)
+        elif (ref := weight_ref(op)) is not None:
+            # A weight by reference: mapped from its file when the data is needed; a
+            # timing run moves shapes only and never opens it.
+            if self.mode == "timing":
+                env[op.result] = self.placeholder(op.result)[(0,) * len(self.grid)]
+            else:
+                env[op.result] = load_weight(ref)
         elif isinstance(op, mesh.ScatterOp):
             env[op.result] = self._scatter(op, env[op.input])
         elif isinstance(op, mesh.GatherOp):

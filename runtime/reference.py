@@ -23,6 +23,7 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Operation
 
 from plmr.dialects import graph
+from plmr.dialects.graph_weights import weight_ref
 from plmr.errors import PlmrError
 from plmr.runtime.evaluator import (
     EvalImpl,
@@ -54,6 +55,7 @@ from plmr.runtime.numpy_ops import (
 )
 from plmr.runtime.tile_ops import EVAL_IMPLS, TileStats, count_op, global_values
 from plmr.runtime.values import Array, dense_to_numpy, numpy_dtype, tensor_dtype
+from plmr.runtime.weights import load_weight
 
 # ---------------------------------------------------------------------------------------
 # Op dispatch
@@ -185,6 +187,12 @@ def _run_constant(op: Operation, args: list[Array]) -> list[Array]:
     return [dense_to_numpy(op.value)]
 
 
+def _run_weight(op: Operation, args: list[Array]) -> list[Array]:
+    ref = weight_ref(op)
+    assert ref is not None
+    return [load_weight(ref)]
+
+
 def _run_gather(op: Operation, args: list[Array]) -> list[Array]:
     assert isinstance(op, graph.GatherOp)
     data, indices = args
@@ -270,6 +278,7 @@ GRAPH_IMPLS: dict[type[Operation], OpImpl] = {
     graph.Conv2dOp: _run_conv2d,
     graph.PoolOp: _run_pool,
     graph.ConstantOp: _run_constant,
+    graph.WeightOp: _run_weight,
     graph.GatherOp: _run_gather,
     graph.WhereOp: _run_where,
     graph.CmpOp: _run_cmp,

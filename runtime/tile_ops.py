@@ -31,10 +31,12 @@ from xdsl.ir import Attribute, BlockArgument, Operation, OpResult, SSAValue
 
 from plmr.dialects import tile
 from plmr.dialects.graph import normalize_axis, static_shape
+from plmr.dialects.graph_weights import weight_ref
 from plmr.errors import PlmrError
 from plmr.runtime.evaluator import EvalImpl, ReferenceEvaluator
 from plmr.runtime.numpy_ops import erf, gelu, sigmoid, silu
 from plmr.runtime.values import Array, dense_to_numpy, numpy_dtype, tensor_dtype
+from plmr.runtime.weights import load_weight
 
 Impl = EvalImpl
 
@@ -318,6 +320,10 @@ def _constant(ev: ReferenceEvaluator, op: Operation, args: list[Any]) -> list[An
         return [np.asarray(value.value.data, dtype=numpy_dtype(op.result.type))]
     if isinstance(value, DenseIntOrFPElementsAttr):
         arr = dense_to_numpy(value)  # pyright: ignore[reportUnknownArgumentType]
+        return [np.broadcast_to(arr, ev.lead + arr.shape).copy()]
+    ref = weight_ref(op)
+    if ref is not None:
+        arr = load_weight(ref)
         return [np.broadcast_to(arr, ev.lead + arr.shape).copy()]
     raise PlmrError(f"unsupported constant {value}")
 

@@ -69,23 +69,58 @@ def cli() -> None:
     "--func-name", default="main", show_default=True, help="Name of the function."
 )
 @click.option("--generic", is_flag=True, help="Print the generic MLIR form.")
-def import_cmd(model: Path, output: Path | None, func_name: str, generic: bool) -> None:
+@click.option(
+    "--inline-limit",
+    type=click.IntRange(min=0),
+    default=1024,
+    show_default=True,
+    help="Initializers of at most this many bytes stay inline (graph.constant); larger "
+    "ones are weights by reference (graph.weight).",
+)
+@click.option(
+    "--weights-out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="The safetensors file for weights the model does not keep as external data "
+    "(default with -o OUT.mlir: OUT.safetensors beside it; without -o they stay inline).",
+)
+def import_cmd(
+    model: Path,
+    output: Path | None,
+    func_name: str,
+    generic: bool,
+    inline_limit: int,
+    weights_out: Path | None,
+) -> None:
     """
     Import an ONNX MODEL (static shapes) into the `graph` dialect. Models older than
-    opset 13 are converted to 13 first (a note on stderr says so).
+    opset 13 are converted to 13 first (a note on stderr says so). Initializers above
+    --inline-limit bytes are weights by reference: those in the model's external data
+    stay there (file and offset), the others go to a safetensors file; the IR names
+    the files relative to its own directory.
     """
+    from plmr.dialects.graph_weights import relocate_weights
     from plmr.dialects.printing import module_text
-    from plmr.frontend.onnx import import_onnx_file
+    from plmr.frontend.onnx import WeightsOptions, import_onnx_file
 
     def notify(message: str) -> None:
         click.echo(message, err=True)
 
-    module = import_onnx_file(str(model), func_name=func_name, notify=notify)
-    text = module_text(module, generic=generic)
+    if output is not None and not output.resolve().parent.is_dir():
+        raise PlmrError(
+            f"cannot write {output}: directory {output.resolve().parent} does not exist"
+        )
+    if weights_out is None and output is not None:
+        weights_out = output.with_suffix(".safetensors")
+    options = WeightsOptions(inline_limit=inline_limit, out=weights_out)
+    module = import_onnx_file(
+        str(model), func_name=func_name, notify=notify, weights=options
+    )
     if output is None:
-        click.echo(text, nl=False)
+        click.echo(module_text(module, generic=generic), nl=False)
         return
-    write_text_atomically(output, text)
+    relocate_weights(module, output.resolve().parent)
+    write_text_atomically(output, module_text(module, generic=generic))
     click.echo(f"wrote {output}", err=True)
 
 

@@ -18,6 +18,7 @@ import click
 
 from plmr.errors import PlmrError
 from plmr.files import write_text_atomically
+from plmr.tools.weights_option import weights_option
 
 # ---------------------------------------------------------------------------------------
 # plmr compile
@@ -128,6 +129,7 @@ from plmr.files import write_text_atomically
 @click.option(
     "--check-tol", type=float, default=1e-4, show_default=True, help="Relative tolerance."
 )
+@weights_option
 def compile_cmd(
     program: Path,
     output: Path | None,
@@ -152,15 +154,20 @@ def compile_cmd(
     check_dir: Path | None,
     check_seed: int,
     check_tol: float,
+    weights: Path | None,
 ) -> None:
     """
     Compile PROGRAM (.mlir at the graph, loop or tile level, or an .onnx model) to a
     routed mesh program: transpose-elim, graph-defer-norm-scale, taso-substitute,
     convert-graph-to-loop, neptune-fuse, convert-loop-to-tile, convert-tile-to-mesh,
-    mesh-route, mesh-verify-plmr. Run the result with `plmr run`."""
+    mesh-route, mesh-verify-plmr. Run the result with `plmr run`. Weights by reference
+    stay references (checked against their files, never read); the output names them
+    relative to its own directory."""
     from plmr.dialects.context import load_module, make_context
+    from plmr.dialects.graph_weights import relocate_weights
     from plmr.dialects.printing import module_text
     from plmr.passes.pipeline import CompileOptions, compile_module
+    from plmr.runtime.weights import check_weights
     from plmr.tools.bench import parse_grid
 
     sizes: tuple[int, int] | None = None
@@ -197,9 +204,15 @@ def compile_cmd(
     if program.suffix == ".onnx":
         from plmr.frontend.onnx import import_onnx_file
 
+        if weights is not None:
+            raise PlmrError(
+                "--weights applies to .mlir programs; an .onnx model's external data is "
+                "read from next to the model"
+            )
         module = import_onnx_file(str(program))
     else:
-        module = load_module(program, ctx)
+        module = load_module(program, ctx, weights)
+    check_weights(module)
     source_text = module_text(module)
     schedule_json = _schedule_of_options(opts)
     plans: list[Any] = []
@@ -224,6 +237,8 @@ def compile_cmd(
             schedule_json,
             "manual" if schedule_path is not None else "default",
         )
+    if output is not None:
+        relocate_weights(module, output.resolve().parent)
     text = module_text(module, generic=generic)
     if explain:
         from plmr.models.explain import explain as explain_nests

@@ -63,8 +63,29 @@ class PlmrOptMain(xDSLOptMain):
             help="largest accepted relative error (default 1e-4)",
         )
         check.add_argument("--check-entry", default=None, help="function to run")
+        arg_parser.add_argument(
+            "--weights",
+            default=None,
+            help="where the program's weights are if they moved: a directory holding "
+            "its weights files, or the one weights file (default: as the program names "
+            "them, relative to its directory)",
+        )
 
     def apply_passes(self, prog: ModuleOp) -> None:
+        from plmr.dialects.graph_weights import anchor_weights, relocate_weights
+
+        source = self.args.input_file
+        base = Path.cwd() if source in (None, "-") else Path(source).resolve().parent
+        moved = None if self.args.weights is None else Path(self.args.weights)
+        anchor_weights(prog, base, moved)
+        self._apply_passes(prog)
+        out = self.args.output_file
+        # The output names the weights relative to its own directory (absolute on
+        # standard output).
+        if out is not None:
+            relocate_weights(prog, Path(out).resolve().parent)
+
+    def _apply_passes(self, prog: ModuleOp) -> None:
         if not self.args.check_each:
             super().apply_passes(prog)
             return

@@ -15,6 +15,7 @@ import click
 
 from plmr.errors import PlmrError
 from plmr.files import write_atomically, write_text_atomically
+from plmr.tools.weights_option import weights_option
 
 # ---------------------------------------------------------------------------------------
 # plmr run
@@ -92,6 +93,7 @@ from plmr.files import write_atomically, write_text_atomically
     help="mesh programs, timing mode: step every loop iteration instead of "
     "extrapolating loops that reached a steady state.",
 )
+@weights_option
 def run_cmd(
     program: Path,
     entry: str | None,
@@ -106,6 +108,7 @@ def run_cmd(
     trace_pes: str | None,
     heatmap_path: Path | None,
     exact: bool,
+    weights: Path | None,
 ) -> None:
     """
     Run PROGRAM (an .mlir file at any level) with plmr's reference semantics; a
@@ -120,11 +123,15 @@ def run_cmd(
         select_entry,
         summarize,
     )
+    from plmr.runtime.weights import check_weights
 
     if inputs is not None and seed is not None:
         raise PlmrError("give either --inputs or --random, not both")
-    module = load_module(program)
+    module = load_module(program, weights=weights)
     fn = select_entry(module, entry)
+    if mode != "timing":
+        # A timing run moves shapes only: it never opens the weights files.
+        check_weights(fn)
     if inputs is not None:
         args = load_inputs(fn, inputs)
         origin = f"inputs from {inputs}"

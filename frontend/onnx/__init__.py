@@ -8,7 +8,10 @@ Import of ONNX models into the `graph` dialect.
   its results; their ONNX names are kept as `{plmr.name = "<onnx name>"}` argument and
   result attributes, and sanitized ONNX names become the SSA names of the values;
 - initializers and `Constant` nodes are compile-time constants, turned into
-  `graph.constant` ops where a run-time op first uses them;
+  `graph.constant` ops where a run-time op first uses them; initializers larger than
+  `WeightsOptions.inline_limit` bytes are `graph.weight` references instead (the model's
+  external data read in place, or a safetensors file written beside the program), never
+  loaded whole;
 - a node whose inputs are all compile-time constants is evaluated at import (`folding`),
   and `Shape` / `Size` fold from static shapes, so shape sub-graphs disappear;
 - every other node goes to the handler of its op (`HANDLERS`), which emits `graph` ops;
@@ -20,7 +23,8 @@ Anything else (a dynamic dimension, an unsupported op or attribute value) raises
 `PlmrError` that names the offending input or node and says how to fix the model.
 
 The package is split by role: `core` (values, driver, entry points), `folding`,
-`elementwise`, `shapes`, `linalg`, `nn` and `conv` (handlers).
+`elementwise`, `shapes`, `linalg`, `nn` and `conv` (handlers), `weights` (weights by
+reference).
 """
 
 from plmr.frontend.onnx import conv, elementwise, linalg, nn, shapes
@@ -35,6 +39,7 @@ from plmr.frontend.onnx.core import (
     ssa_name,
     upgrade_opset,
 )
+from plmr.frontend.onnx.weights import DEFAULT_INLINE_LIMIT, WeightsOptions
 
 del conv, elementwise, linalg, nn, shapes
 
@@ -42,12 +47,14 @@ SUPPORTED_OPS: tuple[str, ...] = tuple(sorted(HANDLERS))
 """The ONNX ops `import_onnx` accepts (any op is accepted when its inputs are constant)."""
 
 __all__ = [
+    "DEFAULT_INLINE_LIMIT",
     "HANDLERS",
     "MAX_OPSET",
     "MIN_OPSET",
     "NAME_ATTR",
     "SUPPORTED_OPS",
     "Handler",
+    "WeightsOptions",
     "import_onnx",
     "import_onnx_file",
     "ssa_name",

@@ -9,6 +9,7 @@ evaluates nodes whose inputs are all compile-time constants.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from collections.abc import Callable, Sequence
@@ -19,7 +20,7 @@ import numpy as np
 import numpy.typing as npt
 import onnx
 from google.protobuf.message import DecodeError
-from onnx import external_data_helper, numpy_helper, version_converter
+from onnx import version_converter
 from xdsl.dialects import func
 from xdsl.dialects.builtin import (
     AnyDenseElement,
@@ -43,6 +44,13 @@ from xdsl.utils.exceptions import VerifyException
 from plmr.dialects import graph
 from plmr.errors import PlmrError
 from plmr.frontend.onnx.folding import FoldError, fold_node, foldable
+from plmr.frontend.onnx.weights import (
+    LazyTensor,
+    WeightSink,
+    WeightsOptions,
+    external_location,
+    to_array,
+)
 
 Array = npt.NDArray[Any]
 Shape = tuple[int, ...]
@@ -143,18 +151,6 @@ def int_list(arr: Array) -> list[int]:
 
 def shape_of(value: SSAValue) -> Shape:
     return graph.static_shape(value, "value")
-
-
-def to_array(tensor: onnx.TensorProto, what: str) -> Array:
-    """The value of an ONNX tensor as a numpy array, or a PlmrError naming `what`."""
-    try:
-        return np.asarray(numpy_helper.to_array(tensor))
-    except (ValueError, TypeError, OSError, KeyError, onnx.checker.ValidationError) as e:
-        raise PlmrError(
-            f"cannot read the value of {what}: {e}; if it is stored as external data, "
-            "load the model with onnx.load(path) (which loads external data) or use "
-            "import_onnx_file"
-        ) from e
 
 
 @dataclass
@@ -349,7 +345,12 @@ class Importer:
     """Converts the main graph of one ONNX model, node by node, into a block of ops."""
 
     def __init__(
-        self, model: onnx.ModelProto, func_name: str, notify: Notify | None = None
+        self,
+        model: onnx.ModelProto,
+        func_name: str,
+        notify: Notify | None = None,
+        weights: WeightsOptions | None = None,
+        base_dir: str = "",
     ):
         if not model.HasField("graph"):
             raise PlmrError(
@@ -367,6 +368,10 @@ class Importer:
         """SSA values of the ONNX names defined so far (arguments, results, constants)."""
         self.consts: dict[str, Array] = {}
         """Compile-time values: initializers, Constant outputs and folded results."""
+        self.lazy: dict[str, LazyTensor] = {}
+        """Initializers kept out of the IR, read only if a handler needs their values."""
+        self.sink = None if weights is None else WeightSink(weights)
+        self.base_dir = base_dir
         self.block = Block()
         self.used: set[str] = {name for n in self.graph.node for name in n.input if name}
         self.used |= {o.name for o in self.graph.output}
@@ -396,6 +401,11 @@ class Importer:
         existing = self.values.get(name)
         if existing is not None:
             return existing
+        lazy = self.lazy.get(name)
+        if lazy is not None:
+            result = self.reference(name, lazy)
+            self.define(name, result)
+            return result
         arr = self.consts.get(name)
         if arr is None:
             raise PlmrError(
@@ -416,9 +426,55 @@ class Importer:
                 f"does not support (supported: {_SUPPORTED_TYPES}); convert it in the "
                 "model"
             )
-        result = self.emit(graph.ConstantOp(dense(arr, kind)))
+        sink = self.sink
+        if (
+            sink is not None
+            and sink.writer is not None
+            and sink.out_of_line(arr.nbytes, arr.size)
+        ):
+            stored = sink.unique(name)
+            sink.writer.add_array(stored, np.ascontiguousarray(arr, dtype=kind.dtype))
+            file = str(sink.writer.path.resolve())
+            t = TensorType(kind.mlir, arr.shape)
+            result = self.emit(graph.WeightOp(stored, file, t))
+        else:
+            result = self.emit(graph.ConstantOp(dense(arr, kind)))
         result.name_hint = ssa_name(name)
         return result
+
+    def reference(self, name: str, lazy: LazyTensor) -> SSAValue:
+        """A new `graph.weight` for an initializer kept out of the IR."""
+        t = TensorType(lazy.mlir, lazy.shape)
+        if lazy.external is not None:
+            path, offset = lazy.external
+            op = graph.WeightOp(name, str(path), t, offset)
+        else:
+            sink = self.sink
+            assert sink is not None
+            assert sink.writer is not None
+            stored = sink.unique(name)
+            sink.writer.add(stored, lazy.dtype, lazy.shape, lazy.write)
+            op = graph.WeightOp(stored, str(sink.writer.path.resolve()), t)
+        result = self.emit(op)
+        result.name_hint = ssa_name(name)
+        return result
+
+    def keep_out(self, init: onnx.TensorProto) -> LazyTensor | None:
+        """The initializer as a reference, or None if it stays a compile-time value."""
+        sink = self.sink
+        kind = ELEMENT_KINDS.get(init.data_type)
+        if sink is None or kind is None or any(d < 0 for d in init.dims):
+            return None
+        shape = tuple(int(d) for d in init.dims)
+        nbytes = math.prod(shape) * kind.dtype.itemsize
+        if not sink.out_of_line(nbytes, math.prod(shape)):
+            return None
+        if init.data_location == onnx.TensorProto.EXTERNAL:
+            external = external_location(init, self.base_dir, nbytes)
+            return LazyTensor(init, kind.dtype, kind.mlir, shape, self.base_dir, external)
+        if sink.writer is None:
+            return None
+        return LazyTensor(init, kind.dtype, kind.mlir, shape, self.base_dir, None)
 
     def result(self, node: Node, value: SSAValue | Operation) -> None:
         """Defines output 0 of `node` as `value` (an op is appended first)."""
@@ -444,8 +500,14 @@ class Importer:
         return node.input(i) in self.consts
 
     def const(self, node: Node, i: int, what: str) -> Array:
-        """The compile-time value of input `i` of `node`, or a PlmrError."""
+        """
+        The compile-time value of input `i` of `node`, or a PlmrError; an initializer
+        kept out of the IR is read here (the handler must see its values).
+        """
         name = node.input(i)
+        lazy = self.lazy.get(name)
+        if lazy is not None:
+            return lazy.load()
         arr = self.consts.get(name)
         if arr is None:
             raise node.error(
@@ -461,6 +523,9 @@ class Importer:
         arr = self.consts.get(node.input(i))
         if arr is not None:
             return tuple(arr.shape)
+        lazy = self.lazy.get(node.input(i))
+        if lazy is not None:
+            return lazy.shape
         return shape_of(self.tensor(node, i))
 
     def axes(self, node: Node, input_index: int) -> list[int] | None:
@@ -492,8 +557,14 @@ class Importer:
                 "does not support; store them as dense initializers"
             )
         for init in self.graph.initializer:
-            self.consts[init.name] = to_array(init, f"initializer '{init.name}'")
-        inputs = [vi for vi in self.graph.input if vi.name not in self.consts]
+            lazy = self.keep_out(init)
+            if lazy is not None:
+                self.lazy[init.name] = lazy
+            else:
+                where = f"initializer '{init.name}'"
+                self.consts[init.name] = to_array(init, where, self.base_dir)
+        known = self.consts.keys() | self.lazy.keys()
+        inputs = [vi for vi in self.graph.input if vi.name not in known]
         types = [_input_type(vi) for vi in inputs]
         self.block = Block(arg_types=types)
         for arg, vi in zip(self.block.args, inputs, strict=True):
@@ -517,6 +588,8 @@ class Importer:
                 f"the imported IR does not verify ({e}); this is a bug in the plmr ONNX "
                 "importer: please report it with the model"
             ) from e
+        if self.sink is not None and self.sink.writer is not None and len(self.sink.writer):
+            self.sink.writer.write()
         return module
 
     def convert(self, node: Node) -> None:
@@ -532,13 +605,20 @@ class Importer:
                 f"or contrib ops (supported ops: {supported_ops_text()})"
             )
         for name in proto.input:
-            if name and name not in self.values and name not in self.consts:
+            if name and not (
+                name in self.values or name in self.consts or name in self.lazy
+            ):
                 raise node.error(
                     f"input '{name}' is not a graph input, an initializer or the output "
                     "of an earlier node; sort the graph topologically and check it with "
                     "onnx.checker.check_model"
                 )
         handler = HANDLERS.get(proto.op_type)
+        if handler is None:
+            # No op could take a weight by reference: read the ones this node uses.
+            for name in proto.input:
+                if name in self.lazy and name not in self.consts:
+                    self.consts[name] = self.lazy[name].load()
         if self.fold(node, required=handler is None):
             return
         if handler is None:
@@ -647,20 +727,35 @@ def _name_attrs(names: Sequence[str]) -> ArrayAttr[DictionaryAttr]:
 
 
 def import_onnx(
-    model: onnx.ModelProto, *, func_name: str = "main", notify: Notify | None = None
+    model: onnx.ModelProto,
+    *,
+    func_name: str = "main",
+    notify: Notify | None = None,
+    weights: WeightsOptions | None = None,
+    base_dir: str = "",
 ) -> ModuleOp:
     """
     Imports the main graph of an ONNX model as a module with one `func.func @func_name`
     of `graph` ops (see the package docstring); raises PlmrError on anything plmr cannot
     represent. `notify` receives one-line notices (e.g. that the opset was converted).
+    With `weights`, large initializers become `graph.weight` references (see
+    `WeightsOptions`); external data is read from `base_dir`.
     """
-    return Importer(model, func_name, notify).run()
+    return Importer(model, func_name, notify, weights, base_dir).run()
 
 
 def import_onnx_file(
-    path: str, *, func_name: str = "main", notify: Notify | None = None
+    path: str,
+    *,
+    func_name: str = "main",
+    notify: Notify | None = None,
+    weights: WeightsOptions | None = None,
 ) -> ModuleOp:
-    """Loads an `.onnx` file (with its external data) and imports it like `import_onnx`."""
+    """
+    Loads an `.onnx` file and imports it like `import_onnx`. Its external data is never
+    loaded whole: large initializers stored there are referenced in place (`weights`:
+    by default `WeightsOptions()`, which keeps the other initializers inline).
+    """
     try:
         with open(path, "rb") as f:
             data = f.read()
@@ -680,11 +775,10 @@ def import_onnx_file(
             f"'{path}' holds no ONNX graph (is it an empty file or another protobuf?); "
             "pass a model written by onnx.save"
         )
-    try:
-        external_data_helper.load_external_data_for_model(model, os.path.dirname(path))
-    except (OSError, ValueError, onnx.checker.ValidationError) as e:
-        raise PlmrError(
-            f"cannot load the external data of the ONNX model '{path}': {e}; keep the "
-            "data files next to the model, as onnx.save wrote them"
-        ) from e
-    return import_onnx(model, func_name=func_name, notify=notify)
+    return import_onnx(
+        model,
+        func_name=func_name,
+        notify=notify,
+        weights=WeightsOptions() if weights is None else weights,
+        base_dir=os.path.dirname(os.path.abspath(path)),
+    )

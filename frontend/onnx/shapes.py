@@ -20,8 +20,8 @@ from plmr.frontend.onnx.core import (
     handles,
     int_list,
     shape_of,
-    to_array,
 )
+from plmr.frontend.onnx.weights import to_array
 
 
 def reshape_to(imp: Importer, node: Node, shape: Sequence[int]) -> None:

@@ -16,7 +16,12 @@ head's blocks rather than every head's.
 from __future__ import annotations
 
 from xdsl.dialects import arith, tensor
-from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, IndexType, IntegerAttr
+from xdsl.dialects.builtin import (
+    DenseIntOrFPElementsAttr,
+    DenseResourceAttr,
+    IndexType,
+    IntegerAttr,
+)
 from xdsl.ir import Block, BlockArgument, Operation, SSAValue
 from xdsl.rewriter import InsertPoint, Rewriter
 
@@ -33,7 +38,7 @@ def _is_host(value: SSAValue, block: Block) -> bool:
     op = value.owner
     return (
         isinstance(op, arith.ConstantOp)
-        and isinstance(op.value, DenseIntOrFPElementsAttr)
+        and isinstance(op.value, DenseIntOrFPElementsAttr | DenseResourceAttr)
         and op.parent_block() is block
     )
 

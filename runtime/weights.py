@@ -1,0 +1,47 @@
+"""
+The values of weights by reference (`graph.weight` and its lowered `arith.constant`):
+checked against their file and memory-mapped, so a functional run reads only the pages
+it uses and a timing run reads none.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from xdsl.ir import Operation
+
+from plmr.dialects.graph_weights import WeightRef, weight_ops
+from plmr.runtime.values import Array, tensor_dtype
+from plmr.weight_io import TensorRequest, WeightFiles, is_safetensors
+
+_FILES = WeightFiles()
+"""Parsed headers, cached per file (by path, size and modification time)."""
+
+
+def _request(ref: WeightRef) -> TensorRequest:
+    dtype = tensor_dtype(ref.type).newbyteorder("<")
+    offset = ref.offset
+    if offset is None and not is_safetensors(ref.file):
+        offset = 0  # a raw data file without an offset: the tensor starts the file
+    return TensorRequest(Path(ref.file), ref.name, dtype, ref.shape, offset)
+
+
+def load_weight(ref: WeightRef) -> Array:
+    """The weight's values: a read-only memory map of its file (checked first)."""
+    return _FILES.map(_request(ref))
+
+
+def check_weights(root: Operation) -> int:
+    """
+    Checks every weight under `root` against its file (present, name, dtype, shape,
+    size; only headers are read) and returns how many there are; a PlmrError names the
+    first that does not match.
+    """
+    count = 0
+    for _, ref in weight_ops(root):
+        _FILES.locate(_request(ref))
+        count += 1
+    return count
+
+
+__all__ = ["check_weights", "load_weight"]
