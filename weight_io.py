@@ -265,7 +265,7 @@ class SafetensorsWriter:
         data = np.ascontiguousarray(arr, dtype=arr.dtype.newbyteorder("<"))
 
         def write(f: BinaryIO) -> None:
-            f.write(memoryview(data.reshape(-1).view(np.uint8)))
+            f.write(data.reshape(-1).view(np.uint8).data)
 
         self.add(name, arr.dtype, arr.shape, write)
 

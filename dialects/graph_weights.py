@@ -97,7 +97,7 @@ class WeightOp(IRDLOperation):
         super().__init__(result_types=[result_type], properties=props)
 
     def verify_(self) -> None:
-        t = cast(TensorType, self.result.type)
+        t = self.result.type
         if not self.tensor_name.data:
             raise VerifyException("a weight needs a non-empty tensor name")
         if not self.file.data:
@@ -169,9 +169,7 @@ def weight_ref(op: Operation) -> WeightRef | None:
     """The reference of a `graph.weight` or of a lowered weight; None for other ops."""
     if isinstance(op, WeightOp):
         offset = None if op.offset is None else op.offset.value.data
-        return WeightRef(
-            op.tensor_name.data, op.file.data, offset, cast(TensorType, op.result.type)
-        )
+        return WeightRef(op.tensor_name.data, op.file.data, offset, op.result.type)
     if not isinstance(op, arith.ConstantOp) or not isinstance(op.value, DenseResourceAttr):
         return None
     attr = op.attributes.get(WEIGHT_ATTR)

@@ -243,10 +243,11 @@ class MeshRuntime:
         elif (ref := weight_ref(op)) is not None:
             # A weight by reference: mapped from its file when the data is needed; a
             # timing run moves shapes only and never opens it.
+            value = op.results[0]
             if self.mode == "timing":
-                env[op.result] = self.placeholder(op.result)[(0,) * len(self.grid)]
+                env[value] = self.placeholder(value)[(0,) * len(self.grid)]
             else:
-                env[op.result] = load_weight(ref)
+                env[value] = load_weight(ref)
         elif isinstance(op, mesh.ScatterOp):
             env[op.result] = self._scatter(op, env[op.input])
         elif isinstance(op, mesh.GatherOp):

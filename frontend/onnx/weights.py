@@ -32,6 +32,11 @@ def to_array(tensor: onnx.TensorProto, what: str, base_dir: str = "") -> Array:
     try:
         return np.asarray(numpy_helper.to_array(tensor, base_dir))
     except (ValueError, TypeError, OSError, KeyError, onnx.checker.ValidationError) as e:
+        if base_dir and tensor.data_location == onnx.TensorProto.EXTERNAL:
+            raise PlmrError(
+                f"cannot load the external data of {what} from {base_dir}: {e}; keep "
+                "the data files next to the model, as onnx.save wrote them"
+            ) from e
         raise PlmrError(
             f"cannot read the value of {what}: {e}; if it is stored as external data, "
             "keep the data file next to the model, as onnx.save wrote it (and import "
@@ -88,7 +93,7 @@ class LazyTensor:
             f.write(self.proto.raw_data)
             return
         data = np.ascontiguousarray(self.load(), dtype=self.dtype)
-        f.write(memoryview(data.reshape(-1).view(np.uint8)))
+        f.write(data.reshape(-1).view(np.uint8).data)
 
 
 def external_location(
@@ -117,8 +122,9 @@ def external_location(
         size = path.stat().st_size
     except OSError as e:
         raise PlmrError(
-            f"{where}: cannot read its external data file {path}: {e.strerror}; keep the "
-            "data file next to the model, as onnx.save wrote it"
+            f"cannot load the external data of {where}: cannot read {path}: "
+            f"{e.strerror}; keep the data files next to the model, as onnx.save wrote "
+            "them"
         ) from e
     if offset < 0 or offset + nbytes > size:
         raise PlmrError(
