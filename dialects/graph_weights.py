@@ -32,7 +32,7 @@ from __future__ import annotations
 import math
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import cast
@@ -49,7 +49,6 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.ir import Attribute, Operation
 from xdsl.irdl import (
-    IRDLOperation,
     irdl_op_definition,
     opt_prop_def,
     prop_def,
@@ -61,6 +60,7 @@ from xdsl.printer import Printer
 from xdsl.traits import Pure
 from xdsl.utils.exceptions import VerifyException
 
+from plmr.dialects.graph_base import GraphOp
 from plmr.errors import PlmrError
 
 WEIGHT_ATTR = "plmr.weight"
@@ -68,7 +68,7 @@ WEIGHT_ATTR = "plmr.weight"
 
 
 @irdl_op_definition
-class WeightOp(IRDLOperation):
+class WeightOp(GraphOp):
     """
     A tensor whose values are the tensor `name` of the weights file `file` (at byte
     `offset` of a raw data file); its values are never written in the IR.
@@ -96,7 +96,8 @@ class WeightOp(IRDLOperation):
             props["offset"] = IntegerAttr(offset, i64)
         super().__init__(result_types=[result_type], properties=props)
 
-    def verify_(self) -> None:
+    def infer_result_types(self) -> Sequence[Attribute]:
+        """The declared type, once the reference itself is checked."""
         t = self.result.type
         if not self.tensor_name.data:
             raise VerifyException("a weight needs a non-empty tensor name")
@@ -111,6 +112,7 @@ class WeightOp(IRDLOperation):
                 f"weight '{self.tensor_name.data}' has a negative offset "
                 f"{self.offset.value.data}"
             )
+        return [t]
 
     @classmethod
     def parse(cls, parser: Parser) -> WeightOp:
@@ -244,6 +246,8 @@ def anchor_weights(module: ModuleOp, base: Path, moved_to: Path | None = None) -
                 "or the file that holds the program's weights"
             )
     for op, ref in weight_ops(module):
+        if not ref.file:
+            continue  # invalid: the verifier reports it
         if moved_to is None:
             path = Path(ref.file) if os.path.isabs(ref.file) else base / ref.file
         elif moved_to.is_dir():

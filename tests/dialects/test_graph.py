@@ -41,6 +41,7 @@ from plmr.dialects import (
     graph_elementwise,
     graph_movement,
     graph_shapes,
+    graph_weights,
 )
 from plmr.dialects.graph import (
     AbsOp,
@@ -101,6 +102,7 @@ from plmr.dialects.graph import (
     XorOp,
 )
 from plmr.runtime.reference import GRAPH_IMPLS, evaluate_function, tensor_dtype
+from plmr.weight_io import SafetensorsWriter
 
 INVALID_MLIR = (
     Path(__file__).parents[1] / "filecheck" / "dialects" / "graph" / "invalid.mlir"
@@ -180,12 +182,13 @@ ALL_OPS = {
     "graph.expand",
     "graph.pad",
     "graph.gather_elements",
+    "graph.weight",
 }
 
 
 def test_dialect_lists_every_op():
     names = [op.name for op in Graph.operations]
-    assert len(names) == len(set(names)) == 46
+    assert len(names) == len(set(names)) == 47
     assert set(names) == ALL_OPS
     assert Graph.name == "graph"
 
@@ -309,7 +312,16 @@ def _sample(t: Attribute, rng: np.random.Generator) -> np.ndarray[Any, Any]:
 
 
 @pytest.mark.parametrize("op", list(Graph.operations), ids=lambda op: op.name)
-def test_docstring_example_parses_verifies_and_runs(op: type[Operation]):
+def test_docstring_example_parses_verifies_and_runs(
+    op: type[Operation], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    if op is graph_weights.WeightOp:
+        # The example's weights files, in the directory it runs in.
+        monkeypatch.chdir(tmp_path)
+        writer = SafetensorsWriter(tmp_path / "mlp.safetensors")
+        writer.add_array("fc.weight", np.ones((16, 32), np.float32))
+        writer.write()
+        (tmp_path / "mlp.onnx.data").write_bytes(bytes(2048 + 32 * 4))
     source = docstring_example(op)
     module = Parser(make_context(), source).parse_module()
     module.verify()
@@ -987,7 +999,7 @@ PYTHON_ONLY_ERRORS = [
 
 @pytest.mark.parametrize(
     "module",
-    [graph, graph_base, graph_elementwise, graph_movement, graph_shapes],
+    [graph, graph_base, graph_elementwise, graph_movement, graph_shapes, graph_weights],
     ids=lambda m: m.__name__,
 )
 def test_every_verifier_error_is_exercised(unreached: Any, module: Any):

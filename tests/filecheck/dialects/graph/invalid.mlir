@@ -1132,6 +1132,31 @@ func.func @f(%d: tensor<4x8xf32>, %i: tensor<4x3xi64>) {
 
 // -----
 
+// graph.weight: a tensor name, a file, a static shape, a non-negative offset.
+%w = "graph.weight"() <{name = "", file = "w.safetensors"}> : () -> tensor<4xf32>
+// CHECK:      {{^}}//{{ -----$}}
+// CHECK-NEXT: a weight needs a non-empty tensor name
+
+// -----
+
+%w = "graph.weight"() <{name = "fc.weight", file = ""}> : () -> tensor<4xf32>
+// CHECK:      {{^}}//{{ -----$}}
+// CHECK-NEXT: weight 'fc.weight' names no file
+
+// -----
+
+%w = "graph.weight"() <{name = "fc.weight", file = "w.safetensors"}> : () -> tensor<?x4xf32>
+// CHECK:      {{^}}//{{ -----$}}
+// CHECK-NEXT: weight 'fc.weight' needs a static shape, got tensor<?x4xf32>
+
+// -----
+
+%w = "graph.weight"() <{name = "fc.weight", file = "w.data", offset = -8 : i64}> : () -> tensor<4xf32>
+// CHECK:      {{^}}//{{ -----$}}
+// CHECK-NEXT: weight 'fc.weight' has a negative offset -8
+
+// -----
+
 // graph.constant's custom syntax only accepts dense elements (parse errors).
 %c = graph.constant 1.0 : f32
 // CHECK:      {{^}}//{{ -----$}}
@@ -1148,3 +1173,10 @@ func.func @f(%d: tensor<4x8xf32>, %i: tensor<4x3xi64>) {
 %c = graph.constant dense<[1.0, 2.0]> : tensor<3xf32>
 // CHECK:      {{^}}//{{ -----$}}
 // CHECK:      Shape mismatch in dense literal. Expected [3] shape from the type, but got [2] shape.
+
+// -----
+
+// graph.weight's custom syntax: a tensor type (a parse error).
+%w = graph.weight "fc.weight" in "w.safetensors" : vector<4xf32>
+// CHECK:      {{^}}//{{ -----$}}
+// CHECK:      a weight's type must be a tensor type
