@@ -78,6 +78,9 @@ class PlmrOptMain(xDSLOptMain):
         base = Path.cwd() if source in (None, "-") else Path(source).resolve().parent
         moved = None if self.args.weights is None else Path(self.args.weights)
         anchor_weights(prog, base, moved)
+        # A lowered weight prints a builtin dense_resource: the printer asks the builtin
+        # dialect for the resource blobs (a weight has none: nothing more is printed).
+        self.ctx.get_optional_dialect("builtin")
         self._apply_passes(prog)
         out = self.args.output_file
         # The output names the weights relative to its own directory (absolute on

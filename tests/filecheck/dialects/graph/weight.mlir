@@ -1,0 +1,41 @@
+// RUN: XDSL_ROUNDTRIP
+// RUN: XDSL_GENERIC_ROUNDTRIP
+// RUN: xdsl-opt %s | filecheck %s --check-prefix=XDSL
+// RUN: plmr-opt %s -o %t.mlir && filecheck %s --check-prefix=WRITTEN < %t.mlir
+// RUN: plmr-opt %s --weights %S/.. | filecheck %s --check-prefix=MOVED
+// RUN: not plmr-opt %s --weights %s 2>&1 | filecheck %s --check-prefix=ONE-FILE
+
+// graph.weight names a tensor of a weights file: a safetensors file (by name) or raw
+// data such as an ONNX model's external data (by byte offset). A relative file is relative
+// to the directory of the IR file: plmr-opt reads it as an absolute path, prints it so on
+// standard output, relative to the output's directory with -o, and looks the files up in
+// the directory --weights names.
+
+func.func @mlp(%x: tensor<2x16xf32>) -> tensor<2x32xf32> {
+  %w = graph.weight "fc.weight" in "mlp.safetensors" : tensor<16x32xf32>
+  %b = graph.weight "onnx::fc.bias/1" in "data/mlp.onnx.data" at 2048 : tensor<32xf32>
+  %y = graph.matmul %x, %w : (tensor<2x16xf32>, tensor<16x32xf32>) -> tensor<2x32xf32>
+  %z = graph.add %y, %b : (tensor<2x32xf32>, tensor<32xf32>) -> tensor<2x32xf32>
+  func.return %z : tensor<2x32xf32>
+}
+
+// CHECK-LABEL: func.func @mlp
+// CHECK-NEXT:    %w = graph.weight "fc.weight" in "{{/.*}}/filecheck/dialects/graph/mlp.safetensors" : tensor<16x32xf32>
+// CHECK-NEXT:    %b = graph.weight "onnx::fc.bias/1" in "{{/.*}}/filecheck/dialects/graph/data/mlp.onnx.data" at 2048 : tensor<32xf32>
+// CHECK-NEXT:    %y = graph.matmul %x, %w
+
+// CHECK-GENERIC: "graph.weight"() <{name = "fc.weight", file = "{{/.*}}/mlp.safetensors"}> : () -> tensor<16x32xf32>
+// CHECK-GENERIC: "graph.weight"() <{name = "onnx::fc.bias/1", file = "{{/.*}}/data/mlp.onnx.data", offset = 2048 : i64}> : () -> tensor<32xf32>
+
+// xdsl-opt knows the op (the plmr universe) and leaves the files as written.
+// XDSL:          %w = graph.weight "fc.weight" in "mlp.safetensors" : tensor<16x32xf32>
+// XDSL-NEXT:     %b = graph.weight "onnx::fc.bias/1" in "data/mlp.onnx.data" at 2048 : tensor<32xf32>
+
+// WRITTEN:       %w = graph.weight "fc.weight" in "../mlp.safetensors" : tensor<16x32xf32>
+// WRITTEN-NEXT:  %b = graph.weight "onnx::fc.bias/1" in "../data/mlp.onnx.data" at 2048 : tensor<32xf32>
+
+// MOVED:         %w = graph.weight "fc.weight" in "{{/.*}}/filecheck/dialects/mlp.safetensors" : tensor<16x32xf32>
+// MOVED-NEXT:    %b = graph.weight "onnx::fc.bias/1" in "{{/.*}}/filecheck/dialects/mlp.onnx.data" at 2048 : tensor<32xf32>
+
+// One file for --weights only fits a program whose weights are all in one file.
+// ONE-FILE: plmr-opt: error: --weights {{.*}}weight.mlir: the program names 2 weights files (mlp.safetensors, data/mlp.onnx.data); pass the directory that holds them instead
