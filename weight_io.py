@@ -79,35 +79,39 @@ class TensorEntry:
     end: int
 
 
-def read_safetensors_header(path: Path) -> dict[str, TensorEntry]:
-    """The tensors of a safetensors file by name (only its header is read)."""
+def read_safetensors_header(path: Path, where: str = "") -> dict[str, TensorEntry]:
+    """
+    The tensors of a safetensors file by name (only its header is read); errors start
+    with `where` (the tensor looked up).
+    """
+    at = f"{where}: " if where else ""
     try:
         with path.open("rb") as f:
             size_bytes = f.read(8)
             if len(size_bytes) < 8:
                 raise PlmrError(
-                    f"weights file {path} is not a safetensors file (shorter than its "
+                    f"{at}weights file {path} is not a safetensors file (shorter than its "
                     f"8-byte header size); {_HOW_TO_FIX}"
                 )
             (size,) = struct.unpack("<Q", size_bytes)
             if size > _MAX_HEADER:
                 raise PlmrError(
-                    f"weights file {path} is not a safetensors file (header size {size} "
+                    f"{at}weights file {path} is not a safetensors file (header size {size} "
                     f"bytes); {_HOW_TO_FIX}"
                 )
             raw = f.read(size)
     except FileNotFoundError as e:
-        raise PlmrError(f"weights file {path} does not exist; {_HOW_TO_FIX}") from e
+        raise PlmrError(f"{at}weights file {path} does not exist; {_HOW_TO_FIX}") from e
     except OSError as e:
-        raise PlmrError(f"cannot read weights file {path}: {e.strerror}") from e
+        raise PlmrError(f"{at}cannot read weights file {path}: {e.strerror}") from e
     try:
         header: Any = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise PlmrError(
-            f"weights file {path} has a corrupt safetensors header ({e}); {_HOW_TO_FIX}"
+            f"{at}weights file {path} has a corrupt safetensors header ({e}); {_HOW_TO_FIX}"
         ) from e
     if not isinstance(header, dict):
-        raise PlmrError(f"weights file {path} has a corrupt safetensors header")
+        raise PlmrError(f"{at}weights file {path} has a corrupt safetensors header")
     base = 8 + size
     entries: dict[str, TensorEntry] = {}
     for name, info in cast(dict[str, Any], header).items():
@@ -123,7 +127,7 @@ def read_safetensors_header(path: Path) -> dict[str, TensorEntry]:
             )
         except (KeyError, TypeError, ValueError) as e:
             raise PlmrError(
-                f"weights file {path}: the header entry of tensor '{name}' is corrupt "
+                f"{at}weights file {path}: the header entry of tensor '{name}' is corrupt "
                 f"({e}); {_HOW_TO_FIX}"
             ) from e
         entries[name] = entry
@@ -184,7 +188,7 @@ class WeightFiles:
             return req.offset
         header = self._headers.get(key)
         if header is None:
-            header = self._headers[key] = read_safetensors_header(path)
+            header = self._headers[key] = read_safetensors_header(path, req.where)
         entry = header.get(req.name)
         if entry is None:
             raise PlmrError(
