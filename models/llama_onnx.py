@@ -41,6 +41,8 @@ class LlamaOnnxConfig:
     layers: int = 1
     eps: float = 1e-5
     seed: int = 0
+    embedding: bool = True
+    """Whether the graph starts from token ids (a table lookup) or from their embeddings."""
 
     @property
     def head_dim(self) -> int:
@@ -50,7 +52,7 @@ class LlamaOnnxConfig:
         """The bytes of all weights (float32)."""
         h, f, v, kv = self.hidden, self.ffn, self.vocab, self.kv_heads * self.head_dim
         layer = 2 * h * h + 2 * h * kv + 3 * h * f + 2 * h
-        return 4 * (self.layers * layer + 2 * v * h + h)
+        return 4 * (self.layers * layer + (2 if self.embedding else 1) * v * h + h)
 
 
 LLAMA3_8B_LAYER = LlamaOnnxConfig(hidden=4096, heads=32, kv_heads=8, ffn=14336, vocab=2048)
@@ -209,8 +211,11 @@ def write_llama_onnx(path: Path, config: LlamaOnnxConfig) -> Path:
             "mask": w.const("causal_mask", mask),
             "attn_scale": w.const("attn_scale", np.asarray(hd**-0.5, dtype=np.float32)),
         }
-        table = w.weight("model.embed_tokens.weight", (c.vocab, c.hidden), 1.0)
-        x = w.node("Gather", [table, "input_ids"], "embed", axis=0)
+        if c.embedding:
+            table = w.weight("model.embed_tokens.weight", (c.vocab, c.hidden), 1.0)
+            x = w.node("Gather", [table, "input_ids"], "embed", axis=0)
+        else:
+            x = "inputs_embeds"
         for i in range(c.layers):
             x = _layer(w, c, i, x, k)
         ones = np.ones(c.hidden, dtype=np.float32)
@@ -219,10 +224,17 @@ def write_llama_onnx(path: Path, config: LlamaOnnxConfig) -> Path:
         w.nodes.append(helper.make_node("MatMul", [x, head], ["logits"], name="lm_head"))
     finally:
         w.data.close()
+    source = (
+        helper.make_tensor_value_info("input_ids", TensorProto.INT64, [1, c.seq])
+        if c.embedding
+        else helper.make_tensor_value_info(
+            "inputs_embeds", TensorProto.FLOAT, [1, c.seq, c.hidden]
+        )
+    )
     graph = helper.make_graph(
         w.nodes,
         "llama",
-        [helper.make_tensor_value_info("input_ids", TensorProto.INT64, [1, c.seq])],
+        [source],
         [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [1, c.seq, c.vocab])],
         w.inits,
     )

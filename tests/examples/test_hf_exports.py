@@ -6,6 +6,7 @@ reference semantics, and compiled with `plmr compile` and run on the modelled wa
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
@@ -20,7 +21,10 @@ from plmr.tools.cli import main as plmr_main
 
 HF = Path(__file__).resolve().parents[2] / "examples" / "hf"
 MODELS = ("llama", "gpt2", "bert")
-"""The exports with their weights inline; `llama_external` is `llama` with a data file."""
+"""
+The exports with their weights inline; `llama_external` is `llama` with a data file, which
+plmr reads by reference.
+"""
 EXPORTS = (*MODELS, "llama_external")
 GRIDS = {
     "2x2": ("--tile-sizes", "8,8"),
@@ -113,7 +117,7 @@ def test_import_gives_torch_outputs(name: str):
 
 
 @pytest.mark.parametrize("grid", GRIDS)
-@pytest.mark.parametrize("name", MODELS)
+@pytest.mark.parametrize("name", EXPORTS)
 def test_compiled_export_gives_torch_outputs(
     name: str, grid: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ):
@@ -148,6 +152,11 @@ def test_compiled_export_gives_torch_outputs(
     out = capsys.readouterr()
     assert code == 0, out.err
     text = program.read_text()
+    if name == "llama_external":
+        # Its weights stay in the model's data file, named relative to the program.
+        data = HF / "llama_external.onnx.data"
+        assert f'file = "{os.path.relpath(data, tmp_path)}"' in text
+        assert text.count("dense_resource<") == 16  # its initializers above 1 KiB
     assert "mesh.program @main" in text
     assert f"grid [{grid.replace('x', ', ')}]" in text
     assert "graph." not in text

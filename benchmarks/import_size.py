@@ -1,0 +1,158 @@
+"""
+Weights by reference at full width: `plmr import` and `plmr compile` of a LLaMA3-8B-wide
+layer exported as ONNX with external data.
+
+    .venv/bin/python benchmarks/import_size.py [--dir DIR] [--seq 8] [--grid 480x480]
+        [--hidden 4096 --heads 32 --kv-heads 8 --ffn 14336 --vocab 2048 --layers 1]
+
+`plmr.models.llama_onnx` writes the graph with `onnx.helper` and its random weights to
+`model.onnx.data` (0.94 GB at the default width: hidden 4096, 32/8 heads, FFN 14336,
+vocabulary 2048). Then, each in a fresh process, as a user runs them:
+
+- `plmr import model.onnx -o model.mlir` (the weights stay in `model.onnx.data`,
+  referenced in place);
+- `plmr compile model.mlir --grid G -o model.mesh.mlir` (the references are checked
+  against the data file's size, never read; the compile simulates nothing);
+- the same two for the layer without the token embedding (input: the embeddings), since
+  the compiler lowers the embedding lookup as a product with a one-hot matrix, which does
+  not fit a PE's SRAM at this vocabulary.
+
+It prints one table: seconds (wall), peak resident memory of the process (its
+`ru_maxrss`: Python, numpy, onnx and xDSL included; mapped weight pages would count too,
+but none is read), and the size of what each step writes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+
+from plmr.models.llama_onnx import LlamaOnnxConfig, write_llama_onnx
+
+PLMR = str(Path(sys.executable).parent / "plmr")
+
+_RUN = """
+import resource, runpy, sys, time
+start = time.perf_counter()
+sys.argv = sys.argv[1:]
+code = 0
+try:
+    runpy.run_path(sys.argv[0], run_name="__main__")
+except SystemExit as e:
+    code = e.code if isinstance(e.code, int) else 1
+seconds = time.perf_counter() - start
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+print(f"@@ {seconds} {peak} {code}", file=sys.stderr)
+"""
+
+
+def measured(argv: list[str]) -> tuple[float, float, str]:
+    """(seconds, peak MB, error or '') of `plmr argv...` in a fresh process."""
+    proc = subprocess.run(
+        [sys.executable, "-c", _RUN, PLMR, *argv], capture_output=True, text=True
+    )
+    lines = proc.stderr.strip().splitlines()
+    tail = [line for line in lines if line.startswith("@@ ")]
+    if not tail:
+        return float("nan"), float("nan"), proc.stderr.strip()[-300:]
+    seconds, peak_kb, code = tail[-1].split()[1:]
+    errors = [line for line in lines if line.startswith("error:")]
+    error = "" if code == "0" else (errors[-1] if errors else f"exit status {code}")
+    return float(seconds), int(peak_kb) / 1024, error
+
+
+def mb(path: Path) -> str:
+    if not path.exists():
+        return "-"
+    size = path.stat().st_size
+    return f"{size / 1e6:.3f} MB" if size >= 1e5 else f"{size / 1e3:.1f} kB"
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[1])
+    p.add_argument(
+        "--dir", type=Path, default=None, help="Where to write (default: a temp dir)."
+    )
+    p.add_argument("--seq", type=int, default=8, help="Prompt length (tokens).")
+    p.add_argument("--grid", default="480x480")
+    p.add_argument("--hidden", type=int, default=4096)
+    p.add_argument("--heads", type=int, default=32)
+    p.add_argument("--kv-heads", type=int, default=8)
+    p.add_argument("--ffn", type=int, default=14336)
+    p.add_argument("--vocab", type=int, default=2048)
+    p.add_argument("--layers", type=int, default=1)
+    p.add_argument("--no-compile", action="store_true", help="Import only.")
+    args = p.parse_args()
+    config = LlamaOnnxConfig(
+        hidden=args.hidden,
+        heads=args.heads,
+        kv_heads=args.kv_heads,
+        ffn=args.ffn,
+        vocab=args.vocab,
+        seq=args.seq,
+        layers=args.layers,
+    )
+    with tempfile.TemporaryDirectory() as tmp:
+        base = args.dir or Path(tmp)
+        base.mkdir(parents=True, exist_ok=True)
+        rows: list[list[str]] = []
+        # What starting the tool costs (Python, numpy, onnx, xDSL, the dialects).
+        s, peak, err = measured(["import", "--help"])
+        rows.append(
+            ["-", "plmr import --help (start-up)", f"{s:.2f}", f"{peak:.0f}", "-", err]
+        )
+        for what, c in (
+            ("with embedding", config),
+            ("from embeddings", replace(config, embedding=False)),
+        ):
+            d = base / ("embed" if c.embedding else "layer")
+            d.mkdir(exist_ok=True)
+            model = d / "model.onnx"
+            start = time.perf_counter()
+            data = write_llama_onnx(model, c)
+            made = time.perf_counter() - start
+            print(
+                f"{what}: wrote {model.name} and {mb(data)} of weights in {made:.1f} s",
+                file=sys.stderr,
+            )
+            ir, mesh = d / "model.mlir", d / "model.mesh.mlir"
+            s, peak, err = measured(["import", str(model), "-o", str(ir)])
+            rows.append([what, "plmr import", f"{s:.2f}", f"{peak:.0f}", mb(ir), err])
+            if args.no_compile or err:
+                continue
+            argv = ["compile", str(ir), "--grid", args.grid, "-o", str(mesh)]
+            s, peak, err = measured(argv)
+            out = "-" if err else mb(mesh)
+            rows.append(
+                [
+                    what,
+                    f"plmr compile --grid {args.grid}",
+                    f"{s:.2f}",
+                    f"{peak:.0f}",
+                    out,
+                    err,
+                ]
+            )
+        weights = config.weight_bytes() / 1e9
+        print(
+            f"LLaMA layer: hidden {config.hidden}, {config.heads}/{config.kv_heads} heads, "
+            f"FFN {config.ffn}, vocabulary {config.vocab}, {config.layers} layer(s), "
+            f"{config.seq} tokens; {weights:.2f} GB of float32 weights in external data"
+        )
+        print()
+        print("| graph | step | seconds | peak RSS (MB) | output | refused |")
+        print("|---|---|---|---|---|---|")
+        for row in rows:
+            print("| " + " | ".join([*row[:5], row[5] or "-"]) + " |")
+        own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        print(f"\n(this script's own peak while writing the weights: {own:.0f} MB)")
+
+
+if __name__ == "__main__":
+    main()
