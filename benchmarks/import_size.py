@@ -18,8 +18,8 @@ vocabulary 2048). Then, each in a fresh process, as a user runs them:
   not fit a PE's SRAM at this vocabulary.
 
 It prints one table: seconds (wall), peak resident memory of the process (its
-`ru_maxrss`: Python, numpy, onnx and xDSL included; mapped weight pages would count too,
-but none is read), and the size of what each step writes.
+`VmHWM`: Python, numpy, onnx and xDSL included; mapped weight pages would count too, but
+none is read), and the size of what each step writes.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from plmr.models.llama_onnx import LlamaOnnxConfig, write_llama_onnx
 PLMR = str(Path(sys.executable).parent / "plmr")
 
 _RUN = """
-import resource, runpy, sys, time
+import runpy, sys, time
 start = time.perf_counter()
 sys.argv = sys.argv[1:]
 code = 0
@@ -47,7 +47,9 @@ try:
 except SystemExit as e:
     code = e.code if isinstance(e.code, int) else 1
 seconds = time.perf_counter() - start
-peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+# The process's own high-water mark (ru_maxrss would include the parent's, kept across exec).
+with open("/proc/self/status") as f:
+    peak = next(int(line.split()[1]) for line in f if line.startswith("VmHWM:"))
 print(f"@@ {seconds} {peak} {code}", file=sys.stderr)
 """
 
@@ -88,6 +90,12 @@ def main() -> None:
     p.add_argument("--vocab", type=int, default=2048)
     p.add_argument("--layers", type=int, default=1)
     p.add_argument("--no-compile", action="store_true", help="Import only.")
+    p.add_argument(
+        "--graphs",
+        choices=["both", "embedding", "layer"],
+        default="both",
+        help="The graph with the token embedding, the one from embeddings, or both.",
+    )
     args = p.parse_args()
     config = LlamaOnnxConfig(
         hidden=args.hidden,
@@ -107,10 +115,13 @@ def main() -> None:
         rows.append(
             ["-", "plmr import --help (start-up)", f"{s:.2f}", f"{peak:.0f}", "-", err]
         )
-        for what, c in (
+        graphs = [
             ("with embedding", config),
             ("from embeddings", replace(config, embedding=False)),
-        ):
+        ]
+        for what, c in graphs:
+            if args.graphs != "both" and c.embedding != (args.graphs == "embedding"):
+                continue
             d = base / ("embed" if c.embedding else "layer")
             d.mkdir(exist_ok=True)
             model = d / "model.onnx"

@@ -85,7 +85,8 @@ class _Writer:
             self.inits.append(numpy_helper.from_array(arr, name))
             return name
         offset = self.data.tell()
-        self.data.write(arr.astype(arr.dtype.newbyteorder("<")).tobytes())
+        arr = np.ascontiguousarray(arr, dtype=arr.dtype.newbyteorder("<"))
+        self.data.write(arr.reshape(-1).view(np.uint8).data)
         t = TensorProto()
         t.name = name
         t.data_type = helper.np_dtype_to_tensor_dtype(arr.dtype)
@@ -240,7 +241,7 @@ def write_llama_onnx(path: Path, config: LlamaOnnxConfig) -> Path:
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
     model.ir_version = 8
-    onnx.save(model, str(path))
+    path.write_bytes(model.SerializeToString())
     return data_path
 
 
