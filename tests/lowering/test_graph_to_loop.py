@@ -4,6 +4,8 @@ the graph reference semantics computes (differential, random inputs), with the n
 structure the level promises (softmax: 4 nests, layernorm: 3, conv2d: a 7-deep nest).
 """
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 from xdsl.context import Context
@@ -11,10 +13,12 @@ from xdsl.dialects import func
 
 from plmr.dialects import graph
 from plmr.dialects.context import parse_module
+from plmr.dialects.graph_weights import weight_ops
 from plmr.dialects.loop import NestOp
 from plmr.lowering.graph_to_loop import ConvertGraphToLoopPass, reshape_groups
 from plmr.runtime.reference import evaluate_function
 from plmr.runtime.running import random_inputs
+from plmr.weight_io import SafetensorsWriter
 
 
 def t(*shape: int) -> str:
@@ -259,7 +263,8 @@ def test_every_graph_op_has_a_case():
         part.split()[0] for _, body in CASES.values() for part in body.split("graph.")[1:]
     }
     names = {op.name.split(".")[1] for op in graph.Graph.operations}
-    assert names - covered == {"split"}  # split has several results: its own test
+    # split has several results, a weight needs its file: their own tests
+    assert names - covered == {"split", "weight"}
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
@@ -280,6 +285,37 @@ def test_lowering_matches_the_reference(name: str):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
     else:
         np.testing.assert_array_equal(got, want)
+
+
+def test_weights_lower_to_references_that_compute_the_same(tmp_path: Path):
+    """A raw-data weight and a safetensors one: the loop program reads the same bytes."""
+    rng = np.random.default_rng(0)
+    w, b = rng.standard_normal((6, 5)).astype(np.float32), rng.standard_normal(5)
+    writer = SafetensorsWriter(tmp_path / "w.safetensors")
+    writer.add_array("w", w)
+    writer.write()
+    raw = tmp_path / "b.data"
+    raw.write_bytes(b"\0" * 12 + b.astype(np.float32).tobytes())
+    module = parse_module(
+        f"""
+        func.func @main(%a: {t(4, 6)}) -> {t(4, 5)} {{
+          %w = graph.weight "w" in "{tmp_path / "w.safetensors"}" : {t(6, 5)}
+          %b = graph.weight "b" in "{raw}" at 12 : {t(5)}
+          %m = graph.matmul %a, %w : ({t(4, 6)}, {t(6, 5)}) -> {t(4, 5)}
+          %y = graph.add %m, %b : ({t(4, 5)}, {t(5)}) -> {t(4, 5)}
+          func.return %y : {t(4, 5)}
+        }}
+        """
+    )
+    x = rng.standard_normal((4, 6)).astype(np.float32)
+    (want,) = evaluate_function(module, "main", [x])
+    np.testing.assert_allclose(want, x @ w + b.astype(np.float32), rtol=1e-6, atol=1e-6)
+    ConvertGraphToLoopPass().apply(Context(), module)
+    module.verify()
+    refs = sorted((r.name, r.offset) for _, r in weight_ops(module))
+    assert refs == [("b", 12), ("w", None)]
+    (got,) = evaluate_function(module, "main", [x])
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
 
 
 def test_split_lowers_to_one_nest_per_piece():
