@@ -4,6 +4,12 @@ from collections.abc import Callable
 
 from xdsl.ir import Dialect
 
+from plmr.dialects import float_text
+
+# Floats print and parse bit for bit (`±inf`, NaN, `-0.0`) wherever plmr's dialects are
+# loaded: in plmr's tools and in `xdsl-opt` with plmr's universe.
+float_text.install()
+
 
 def get_all_dialects() -> dict[str, Callable[[], Dialect]]:
     """Returns every plmr dialect by name, imported lazily."""

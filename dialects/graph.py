@@ -1058,21 +1058,7 @@ class ConstantOp(GraphOp):
     def print(self, printer: Printer) -> None:
         printer.print_op_attributes(self.attributes)
         printer.print_string(" ")
-        if _has_non_finite(self.value):
-            # xDSL prints an infinity or NaN inside a list as its bit pattern
-            # (`0xff800000`) but parses that back as an integer; the hex-string form
-            # round-trips exactly.
-            printer.print_string(f'dense<"0x{self.value.data.data.hex().upper()}"> : ')
-            printer.print_attribute(self.value.get_type())
-            return
         printer.print_attribute(self.value)
-
-
-def _has_non_finite(value: DenseIntOrFPElementsAttr[Any]) -> bool:
-    """Whether a float constant holds an infinity or a NaN."""
-    if not is_float_type(value.get_element_type()):
-        return False
-    return any(not math.isfinite(v) for v in cast(Sequence[float], value.get_values()))
 
 
 @irdl_op_definition

@@ -71,6 +71,7 @@ from xdsl.utils.exceptions import VerifyException
 from xdsl.utils.hints import isa
 from xdsl.utils.str_enum import StrEnum
 
+from plmr.dialects.float_text import float_literal, parse_float_literal
 from plmr.dialects.graph import fmt_shape
 
 REMARK_ATTR = "loop.remark"
@@ -433,7 +434,7 @@ class ReadOp(IRDLOperation):
         printer.print_string("]")
         if self.padding is not None:
             printer.print_string(" padding ")
-            printer.print_float(self.padding.value.data, Float64Type())
+            printer.print_string(float_literal(self.padding.value.data, Float64Type()))
         printer.print_op_attributes(self.attributes)
         printer.print_string(" : ")
         printer.print_attribute(self.source.type)
@@ -446,7 +447,7 @@ class ReadOp(IRDLOperation):
         )
         padding: float | None = None
         if parser.parse_optional_keyword("padding"):
-            padding = parser.parse_float()
+            padding = parse_float_literal(parser, Float64Type())
         attrs = parser.parse_optional_attr_dict()
         parser.parse_punctuation(":")
         pos = parser.pos

@@ -18,7 +18,6 @@ turns into cycles with the device's SIMD widths.
 from __future__ import annotations
 
 import math
-import struct
 from abc import ABC
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -71,6 +70,7 @@ from xdsl.traits import HasParent, IsTerminator, Pure, RecursiveMemoryEffect
 from xdsl.utils.exceptions import VerifyException
 from xdsl.utils.str_enum import StrEnum
 
+from plmr.dialects.float_text import parse_float_literal
 from plmr.dialects.graph import (
     broadcast_shapes,
     element_type,
@@ -260,14 +260,7 @@ class FillOp(TileOp):
 
     @classmethod
     def parse(cls, parser: Parser) -> FillOp:
-        start = parser.pos
-        is_hex = parser.lexer.input.content[start : start + 2] in ("0x", "0X")
-        value = parser.parse_number()
-        if is_hex:
-            # Infinities and NaN print as the bit pattern of the f64.
-            if not 0 <= value < 1 << 64:
-                parser.raise_error("expected the bit pattern of an f64", start, parser.pos)
-            value = struct.unpack("<d", int(value).to_bytes(8, "little"))[0]
+        value = parse_float_literal(parser, Float64Type())
         attrs = parser.parse_optional_attr_dict()
         parser.parse_punctuation(":")
         op = cls(float(value), parser.parse_type())
