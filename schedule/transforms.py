@@ -28,6 +28,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, cast
 
+from plmr.dialects.float_text import option_literal
 from plmr.errors import PlmrError
 
 SCHEMA = 1
@@ -592,7 +593,7 @@ class Compound(Transform):
             return (
                 f'plmr-compile{{grid={o.grid[0]},{o.grid[1]} device="{o.device}" '
                 f'gemm="{o.gemm}" gemv="{o.gemv}" k={o.k} groups={o.groups} '
-                f"substitute={str(o.substitute).lower()} alpha={o.alpha} budget={o.budget} "
+                f"substitute={str(o.substitute).lower()} alpha={option_literal(o.alpha)} budget={o.budget} "
                 f"eliminate-transposes={str(o.eliminate_transposes).lower()} "
                 f'fuse="{o.fuse}" chunks={o.chunks}{extra}}}'
             )
@@ -603,7 +604,7 @@ class Compound(Transform):
             passes.append("graph-defer-norm-scale")
         if o.substitute:
             passes.append(
-                f'taso-substitute{{alpha={o.alpha} budget={o.budget} device="{o.device}"}}'
+                f'taso-substitute{{alpha={option_literal(o.alpha)} budget={o.budget} device="{o.device}"}}'
             )
         passes.append("convert-graph-to-loop")
         passes.append(f'neptune-fuse{{strategy="{o.fuse}" chunks={o.chunks}}}')
