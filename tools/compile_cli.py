@@ -130,6 +130,12 @@ from plmr.tools.weights_option import weights_option
     "--check-tol", type=float, default=1e-4, show_default=True, help="Relative tolerance."
 )
 @weights_option
+@click.option(
+    "--check-text",
+    is_flag=True,
+    help="With --check-each (implied): print the program after every pass and parse "
+    "it back before running it, so that what is checked is what a file holds.",
+)
 def compile_cmd(
     program: Path,
     output: Path | None,
@@ -155,6 +161,7 @@ def compile_cmd(
     check_seed: int,
     check_tol: float,
     weights: Path | None,
+    check_text: bool,
 ) -> None:
     """
     Compile PROGRAM (.mlir at the graph, loop or tile level, or an .onnx model) to a
@@ -222,10 +229,12 @@ def compile_cmd(
         schedule = _load_schedule(schedule_path)
         schedule_json = schedule.bind({}).to_json()
         module = compile_schedule(source_text, schedule.bind({}), relay=relay)
-    elif check_each:
+    elif check_each or check_text:
         from plmr.tools.fuzz_cli import compile_with_checks
 
-        compile_with_checks(ctx, module, opts, plans, check_dir, check_seed, check_tol)
+        compile_with_checks(
+            ctx, module, opts, plans, check_dir, check_seed, check_tol, check_text
+        )
     else:
         compile_module(ctx, module, opts, plans)
     if db_path is not None:

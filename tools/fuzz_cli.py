@@ -22,6 +22,7 @@ def compile_with_checks(
     check_dir: Path | None,
     seed: int,
     tolerance: float,
+    through_text: bool = False,
 ) -> None:
     """`plmr compile --check-each`: the pipeline pass by pass, one line each on stderr."""
     from plmr.validate.check_each import Checker, CheckOptions
@@ -30,7 +31,9 @@ def compile_with_checks(
     def echo(line: str) -> None:
         click.echo(line, err=True)
 
-    options = CheckOptions(seed=seed, tolerance=tolerance, check_dir=check_dir)
+    options = CheckOptions(
+        seed=seed, tolerance=tolerance, check_dir=check_dir, through_text=through_text
+    )
     compile_checked(ctx, module, opts, Checker(options, echo), plans)
 
 
@@ -64,6 +67,14 @@ def compile_with_checks(
     help="Seconds one program may take (a slower one counts as a timeout).",
 )
 @click.option("--tol", type=float, default=1e-3, show_default=True, help="Tolerance.")
+@click.option(
+    "--text-share",
+    type=float,
+    default=0.5,
+    show_default=True,
+    help="Share of the programs that are printed after every pass and parsed back "
+    "before they run (1: all of them, 0: none).",
+)
 @click.option("--no-progress", is_flag=True, help="Do not show the progress bar.")
 def fuzz(
     seconds: float | None,
@@ -74,6 +85,7 @@ def fuzz(
     level: str,
     timeout: float,
     tol: float,
+    text_share: float,
     no_progress: bool,
 ) -> None:
     """
@@ -90,6 +102,10 @@ def fuzz(
         raise PlmrError("plmr fuzz: give --seconds, --count or both")
     if jobs < 1:
         raise PlmrError(f"plmr fuzz: --jobs must be >= 1, got {jobs}")
+    if not 0.0 <= text_share <= 1.0:
+        raise PlmrError(
+            f"plmr fuzz: --text-share must be between 0 and 1, got {text_share}"
+        )
     width = 30
     shown = not no_progress and sys.stderr.isatty()
 
@@ -116,6 +132,7 @@ def fuzz(
         level=level,
         tolerance=tol,
         timeout=timeout,
+        text_share=text_share,
         progress=progress,
     )
     if shown:

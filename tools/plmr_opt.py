@@ -63,6 +63,13 @@ class PlmrOptMain(xDSLOptMain):
             help="largest accepted relative error (default 1e-4)",
         )
         check.add_argument("--check-entry", default=None, help="function to run")
+        check.add_argument(
+            "--check-text",
+            action="store_true",
+            help="with --check-each (implied): print the program after every pass and "
+            "parse it back before running it",
+        )
+
         arg_parser.add_argument(
             "--weights",
             default=None,
@@ -89,7 +96,7 @@ class PlmrOptMain(xDSLOptMain):
             relocate_weights(prog, Path(out).resolve().parent)
 
     def _apply_passes(self, prog: ModuleOp) -> None:
-        if not self.args.check_each:
+        if not (self.args.check_each or self.args.check_text):
             super().apply_passes(prog)
             return
         from plmr.validate.check_each import DEFAULT_TOLERANCE, CheckOptions, check_passes
@@ -100,6 +107,7 @@ class PlmrOptMain(xDSLOptMain):
             tolerance=DEFAULT_TOLERANCE if tol is None else tol,
             check_dir=None if self.args.check_dir is None else Path(self.args.check_dir),
             entry=self.args.check_entry,
+            through_text=self.args.check_text,
         )
 
         def echo(line: str) -> None:

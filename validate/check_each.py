@@ -33,6 +33,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import DiagnosticException
 
+from plmr.dialects.context import parse_module
 from plmr.dialects.printing import module_text
 from plmr.errors import PlmrError
 from plmr.runtime.reference import Array
@@ -61,6 +62,8 @@ class CheckOptions:
     entry: str | None = None
     verify_each: bool = True
     """Verify the IR after every pass (else the caller verifies the end result)."""
+    through_text: bool = False
+    """Print the IR after every pass and parse it back before running it."""
 
 
 @dataclass(frozen=True)
@@ -294,6 +297,15 @@ class Checker:
         except Exception as e:
             raise PassFailed(stage.spec, e, module_text(before)) from e
         took = time.perf_counter() - started
+        if self.options.through_text:
+            try:
+                read_back_in_place(ctx, module)
+            except PlmrError as e:
+                raise PassFailed(
+                    stage.spec,
+                    PlmrError(f"the program it produced does not read back from text: {e}"),
+                    module_text(before),
+                ) from e
         started = time.perf_counter()
         try:
             results = self._run(module)
@@ -346,6 +358,34 @@ class Checker:
                 f"\n  reproduce: {repro}"
             )
         return PassMiscompile(message, stage.spec, diff, repro, before_text)
+
+
+def read_back_in_place(ctx: Context, module: ModuleOp) -> None:
+    """
+    Prints `module`, parses the text and puts what was read in place of its body, so
+    that what runs next is what a file holds. A printer and parser that disagree (the
+    text of what was read differs from the text printed) are one `PlmrError`.
+    """
+
+    text = module_text(module)
+    read = parse_module(text, "<printed program>", ctx)
+    again = module_text(read)
+    if again != text:
+        for n, (a, b) in enumerate(
+            zip(text.splitlines(), again.splitlines(), strict=False)
+        ):
+            if a != b:
+                raise PlmrError(
+                    f"line {n + 1} prints as `{a.strip()}` but reads back as `{b.strip()}`"
+                )
+        raise PlmrError("the program reads back with a different number of lines")
+    block = read.body.block
+    read.body.detach_block(block)
+    old = module.body.block
+    module.body.detach_block(old)
+    old.erase(safe_erase=False)
+    module.body.add_block(block)
+    module.attributes = dict(read.attributes)
 
 
 def _executable(fn: func.FuncOp) -> bool:

@@ -65,6 +65,8 @@ class Config:
     budget: int = 100
     fuse: str = "auto"
     relay: bool = False
+    through_text: bool = False
+    """Print the program after every pass and parse it back before running it."""
 
     def options(self) -> CompileOptions:
         return CompileOptions(
@@ -99,6 +101,8 @@ class Config:
             parts.append(f"--fuse {self.fuse}")
         if self.relay:
             parts.append("--relay")
+        if self.through_text:
+            parts.append("--check-text")
         return " ".join(parts)
 
 
@@ -184,8 +188,13 @@ def program_seed(run_seed: int, index: int) -> int:
     return run_seed * 1_000_003 + index
 
 
-def make_case(run_seed: int, index: int, level: str = "graph") -> Case:
-    """Program `index` of the run with seed `run_seed` (reproducible)."""
+def make_case(
+    run_seed: int, index: int, level: str = "graph", text_share: float = 0.5
+) -> Case:
+    """
+    Program `index` of the run with seed `run_seed` (reproducible); a share
+    `text_share` of the programs is checked through text.
+    """
     from plmr.validate.fuzz.graph_gen import GraphGenerator
 
     seed = program_seed(run_seed, index)
@@ -204,6 +213,7 @@ def make_case(run_seed: int, index: int, level: str = "graph") -> Case:
     else:
         module = GraphGenerator(random.Random(rng.getrandbits(32))).generate()
     config = random_config(rng)
+    config = replace(config, through_text=rng.random() < text_share)
     return Case(index, seed, module_text(module), config)
 
 
@@ -221,6 +231,7 @@ def run_case(
             tolerance=tolerance,
             check_dir=Path(check_dir) if check_dir else None,
             verify_each=False,
+            through_text=config.through_text,
         )
     )
     outcome: Outcome
@@ -294,9 +305,11 @@ def warm_up() -> float:
     return time.perf_counter() - started
 
 
-def case_task(run_seed: int, index: int, level: str, tolerance: float) -> object:
+def case_task(
+    run_seed: int, index: int, level: str, tolerance: float, text_share: float = 0.5
+) -> object:
     """Generates program `index` of the run and compiles it (a worker task)."""
-    case = make_case(run_seed, index, level)
+    case = make_case(run_seed, index, level, text_share)
     try:
         return case, run_case(case.text, case.config, tolerance)
     except Exception as e:

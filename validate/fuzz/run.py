@@ -45,6 +45,8 @@ class Summary:
     refusals: Counter[str] = field(default_factory=Counter[str])
     failures: list[Failure] = field(default_factory=list[Failure])
     stage_seconds: float = 0.0
+    through_text: int = 0
+    """Programs printed after every pass and parsed back before they ran."""
     warm_up_seconds: float = 0.0
     """
     Loading TASO's rules in this process before the workers start (not in `seconds`):
@@ -63,7 +65,9 @@ class Summary:
     def report(self) -> list[str]:
         lines = [
             f"plmr fuzz --seed {self.seed}: {self.line()} "
-            f"(after {self.warm_up_seconds:.0f} s loading TASO's rules)"
+            f"(after {self.warm_up_seconds:.0f} s loading TASO's rules)",
+            f"through text after every pass: {self.through_text} of {self.programs} "
+            "programs",
         ]
         if self.refusals:
             total = sum(self.refusals.values())
@@ -98,6 +102,7 @@ def fuzz(
     timeout: float = 120.0,
     minimize_budget: float = 90.0,
     progress: Progress | None = None,
+    text_share: float = 0.5,
 ) -> Summary:
     """Runs programs of `seed` for `seconds` and/or `count` programs (see module doc)."""
     summary = Summary(seed)
@@ -108,13 +113,13 @@ def fuzz(
     def tasks() -> Iterator[tuple[Task, object]]:
         i = 0
         while count is None or i < count:
-            yield (case_task, (seed, i, level, tolerance)), i
+            yield (case_task, (seed, i, level, tolerance, text_share)), i
             i += 1
 
     for tag, result in run_tasks(tasks(), jobs, timeout, deadline):
         if result is None:
             assert isinstance(tag, int)
-            case = make_case(seed, tag, level)
+            case = make_case(seed, tag, level, text_share)
             outcome = Outcome("timeout", "", f"more than {timeout:.0f} s")
         elif isinstance(result, tuple):
             got = cast(tuple[object, object], result)
@@ -123,9 +128,10 @@ def fuzz(
             assert isinstance(outcome, Outcome)
         else:
             assert isinstance(tag, int)
-            case = make_case(seed, tag, level)
+            case = make_case(seed, tag, level, text_share)
             outcome = Outcome("crash", "worker", str(result))
         summary.counts[outcome.kind] += 1
+        summary.through_text += case.config.through_text
         summary.stage_seconds += outcome.seconds
         if outcome.kind == "refused":
             summary.refusals[outcome.key] += 1
