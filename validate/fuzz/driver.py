@@ -50,6 +50,9 @@ GRIDS = (
 
 FUZZ_TOLERANCE = 1e-3
 
+SPECIAL_SHARE = 0.5
+"""Share of the graph programs with special values (infinities, NaN, -0.0, masks)."""
+
 
 @dataclass(frozen=True)
 class Config:
@@ -202,18 +205,20 @@ def make_case(
     kind = level
     if level == "mixed":
         kind = rng.choice(("graph", "graph", "graph", "graph", "loop", "tile"))
+    program_bits = rng.getrandbits(32)
+    config = random_config(rng)
+    config = replace(config, through_text=rng.random() < text_share)
+    special = rng.random() < SPECIAL_SHARE
     if kind == "loop":
         from plmr.validate.fuzz.loop_gen import generate_loop
 
-        module = generate_loop(rng.getrandbits(32))
+        module = generate_loop(program_bits)
     elif kind == "tile":
         from plmr.validate.fuzz.loop_gen import generate_tile
 
-        module = generate_tile(rng.getrandbits(32))
+        module = generate_tile(program_bits)
     else:
-        module = GraphGenerator(random.Random(rng.getrandbits(32))).generate()
-    config = random_config(rng)
-    config = replace(config, through_text=rng.random() < text_share)
+        module = GraphGenerator(random.Random(program_bits), special=special).generate()
     return Case(index, seed, module_text(module), config)
 
 

@@ -15,6 +15,13 @@ that every program is well defined on standard-normal inputs:
   comparisons, float-to-integer casts) only read exact values, so a rounding difference
   of 1 ulp can never flip their result.
 - logs, square roots, reciprocals, divisors and fractional powers read `|x| + c`.
+
+With `special`, the program also holds the values that masks and guards meet: some
+float constants carry `-0.0`, subnormals, `±inf` and NaN (such a constant is not
+`exact`, so no cast or rounding op reads it), constant pads may pad with `-inf` or
+`-0.0` (a max-pool's padding), and `mask` ops add a mask of `-inf`, `finfo(f32).min` or
+`-1e9` entries (whole rows of them too) to a value and take its softmax (an additive
+attention mask).
 """
 
 from __future__ import annotations
@@ -59,6 +66,20 @@ class Info:
     exact: bool
 
 
+SPECIAL_VALUES = (
+    -0.0,
+    float(np.finfo(np.float32).smallest_subnormal),
+    -1e-40,  # a subnormal f32
+    math.inf,
+    -math.inf,
+    math.nan,
+)
+"""Values some constants of a `special` program carry."""
+
+MASK_VALUES = (-math.inf, float(np.finfo(np.float32).min), -1e9)
+"""The masked entries of an additive mask."""
+
+
 class _Retry(Exception):
     """This draw does not fit: draw another op."""
 
@@ -70,6 +91,8 @@ class GraphGenerator:
     rng: random.Random
     max_ops: int = 8
     max_elems: int = 128
+    special: bool = False
+    """Constants, pads and masks with special values (see the module docstring)."""
 
     def __post_init__(self) -> None:
         self.np_rng = np.random.default_rng(self.rng.getrandbits(32))
@@ -120,6 +143,15 @@ class GraphGenerator:
             if self.rng.random() < 0.2:
                 data = np.round(data * 2).astype(np.float32)
             bound = float(np.max(np.abs(data), initial=0.0))
+            if self.special and data.size and self.rng.random() < 0.3:
+                flat = data.reshape(-1)
+                for _ in range(self.rng.randint(1, min(3, flat.size))):
+                    flat[self.rng.randrange(flat.size)] = self.rng.choice(SPECIAL_VALUES)
+                data = flat.reshape(data.shape)
+                if not np.isfinite(data).all():
+                    op = graph.ConstantOp(constant_attr(np.asarray(data), elt))
+                    self._emit(op, Info(math.inf, False))
+                    return op.results[0]
         op = graph.ConstantOp(constant_attr(np.asarray(data), elt))
         self._emit(op, Info(max(bound, 1e-3), True))
         return op.results[0]
@@ -355,6 +387,20 @@ class GraphGenerator:
         a = self._pick_float(1)
         axis = self.rng.randrange(-len(static_shape(a, "a")), len(static_shape(a, "a")))
         self._emit(graph.SoftmaxOp(self._squashed(a, 30.0), axis), Info(1.0, False))
+
+    def _mask(self) -> None:
+        a = self._pick_float(1)
+        sa = static_shape(a, "a")
+        start = self.rng.randint(0, len(sa) - 1)
+        shape = tuple(d if self.rng.random() < 0.7 else 1 for d in sa[start:])
+        share = self.rng.choice((0.3, 0.6, 1.0))
+        fill = np.float32(self.rng.choice(MASK_VALUES))
+        mask = np.where(self.np_rng.random(shape) < share, fill, np.float32(0.0))
+        c = graph.ConstantOp(constant_attr(mask.astype(np.float32), f32))
+        self._emit(c, Info(math.inf, False))
+        masked = graph.AddOp(self._squashed(a, 30.0), c.results[0])
+        self._emit(masked, Info(math.inf, False))
+        self._emit(graph.SoftmaxOp(masked.results[0], -1), Info(1.0, False))
 
     def _norm(self) -> None:
         a = self._pick_float(1)
@@ -631,7 +677,8 @@ class GraphGenerator:
             d = sa[i % rank]
             top = d - 1 if mode == "reflect" else 2
             pads.append(self.rng.randint(0, max(0, min(2, top))))
-        value = self.rng.choice((0.0, 1.0, -2.0)) if mode == "constant" else 0.0
+        values = (0.0, 1.0, -2.0) + ((-math.inf, -0.0) if self.special else ())
+        value = self.rng.choice(values) if mode == "constant" else 0.0
         self._emit(graph.PadOp(a, pads, mode, value), self._i(a))
 
     OPS: tuple[tuple[str, float], ...] = (
@@ -663,8 +710,9 @@ class GraphGenerator:
         for _ in range(self.rng.randint(1, 3)):
             self._add_arg(TensorType(f32, self._shape()))
         n_ops = self.rng.randint(1, self.max_ops)
-        names = [n for n, _ in self.OPS]
-        weights = [w for _, w in self.OPS]
+        ops = self.OPS + ((("mask", 1.0),) if self.special else ())
+        names = [n for n, _ in ops]
+        weights = [w for _, w in ops]
         built = 0
         attempts = 0
         while built < n_ops and attempts < 20 * n_ops:
@@ -747,9 +795,9 @@ def _factorize(n: int) -> list[int]:
     return out
 
 
-def generate_graph(seed: int, max_ops: int = 8) -> ModuleOp:
+def generate_graph(seed: int, max_ops: int = 8, special: bool = False) -> ModuleOp:
     """A random valid graph-level module with one function `@main`, from `seed`."""
-    return GraphGenerator(random.Random(seed), max_ops=max_ops).generate()
+    return GraphGenerator(random.Random(seed), max_ops=max_ops, special=special).generate()
 
 
 __all__ = ["GraphGenerator", "generate_graph"]
