@@ -672,7 +672,9 @@ def test_constant_with_infinities_and_nan_round_trips():
     values = [0.0, float("-inf"), float("inf"), float("nan"), -1.5]
     op = ConstantOp(DenseIntOrFPElementsAttr.from_list(TensorType(f32, (5,)), values))
     text = str(op)
-    assert "dense<[0.000000e+00, 0xff800000, 0x7f800000, 0x7fc00000, -1.500000e+00]>" in text
+    assert (
+        "dense<[0.000000e+00, 0xff800000, 0x7f800000, 0x7fc00000, -1.500000e+00]>" in text
+    )
     ctx = Context()
     ctx.load_dialect(Builtin)
     ctx.load_dialect(graph.Graph)

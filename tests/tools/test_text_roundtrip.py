@@ -18,7 +18,6 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
-
 Array = npt.NDArray[Any]
 
 BACKEND = Path(onnx.__file__).resolve().parent / "backend" / "test" / "data"
