@@ -5,6 +5,7 @@ injected bug (a test pass that swaps the operands of `sub`) is caught and named.
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -12,6 +13,7 @@ from xdsl.context import Context
 from xdsl.dialects import arith
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
+from xdsl.printer import Printer
 
 from plmr.dialects import graph
 from plmr.dialects.context import make_context, parse_module
@@ -164,3 +166,63 @@ def test_a_pass_that_refuses_is_not_a_miscompile():
             CheckOptions(),
         )
     assert not isinstance(info.value, PassMiscompile)
+
+
+MASKED = """
+func.func @main(%a: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  %m = graph.constant dense<[0xff800000, 0.0, 0.0, 0xff800000, 0.0, 0.0, 0.0, 0.0]> : tensor<8xf32>
+  %s = graph.add %a, %m : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+  %y = graph.softmax %s : tensor<4x8xf32>
+  func.return %y : tensor<4x8xf32>
+}
+"""
+
+
+def _lossy_print_float(self: Printer, value: float, type: Any) -> None:
+    """A float printer that does not round-trip (two digits, `inf` unparsable)."""
+    del type
+    self.print_string(f"{value:.2e}")
+
+
+@pytest.mark.parametrize("through_text", [False, True])
+def test_check_text_reads_every_pass_back_from_text(
+    through_text: bool, monkeypatch: pytest.MonkeyPatch
+):
+    """A printer that loses bits is caught only when the program goes through text."""
+    ctx = make_context()
+    module = parse_module(MASKED, "<test>", ctx)
+    monkeypatch.setattr(Printer, "print_float", _lossy_print_float)
+    options = CheckOptions(through_text=through_text)
+    passes = [ConvertGraphToLoopPass()]
+    if not through_text:
+        check_passes(ctx, module, passes, options)
+        return
+    with pytest.raises(PlmrError, match="does not read back from text"):
+        check_passes(ctx, module, passes, options)
+
+
+def test_check_text_keeps_the_results_of_special_values():
+    ctx = make_context()
+    module = parse_module(MASKED, "<test>", ctx)
+    checks = check_passes(
+        ctx,
+        module,
+        [
+            ConvertGraphToLoopPass(),
+            NeptuneFusePass(),
+            ConvertLoopToTilePass(tile_sizes=(2, 4)),
+        ],
+        CheckOptions(through_text=True),
+    )
+    errors = [c.error for c in checks]
+    assert all(e is not None and e < 1e-6 for e in errors), errors
+
+
+def test_plmr_opt_check_text(capsys: pytest.CaptureFixture[str], tmp_path: Path):
+    path = tmp_path / "masked.mlir"
+    path.write_text(MASKED)
+    code = main([str(path), "-p", "convert-graph-to-loop", "--check-text"])
+    err = capsys.readouterr().err
+    assert code == 0, err
+    assert "convert-graph-to-loop" in err
+    assert "max rel err 0.0e+00" in err

@@ -677,7 +677,8 @@ class GraphGenerator:
             d = sa[i % rank]
             top = d - 1 if mode == "reflect" else 2
             pads.append(self.rng.randint(0, max(0, min(2, top))))
-        values = (0.0, 1.0, -2.0) + ((-math.inf, -0.0) if self.special else ())
+        special = self.special and self._float(a)
+        values = (0.0, 1.0, -2.0) + ((-math.inf, -math.inf, -0.0) if special else ())
         value = self.rng.choice(values) if mode == "constant" else 0.0
         self._emit(graph.PadOp(a, pads, mode, value), self._i(a))
 

@@ -3,6 +3,7 @@
 from collections import Counter
 
 import numpy as np
+from xdsl.dialects.builtin import f32
 
 from plmr.dialects import graph
 from plmr.dialects.printing import module_text
@@ -37,3 +38,35 @@ def test_every_graph_op_is_generated():
     ops = {op.name for op in graph.Graph.operations} - {"graph.weight"}
     missing = sorted(ops - set(seen))
     assert not missing, missing
+
+
+def test_special_programs_carry_infinities_nan_masks_and_run():
+    """`special` programs hold ±inf, NaN, -0.0, subnormals and additive masks."""
+    seen: set[str] = set()
+    for seed in range(80):
+        module = generate_graph(seed, special=True)
+        module.verify()
+        fn = select_function(module, None)
+        run_function(module, fn, random_inputs(fn, 0))
+        for op in module.walk():
+            if isinstance(op, graph.ConstantOp) and op.value.get_element_type() == f32:
+                values = np.asarray(op.value.get_values(), np.float32)
+                seen.update(
+                    name
+                    for name, hit in (
+                        ("nan", np.isnan(values).any()),
+                        ("-inf", (values == -np.inf).any()),
+                        ("inf", (values == np.inf).any()),
+                        ("-0.0", (np.signbit(values) & (values == 0)).any()),
+                        ("subnormal", ((values != 0) & (np.abs(values) < 1.2e-38)).any()),
+                        ("finfo.min", (values == np.finfo(np.float32).min).any()),
+                    )
+                    if hit
+                )
+            if isinstance(op, graph.PadOp) and op.value.value.data == -np.inf:
+                seen.add("pad -inf")
+    assert seen == {"nan", "-inf", "inf", "-0.0", "subnormal", "finfo.min", "pad -inf"}
+
+
+def test_programs_without_special_values_are_unchanged_by_the_option():
+    assert module_text(generate_graph(7)) == module_text(generate_graph(7, special=False))
