@@ -67,9 +67,7 @@ def _members(
     if c in fixed:
         return [fixed[c]]
     return [
-        n
-        for n in g.members.get(c, ())
-        if not math.isinf(priced.cost[n]) and n not in banned
+        n for n in g.members.get(c, ()) if math.isfinite(priced.cost[n]) and n not in banned
     ]
 
 
@@ -339,7 +337,12 @@ def _ilp(
         ub.append(hi)
 
     for c in set(roots):
-        row([(var[n], 1.0) for n in _members(g, priced, c, fixed, banned)], 1.0, math.inf)
+        usable = _members(g, priced, c, fixed, banned)
+        if not usable:
+            # No node of this output can be used (unpriceable, or banned to break
+            # cycles): there is no choice to optimise (the greedy one stands).
+            return IlpResult(None, "infeasible", nvars, time_limit)
+        row([(var[n], 1.0) for n in usable], 1.0, math.inf)
     eps = 1.0 / (len(cyclic) + 1)
     for n in nodes:
         c = g.node_class[n]

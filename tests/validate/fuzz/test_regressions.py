@@ -39,6 +39,35 @@ func.func @main(%w: tensor<3x1x1xf32>, %x: tensor<8x3x1x1xf32>) -> tensor<8x3x1x
 }
 """
 
+EQSAT_CONCAT = """
+func.func @main(%x0: tensor<5x2x2x5xf32>) -> tensor<5x2x4x5xf32> {
+  %0 = graph.exp %x0 : tensor<5x2x2x5xf32>
+  %1 = graph.softmax %x0 axis = -4 : tensor<5x2x2x5xf32>
+  %2 = graph.concat %1, %0 axis = 2 : (tensor<5x2x2x5xf32>, tensor<5x2x2x5xf32>) -> tensor<5x2x4x5xf32>
+  func.return %2 : tensor<5x2x4x5xf32>
+}
+"""
+
+
+def test_eqsat_extraction_with_an_unusable_output_is_not_a_crash():
+    """
+    taso-substitute{engine=eqsat} gave scipy's ILP no variable for an output class
+    without a usable node: "`c` must be a one-dimensional array of finite numbers".
+    """
+    config = Config(
+        grid=(4, 1),
+        device="wse2:sram_kib=8,colors=8",
+        gemv="pipeline",
+        k=1,
+        tile_sizes=(2, 4),
+        substitute=True,
+        budget=1,
+        relay=True,
+    )
+    outcome = run_case(EQSAT_CONCAT, config, tolerance=1e-4)
+    assert outcome.kind in ("ok", "refused"), outcome.message
+    assert not outcome.stage.startswith("taso-substitute"), outcome.message
+
 
 @pytest.mark.parametrize(
     ("program", "config"),

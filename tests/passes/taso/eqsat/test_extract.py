@@ -88,3 +88,26 @@ def test_ilp_never_does_worse_than_the_input():
 
         assert cost(found.choice) <= cost(keep) + 1e-9
         assert not math.isinf(cost(found.choice))
+
+
+@pytest.mark.parametrize("root_cost", [math.inf, math.nan])
+def test_ilp_of_an_output_without_a_usable_node_is_infeasible_not_a_crash(
+    root_cost: float,
+):
+    """
+    An output class whose every node is unpriceable (or has a NaN cost) left the ILP
+    without variables: scipy's milp raised "`c` must be a one-dimensional array of
+    finite numbers with at least one element" (`plmr fuzz`, taso-substitute{engine=
+    eqsat} on a 4x1 grid with 8 KiB of SRAM).
+    """
+    g = Classes()
+    g.nodes.append(ENode("Arg", (0,), ()))
+    g.node_class.append(0)
+    g.members[0] = [0]
+    g.nodes.append(ENode("N1", (1,), (0,)))
+    g.node_class.append(1)
+    g.members[1] = [1]
+    priced = Priced([0.0, root_cost], [(), ()], set())
+    found = ilp(g, priced, [1], 5.0, {}, {})
+    assert found.choice is None
+    assert found.status == "infeasible"
