@@ -25,7 +25,7 @@ plmr's universe.
 from __future__ import annotations
 
 import math
-from typing import Any, cast
+from typing import Any
 
 from xdsl.dialects.builtin import (
     AnyFloat,
@@ -44,7 +44,7 @@ def float_bits(value: float, type: AnyFloat) -> bytes:
 
 
 def _from_bits(raw: bytes, type: AnyFloat) -> float:
-    return cast(float, type.unpack(raw, 1)[0])
+    return type.unpack(raw, 1)[0]
 
 
 def float_literal(value: float, type: AnyFloat) -> str:

@@ -1,6 +1,7 @@
 """
 A short fuzz run with a fixed seed and program count (deterministic): graph programs and
-loop nests through the checked compiler find no crash and no miscompile.
+loop nests through the checked compiler find no crash and no miscompile. Every program
+is printed after every pass and parsed back before it runs (`--check-text`).
 """
 
 from pathlib import Path
@@ -13,7 +14,7 @@ from plmr.validate.fuzz.run import fuzz
 
 
 def test_short_graph_run_finds_no_failure(tmp_path: Path):
-    summary = fuzz(seed=11, count=30, jobs=1, out=tmp_path)
+    summary = fuzz(seed=11, count=30, jobs=1, out=tmp_path, text_share=1.0)
     report = "\n".join(summary.report())
     assert summary.programs == 30
     assert summary.counts["crash"] == 0, report
@@ -21,10 +22,11 @@ def test_short_graph_run_finds_no_failure(tmp_path: Path):
     assert summary.counts["invalid"] == 0, report
     assert summary.counts["timeout"] == 0, report
     assert summary.counts["ok"] >= 10, report
+    assert summary.through_text == 30, report
 
 
 def test_short_loop_run_finds_no_failure(tmp_path: Path):
-    summary = fuzz(seed=5, count=10, jobs=1, out=tmp_path, level="loop")
+    summary = fuzz(seed=5, count=10, jobs=1, out=tmp_path, level="loop", text_share=1.0)
     report = "\n".join(summary.report())
     assert not summary.failures, report
     assert summary.counts["ok"] >= 5, report
@@ -60,15 +62,27 @@ def test_message_kind_elides_names_shapes_and_numbers():
 def test_plmr_fuzz_cli(tmp_path: Path):
     result = CliRunner().invoke(
         cli,
-        ["fuzz", "--count", "3", "--seed", "2", "--out", str(tmp_path), "--no-progress"],
+        [
+            "fuzz",
+            "--count",
+            "3",
+            "--seed",
+            "2",
+            "--text-share",
+            "1",
+            "--out",
+            str(tmp_path),
+            "--no-progress",
+        ],
     )
     assert result.exit_code == 0, result.output
     assert result.output.startswith("plmr fuzz --seed 2: 3 programs in ")
     assert "crash 0, miscompile 0" in result.output
+    assert "through text after every pass: 3 of 3 programs" in result.output
 
 
 def test_short_tile_run_finds_no_failure(tmp_path: Path):
-    summary = fuzz(seed=3, count=8, jobs=1, out=tmp_path, level="tile")
+    summary = fuzz(seed=3, count=8, jobs=1, out=tmp_path, level="tile", text_share=1.0)
     report = "\n".join(summary.report())
     assert not summary.failures, report
     assert summary.counts["ok"] >= 4, report
