@@ -401,6 +401,11 @@ class GraphGenerator:
         masked = graph.AddOp(self._squashed(a, 30.0), c.results[0])
         self._emit(masked, Info(math.inf, False))
         self._emit(graph.SoftmaxOp(masked.results[0], -1), Info(1.0, False))
+        # Only the softmax is read further: sums of products of `finfo.min` entries
+        # overflow to `+inf` or `-inf` (or NaN) depending on the order of the sum,
+        # which any pass may change.
+        self.values.remove(c.results[0])
+        self.values.remove(masked.results[0])
 
     def _norm(self) -> None:
         a = self._pick_float(1)

@@ -65,6 +65,14 @@ def test_special_programs_carry_infinities_nan_masks_and_run():
                 )
             if isinstance(op, graph.PadOp) and op.value.value.data == -np.inf:
                 seen.add("pad -inf")
+            if isinstance(op, graph.AddOp) and any(
+                isinstance(v.owner, graph.ConstantOp)
+                and np.float32(np.finfo(np.float32).min) in v.owner.value.get_values()
+                for v in op.operands
+            ):
+                # A masked sum is read by its softmax only: sums of its products
+                # would overflow in an order-dependent way.
+                assert [type(u.operation) for u in op.result.uses] == [graph.SoftmaxOp]
     assert seen == {"nan", "-inf", "inf", "-0.0", "subnormal", "finfo.min", "pad -inf"}
 
 
