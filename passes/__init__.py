@@ -53,6 +53,11 @@ def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
 
         return GraphDeferNormScalePass
 
+    def graph_kv_state() -> type[ModulePass]:
+        from plmr.passes.kv_state import GraphKvStatePass
+
+        return GraphKvStatePass
+
     def transpose_elim() -> type[ModulePass]:
         from plmr.passes.transpose_elim import TransposeElimPass
 
@@ -88,6 +93,7 @@ def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
         "taso-substitute": taso_substitute,
         "transpose-elim": transpose_elim,
         "graph-defer-norm-scale": graph_defer_norm_scale,
+        "graph-kv-state": graph_kv_state,
         "mesh-route": mesh_route,
         "mesh-pack-allreduces": mesh_pack_allreduces,
         "mesh-verify-plmr": mesh_verify_plmr,

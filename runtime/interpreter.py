@@ -29,7 +29,7 @@ import numpy as np
 import numpy.typing as npt
 from xdsl.dialects import arith
 from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, ModuleOp, TensorType
-from xdsl.ir import Attribute, Operation, SSAValue
+from xdsl.ir import Attribute, BlockArgument, Operation, SSAValue
 
 from plmr.dialects import mesh, tile
 from plmr.dialects.graph import static_shape
@@ -46,6 +46,13 @@ from plmr.runtime.routing import RouteTable
 from plmr.runtime.spmd import CLOCK, Clocks, FloatArray, Ready, SpmdEvaluator, Traffic
 from plmr.runtime.spmd import Pending as _Pending
 from plmr.runtime.sram import SramReport, spmd_sram
+from plmr.runtime.state import (
+    Resident,
+    StateInput,
+    WaferState,
+    state_args,
+    state_results,
+)
 from plmr.runtime.steady import (
     STAGES,
     Extrapolated,
@@ -100,6 +107,16 @@ class MeshRuntime:
     _externals: dict[Operation, list[SSAValue]] = field(
         default_factory=dict[Operation, list[SSAValue]]
     )
+    state: WaferState | None = None
+    """Named state kept on the wafer across runs (`plmr.runtime.state`): the program's
+    state inputs are taken from it (`inputs` then holds the host inputs only) and its
+    state outputs are left in it."""
+    _host_in: float = 0.0
+    _host_out: float = 0.0
+    _state_moved: float = 0.0
+    _state_args: dict[SSAValue, StateInput] = field(
+        default_factory=dict[SSAValue, StateInput]
+    )
     layers: LayerRepeat | None = None
     """Timing mode: run the program's window of one layer for every further layer of
     the model (`plmr.runtime.steady.LayerRepeat`), extrapolating once layers repeat."""
@@ -138,6 +155,8 @@ class MeshRuntime:
         self._pending = {}
         self._last_issue = {}
         self._placeholders = {}
+        self._host_in = self._host_out = self._state_moved = 0.0
+        self._state_args = {}
         self.extrapolation = ExtrapolationLog()
         routing = program_routing(program, self.relay, self.device)
         self.table = routing.table
@@ -195,17 +214,39 @@ class MeshRuntime:
         report.extrapolated_layers = self.extrapolation.layers
         report.extrapolated_stages = self.extrapolation.stages
         report.simulated_layers = self.extrapolation.simulated_layers
+        report.host_in_bytes = self._host_in
+        report.host_out_bytes = self._host_out
+        report.state_moved_bytes = self._state_moved
+        report.resident_bytes = self.state.nbytes if self.state is not None else 0
         return outputs, report
 
     def _execute(self, program: mesh.ProgramOp, inputs: Sequence[Array]) -> list[Array]:
         block = program.body.block
-        if len(inputs) != len(block.args):
+        states = state_args(program) if self.state is not None else []
+        host_args = [
+            a
+            for a, s in zip(block.args, states or [None] * len(block.args), strict=True)
+            if s is None
+        ]
+        for arg, name in zip(block.args, states, strict=True):
+            if name is not None:
+                t = arg.type
+                assert isinstance(t, TensorType)
+                dtype = np.dtype(tensor_dtype(cast(Attribute, t)))
+                self._state_args[arg] = StateInput(name, static_shape(arg, "input"), dtype)
+        if len(inputs) != len(host_args):
+            kept = (
+                f" (and {len(self._state_args)} kept on the wafer)"
+                if self._state_args
+                else ""
+            )
             raise PlmrError(
-                f"@{program.sym_name.data} takes {len(block.args)} inputs, got {len(inputs)}"
+                f"@{program.sym_name.data} takes {len(host_args)} host inputs{kept}, got "
+                f"{len(inputs)}"
             )
         env: dict[SSAValue, Any] = {}
         ready: dict[SSAValue, Ready] = {}
-        for arg, value in zip(block.args, inputs, strict=True):
+        for arg, value in zip(host_args, inputs, strict=True):
             want = static_shape(arg, "input")
             if tuple(np.shape(value)) != want:
                 raise PlmrError(
@@ -216,7 +257,7 @@ class MeshRuntime:
         layers: LayerRunner | None = None
         for index, op in enumerate(ops):
             if isinstance(op, mesh.ReturnOp):
-                return [env[v] for v in op.values]
+                return self._return(program, op, env, state_results(program))
             if self.layers is not None and index == self.layers.start:
                 layers = LayerRunner(self, program, ops, self.layers)
             self.program_op(program, op, env, ready)
@@ -249,7 +290,19 @@ class MeshRuntime:
             else:
                 env[value] = load_weight(ref)
         elif isinstance(op, mesh.ScatterOp):
-            env[op.result] = self._scatter(op, env[op.input])
+            want = self._state_args.get(op.input)
+            if want is not None and self.state is not None:
+                d = op.result.type
+                assert isinstance(d, mesh.DistType)
+                blocks, moved = self.state.place(want, d, self.grid, self.mode == "timing")
+                env[op.result] = blocks
+                self._state_moved += moved
+            else:
+                env[op.result] = self._scatter(op, env[op.input])
+                if isinstance(op.input, BlockArgument):
+                    d = op.result.type
+                    assert isinstance(d, mesh.DistType)
+                    self._host_in += _tensor_bytes(d.tensor)
         elif isinstance(op, mesh.GatherOp):
             env[op.result] = self._gather(op, env[op.input])
         elif isinstance(op, mesh.SpmdOp):
@@ -273,6 +326,33 @@ class MeshRuntime:
                 f"'{op.name}' cannot appear directly in a mesh.program (put it inside "
                 "a mesh.spmd body)"
             )
+
+    def _return(
+        self,
+        program: mesh.ProgramOp,
+        op: mesh.ReturnOp,
+        env: dict[SSAValue, Any],
+        states: Sequence[str | None],
+    ) -> list[Array]:
+        """The results; with a `WaferState`, state results stay on the wafer."""
+        out: list[Array] = []
+        for value, name in zip(op.values, states, strict=True):
+            out.append(env[value])
+            if name is None or self.state is None:
+                t = value.type
+                assert isinstance(t, TensorType)
+                self._host_out += _tensor_bytes(cast(TensorType[Attribute], t))
+                continue
+            shape = static_shape(value, "result")
+            owner = value.owner
+            if isinstance(owner, mesh.GatherOp):
+                d = owner.input.type
+                assert isinstance(d, mesh.DistType)
+                kept = Resident(shape, self.grid, env[owner.input], d.layout)
+            else:
+                kept = Resident(shape, self.grid, np.asarray(env[value]), None)
+            self.state.keep(name, kept)
+        return out
 
     # -- steady-state extrapolation (plmr.runtime.steady) --------------------------------
 
@@ -668,6 +748,10 @@ class MeshRuntime:
         return data.astype(wave.data.dtype), ready
 
 
+def _tensor_bytes(t: TensorType[Attribute]) -> int:
+    return int(np.prod(t.get_shape())) * np.dtype(tensor_dtype(cast(Attribute, t))).itemsize
+
+
 def find_program(module: ModuleOp, name: str | None) -> mesh.ProgramOp:
     programs = [op for op in module.ops if isinstance(op, mesh.ProgramOp)]
     names = ", ".join(f"@{p.sym_name.data}" for p in programs) or "none"
@@ -694,18 +778,22 @@ def run_mesh(
     recorder: TraceRecorder | None = None,
     exact: bool = False,
     layers: LayerRepeat | None = None,
+    state: WaferState | None = None,
 ) -> tuple[list[Array], Report]:
     """
     Runs a mesh program (on its own device unless `device` is given). In timing mode,
     loops that reach a periodic regime are extrapolated unless `exact` is set
     (`plmr.runtime.steady`); the report says how many iterations were. `layers` runs
-    a window of the program once per further layer of a model (timing mode).
+    a window of the program once per further layer of a model (timing mode). With
+    `state`, the program's named state stays on the wafer (`inputs`: the host inputs).
     """
     program = find_program(module, name)
     if device is None:
         device = program.device.spec.data
     dev = get_device(device) if isinstance(device, str) else device
-    runtime = MeshRuntime(dev, mode, relay, recorder=recorder, exact=exact, layers=layers)
+    runtime = MeshRuntime(
+        dev, mode, relay, recorder=recorder, exact=exact, layers=layers, state=state
+    )
     return runtime.run_program(program, inputs)
 
 

@@ -76,6 +76,15 @@ class Report:
     simulated_layers: int = 0
     """Runs of a model's layer window simulated (stepped) with `MeshRuntime.layers`
     (0 without)."""
+    host_in_bytes: float = 0.0
+    """Bytes the host sent: the program's inputs placed on the grid (its constants, the
+    program image, excluded)."""
+    host_out_bytes: float = 0.0
+    """Bytes handed back to the host: the results not kept on the wafer as state."""
+    resident_bytes: int = 0
+    """Bytes of named state kept on the wafer after the run (`plmr.runtime.state`)."""
+    state_moved_bytes: float = 0.0
+    """State re-placed on the wafer because a program reads it in another layout."""
     finish: FloatArray | None = None
     """Per-PE finishing times (not serialised)."""
     compute: FloatArray | None = None
@@ -160,6 +169,17 @@ class Report:
             f"  comm        {self.comm_cycles:,.0f} cycles {pct(self.comm_cycles)}",
             f"  idle        {self.idle_cycles:,.0f} cycles {pct(self.idle_cycles)}",
             f"  traffic     {self.bytes_moved:,.0f} B moved, {self.hop_bytes:,.0f} B·hops",
+            f"  host link   {self.host_in_bytes:,.0f} B in, {self.host_out_bytes:,.0f} B out"
+            + (
+                f"  (state on the wafer: {self.resident_bytes:,} B"
+                + (
+                    f", {self.state_moved_bytes:,.0f} B re-placed)"
+                    if self.state_moved_bytes
+                    else ")"
+                )
+                if self.resident_bytes
+                else ""
+            ),
             f"  SRAM peak   {self.max_sram_bytes:,} of {self.sram_capacity:,} B per PE"
             + (f"  at `{self.sram_peak_at}`" if self.sram_peak_at else ""),
             f"  routes      {self.max_routes} of {self.route_capacity} colors per router"

@@ -27,6 +27,7 @@ from plmr.dialects import graph, mesh
 from plmr.errors import PlmrError
 from plmr.runtime.reference import Array, ReferenceEvaluator, tensor_dtype
 from plmr.runtime.report import Report
+from plmr.runtime.state import WaferState
 
 NAME_ATTR = "plmr.name"
 """Argument/result attribute holding the tensor's name in the source model."""
@@ -258,10 +259,12 @@ def run_entry(
     trace_pes: str | None = None,
     heatmap_path: Path | None = None,
     exact: bool = False,
+    state: WaferState | None = None,
 ) -> tuple[list[Array], Report | None]:
     """
     Runs a function (reference semantics) or a mesh program (the mesh runtime; in
-    timing mode `exact` steps every loop iteration instead of extrapolating).
+    timing mode `exact` steps every loop iteration instead of extrapolating). With
+    `state`, a mesh program's named state stays on the wafer (`args`: its host inputs).
     """
     if isinstance(fn, func.FuncOp):
         return run_function(module, fn, args), None
@@ -275,7 +278,7 @@ def run_entry(
         grid = fn.grid_shape
         pes = parse_pes(trace_pes, grid) if trace_pes else default_pes(grid)
         recorder = TraceRecorder(pes, dev.clock_hz)
-    runtime = MeshRuntime(dev, mode, relay, recorder=recorder, exact=exact)
+    runtime = MeshRuntime(dev, mode, relay, recorder=recorder, exact=exact, state=state)
     with np.errstate(all="ignore"):
         results, report = runtime.run_program(fn, args)
     if recorder is not None and trace_path is not None:

@@ -50,6 +50,12 @@ from plmr.runtime.running import (
     result_names,
 )
 from plmr.runtime.sram import spmd_sram
+from plmr.runtime.state import (
+    STATE_ARGS_ATTR,
+    STATE_RESULTS_ATTR,
+    state_args,
+    state_results,
+)
 
 
 class FunctionLowering:
@@ -86,6 +92,12 @@ class FunctionLowering:
         program.attributes[RESULT_NAMES_ATTR] = ArrayAttr(
             [StringAttr(n) for n in result_names(fn)]
         )
+        for key, states in (
+            (STATE_ARGS_ATTR, state_args(fn)),
+            (STATE_RESULTS_ATTR, state_results(fn)),
+        ):
+            if any(states):
+                program.attributes[key] = ArrayAttr([StringAttr(s or "") for s in states])
         pblock = program.body.block
         for old, new in zip(self.block.args, pblock.args, strict=True):
             new.name_hint = old.name_hint
