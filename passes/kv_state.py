@@ -309,6 +309,13 @@ class _Rewriter:
                         "the pair, or compile the step without state)"
                     )
                 )
+            if any(use.operation is not concat for use in arg.uses):
+                raise PlmrError(
+                    self.where(
+                        f"'{pair.input}' is read by other ops than the Concat that makes "
+                        f"'{pair.output}'; a cache kept on the wafer is only appended to"
+                    )
+                )
             shape = static_shape(value, "present")
             axis = concat.axis.value.data % len(shape)
             new = concat.inputs[1]
@@ -391,6 +398,17 @@ class _Rewriter:
         self.fn.update_function_type()
 
 
+def _appends_to_input(fn: func.FuncOp, index: int) -> bool:
+    """Whether output `index` is a Concat onto an input (a decode step's cache)."""
+    ret = fn.body.block.last_op
+    if not isinstance(ret, func.ReturnOp):
+        return False
+    owner = ret.operands[index].owner
+    return isinstance(owner, graph.ConcatOp) and any(
+        isinstance(v, BlockArgument) for v in owner.inputs
+    )
+
+
 def kv_state(
     module: ModuleOp,
     pairs: list[StatePair] | None = None,
@@ -417,6 +435,12 @@ def kv_state(
                     )
                 decode.append(pair)
             elif pair.output in outs:
+                if pair.input is not None and _appends_to_input(fn, outs.index(pair.output)):
+                    raise PlmrError(
+                        f"{PASS}: @{fn.sym_name.data}: state pair "
+                        f"'{pair.input}={pair.output}': '{pair.input}' is not an input "
+                        f"(inputs: {', '.join(ins)})"
+                    )
                 prefill.append(pair)
             else:
                 raise PlmrError(

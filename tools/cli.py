@@ -170,12 +170,14 @@ def _register_subcommands() -> None:
     from plmr.tools.compile_cli import compile_cmd, tune_cmd
     from plmr.tools.db_cli import db
     from plmr.tools.fuzz_cli import fuzz
+    from plmr.tools.generate_cli import generate_cmd
     from plmr.tools.rules_cli import rules
     from plmr.tools.run_cli import run_cmd
 
     cli.add_command(compile_cmd)
     cli.add_command(tune_cmd)
     cli.add_command(run_cmd)
+    cli.add_command(generate_cmd)
     cli.add_command(fuzz)
     cli.add_command(bench)
     cli.add_command(rules)
