@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 from xdsl.dialects import func
-from xdsl.dialects.builtin import ModuleOp, TensorType
+from xdsl.dialects.builtin import ModuleOp
 
 from plmr.dialects import mesh
 from plmr.dialects.context import make_context
@@ -127,9 +127,7 @@ class ExportDecoder:
                     f"feed (it feeds {', '.join(values)}); a decoder export takes "
                     f"{IDS}, {self.position} and {self.mask}"
                 )
-            t = arg.type
-            assert isinstance(t, TensorType)
-            dtype = np.dtype(tensor_dtype(t))
+            dtype = np.dtype(tensor_dtype(arg.type))
             out.append(np.asarray(values[name], dtype).reshape(static_shape(arg, name)))
         return out
 
@@ -155,9 +153,8 @@ class ExportDecoder:
                     args.append(next(it))
                 else:
                     shape = static_shape(arg, s)
-                    t = arg.type
-                    assert isinstance(t, TensorType)
-                    args.append(host.get(s, np.zeros(shape, np.dtype(tensor_dtype(t)))))
+                    zeros = np.zeros(shape, np.dtype(tensor_dtype(arg.type)))
+                    args.append(host.get(s, zeros))
             outs, report = run_function(module, fn, args), None
             for value, s in zip(outs, state_results(fn), strict=True):
                 if s is not None:

@@ -435,7 +435,9 @@ def kv_state(
                     )
                 decode.append(pair)
             elif pair.output in outs:
-                if pair.input is not None and _appends_to_input(fn, outs.index(pair.output)):
+                if pair.input is not None and _appends_to_input(
+                    fn, outs.index(pair.output)
+                ):
                     raise PlmrError(
                         f"{PASS}: @{fn.sym_name.data}: state pair "
                         f"'{pair.input}={pair.output}': '{pair.input}' is not an input "

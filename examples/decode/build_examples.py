@@ -27,6 +27,7 @@ this file it writes:
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -35,38 +36,63 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
-DIM, LAYERS, HEADS, KV_HEADS, FFN, VOCAB = 32, 2, 4, 2, 64, 64
-HEAD_DIM = DIM // HEADS
-GROUP = HEADS // KV_HEADS
-PROMPT, SEQ, POSITIONS, STEPS = 4, 32, 32, 20
 EPS = 1e-5
 THETA = 10000.0
 NEG = -1e9
+STEPS = 20
 
 HERE = Path(__file__).resolve().parent
 
 
-def weights(seed: int = 0) -> dict[str, np.ndarray[Any, np.dtype[np.float32]]]:
+@dataclass(frozen=True)
+class Sizes:
+    """The model's sizes; `prompt` is the prefill's length, `seq` the decode step's S."""
+
+    dim: int = 32
+    layers: int = 2
+    heads: int = 4
+    kv_heads: int = 2
+    ffn: int = 64
+    vocab: int = 64
+    prompt: int = 4
+    seq: int = 32
+    positions: int = 32
+
+    @property
+    def head_dim(self) -> int:
+        return self.dim // self.heads
+
+    @property
+    def group(self) -> int:
+        return self.heads // self.kv_heads
+
+
+TINY = Sizes()
+
+
+def weights(
+    seed: int = 0, sz: Sizes = TINY
+) -> dict[str, np.ndarray[Any, np.dtype[np.float32]]]:
     rng = np.random.default_rng(seed)
 
     def rand(*shape: int, scale: float) -> np.ndarray[Any, np.dtype[np.float32]]:
         return (rng.standard_normal(shape) * scale).astype(np.float32)
 
-    w = {"embed": rand(VOCAB, DIM, scale=1.0)}
-    for i in range(LAYERS):
-        w[f"l{i}.attn_norm"] = (1.0 + rand(DIM, scale=0.1)).astype(np.float32)
-        w[f"l{i}.wq"] = rand(DIM, HEADS * HEAD_DIM, scale=DIM**-0.5)
-        w[f"l{i}.wk"] = rand(DIM, KV_HEADS * HEAD_DIM, scale=DIM**-0.5)
-        w[f"l{i}.wv"] = rand(DIM, KV_HEADS * HEAD_DIM, scale=DIM**-0.5)
-        w[f"l{i}.wo"] = rand(HEADS * HEAD_DIM, DIM, scale=DIM**-0.5)
-        w[f"l{i}.ffn_norm"] = (1.0 + rand(DIM, scale=0.1)).astype(np.float32)
-        w[f"l{i}.w1"] = rand(DIM, FFN, scale=DIM**-0.5)
-        w[f"l{i}.w3"] = rand(DIM, FFN, scale=DIM**-0.5)
-        w[f"l{i}.w2"] = rand(FFN, DIM, scale=FFN**-0.5)
-    w["norm"] = (1.0 + rand(DIM, scale=0.1)).astype(np.float32)
-    w["head"] = rand(DIM, VOCAB, scale=DIM**-0.5)
-    inv = 1.0 / THETA ** (np.arange(0, HEAD_DIM, 2, dtype=np.float64) / HEAD_DIM)
-    angles = np.outer(np.arange(POSITIONS, dtype=np.float64), inv)
+    w = {"embed": rand(sz.vocab, sz.dim, scale=1.0)}
+    for i in range(sz.layers):
+        w[f"l{i}.attn_norm"] = (1.0 + rand(sz.dim, scale=0.1)).astype(np.float32)
+        w[f"l{i}.wq"] = rand(sz.dim, sz.heads * sz.head_dim, scale=sz.dim**-0.5)
+        w[f"l{i}.wk"] = rand(sz.dim, sz.kv_heads * sz.head_dim, scale=sz.dim**-0.5)
+        w[f"l{i}.wv"] = rand(sz.dim, sz.kv_heads * sz.head_dim, scale=sz.dim**-0.5)
+        w[f"l{i}.wo"] = rand(sz.heads * sz.head_dim, sz.dim, scale=sz.dim**-0.5)
+        w[f"l{i}.ffn_norm"] = (1.0 + rand(sz.dim, scale=0.1)).astype(np.float32)
+        w[f"l{i}.w1"] = rand(sz.dim, sz.ffn, scale=sz.dim**-0.5)
+        w[f"l{i}.w3"] = rand(sz.dim, sz.ffn, scale=sz.dim**-0.5)
+        w[f"l{i}.w2"] = rand(sz.ffn, sz.dim, scale=sz.ffn**-0.5)
+    w["norm"] = (1.0 + rand(sz.dim, scale=0.1)).astype(np.float32)
+    w["head"] = rand(sz.dim, sz.vocab, scale=sz.dim**-0.5)
+    inv = 1.0 / THETA ** (np.arange(0, sz.head_dim, 2, dtype=np.float64) / sz.head_dim)
+    angles = np.outer(np.arange(sz.positions, dtype=np.float64), inv)
     angles = np.concatenate([angles, angles], axis=-1)
     w["cos_table"] = np.cos(angles).astype(np.float32)
     w["sin_table"] = np.sin(angles).astype(np.float32)
@@ -76,7 +102,8 @@ def weights(seed: int = 0) -> dict[str, np.ndarray[Any, np.dtype[np.float32]]]:
 class Graph:
     """Nodes and initializers of one export, with fresh names."""
 
-    def __init__(self) -> None:
+    def __init__(self, sz: Sizes) -> None:
+        self.sz = sz
         self.nodes: list[onnx.NodeProto] = []
         self.inits: list[onnx.TensorProto] = []
         self.count = 0
@@ -111,41 +138,43 @@ class Graph:
 
     def heads(self, x: str, length: int, n: int) -> str:
         """[1, L, n·hd] -> [1, n, L, hd]."""
-        r = self.op("Reshape", x, self.ints([1, length, n, HEAD_DIM]))
+        r = self.op("Reshape", x, self.ints([1, length, n, self.sz.head_dim]))
         return self.op("Transpose", r, perm=[0, 2, 1, 3])
 
     def rope(self, x: str, cos: str, sin: str) -> str:
-        half = HEAD_DIM // 2
+        sz = self.sz
+        half = sz.head_dim // 2
         first = self.op("Slice", x, self.ints([0]), self.ints([half]), self.ints([3]))
         second = self.op(
-            "Slice", x, self.ints([half]), self.ints([HEAD_DIM]), self.ints([3])
+            "Slice", x, self.ints([half]), self.ints([sz.head_dim]), self.ints([3])
         )
         rotated = self.op("Concat", self.op("Neg", second), first, axis=3)
         return self.op("Add", self.op("Mul", x, cos), self.op("Mul", rotated, sin))
 
     def repeat_kv(self, x: str, length: int) -> str:
         """[1, Hkv, S, hd] -> [1, H, S, hd] (transformers' repeat_kv)."""
+        sz = self.sz
         u = self.op("Unsqueeze", x, self.ints([2]))
-        e = self.op("Expand", u, self.ints([1, KV_HEADS, GROUP, length, HEAD_DIM]))
-        return self.op("Reshape", e, self.ints([1, HEADS, length, HEAD_DIM]))
+        e = self.op("Expand", u, self.ints([1, sz.kv_heads, sz.group, length, sz.head_dim]))
+        return self.op("Reshape", e, self.ints([1, sz.heads, length, sz.head_dim]))
 
 
 def build(
-    kind: str, w: dict[str, np.ndarray[Any, np.dtype[np.float32]]]
+    kind: str, w: dict[str, np.ndarray[Any, np.dtype[np.float32]]], sz: Sizes = TINY
 ) -> onnx.ModelProto:
     """The prefill (`kind = "prefill"`) or decode-step export."""
-    g = Graph()
+    g = Graph(sz)
     for name, value in w.items():
         g.const(name, value)
-    length = PROMPT if kind == "prefill" else 1
-    seq = PROMPT if kind == "prefill" else SEQ
+    length = sz.prompt if kind == "prefill" else 1
+    seq = sz.prompt if kind == "prefill" else sz.seq
     inputs = [
         helper.make_tensor_value_info("input_ids", TensorProto.INT64, [1, length]),
         helper.make_tensor_value_info("position_ids", TensorProto.INT64, [1, length]),
         helper.make_tensor_value_info("attention_mask", TensorProto.INT64, [1, seq]),
     ]
     outputs = [
-        helper.make_tensor_value_info("logits", TensorProto.FLOAT, [1, length, VOCAB])
+        helper.make_tensor_value_info("logits", TensorProto.FLOAT, [1, length, sz.vocab])
     ]
     x = g.op("Gather", "embed", "input_ids", axis=0)
     cos = g.op(
@@ -159,13 +188,15 @@ def build(
     mask = g.op("Mul", g.op("Sub", g.scalar(1.0), mask), g.scalar(NEG))
     mask = g.op("Reshape", mask, g.ints([1, 1, 1, seq]))
     if kind == "prefill":
-        causal = np.triu(np.full((PROMPT, PROMPT), NEG, np.float32), 1)
-        mask = g.op("Add", mask, g.const("causal", causal.reshape(1, 1, PROMPT, PROMPT)))
-    for i in range(LAYERS):
+        causal = np.triu(np.full((sz.prompt, sz.prompt), NEG, np.float32), 1)
+        mask = g.op(
+            "Add", mask, g.const("causal", causal.reshape(1, 1, sz.prompt, sz.prompt))
+        )
+    for i in range(sz.layers):
         h = g.rmsnorm(x, f"l{i}.attn_norm")
-        q = g.rope(g.heads(g.op("MatMul", h, f"l{i}.wq"), length, HEADS), cos, sin)
-        k = g.rope(g.heads(g.op("MatMul", h, f"l{i}.wk"), length, KV_HEADS), cos, sin)
-        v = g.heads(g.op("MatMul", h, f"l{i}.wv"), length, KV_HEADS)
+        q = g.rope(g.heads(g.op("MatMul", h, f"l{i}.wq"), length, sz.heads), cos, sin)
+        k = g.rope(g.heads(g.op("MatMul", h, f"l{i}.wk"), length, sz.kv_heads), cos, sin)
+        v = g.heads(g.op("MatMul", h, f"l{i}.wv"), length, sz.kv_heads)
         names = {"key": k, "value": v}
         present: dict[str, str] = {}
         for part, new in names.items():
@@ -176,22 +207,22 @@ def build(
                 past = f"past_key_values.{i}.{part}"
                 inputs.append(
                     helper.make_tensor_value_info(
-                        past, TensorProto.FLOAT, [1, KV_HEADS, SEQ - 1, HEAD_DIM]
+                        past, TensorProto.FLOAT, [1, sz.kv_heads, sz.seq - 1, sz.head_dim]
                     )
                 )
                 present[part] = g.op("Concat", past, new, axis=2, out=out)
             outputs.append(
                 helper.make_tensor_value_info(
-                    out, TensorProto.FLOAT, [1, KV_HEADS, seq, HEAD_DIM]
+                    out, TensorProto.FLOAT, [1, sz.kv_heads, seq, sz.head_dim]
                 )
             )
         keys = g.repeat_kv(present["key"], seq)
         values = g.repeat_kv(present["value"], seq)
         scores = g.op("MatMul", q, g.op("Transpose", keys, perm=[0, 1, 3, 2]))
-        scores = g.op("Add", g.op("Mul", scores, g.scalar(HEAD_DIM**-0.5)), mask)
+        scores = g.op("Add", g.op("Mul", scores, g.scalar(sz.head_dim**-0.5)), mask)
         probs = g.op("Softmax", scores, axis=-1)
         o = g.op("Transpose", g.op("MatMul", probs, values), perm=[0, 2, 1, 3])
-        o = g.op("Reshape", o, g.ints([1, length, DIM]))
+        o = g.op("Reshape", o, g.ints([1, length, sz.dim]))
         x = g.op("Add", x, g.op("MatMul", o, f"l{i}.wo"))
         h = g.rmsnorm(x, f"l{i}.ffn_norm")
         gate = g.op("MatMul", h, f"l{i}.w1")
@@ -207,7 +238,11 @@ def build(
 
 
 def reference_tokens(
-    prefill: onnx.ModelProto, decode: onnx.ModelProto, prompt: list[int], steps: int
+    prefill: onnx.ModelProto,
+    decode: onnx.ModelProto,
+    prompt: list[int],
+    steps: int,
+    sz: Sizes = TINY,
 ) -> list[int]:
     """Greedy tokens of the prefill and `steps` decode steps, the caches kept by the host."""
     pre = ReferenceEvaluator(prefill)
@@ -222,7 +257,7 @@ def reference_tokens(
     names = [o.name for o in prefill.graph.output]
     caches = {
         name.replace("present", "past_key_values"): np.zeros(
-            (1, KV_HEADS, SEQ - 1, HEAD_DIM), np.float32
+            (1, sz.kv_heads, sz.seq - 1, sz.head_dim), np.float32
         )
         for name in names[1:]
     }
@@ -231,7 +266,7 @@ def reference_tokens(
     tokens = [int(np.argmax(out[0][0, -1]))]
     for step in range(steps):
         pos = n + step
-        mask = np.zeros((1, SEQ), np.int64)
+        mask = np.zeros((1, sz.seq), np.int64)
         mask[0, :pos] = 1
         mask[0, -1] = 1
         feeds = {
@@ -241,7 +276,7 @@ def reference_tokens(
             **caches,
         }
         out = list(dec.run(None, feeds))
-        if pos < SEQ - 1:
+        if pos < sz.seq - 1:
             for name, value in zip(names[1:], out[1:], strict=True):
                 past = caches[name.replace("present", "past_key_values")]
                 past[:, :, pos] = value[:, :, -1]

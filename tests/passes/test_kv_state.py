@@ -1,0 +1,230 @@
+"""
+`graph-kv-state` (`passes/kv_state.py`) and the wafer state it relies on
+(`runtime/state.py`): a decoder export's decode step with its caches as wafer state
+computes what the export computes with the caches kept by the host, step after step,
+at the graph level and compiled on 2x2, 3x3 and 2x4; only the token, the position and
+the logits cross the host link; bad state pairs are one error.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+import pytest
+from xdsl.dialects import func
+
+from plmr.dialects.context import make_context
+from plmr.errors import PlmrError
+from plmr.frontend.onnx import import_onnx
+from plmr.passes.kv_state import StatePair, find_pairs, kv_state, parse_state_pairs
+from plmr.passes.pipeline import CompileOptions, compile_module
+from plmr.runtime.running import (
+    arg_names,
+    result_names,
+    run_entry,
+    run_function,
+    select_entry,
+)
+from plmr.runtime.state import Resident, WaferState, state_args, state_results
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "decode"
+
+
+def _examples() -> Any:
+    spec = importlib.util.spec_from_file_location(
+        "decode_examples", EXAMPLES / "build_examples.py"
+    )
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["decode_examples"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+ex = _examples()
+SMALL = ex.Sizes(
+    dim=16, layers=1, heads=2, kv_heads=1, ffn=32, vocab=32, prompt=2, seq=16, positions=16
+)
+
+
+def test_checked_in_exports_are_up_to_date():
+    w = ex.weights()
+    for kind in ("prefill", "decode"):
+        built = ex.build(kind, w).SerializeToString()
+        assert (EXAMPLES / f"tiny_{kind}.onnx").read_bytes() == built, (
+            "run examples/decode/build_examples.py"
+        )
+
+
+def _decode_model(sz: Any) -> onnx.ModelProto:
+    return ex.build("decode", ex.weights(1, sz), sz)
+
+
+def test_pairs_are_found_by_name():
+    fn = select_entry(import_onnx(_decode_model(SMALL)), None)
+    assert isinstance(fn, func.FuncOp)
+    assert find_pairs(fn) == [
+        StatePair("past_key_values.0.key", "present.0.key"),
+        StatePair("past_key_values.0.value", "present.0.value"),
+    ]
+
+
+def test_parse_state_pairs():
+    assert parse_state_pairs(" past_key_0=present_key_0 , a=b") == [
+        StatePair("past_key_0", "present_key_0"),
+        StatePair("a", "b"),
+    ]
+    for bad in ("past_key_0", "=present", "a=b=c"):
+        with pytest.raises(PlmrError, match="must be IN=OUT"):
+            parse_state_pairs(bad)
+
+
+def _host_step(
+    module: Any, sz: Any, token: int, pos: int, pasts: dict[str, np.ndarray[Any, Any]]
+) -> np.ndarray[Any, Any]:
+    """One step of the original export, the caches kept by the host (valid rows first)."""
+    fn = select_entry(module, None)
+    assert isinstance(fn, func.FuncOp)
+    mask = np.zeros((1, sz.seq), np.int64)
+    mask[0, :pos] = 1
+    mask[0, -1] = 1
+    feeds: dict[str, Any] = {
+        "input_ids": np.asarray([[token]], np.int64),
+        "position_ids": np.asarray([[pos]], np.int64),
+        "attention_mask": mask,
+        **pasts,
+    }
+    outs = run_function(module, fn, [feeds[n] for n in arg_names(fn)])
+    for name, value in zip(result_names(fn), outs, strict=True):
+        if name.startswith("present"):
+            pasts[name.replace("present", "past_key_values")][:, :, pos] = value[:, :, -1]
+    return outs[0]
+
+
+def _differential(grid: tuple[int, int] | None, steps: int, seed: int) -> None:
+    """The rewritten step (graph level or compiled) against the export, step by step."""
+    sz = SMALL
+    model = _decode_model(sz)
+    original = import_onnx(model)
+    rewritten = import_onnx(model)
+    assert kv_state(rewritten) == 2 * sz.layers
+    if grid is not None:
+        compile_module(make_context(), rewritten, CompileOptions(grid=grid))
+    rng = np.random.default_rng(seed)
+    seq: int = sz.seq
+    start = int(rng.integers(1, seq - steps))
+    shape = (1, sz.kv_heads, sz.seq - 1, sz.head_dim)
+    pasts: dict[str, np.ndarray[Any, Any]] = {}
+    wafer = WaferState()
+    host: dict[str, np.ndarray[Any, Any]] = {}
+    for layer in range(sz.layers):
+        for part in ("key", "value"):
+            rows = rng.standard_normal(shape).astype(np.float32)
+            rows[:, :, start:] = 0.0
+            pasts[f"past_key_values.{layer}.{part}"] = rows
+            # The buffer holds the same rows and garbage beyond them: it must be masked.
+            buffer = rng.standard_normal((1, sz.kv_heads, sz.seq, sz.head_dim))
+            buffer = buffer.astype(np.float32) * 100
+            buffer[:, :, :start] = rows[:, :, :start]
+            host[f"present.{layer}.{part}"] = buffer
+    fn = select_entry(rewritten, None)
+    if grid is not None:
+        # Put the buffers on the wafer by one run that stores them (as a prefill would).
+        for name, value in host.items():
+            wafer.keep(name, Resident(value.shape, grid, value, None))
+    for step in range(steps):
+        vocab: int = sz.vocab
+        token = int(rng.integers(0, vocab))
+        pos = start + step
+        want = _host_step(original, sz, token, pos, pasts)
+        feeds = {
+            "input_ids": np.asarray([[token]], np.int64),
+            "position_ids": np.asarray([[pos]], np.int64),
+        }
+        states = state_args(fn)
+        if isinstance(fn, func.FuncOp):
+            args = [
+                host[s] if s is not None else feeds[n]
+                for n, s in zip(arg_names(fn), states, strict=True)
+            ]
+            outs = run_function(rewritten, fn, args)
+            for value, s in zip(outs, state_results(fn), strict=True):
+                if s is not None:
+                    host[s] = value
+            tol = 1e-5
+        else:
+            args = [
+                feeds[n] for n, s in zip(arg_names(fn), states, strict=True) if s is None
+            ]
+            outs, report = run_entry(rewritten, fn, args, state=wafer)
+            assert report is not None
+            # The token and the position in (8 B each), the logits out; no cache.
+            assert report.host_in_bytes == 16
+            assert report.host_out_bytes == sz.vocab * 4
+            assert (
+                report.resident_bytes
+                == 2 * sz.layers * sz.kv_heads * sz.seq * sz.head_dim * 4
+            )
+            host = {s: wafer.tensor(s) for s in wafer.values}
+            tol = 1e-3
+        np.testing.assert_allclose(outs[0], want, atol=tol, rtol=tol)
+        for name, past in pasts.items():
+            buffer = host[name.replace("past_key_values", "present")]
+            np.testing.assert_allclose(
+                buffer[:, :, : pos + 1], past[:, :, : pos + 1], atol=tol
+            )
+
+
+def test_rewritten_step_equals_the_export_at_graph_level():
+    for seed in range(3):
+        _differential(None, steps=4, seed=seed)
+
+
+def test_tiny_export_generates_the_reference_tokens_at_graph_level():
+    from plmr.frontend.onnx import import_onnx_file
+    from plmr.models.export_decode import ExportDecoder
+
+    ref = np.load(EXAMPLES / "tiny_tokens.npz")
+    model = ExportDecoder(
+        import_onnx_file(str(EXAMPLES / "tiny_prefill.onnx")),
+        import_onnx_file(str(EXAMPLES / "tiny_decode.onnx")),
+    )
+    result = model.generate([int(t) for t in ref["prompt"]], 20)
+    assert len(result.tokens) == 21
+    assert result.tokens == [int(t) for t in ref["tokens"]]
+
+
+@pytest.mark.parametrize("grid", [(2, 2), (3, 3), (2, 4)], ids=lambda g: f"{g[0]}x{g[1]}")
+def test_rewritten_step_compiled_equals_the_export(grid: tuple[int, int]):
+    _differential(grid, steps=3, seed=7)
+
+
+def _errors(model: onnx.ModelProto, pairs: list[StatePair] | None, **kw: Any) -> str:
+    with pytest.raises(PlmrError) as info:
+        kv_state(import_onnx(model), pairs, **kw)
+    return str(info.value)
+
+
+def test_bad_pairs_are_one_error():
+    model = _decode_model(SMALL)
+    assert "is not Concat('past_key_values.0.key', new row)" in _errors(
+        model, [StatePair("past_key_values.0.key", "present.0.value")]
+    )
+    assert "'logits' is not Concat" in _errors(
+        model, [StatePair("past_key_values.0.key", "logits")]
+    )
+    assert "'past.k' is not an input" in _errors(
+        model, [StatePair("past.k", "present.0.key")]
+    )
+    assert "names neither an input nor an output" in _errors(model, [StatePair("a", "b")])
+    assert "capacity 64 differs from the export's 16 cache rows" in _errors(
+        model, None, capacity=64
+    )
+    assert "has no input 'pos'" in _errors(model, None, position="pos")
+    assert "has no input 'mask'" in _errors(model, None, mask="mask")
