@@ -1,0 +1,133 @@
+"""
+`plmr generate`: a user's prefill and decode exports generate the reference tokens with
+the KV caches as state (at the graph level, and on a 2x2 wafer where only the token, the
+position and the logits cross the host link); bad input is one error.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "decode"
+PREFILL = str(EXAMPLES / "tiny_prefill.onnx")
+DECODE = str(EXAMPLES / "tiny_decode.onnx")
+TOKENS = str(EXAMPLES / "tiny_tokens.npz")
+
+
+def test_generate_at_graph_level_equals_the_reference(cli: Any):
+    code, out, err = cli.run(
+        [
+            "generate",
+            PREFILL,
+            DECODE,
+            "--grid",
+            "graph",
+            "--steps",
+            "20",
+            "--expect",
+            TOKENS,
+        ]
+    )
+    assert code == 0, err
+    want = " ".join(str(int(t)) for t in np.load(TOKENS)["tokens"])
+    assert f"tokens      {want}" in out
+    assert "all 21 tokens equal" in out
+
+
+def test_generate_on_the_wafer_keeps_the_cache_there(cli: Any):
+    code, out, err = cli.run(
+        ["generate", PREFILL, DECODE, "--grid", "2x2", "--steps", "16", "--expect", TOKENS]
+    )
+    assert code == 0, err
+    assert "all 17 tokens equal" in out
+    decode = [line.split() for line in out.splitlines() if line.startswith("decode ")]
+    assert len(decode) == 16
+    for row in decode:
+        # input_ids and position_ids in (8 B each), 64 logits out; the caches (4 of
+        # 2x32x8 floats, 8,192 B) stay on the wafer.
+        assert row[3:5] == ["16", "B"]
+        assert row[5:7] == ["256", "B"]
+        assert row[7:9] == ["8,192", "B"]
+
+
+def test_a_mismatch_is_an_error(tmp_path: Path, cli: Any):
+    ref = np.load(TOKENS)
+    bad = ref["tokens"].copy()
+    bad[3] += 1
+    path = tmp_path / "bad.npz"
+    np.savez(path, prompt=ref["prompt"], tokens=bad)
+    code, _, err = cli.run(
+        [
+            "generate",
+            PREFILL,
+            DECODE,
+            "--grid",
+            "graph",
+            "--steps",
+            "4",
+            "--expect",
+            str(path),
+        ]
+    )
+    assert code == 1
+    assert f"token 3 is {int(ref['tokens'][3])}, {path} has {int(bad[3])}" in err
+
+
+def test_bad_state_pairs_are_one_error(cli: Any):
+    for state, message in (
+        (
+            "past_key_values.0.key=present.0.value",
+            "'present.0.value' is not Concat('past_key_values.0.key', new row)",
+        ),
+        ("past_key_values.0.key", "state pair 'past_key_values.0.key' must be IN=OUT"),
+        ("past.k=present.0.key", "'past.k' is not an input"),
+        ("a=b", "names neither an input nor an output"),
+    ):
+        code, out, err = cli.run(
+            [
+                "generate",
+                PREFILL,
+                DECODE,
+                "--grid",
+                "graph",
+                "--prompt",
+                "1,2,3,4",
+                "--state",
+                state,
+            ]
+        )
+        assert code == 1, out
+        assert message in err
+        assert err.count("error:") == 1
+        assert "Traceback" not in err
+
+
+def test_bad_prompts_are_one_error(cli: Any):
+    code, _, err = cli.run(
+        ["generate", PREFILL, DECODE, "--grid", "graph", "--prompt", "1,x"]
+    )
+    assert code == 1
+    assert "bad --prompt '1,x'" in err
+    code, _, err = cli.run(
+        ["generate", PREFILL, DECODE, "--grid", "graph", "--prompt", "1,2"]
+    )
+    assert code == 1
+    assert "the prefill takes prompts of 4 tokens, got 2" in err
+    code, _, err = cli.run(
+        [
+            "generate",
+            PREFILL,
+            DECODE,
+            "--grid",
+            "graph",
+            "--prompt",
+            "1,2,3,4",
+            "--steps",
+            "40",
+        ]
+    )
+    assert code == 1
+    assert "exceed the cache of 32 rows" in err
