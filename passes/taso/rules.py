@@ -453,7 +453,10 @@ def check_rule(rule: Rule, source: str = "<rules>") -> None:
 
 
 def load_rules(path: str | Path | None = None) -> list[Rule]:
-    """The rules of a file (default: the shipped set), cached by path and mtime."""
+    """
+    The rules of a file (default: the shipped set), cached in the process by path and
+    mtime, and on disk by the file's hash (`rule_cache`).
+    """
     p = DEFAULT_RULES if path is None or str(path) == "default" else Path(path)
     try:
         stamp = p.stat().st_mtime_ns
@@ -469,4 +472,6 @@ def _load_rules_cached(path: str, stamp: int) -> tuple[Rule, ...]:
         text = Path(path).read_text()
     except OSError as e:
         raise PlmrError(f"cannot read rule file {path}: {e.strerror}") from e
-    return tuple(parse_rules(text, path))
+    from plmr.passes.taso.rule_cache import cached
+
+    return tuple(cached(text, lambda t: parse_rules(t, path)))
