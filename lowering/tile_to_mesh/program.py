@@ -25,10 +25,12 @@ from xdsl.rewriter import InsertPoint
 from plmr.dialects import mesh, tile
 from plmr.dialects.graph import static_shape
 from plmr.errors import PlmrError
+from plmr.lowering.tile_to_mesh import memo as _memo
 from plmr.lowering.tile_to_mesh.analysis import (
     GEMM_CHOICES,
     GEMV_CHOICES,
     Layout,
+    Nest,
     Options,
     analyze_nest,
 )
@@ -39,6 +41,7 @@ from plmr.lowering.tile_to_mesh.emit import NestEmitter as _NestEmitter
 from plmr.lowering.tile_to_mesh.emit import Placed as _Placed
 from plmr.lowering.tile_to_mesh.emit import StraightEmitter as _StraightEmitter
 from plmr.lowering.tile_to_mesh.host_slices import HostSlice, slice_host_reads
+from plmr.lowering.tile_to_mesh.mapping import Mapping
 from plmr.lowering.tile_to_mesh.planning import NestPlan
 from plmr.lowering.tile_to_mesh.planning import Planner as _Planner
 from plmr.lowering.tile_to_mesh.planning import split_entries as _entries
@@ -191,32 +194,30 @@ class FunctionLowering:
 
     def _nest(self, top: tile.ForOp) -> None:
         nest = analyze_nest(top, self.block)
-        planner = _Planner(nest, self.opts, {v: p.layout for v, p in self.placed.items()})
+        layouts = {v: p.layout for v, p in self.placed.items()}
+        key, structure = _memo.nest_key(top, self.opts, layouts, self.slices)
+        names = tuple(v.name_hint for v in structure.numbers)
+        known = _memo.lookup(key, nest, names)
+        if isinstance(known, str):
+            raise PlmrError(known)
+        if known is not None:
+            self._accept(nest, known, _NestEmitter(self, nest, known))
+            return
+        try:
+            ranked = _Planner(nest, self.opts, layouts).ranked()
+        except PlmrError as e:
+            _memo.record_error(key, names, str(e))
+            raise
         sram = self.opts.device.sram_bytes
         needed: list[int] = []
-        for m in planner.ranked():
+        for m in ranked:
             emitter = _NestEmitter(self, nest, m)
             spmd = emitter.emit()
             # The block estimate leaves out the body's temporaries: measure the peak.
             peak = spmd_sram(spmd, self.opts.device).peak_bytes
             if peak <= sram:
-                self.absorbed |= emitter.epilogue
-                self.cost += m.cost
-                loops = [*nest.chain, *([nest.reduction] if nest.reduction else [])]
-                loops += [lp for lp in m.loops() if lp not in loops]
-                self.plans.append(
-                    NestPlan(
-                        nest.outputs[0].name_hint or "?",
-                        tuple((_loop_name(lp), lp.trip_count) for lp in loops),
-                        tuple(
-                            (e, _loop_name(lp))
-                            for e, lp in sorted(_entries(m.axes, m.bands))
-                        ),
-                        m.mode,
-                        m.cost,
-                        spmd,
-                    )
-                )
+                _memo.record(key, nest, m)
+                self._accept(nest, m, emitter, spmd)
                 return
             needed.append(peak)
             for op in emitter.epilogue:
@@ -228,11 +229,38 @@ class FunctionLowering:
             spmd.erase()
         name = nest.outputs[0].name_hint or "?"
         grid = self.opts.grid
-        raise PlmrError(
+        message = (
             f"convert-tile-to-mesh: the nest computing %{name} does not fit a "
             f"{grid[0]}x{grid[1]} grid of {self.opts.device.name}: its smallest per-PE "
             f"placement needs {min(needed)} bytes of SRAM, a PE has {sram}; use a larger "
             "grid, smaller tiles or a device with more SRAM"
+        )
+        _memo.record_error(key, names, message)
+        raise PlmrError(message)
+
+    def _accept(
+        self,
+        nest: Nest,
+        m: Mapping,
+        emitter: _NestEmitter,
+        spmd: mesh.SpmdOp | None = None,
+    ) -> None:
+        """Keeps `m` for `nest`: emits it (unless done) and records its plan."""
+        if spmd is None:
+            spmd = emitter.emit()
+        self.absorbed |= emitter.epilogue
+        self.cost += m.cost
+        loops = [*nest.chain, *([nest.reduction] if nest.reduction else [])]
+        loops += [lp for lp in m.loops() if lp not in loops]
+        self.plans.append(
+            NestPlan(
+                nest.outputs[0].name_hint or "?",
+                tuple((_loop_name(lp), lp.trip_count) for lp in loops),
+                tuple((e, _loop_name(lp)) for e, lp in sorted(_entries(m.axes, m.bands))),
+                m.mode,
+                m.cost,
+                spmd,
+            )
         )
 
 
