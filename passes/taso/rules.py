@@ -452,6 +452,11 @@ def check_rule(rule: Rule, source: str = "<rules>") -> None:
         raise PlmrError(f"{source}: @{rule.name}: invalid at its own shapes: {e}") from e
 
 
+def forget_loaded_rules() -> None:
+    """Drops the rule sets this process has loaded (the on-disk cache stays)."""
+    _load_rules_cached.cache_clear()
+
+
 def load_rules(path: str | Path | None = None) -> list[Rule]:
     """
     The rules of a file (default: the shipped set), cached in the process by path and

@@ -11,7 +11,7 @@ import pytest
 from plmr.errors import PlmrError
 from plmr.passes.taso import rule_cache
 from plmr.passes.taso import rules as rules_module
-from plmr.passes.taso.rules import DEFAULT_RULES, _load_rules_cached, load_rules
+from plmr.passes.taso.rules import DEFAULT_RULES, forget_loaded_rules, load_rules
 
 
 def _first_rules(count: int) -> str:
@@ -31,7 +31,7 @@ def _no_parse(text: str, source: str = "") -> list[rules_module.Rule]:
 def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     root = tmp_path / "cache"
     monkeypatch.setenv("PLMR_CACHE_DIR", str(root))
-    _load_rules_cached.cache_clear()
+    forget_loaded_rules()
     return root
 
 
@@ -44,7 +44,7 @@ def test_loads_from_the_cache_and_follows_the_file(cache: Path, tmp_path: Path) 
     assert stored == [rule_cache.cache_path(rules_file.read_text())]
 
     # A second process (the in-process cache cleared) reads the pickle, not the text.
-    _load_rules_cached.cache_clear()
+    forget_loaded_rules()
     with pytest.MonkeyPatch.context() as m:
         m.setattr(rules_module, "parse_rules", _no_parse)
         again = load_rules(rules_file)
@@ -64,7 +64,7 @@ def test_an_unwritable_cache_only_costs_the_parse(
     blocked = tmp_path / "file"
     blocked.write_text("not a directory")
     monkeypatch.setenv("PLMR_CACHE_DIR", str(blocked / "cache"))
-    _load_rules_cached.cache_clear()
+    forget_loaded_rules()
     rules_file = tmp_path / "rules.mlir"
     rules_file.write_text(_first_rules(2))
     assert [r.name for r in load_rules(rules_file)] == ["rule_1", "rule_2"]
