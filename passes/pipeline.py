@@ -27,6 +27,7 @@ from xdsl.utils.exceptions import DiagnosticException
 
 from plmr.dialects import loop, tile
 from plmr.errors import PlmrError
+from plmr.passes.timing import count, step
 
 if TYPE_CHECKING:
     from plmr.lowering.loop_to_tile import ConvertLoopToTilePass
@@ -85,9 +86,16 @@ def compile_module(
     Lowers `module` in place to a mesh program (and returns it); `plans` receives the
     mapping chosen for each nest (`plmr compile --explain`).
     """
+    from plmr.lowering.tile_to_mesh import memo
+
     mesh_opts = _check_options(opts)
+    hits, misses = memo.stats()
     to_loop_level(ctx, module, opts)
-    return from_loop_level(ctx, module, opts, mesh_opts, plans)
+    from_loop_level(ctx, module, opts, mesh_opts, plans)
+    now = memo.stats()
+    count("nest mappings found in the memo", now[0] - hits)
+    count("nest mappings planned", now[1] - misses)
+    return module
 
 
 def _check_options(opts: CompileOptions) -> Options:
@@ -115,30 +123,36 @@ def to_loop_level(ctx: Context, module: ModuleOp, opts: CompileOptions) -> Modul
     from plmr.passes.taso.substitute import TasoSubstitutePass
     from plmr.passes.transpose_elim import TransposeElimPass
 
+    passes: list[ModulePass] = []
     if _graph_ops(module):
         # Repeated K/V heads are index maps at the loop level already (no copy).
-        GraphCanonicalizePass(unrepeat_kv=False).apply(ctx, module)
+        passes.append(GraphCanonicalizePass(unrepeat_kv=False))
         if opts.eliminate_transposes:
-            TransposeElimPass().apply(ctx, module)
+            passes.append(TransposeElimPass())
         if opts.defer_norm_scale:
-            GraphDeferNormScalePass().apply(ctx, module)
+            passes.append(GraphDeferNormScalePass())
         if opts.substitute:
             # The mesh lowering has no concatenation of computed values: keep the
             # substitutions whose concatenations fold into constants (fused weights).
-            TasoSubstitutePass(
-                alpha=opts.alpha,
-                budget=opts.budget,
-                device=opts.device,
-                concats="constant",
-                engine=opts.engine,
-                grid=f"{opts.grid[0]}x{opts.grid[1]}",
-            ).apply(ctx, module)
-        ConvertGraphToLoopPass().apply(ctx, module)
+            passes.append(
+                TasoSubstitutePass(
+                    alpha=opts.alpha,
+                    budget=opts.budget,
+                    device=opts.device,
+                    concats="constant",
+                    engine=opts.engine,
+                    grid=f"{opts.grid[0]}x{opts.grid[1]}",
+                )
+            )
+        passes.append(ConvertGraphToLoopPass())
+    for p in passes:
+        with step(p.name):
+            p.apply(ctx, module)
     if _has(module, (loop.NestOp,)):
-        NeptuneFusePass(strategy=opts.fuse, chunks=opts.chunks, remarks=False).apply(
-            ctx, module
-        )
-        LoopSimplifyIndicesPass().apply(ctx, module)
+        fuse = NeptuneFusePass(strategy=opts.fuse, chunks=opts.chunks, remarks=False)
+        for p in (fuse, LoopSimplifyIndicesPass()):
+            with step(p.name):
+                p.apply(ctx, module)
     return module
 
 
@@ -156,7 +170,8 @@ def from_loop_level(
         mesh_opts = _check_options(opts)
     if _has(module, (loop.NestOp,)):
         try:
-            _tile_for_grid(ctx, module, opts, mesh_opts, plans)
+            with step("blocking search"):
+                _tile_for_grid(ctx, module, opts, mesh_opts, plans)
         except PlmrError as e:
             from plmr.passes.neptune.split_heads import split_module_heads
 
@@ -165,11 +180,13 @@ def from_loop_level(
             if "SRAM" not in str(e) or not split_module_heads(module):
                 raise
             try:
-                _tile_for_grid(ctx, module, opts, mesh_opts, plans)
+                with step("blocking search (heads split)"):
+                    _tile_for_grid(ctx, module, opts, mesh_opts, plans)
             except PlmrError:
                 raise e from None
     elif _has(module, (tile.ForOp,)):
-        lower_module(module, mesh_opts, plans)
+        with step("convert-tile-to-mesh"):
+            lower_module(module, mesh_opts, plans)
         _pack(module, opts, plans)
         _route(ctx, module, opts)
     else:
@@ -204,7 +221,8 @@ def _pack(module: ModuleOp, opts: CompileOptions, plans: list[NestPlan] | None) 
 
     if not opts.pack_allreduces:
         return
-    merges = pack_allreduces(module)
+    with step("mesh-pack-allreduces"):
+        merges = pack_allreduces(module)
     if plans is not None:
         update_plans(plans, merges)
 
@@ -217,8 +235,9 @@ def _route(ctx: Context, module: ModuleOp, opts: CompileOptions) -> None:
     if not opts.route:
         return
     try:
-        MeshRoutePass(relay=opts.relay).apply(ctx, module)
-        MeshVerifyPlmrPass(relay=opts.relay).apply(ctx, module)
+        for p in (MeshRoutePass(relay=opts.relay), MeshVerifyPlmrPass(relay=opts.relay)):
+            with step(p.name):
+                p.apply(ctx, module)
     except DiagnosticException as e:
         raise PlmrError(str(e)) from e
 
@@ -238,8 +257,10 @@ def _tile_for_grid(
         trial = module.clone()
         trial_plans: list[NestPlan] = []
         try:
-            loop_to_tile_pass(opts, sizes, bands).apply(ctx, trial)
-            cost = lower_module(trial, mesh_opts, trial_plans)
+            with step("convert-loop-to-tile"):
+                loop_to_tile_pass(opts, sizes, bands).apply(ctx, trial)
+            with step("convert-tile-to-mesh"):
+                cost = lower_module(trial, mesh_opts, trial_plans)
             _pack(trial, opts, trial_plans)
             _route(ctx, trial, opts)
         except PlmrError as e:

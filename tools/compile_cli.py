@@ -125,6 +125,12 @@ from plmr.tools.weights_option import weights_option
     default=None,
     help="With --check-each: write the IR before and after a failing pass here.",
 )
+@click.option(
+    "--profile",
+    is_flag=True,
+    help="Print where the compile spent its time on standard error: wall and CPU "
+    "seconds per pass and per phase of the blocking search.",
+)
 @click.option("--check-seed", type=int, default=0, show_default=True, help="Inputs' seed.")
 @click.option(
     "--check-tol", type=float, default=1e-4, show_default=True, help="Relative tolerance."
@@ -158,6 +164,7 @@ def compile_cmd(
     explain: bool,
     check_each: bool,
     check_dir: Path | None,
+    profile: bool,
     check_seed: int,
     check_tol: float,
     weights: Path | None,
@@ -235,6 +242,12 @@ def compile_cmd(
         compile_with_checks(
             ctx, module, opts, plans, check_dir, check_seed, check_tol, check_text
         )
+    elif profile:
+        from plmr.passes.timing import timing
+
+        with timing() as spent:
+            compile_module(ctx, module, opts, plans)
+        click.echo(spent.table(), err=True, nl=False)
     else:
         compile_module(ctx, module, opts, plans)
     if db_path is not None:

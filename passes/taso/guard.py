@@ -16,6 +16,7 @@ from xdsl.dialects.builtin import ModuleOp
 
 from plmr.dialects.context import make_context
 from plmr.errors import PlmrError
+from plmr.passes.timing import step
 
 PARALLEL_TILES = (16, 8, 4, 2)
 """The parallel blocks `plmr compile` tries (besides ones derived from the grid)."""
@@ -52,8 +53,10 @@ def mesh_estimate(module: ModuleOp, grid: tuple[int, int], device: str) -> float
         for r in REDUCTION_TILES:
             trial = work.clone()
             try:
-                ConvertLoopToTilePass(tile_sizes=(p, r)).apply(ctx, trial)
-                best = min(best, lower_module(trial, options))
+                with step("convert-loop-to-tile"):
+                    ConvertLoopToTilePass(tile_sizes=(p, r)).apply(ctx, trial)
+                with step("convert-tile-to-mesh"):
+                    best = min(best, lower_module(trial, options))
             except PlmrError:
                 continue
     return best

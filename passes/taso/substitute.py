@@ -36,6 +36,7 @@ from plmr.passes.taso.guard import mesh_estimate
 from plmr.passes.taso.matcher import Directed, directions
 from plmr.passes.taso.rules import load_rules
 from plmr.passes.taso.search import folded_concats_only, optimize
+from plmr.passes.timing import step
 from plmr.passes.transpose_elim import (
     AbsorbIntoMatmul,
     ComposeTransposes,
@@ -200,9 +201,9 @@ def substitute_module(
     accept = folded_concats_only if concats == "constant" else None
     # TASO's rule directions are the backtracking search's (the e-graph translates the
     # rules itself).
-    directed: list[Directed] = (
-        directions(load_rules(rules)) if engine == "backtrack" else []
-    )
+    with step("rules"):
+        rule_set = load_rules(rules)
+    directed: list[Directed] = directions(rule_set) if engine == "backtrack" else []
     cost = CostModel(get_device(device), grid)
     ctx = DagContext()
     reports: list[FunctionReport] = []
@@ -212,17 +213,18 @@ def substitute_module(
         dag = import_function(fn, ctx)
         if dag is None or dag.op_count() == 0:
             continue
-        if engine == "eqsat":
-            result = saturate(
-                dag,
-                load_rules(rules),
-                cost,
-                eqsat or EqsatOptions(),
-                accept,
-                constant_concats_only=concats == "constant",
-            )
-        else:
-            result = optimize(dag, directed, cost, alpha, budget, accept)
+        with step("search"):
+            if engine == "eqsat":
+                result = saturate(
+                    dag,
+                    rule_set,
+                    cost,
+                    eqsat or EqsatOptions(),
+                    accept,
+                    constant_concats_only=concats == "constant",
+                )
+            else:
+                result = optimize(dag, directed, cost, alpha, budget, accept)
         if result.best_cost < result.initial_cost and result.applied:
             export_function(result.best, fn)
         reports.append(
@@ -243,8 +245,9 @@ def substitute_module(
         return reports
     assert grid is not None
     cleanup(original)
-    before = mesh_estimate(original, grid, device)
-    after = mesh_estimate(module, grid, device)
+    with step("mesh guard"):
+        before = mesh_estimate(original, grid, device)
+        after = mesh_estimate(module, grid, device)
     if after < before:
         return reports
     # Not faster on the mesh: the input stays.

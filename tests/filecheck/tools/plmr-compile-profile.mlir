@@ -1,0 +1,36 @@
+// plmr compile --profile: where the time went, per pass and per phase of the blocking
+// search (wall and CPU seconds, runs), on standard error; the program is still written.
+// RUN: plmr compile %s --grid 2x2 --profile -o %t.mlir 2>&1 | filecheck %s
+// RUN: filecheck %s --check-prefix=PROGRAM < %t.mlir
+
+// CHECK:      step {{ +}}wall s    CPU s   runs
+// CHECK-NEXT: graph-canonicalize {{ +[0-9]+\.[0-9]{3} +[0-9]+\.[0-9]{3} +}}1
+// CHECK-NEXT: transpose-elim {{ +[0-9.]+ +[0-9.]+ +}}1
+// CHECK-NEXT: graph-defer-norm-scale {{ +[0-9.]+ +[0-9.]+ +}}1
+// CHECK-NEXT: taso-substitute {{ +[0-9.]+ +[0-9.]+ +}}1
+// CHECK-NEXT:   rules {{ +[0-9.]+ +[0-9.]+ +}}1
+// CHECK-NEXT:   search {{ +[0-9.]+ +[0-9.]+ +}}1
+// CHECK-NEXT: convert-graph-to-loop {{ +[0-9.]+ +[0-9.]+ +}}1
+// CHECK-NEXT: neptune-fuse {{ +[0-9.]+ +[0-9.]+ +}}1
+// CHECK-NEXT: loop-simplify-indices {{ +[0-9.]+ +[0-9.]+ +}}1
+// CHECK-NEXT: blocking search {{ +[0-9.]+ +[0-9.]+ +}}1
+// CHECK-NEXT:   convert-loop-to-tile {{ +[0-9.]+ +[0-9.]+ +}}[[TRIALS:[0-9]+]]
+// CHECK-NEXT:   convert-tile-to-mesh {{ +[0-9.]+ +[0-9.]+ +}}[[LOWERED:[0-9]+]]
+// CHECK-NEXT:   mesh-pack-allreduces {{ +[0-9.]+ +[0-9.]+ +}}[[LOWERED]]
+// CHECK-NEXT:   mesh-route {{ +[0-9.]+ +[0-9.]+ +}}[[LOWERED]]
+// CHECK-NEXT:   mesh-verify-plmr {{ +[0-9.]+ +[0-9.]+ +}}[[LOWERED]]
+// CHECK-NEXT: total {{ +[0-9.]+ +[0-9.]+ +}}1
+// CHECK-NEXT: nest mappings found in the memo: {{[0-9]+}}
+// CHECK-NEXT: nest mappings planned: {{[1-9][0-9]*}}
+// CHECK-NEXT: wrote {{.*}}
+
+// PROGRAM: mesh.program @main
+
+builtin.module {
+  func.func @main(%x: tensor<4x16xf32>, %w1: tensor<16x32xf32>, %w2: tensor<32x8xf32>) -> tensor<4x8xf32> {
+    %h = graph.matmul %x, %w1 : (tensor<4x16xf32>, tensor<16x32xf32>) -> tensor<4x32xf32>
+    %r = graph.relu %h : tensor<4x32xf32>
+    %y = graph.matmul %r, %w2 : (tensor<4x32xf32>, tensor<32x8xf32>) -> tensor<4x8xf32>
+    func.return %y : tensor<4x8xf32>
+  }
+}
