@@ -12,18 +12,27 @@ measures the load of a shared machine) and the wall time under cProfile.
 
 Rows: llama3-8b decode on 420² PEs (heads form, 4K cache) and prefill on 480² (4K
 prompt) in the heads form and the per-head baseline, as the LLM table has them; wse2.
+
+With `--small`, the programs a user compiles by hand are timed too (CPU and wall
+seconds; the machine may be shared): every program under `examples/` for 4x4 (the
+slowest five printed), the compile of `plmr demo` (the tiny model's prefill of 8 tokens
+and decode step, 4x4), and the decode step of a decoder of 1, 2, 4 and 8 tiny layers
+(4x4), whose time should grow at most linearly with the layers.
+
+    .venv/bin/python benchmarks/compile_profile.py --small --only none
 """
 
 from __future__ import annotations
 
 import argparse
 import cProfile
+import dataclasses
 import io
 import pstats
 import re
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -75,6 +84,73 @@ def cpu_seconds(job: Job) -> float:
     return time.process_time() - start
 
 
+def _timed(work: Callable[[], object]) -> tuple[float, float]:
+    """(CPU seconds, wall seconds) of `work()`."""
+    cpu, wall = time.process_time(), time.perf_counter()
+    work()
+    return time.process_time() - cpu, time.perf_counter() - wall
+
+
+def small_tables() -> list[str]:
+    """The tables of `--small` (markdown lines), printed as they are measured."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from compiled_examples import EXAMPLES, compile_one, example_programs
+
+    from plmr.models.llama import ProgramBuilder, get_config, random_weights
+    from plmr.passes.pipeline import CompileOptions
+
+    out: list[str] = []
+    rows: list[tuple[float, float, str]] = []
+    for path in example_programs():
+        cpu, wall = _timed(lambda: compile_one(path, (4, 4)))
+        name = path.relative_to(EXAMPLES).as_posix()
+        rows.append((cpu, wall, name))
+        print(f"examples/{name} 4x4: {cpu:.2f} s CPU, {wall:.2f} s wall", flush=True)
+    over = sum(1 for cpu, _, _ in rows if cpu > 2.0)
+    out += [
+        f"Every program under `examples/` for 4x4: {len(rows)} programs, {over} over "
+        "2 s of CPU; the slowest five:",
+        "",
+        "| program (4x4) | CPU | wall |",
+        "|---|---:|---:|",
+    ]
+    out += [
+        f"| examples/{n} | {c:.2f} s | {w:.2f} s |" for c, w, n in sorted(rows)[::-1][:5]
+    ]
+    config = get_config("tiny")
+    weights = random_weights(config, 0)
+    builder = ProgramBuilder(config, weights)
+    demo = CompileOptions(grid=(4, 4), budget=3, tile_sizes=(16, 16))
+
+    def demo_compile() -> None:
+        for text in (builder.prefill(8), builder.decode()):
+            compile_module(make_context(), parse_module(text), demo)
+
+    cpu, wall = _timed(demo_compile)
+    print(f"plmr demo's compile: {cpu:.2f} s CPU, {wall:.2f} s wall", flush=True)
+    out += [
+        "",
+        "| program (4x4) | CPU | wall |",
+        "|---|---:|---:|",
+        f"| `plmr demo`'s compile (prefill of 8 tokens + decode step) | {cpu:.2f} s "
+        f"| {wall:.2f} s |",
+    ]
+    out += ["", "| tiny decoder, decode step (4x4) | graph matmuls | CPU | wall |"]
+    out += ["|---|---:|---:|---:|"]
+    for layers in (1, 2, 4, 8):
+        deep = dataclasses.replace(config, n_layers=layers)
+        text = ProgramBuilder(deep, None).decode()
+        nests = text.count("graph.matmul")
+        cpu, wall = _timed(
+            lambda: compile_module(
+                make_context(), parse_module(text), CompileOptions(grid=(4, 4))
+            )
+        )
+        print(f"{layers} layers: {cpu:.2f} s CPU, {wall:.2f} s wall", flush=True)
+        out.append(f"| {layers} layers | {nests} | {cpu:.2f} s | {wall:.2f} s |")
+    return out
+
+
 def profile(job: Job, top: int) -> tuple[float, list[str]]:
     """Compiles the one-layer program under cProfile: (seconds, the top entries)."""
     grid = (job.grid, job.grid)
@@ -110,7 +186,10 @@ def _short(row: str) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[1] if __doc__ else "")
-    parser.add_argument("--only", choices=["decode", "prefill"], default=None)
+    parser.add_argument("--only", choices=["decode", "prefill", "none"], default=None)
+    parser.add_argument(
+        "--small", action="store_true", help="Also time the examples, demo and layers."
+    )
     parser.add_argument("--top", type=int, default=15)
     parser.add_argument(
         "--readme", action="store_true", help="Rewrite the section of benchmarks/README.md."
@@ -139,8 +218,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                 details.append(line)
                 kept += 1
         details.append("```")
+    small = small_tables() if args.small else []
     if args.readme:
         text = "\n".join(table) + "\n\n" + "\n".join(details) + "\n"
+        if small:
+            text += "\n" + "\n".join(small) + "\n"
         readme = README.read_text()
         pattern = re.compile(re.escape(BEGIN) + ".*?" + re.escape(END), re.S)
         if not pattern.search(readme):
