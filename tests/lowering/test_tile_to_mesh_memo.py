@@ -65,7 +65,7 @@ def test_a_repeated_layer_is_planned_once() -> None:
     from plmr.models.llama_config import PRESETS
 
     text = ProgramBuilder(PRESETS["tiny"], None).decode(layers=[0, 1], head=False)
-    opts = CompileOptions(grid=(2, 2), substitute=False)
+    opts = CompileOptions(grid=(2, 2), substitute=False, tile_sizes=(16, 16))
 
     def run() -> str:
         module = parse_module(text)
