@@ -228,7 +228,7 @@ class MeshRuntime:
             for a, s in zip(block.args, states or [None] * len(block.args), strict=True)
             if s is None
         ]
-        for arg, name in zip(block.args, states, strict=True):
+        for arg, name in zip(block.args, states or [None] * len(block.args), strict=True):
             if name is not None:
                 t = arg.type
                 assert isinstance(t, TensorType)
