@@ -123,6 +123,32 @@ class KvCapacity:
     bytes_per_token_per_pe: int
     """K and V of one token (all layers of the stage) on one PE of its row."""
     sram_bytes: int
+    stage_layers: tuple[int, ...] = ()
+    """Layers of each stage in pipeline order; a last 0 is the LM head's own stage."""
+    layer_weight_bytes_per_pe: int = 0
+    """One layer's weights on one PE."""
+    head_weight_bytes_per_pe: int = 0
+    """The LM head's and the final norm's weights on one PE (on the last stage)."""
+    kv_bytes_per_layer_token_per_pe: int = 0
+    """K and V of one token of one layer on one PE of its row."""
+
+    def stage_bytes_per_pe(self, tokens: int) -> list[int]:
+        """
+        SRAM each stage uses on one PE with a `tokens`-token cache (shift: spread over
+        the P rows): weights, workspace and its layers' KV entries.
+        """
+        p = self.grid[0]
+        per_pe = math.ceil(tokens / p) if self.scheme == "shift" else tokens
+        out: list[int] = []
+        for i, layers in enumerate(self.stage_layers):
+            head = self.head_weight_bytes_per_pe if i == len(self.stage_layers) - 1 else 0
+            out.append(
+                layers * self.layer_weight_bytes_per_pe
+                + head
+                + self.workspace_bytes_per_pe
+                + layers * per_pe * self.kv_bytes_per_layer_token_per_pe
+            )
+        return out
 
 
 def _blk(rows: int, cols: int, grid: tuple[int, int]) -> int:
@@ -245,6 +271,10 @@ def kv_capacity(
             free_bytes_per_pe=sram - work - weights,
             bytes_per_token_per_pe=layers * per_layer_token,
             sram_bytes=sram,
+            stage_layers=tuple(groups) + ((0,) if separate_head else ()),
+            layer_weight_bytes_per_pe=layer_w,
+            head_weight_bytes_per_pe=head_w,
+            kv_bytes_per_layer_token_per_pe=per_layer_token,
         )
     if stages is not None:
         raise PlmrError(

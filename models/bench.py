@@ -8,7 +8,7 @@ steady state, including the change of layout between layers, and the step is ass
 from them:
 
 - **decode** (one token over a KV cache of `tokens` positions):
-  `T(1) + (n_layers - 1) · (T(2) - T(1)) + n_layers · KV append + (stages - 1) · hop`;
+  `T(1) + (n_layers - 1) · (T(2) - T(1)) + n_layers · KV append + Σ hops`;
 - **prefill** (a prompt of `tokens` tokens): the same without the KV append.
 
 For a two-layer model (`tiny`) `T(2)` is the whole model. The KV append is WaferLLM's
@@ -16,10 +16,14 @@ shift program (`lowering/kv_cache.kv_append`) for one token's K and V of a layer
 
 **Pipeline stages** come from the KV-cache capacity model (`kv_capacity`): when the
 weights of all layers, the workspace and the cache do not fit the SRAM of one P×Q grid,
-the layers are split over several P×Q regions of the wafer and the hidden vector passes
-from one region to the next (`hop`: P hops down a column plus the vector's share per
-column over one link). One sequence goes through the stages one after another, so
-stages add a hop each but no compute.
+the layers are split over several P×Q regions and the activations pass from one region
+to the next. `plmr.models.wafers` places the regions on the wafers of the device (rows
+and columns of regions per wafer, more wafers when one is full, or a refusal when the
+system's `wafers` are too few) and costs each hop from the placement: on a wafer the
+distance between neighbouring regions and the activations over the links of their
+boundary, between wafers the system's link (latency and bandwidth). One sequence goes
+through the stages one after another, so stages add a hop each but no compute; the step
+is summed per wafer (`WaferStep`).
 
 The model (width, FFN, vocabulary, tokens) is padded to a multiple of lcm(P, Q), as
 WaferLLM pads to the grid, and the blocks are fitted to the grid. A model is a preset
@@ -60,6 +64,7 @@ from plmr.models.nests import (
     run_nests,
 )
 from plmr.models.reference_layer import ReferenceLayer, hand_composed_layer
+from plmr.models.wafers import Hop, Placement, WaferStep, hops, place_stages, wafer_step
 from plmr.passes.pipeline import CompileOptions, compile_module
 from plmr.runtime.device import Device, get_device
 from plmr.runtime.report import Report
@@ -107,6 +112,7 @@ class LlmBench:
     stages: int
     layers_per_stage: int
     stage_hop_cycles: float
+    """All hops between stages: on the wafers and over the links between wafers."""
     step_cycles: float
     """decode: one output token; prefill: the whole prompt."""
     step_seconds: float
@@ -146,6 +152,16 @@ class LlmBench:
     """Layers stepped by the simulation."""
     extrapolated_layers: int = 0
     """Layers extrapolated in the steady state (whole-model simulation)."""
+    placement: Placement | None = None
+    """The stages on the wafers (`plmr.models.wafers.place_stages`)."""
+    hops: list[Hop] = dataclasses.field(default_factory=list[Hop])
+    """The hops between consecutive stages."""
+    wafer_step: WaferStep | None = None
+    """The step's cycles per wafer, hops, links and LM head."""
+
+    @property
+    def wafers(self) -> int:
+        return 1 if self.placement is None else self.placement.wafers
 
     @property
     def hand_composed_cycles(self) -> float | None:
@@ -165,8 +181,13 @@ class LlmBench:
         out = {
             f.name: getattr(self, f.name)
             for f in dataclasses.fields(self)
-            if f.name not in ("layer_nests", "hand_composed")
+            if f.name
+            not in ("layer_nests", "hand_composed", "placement", "hops", "wafer_step")
         }
+        out["wafers"] = self.wafers
+        out["placement"] = None if self.placement is None else self.placement.to_json()
+        out["hops"] = [h.to_json() for h in self.hops]
+        out["wafer_step"] = None if self.wafer_step is None else self.wafer_step.to_json()
         out["grid"] = list(self.grid)
         out["layer_nests"] = [n.to_json() for n in self.layer_nests]
         ref = self.hand_composed
@@ -213,11 +234,17 @@ class LlmBench:
             lines.append(
                 f"  KV append   {self.kv_append_cycles:,.0f} cycles per layer (shift)"
             )
+        links = sum(1 for h in self.hops if h.kind == "link")
         lines += [
             f"  stages      {self.stages} pipeline stage(s) of {p}x{q} PEs, "
             f"{self.layers_per_stage} layers on the fullest; "
-            f"{self.stage_hop_cycles:,.0f} cycles per stage hop",
+            f"{self.stage_hop_cycles:,.0f} cycles of hops between them "
+            f"({links} over links between wafers)",
         ]
+        if self.placement is not None:
+            lines += self.placement.summary()
+        if self.wafer_step is not None:
+            lines += self.wafer_step.summary()
         if self.kind == "decode":
             lines.append(
                 f"  per token   {self.step_cycles:,.0f} cycles = "
@@ -509,22 +536,6 @@ def runtime_options(exact: bool) -> dict[str, Any]:
     return {"exact": exact}
 
 
-def stage_hop_cycles(config: LlamaConfig, grid: tuple[int, int], dev: Device) -> float:
-    """
-    The hidden vector (`tokens × dim`, split over the Q columns) moving from one P×Q
-    region to the next: P hops down each column, then its share over one link.
-    """
-    p, q = grid
-    words = math.ceil(config.dim / q)
-    per_word = dev.elem_bytes / dev.link_bytes_per_cycle
-    return (
-        p * dev.hop_cycles
-        + dev.send_overhead_cycles
-        + dev.recv_overhead_cycles
-        + (words * per_word)
-    )
-
-
 def bench_llm(
     kind: str,
     model: str | LlamaConfig,
@@ -562,6 +573,20 @@ def bench_llm(
     n = default_tokens(kind, base) if tokens is None else tokens
     if n < 1:
         raise PlmrError(f"the {'context' if kind == 'decode' else 'prompt'} must be >= 1")
+    capacity = kv_capacity(base.model_config(), grid, dev, "shift")
+    if kind == "decode" and capacity.max_tokens < n:
+        raise PlmrError(
+            f"{base.name}: a {n}-token KV cache does not fit {p}x{q} PEs of {dev.name} "
+            f"(at most {capacity.max_tokens} tokens with {capacity.stages} stage(s)); use a "
+            "larger grid or a shorter context"
+        )
+    placement = place_stages(
+        capacity.stage_layers,
+        grid,
+        dev,
+        capacity.stage_bytes_per_pe(n if kind == "decode" else 0),
+        what=f"{base.name} ({kind}, {n} tokens)",
+    )
     config = bench_config(base, grid, n)
     opts = options or default_options(base, grid, device, kind)
     # One projection GEMV on large grids, where the head dimension splits over an axis.
@@ -612,13 +637,6 @@ def bench_llm(
             simulate_seconds += second.simulate_seconds
         first_cycles = float(one.cycles)
         model_cycles = first_cycles + (base.n_layers - 1) * layer_cycles
-    capacity = kv_capacity(base.model_config(), grid, dev, "shift")
-    if kind == "decode" and capacity.max_tokens < n:
-        raise PlmrError(
-            f"{base.name}: a {n}-token KV cache does not fit {p}x{q} PEs of {dev.name} "
-            f"(at most {capacity.max_tokens} tokens with {capacity.stages} stage(s)); use a "
-            "larger grid or a shorter context"
-        )
     append_cycles = 0.0
     s3 = 0.0
     if kind == "decode":
@@ -637,8 +655,9 @@ def bench_llm(
         start = time.perf_counter()
         hand = hand_composed_layer(kind, dataclasses.replace(base, max_seq=n), grid, dev, n)
         s4 = time.perf_counter() - start
-    hop = stage_hop_cycles(config, grid, dev)
-    step = model_cycles + base.n_layers * append_cycles + (capacity.stages - 1) * hop
+    stage_hops = hops(placement, dev, (1 if kind == "decode" else n) * config.dim)
+    split = wafer_step(placement, stage_hops, layer_cycles, append_cycles, first_cycles)
+    step = split.total
     seconds = step / dev.clock_hz
     per_second = (1.0 if kind == "decode" else n) / seconds
     # The split of the simulated program's critical PE (the layers dominate it).
@@ -667,7 +686,7 @@ def bench_llm(
         kv_append_cycles=append_cycles,
         stages=capacity.stages,
         layers_per_stage=capacity.layers_per_stage,
-        stage_hop_cycles=hop if capacity.stages > 1 else 0.0,
+        stage_hop_cycles=sum(h.cycles for h in stage_hops),
         step_cycles=step,
         step_seconds=seconds,
         tokens_per_second=per_second,
@@ -691,6 +710,9 @@ def bench_llm(
         model_cycles=model_cycles,
         simulated_layers=one.simulated_layers + 1 if whole else min(base.n_layers, 2),
         extrapolated_layers=one.extrapolated_layers if whole else 0,
+        placement=placement,
+        hops=stage_hops,
+        wafer_step=split,
     )
 
 

@@ -132,6 +132,32 @@ PRESETS: dict[str, LlamaConfig] = {
         rope_theta=1000000.0,
         norm_eps=1e-6,
     ),
+    # Llama-3.1-70B's config.json (its llama3 RoPE scaling of long contexts left out).
+    "llama3.1-70b": LlamaConfig(
+        "llama3.1-70b",
+        dim=8192,
+        n_layers=80,
+        n_heads=64,
+        n_kv_heads=8,
+        ffn_dim=28672,
+        vocab=128256,
+        max_seq=131072,
+        rope_theta=500000.0,
+        norm_eps=1e-5,
+    ),
+    # Llama-3.1-405B's config.json (likewise).
+    "llama3.1-405b": LlamaConfig(
+        "llama3.1-405b",
+        dim=16384,
+        n_layers=126,
+        n_heads=128,
+        n_kv_heads=8,
+        ffn_dim=53248,
+        vocab=128256,
+        max_seq=131072,
+        rope_theta=500000.0,
+        norm_eps=1e-5,
+    ),
 }
 
 

@@ -73,6 +73,15 @@ class Device:
     """Software cost of each stage after the first of a multi-stage collective."""
     elem_bytes: int = 2
     """Bytes per element of the device's native datatype (fp16)."""
+    wafers: int = 0
+    """Wafers of the system, each one of this device; 0: as many as a model's pipeline
+    stages need (`plmr.models.wafers.place_stages`)."""
+    link_gbps: float = 1200.0
+    """Bandwidth of the link between two wafers, Gb/s per direction: a CS-2's or CS-3's
+    system I/O, 12 × 100 Gigabit Ethernet = 1.2 Tb/s (Cerebras's published specification)."""
+    link_latency_us: float = 2.0
+    """Latency of one message between two wafers, µs: a 100 GbE hop through a switch and
+    the system's I/O (not published by Cerebras; an assumption, override it)."""
 
     @property
     def cores(self) -> int:
@@ -85,6 +94,16 @@ class Device:
     @property
     def seconds_per_cycle(self) -> float:
         return 1.0 / self.clock_hz
+
+    @property
+    def link_cycles_per_byte(self) -> float:
+        """Cycles of this device's clock per byte over the link between two wafers."""
+        return self.clock_hz * 8 / (self.link_gbps * 1e9)
+
+    @property
+    def link_latency_cycles(self) -> float:
+        """The link's latency in cycles of this device's clock."""
+        return self.link_latency_us * 1e-6 * self.clock_hz
 
     def message_cycles(self, elements: float, hops: float = 1.0) -> float:
         """
@@ -139,6 +158,11 @@ class Device:
         for f in dataclasses.fields(self):
             if f.name.endswith("_cycles") and getattr(self, f.name) < 0:
                 raise PlmrError(f"device {self.name}: {f.name} must be >= 0")
+        if self.wafers < 0 or self.link_gbps <= 0 or self.link_latency_us < 0:
+            raise PlmrError(
+                f"device {self.name}: wafers and link_latency_us must be >= 0 and "
+                "link_gbps positive"
+            )
         if self.clock_hz <= 0 or self.link_bytes_per_cycle <= 0:
             raise PlmrError(
                 f"device {self.name}: clock and link bandwidth must be positive"
@@ -165,7 +189,11 @@ WSE2 = Device(
 WSE3 = dataclasses.replace(
     WSE2, name="wse3", width=755, height=1170, fmac_fp16=8, simd_fp16=8, simd_fp32=4
 )
-"""Cerebras WSE-3 (CS-3): twice the SIMD width of WSE-2."""
+"""
+Cerebras WSE-3 (CS-3): twice the SIMD width of WSE-2. 48 KiB per PE: Cerebras's 900,000
+cores hold 44.2 GB (the published 44 GB); the 755×1170 program rectangle, 883,350 PEs,
+holds 43.4 GB.
+"""
 
 TEST_SMALL = dataclasses.replace(WSE2, name="test-small", width=8, height=8)
 """An 8×8 WSE-2-like mesh for tests."""
@@ -193,7 +221,8 @@ _UNITS = {"sram_kib": ("sram_bytes", 1024), "clock_ghz": ("clock_hz", 1e9)}
 def get_device(spec: str) -> Device:
     """
     A device from a spec: a preset name, optionally with overrides, e.g.
-    `wse2`, `wse3:colors=16`, `wse2:width=360,height=360,sram_kib=24`.
+    `wse2`, `wse3:colors=16`, `wse2:width=360,height=360,sram_kib=24`,
+    `wse3:wafers=4,link_gbps=800` (a system of four wafers).
     """
     name, _, rest = spec.partition(":")
     device = PRESETS.get(name.strip())

@@ -296,23 +296,35 @@ def gemv_cmd(
     "--model",
     default="llama3-8b",
     show_default=True,
-    help="Model preset: llama3-8b or llama2-13b.",
+    help="Model preset: llama3-8b, llama2-13b, qwen2-72b, llama3.1-70b, llama3.1-405b.",
 )
 @run_options
 def kv_cmd(model: str, grid: str, **opts: Any) -> None:
     """
-    KV-cache capacity of WaferLLM's shift scheme vs. tail concatenation, and one shift
-    append (of a layer's K row) run on the grid.
+    KV-cache capacity of WaferLLM's shift scheme vs. tail concatenation, the placement
+    of its pipeline stages on the wafers, and one shift append (of a layer's K row) run
+    on the grid.
     """
     import numpy as np
 
-    from plmr.lowering.kv_cache import get_model, kv_append, kv_capacity
+    from plmr.lowering.kv_cache import kv_append, kv_capacity
+    from plmr.models.llama_config import get_config
+    from plmr.models.wafers import place_stages
+    from plmr.runtime.device import get_device
     from plmr.runtime.interpreter import run_mesh
 
-    cfg = get_model(model)
+    cfg = get_config(model.strip().lower()).model_config()
     shape = parse_grid(grid)
-    shift = kv_capacity(cfg, shape, opts["device"], "shift")
-    concat = kv_capacity(cfg, shape, opts["device"], "concat")
+    dev = get_device(opts["device"])
+    shift = kv_capacity(cfg, shape, dev, "shift")
+    concat = kv_capacity(cfg, shape, dev, "concat")
+    placement = place_stages(
+        shift.stage_layers,
+        shape,
+        dev,
+        shift.stage_bytes_per_pe(shift.max_tokens),
+        what=f"{cfg.name} with a {shift.max_tokens}-token cache",
+    )
     kernel = kv_append(shape, shift.slots_per_pe, cfg.kv_dim, opts["device"], "shift")
     timing_inputs = [np.broadcast_to(np.float32(0), s) for s in kernel.inputs]
     _, timed = run_mesh(kernel.module, timing_inputs, device=opts["device"], mode="timing")
@@ -335,6 +347,8 @@ def kv_cmd(model: str, grid: str, **opts: Any) -> None:
         "bytes_per_token_per_pe": shift.bytes_per_token_per_pe,
         "slots_per_pe": shift.slots_per_pe,
         "append_cycles": timed.cycles,
+        "wafers": placement.wafers,
+        "placement": placement.to_json(),
     }
     if not opts["as_json"]:
         p, q = shape
@@ -352,6 +366,8 @@ def kv_cmd(model: str, grid: str, **opts: Any) -> None:
         click.echo(f"  shift       {shift.max_tokens:,} tokens (all {p} rows fill)")
         click.echo(f"  ratio       {extra['ratio']:.1f}x")
         click.echo(f"  append      {timed.cycles:,.0f} cycles per shift append")
+        for line in [*placement.summary(), *placement.ascii_map()]:
+            click.echo(line)
     execute(kernel, reference=reference, extra=extra, echo=click.echo, **opts)
 
 
@@ -469,6 +485,9 @@ def _llm_command(kind: str) -> click.Command:
             return
         for line in result.summary():
             click.echo(line)
+        if result.placement is not None:
+            for line in result.placement.ascii_map():
+                click.echo(line)
 
     command.__doc__ = (
         f"Time {what} of a LLaMA-style model on the modelled wafer: the model cut to one "

@@ -40,7 +40,6 @@ from plmr.models.bench import (
     default_options,
     grid_block,
     runtime_options,
-    stage_hop_cycles,
 )
 from plmr.models.hf_config import load_hf_config, to_hf
 from plmr.models.llama import LlamaConfig, ProgramBuilder, get_config
@@ -96,14 +95,6 @@ def test_models_are_padded_to_the_grid():
     )
     assert config.head_dim == 128
     assert bench_config("tiny", (4, 4), 32) == bench_config("tiny", (2, 2), 32)
-
-
-def test_a_stage_hop_crosses_the_grid():
-    dev = get_device("wse2")
-    small = stage_hop_cycles(get_config("llama3-8b"), (120, 120), dev)
-    large = stage_hop_cycles(get_config("llama3-8b"), (420, 420), dev)
-    assert 420 * dev.hop_cycles < large
-    assert small < large
 
 
 def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
@@ -210,6 +201,8 @@ PUBLISHED = {
     "llama3-8b": (4096, 32, 8, 14336, 32, 128256),
     "llama2-13b": (5120, 40, 40, 13824, 40, 32000),
     "qwen2-72b": (8192, 64, 8, 29568, 80, 152064),
+    "llama3.1-70b": (8192, 64, 8, 28672, 80, 128256),
+    "llama3.1-405b": (16384, 128, 8, 53248, 126, 128256),
 }
 
 
