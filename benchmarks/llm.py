@@ -10,8 +10,9 @@ LLaMA-style inference on the modelled wafer, next to WaferLLM's figures on a rea
 
 Every row is what `plmr bench decode|prefill --json` prints (`plmr.models.bench`): one
 layer and the LM head compiled by `plmr compile` and simulated in timing mode, the KV
-append of WaferLLM's shift cache, and the pipeline stages of the capacity model; next to
-it the hand-composed layer (`models/reference_layer.py`: the layer's kernels from the
+append of WaferLLM's shift cache, and the pipeline stages of the capacity model placed on
+the wafers of the system (`plmr.models.wafers`: regions per wafer, wafers used, the hops
+and the links between wafers); next to it the hand-composed layer (`models/reference_layer.py`: the layer's kernels from the
 kernel library, simulated and summed) and the compute floor.
 Independent runs go to `--jobs` processes.
 """
@@ -74,7 +75,19 @@ JOBS = (
     Job("decode", "llama3-8b", 660, tokens=4096),
     Job("prefill", "llama3-8b", 480, tokens=4096),
     Job("prefill", "llama3-8b", 480, tokens=4096, form="per-head"),
+    Job("decode", "llama3.1-70b", 512, device="wse3", tokens=4096),
+    Job("decode", "llama3.1-405b", 576, device="wse3", tokens=4096),
 )
+
+CEREBRAS: dict[str, tuple[float, str]] = {
+    # Cerebras Inference's public single-user decode figures (16-bit weights, CS-3s).
+    "llama3.1-70b": (
+        450.0,
+        "Cerebras Inference at its launch (August 2024); 2,100 tokens/s in October 2024, "
+        "which Cerebras attributes partly to speculative decoding",
+    ),
+    "llama3.1-405b": (969.0, "Cerebras Inference (November 2024)"),
+}
 
 
 def measure(job: Job) -> tuple[Job, dict[str, Any] | None, str | None, float]:
@@ -146,8 +159,8 @@ def section(
         "| run | form | grid | tokens | cycles / layer | step cycles | TPOT / TTFT | tokens/s "
         "| WaferLLM tokens/s | hand-composed cycles / layer | compute floor "
         "| compiled / hand-composed | nests / allreduces per layer "
-        "| stages | SRAM / core (layer; stage) | routes | time |",
-        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| device | stages | placement | wafers | SRAM / core (layer; stage) | routes | time |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---|---:|---:|---:|---:|",
     ]
     notes: list[str] = []
     for job, r, error, took in results:
@@ -156,7 +169,7 @@ def section(
         if r is None:
             out.append(
                 f"| {run} | {job.form} | {grid} | {job.tokens or ''} | — | — | — | — | — | — | — | — | "
-                f"— | — | — | — | {took:.0f} s |"
+                f"— | {job.device} | — | — | — | — | — | {took:.0f} s |"
             )
             notes.append(f"- {run} on {grid}: does not compile: {error}")
             continue
@@ -185,7 +198,8 @@ def section(
             f"{_cycles(hand) if hand else '—'} | {_cycles(floor) if floor else '—'} | "
             f"{f'{ratio_hand:,.2f}×' if ratio_hand else '—'} | "
             f"{r.get('spmds_per_layer', '—')} / {r.get('allreduces_per_layer', '—')} | "
-            f"{r['stages']} | {r['sram_bytes_per_core']:,} B; "
+            f"{job.device} | {r['stages']} | {_placement(r)} | {r['wafers']} | "
+            f"{r['sram_bytes_per_core']:,} B; "
             f"{r['model_sram_bytes_per_core']:,} B | {r['routes_per_router']} | "
             f"{took:.0f} s |"
         )
@@ -208,7 +222,33 @@ def section(
                 f"{r['compile_seconds']:.0f} s, simulation {r['simulate_seconds']:.0f} s."
             )
             notes.append(line)
+        split = r.get("wafer_step")
+        if job.model in CEREBRAS and split is not None:
+            figure, source = CEREBRAS[job.model]
+            total = split["total_cycles"]
+            layers, fabric = sum(split["layers_cycles"]), sum(split["fabric_hop_cycles"])
+            links, head = sum(split["link_cycles"]), split["head_cycles"]
+            notes.append(
+                f"- {run} on {r['wafers']} wafers of {job.device} ({_placement(r)}): "
+                f"{r['tokens_per_second']:,.0f} tokens/s against {figure:,.0f} ({source}); "
+                f"the step's {total:,.0f} cycles: layers and KV appends "
+                f"{layers / total:.1%}, hops on the wafers {fabric / total:.1%}, links "
+                f"between wafers {links / total:.1%} ({len(split['link_cycles'])} links), "
+                f"first layer's input and LM head {head / total:.1%}; compile "
+                f"{r['compile_seconds']:.0f} s, simulation {r['simulate_seconds']:.0f} s."
+            )
     return [*out, "", *notes]
+
+
+def _placement(r: dict[str, Any]) -> str:
+    """`12 × 512² (2×1 per wafer)`: the stages' regions and how a wafer holds them."""
+    placement = r.get("placement")
+    if placement is None:
+        return "—"
+    p, q = placement["grid"]
+    rows, cols = placement["regions_per_wafer"]
+    shape = f"{p}²" if p == q else f"{p}×{q}"
+    return f"{len(placement['stages'])} × {shape} ({rows}×{cols} per wafer)"
 
 
 def main(argv: Sequence[str] | None = None) -> int:

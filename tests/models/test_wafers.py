@@ -55,7 +55,8 @@ def test_a_16x16_wafer_holds_sixteen_4x4_regions_in_snake_order():
         (4, 0),
     ]
     assert placement.regions[-1].origin == (12, 0)
-    assert placement.regions[-1].head and not placement.regions[0].head
+    assert placement.regions[-1].head
+    assert not placement.regions[0].head
     assert disjoint(placement)
     # Consecutive stages are neighbours: every hop is Q or P PEs on the fabric.
     assert [(h.kind, h.distance) for h in hops(placement, dev, 64)] == [("fabric", 4)] * 15
@@ -195,3 +196,52 @@ def test_a_multi_wafer_step_is_the_hand_computed_sum():
     assert one.step_cycles == pytest.approx(want - link + side)
     split = wafer_step(placement, result.hops, layer, append, first)
     assert split.total == pytest.approx(want)
+
+
+def test_stages_over_two_wafers_compute_the_numbers_of_one_wafer():
+    """
+    Functional mode: tiny's prefill run stage by stage as placed on the two-wafer system
+    (layer 0, layer 1, the LM head; each its own program on a 2x2 region), the hidden
+    states carried over the fabric and the link, gives the logits of the whole model on
+    one grid; the link costs its latency and the activations' bytes.
+    """
+    from plmr.dialects.context import make_context, parse_module
+    from plmr.models.bench import default_options
+    from plmr.models.llama import ProgramBuilder, causal_mask, random_weights, rope_tables
+    from plmr.passes.pipeline import compile_module
+    from plmr.runtime.interpreter import run_mesh
+
+    config = get_config("tiny")
+    dev = get_device(TWO_WAFERS)
+    cap = kv_capacity(config.model_config(), (2, 2), dev, "shift")
+    assert cap.stage_layers == (1, 1, 0)
+    placement = place_stages(cap.stage_layers, (2, 2), dev)
+    assert placement.wafers == 2
+    weights = random_weights(config, 3)
+    builder = ProgramBuilder(config, weights)
+    options = default_options("tiny", (2, 2), TWO_WAFERS)
+    prompt = [3, 1, 4, 1, 5]
+    cos, sin = rope_tables(config, range(len(prompt)))
+    rest = [causal_mask(len(prompt)), cos, sin]
+
+    def run(text: str, x: np.ndarray) -> list[np.ndarray]:
+        module = compile_module(make_context(), parse_module(text), options)
+        outs, _ = run_mesh(module, [x, *rest], device=dev, mode="functional")
+        return [np.asarray(o) for o in outs]
+
+    x0 = weights["embed"][np.asarray(prompt)]
+    whole = run(builder.prefill(len(prompt)), x0)[0]
+    x = x0
+    first = 0
+    for region in placement.regions:
+        layers = list(range(first, first + region.layers))
+        first += region.layers
+        x = run(builder.prefill(len(prompt), layers=layers, head=region.head), x)[0]
+    np.testing.assert_allclose(x, whole, rtol=1e-5, atol=1e-6)
+    side, link = hops(placement, dev, x0.size)
+    assert side.kind == "fabric"
+    assert link.kind == "link"
+    software = dev.send_overhead_cycles + dev.recv_overhead_cycles
+    assert link.cycles == pytest.approx(
+        software + 2.0e-6 * 1.1e9 + x0.size * 2 * 8 / 1200e9 * 1.1e9
+    )
