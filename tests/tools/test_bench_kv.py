@@ -7,7 +7,6 @@ bad model, grid or device.
 from __future__ import annotations
 
 import json
-
 from typing import Any
 
 import pytest
