@@ -161,6 +161,9 @@ def test_benchmark_quick_table(capsys: pytest.CaptureFixture[str]):
         hand = float(cells[header.index("hand-composed cycles / layer")].replace(",", ""))
         ratio = cells[header.index("compiled / hand-composed")]
         assert ratio == f"{layer / hand:,.2f}×"
+        # One 4x4 region on one WSE-2 (994x750 PEs hold 248x187 of them).
+        assert cells[header.index("wafers")] == "1"
+        assert cells[header.index("placement")] == "1 × 4² (248×187 per wafer)"
 
 
 def test_benchmark_reference_rows():
