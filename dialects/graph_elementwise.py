@@ -1,8 +1,8 @@
 """
 The elementwise `graph` ops of ONNX models beyond arithmetic: selection (`where`),
 comparison (`cmp`, an `i1` result), logic on `i1` (`not`, `and`, `or`, `xor`), casts,
-`abs`, `log`, `floor`, `ceil`, `reciprocal`, `pow` by a constant, `maximum` and
-`minimum`. Binary ones broadcast like numpy. Part of the `Graph` dialect
+`abs`, `log`, `cos`, `sin`, `floor`, `ceil`, `reciprocal`, `pow` by a constant, `maximum`
+and `minimum`. Binary ones broadcast like numpy. Part of the `Graph` dialect
 (`plmr.dialects.graph`).
 """
 
@@ -347,6 +347,32 @@ class LogOp(UnaryElementwiseOp):
     """
 
     name = "graph.log"
+
+
+@irdl_op_definition
+class CosOp(UnaryElementwiseOp):
+    """
+    Cosine (of radians), elementwise: RoPE's table of a run-time position.
+
+    ```mlir
+    %r = graph.cos %a : tensor<1x8x16xf32>
+    ```
+    """
+
+    name = "graph.cos"
+
+
+@irdl_op_definition
+class SinOp(UnaryElementwiseOp):
+    """
+    Sine (of radians), elementwise: RoPE's table of a run-time position.
+
+    ```mlir
+    %r = graph.sin %a : tensor<1x8x16xf32>
+    ```
+    """
+
+    name = "graph.sin"
 
 
 @irdl_op_definition

@@ -166,6 +166,8 @@ class ReduceKindAttr(EnumAttribute[ReduceKind], SpacedOpaqueSyntaxAttribute):
 UNARY_KINDS: tuple[str, ...] = (
     "exp",
     "log",
+    "cos",
+    "sin",
     "neg",
     "abs",
     "relu",

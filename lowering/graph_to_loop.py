@@ -671,6 +671,8 @@ LOWERINGS: dict[type[Operation], Lowering] = {
     graph.CastOp: _lower_cast,
     graph.AbsOp: _unary(_abs),
     graph.LogOp: _unary(lambda x: mathd.LogOp(x).result),
+    graph.CosOp: _unary(lambda x: mathd.CosOp(x).result),
+    graph.SinOp: _unary(lambda x: mathd.SinOp(x).result),
     graph.FloorOp: _unary(lambda x: mathd.FloorOp(x).result),
     graph.CeilOp: _unary(lambda x: mathd.CeilOp(x).result),
     graph.ReciprocalOp: _unary(lambda x: div(const(1, x.type), x)),

@@ -73,6 +73,11 @@ def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
 
         return LoopSimplifyIndicesPass
 
+    def loop_materialize_indices() -> type[ModulePass]:
+        from plmr.passes.loop_index_values import LoopMaterializeIndicesPass
+
+        return LoopMaterializeIndicesPass
+
     def loop_split_heads() -> type[ModulePass]:
         from plmr.passes.neptune.split_heads import LoopSplitHeadsPass
 
@@ -100,6 +105,7 @@ def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
         "convert-graph-to-loop": convert_graph_to_loop,
         "neptune-fuse": neptune_fuse,
         "loop-simplify-indices": loop_simplify_indices,
+        "loop-materialize-indices": loop_materialize_indices,
         "loop-split-heads": loop_split_heads,
         "convert-loop-to-tile": convert_loop_to_tile,
         "convert-loop-to-scf": convert_loop_to_scf,

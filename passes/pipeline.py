@@ -3,7 +3,8 @@
 
     graph-canonicalize → transpose-elim → graph-defer-norm-scale → taso-substitute
       → convert-graph-to-loop → neptune-fuse
-      → loop-simplify-indices → convert-loop-to-tile → convert-tile-to-mesh
+      → loop-simplify-indices → loop-materialize-indices → convert-loop-to-tile
+      → convert-tile-to-mesh
       → mesh-pack-allreduces → mesh-route → mesh-verify-plmr
 
 Stages whose input level is absent are skipped (a tile program starts at
@@ -117,6 +118,7 @@ def to_loop_level(ctx: Context, module: ModuleOp, opts: CompileOptions) -> Modul
     """The graph part of the pipeline and fusion: graph passes, to loops, neptune-fuse."""
     from plmr.lowering.graph_to_loop import ConvertGraphToLoopPass
     from plmr.passes.graph_canonicalize import GraphCanonicalizePass
+    from plmr.passes.loop_index_values import LoopMaterializeIndicesPass
     from plmr.passes.loop_indices import LoopSimplifyIndicesPass
     from plmr.passes.neptune.fuse import NeptuneFusePass
     from plmr.passes.norm_defer import GraphDeferNormScalePass
@@ -150,7 +152,7 @@ def to_loop_level(ctx: Context, module: ModuleOp, opts: CompileOptions) -> Modul
             p.apply(ctx, module)
     if _has(module, (loop.NestOp,)):
         fuse = NeptuneFusePass(strategy=opts.fuse, chunks=opts.chunks, remarks=False)
-        for p in (fuse, LoopSimplifyIndicesPass()):
+        for p in (fuse, LoopSimplifyIndicesPass(), LoopMaterializeIndicesPass()):
             with step(p.name):
                 p.apply(ctx, module)
     return module

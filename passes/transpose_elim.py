@@ -50,6 +50,8 @@ UNARY_ELEMENTWISE = (
     graph.NotOp,
     graph.AbsOp,
     graph.LogOp,
+    graph.CosOp,
+    graph.SinOp,
     graph.FloorOp,
     graph.CeilOp,
     graph.ReciprocalOp,

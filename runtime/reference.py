@@ -289,6 +289,8 @@ GRAPH_IMPLS: dict[type[Operation], OpImpl] = {
     graph.CastOp: _run_cast,
     graph.AbsOp: _unary(np.abs),
     graph.LogOp: _unary(np.log),
+    graph.CosOp: _unary(np.cos),
+    graph.SinOp: _unary(np.sin),
     graph.FloorOp: _unary(np.floor),
     graph.CeilOp: _unary(np.ceil),
     graph.ReciprocalOp: _unary(np.reciprocal),

@@ -220,6 +220,8 @@ def _gelu_tanh(x: Array) -> Array:
 UNARY: dict[str, Callable[[Array], Array]] = {
     "exp": np.exp,
     "log": np.log,
+    "cos": np.cos,
+    "sin": np.sin,
     "neg": np.negative,
     "abs": np.abs,
     "relu": _relu,
@@ -503,6 +505,8 @@ EVAL_IMPLS: dict[type[Operation], EvalImpl] = {
     arith.UIToFPOp: _from_unsigned,
     mathd.ExpOp: _unary_scalar(np.exp),
     mathd.LogOp: _unary_scalar(np.log),
+    mathd.CosOp: _unary_scalar(np.cos),
+    mathd.SinOp: _unary_scalar(np.sin),
     mathd.SqrtOp: _unary_scalar(np.sqrt),
     mathd.RsqrtOp: _unary_scalar(_rsqrt_scalar),
     mathd.TanhOp: _unary_scalar(np.tanh),

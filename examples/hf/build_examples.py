@@ -30,6 +30,27 @@ The models:
 exporter's default way, with the weights in an external data file, and
 `llama_external.npz` its inputs and outputs.
 
+The decoders with a KV cache, exported as Optimum and onnxruntime-genai users ship them:
+`LlamaForCausalLM`, `Qwen2ForCausalLM` (biases on Q, K and V) and `MistralForCausalLM`,
+each hidden 64, 4 heads / 2 KV heads of 16, SwiGLU 128, 2 layers, vocab 128, the position
+an input (so RoPE's `cos`/`sin` and the masks are computed at run time). For each family
+`<f>` (`llama`, `qwen2`, `mistral`):
+
+- `<f>_prefill`: inputs `input_ids`, `position_ids` and `attention_mask` `[1, 8]` (the
+  prompt); outputs `logits [1, 8, 128]` and per layer `N` `present.N.key` and
+  `present.N.value` `[1, 2, 8, 16]`;
+- `<f>_decode`: one decode step with a cache of `CONTEXT` = 72 positions. Inputs
+  `input_ids [1, 1]`, `position_ids [1, 1]`, `attention_mask [1, 72]` and per layer
+  `past_key_values.N.key` / `.value` `[1, 2, 71, 16]`; a wrapper builds a `DynamicCache`
+  from the pasts. Outputs `logits [1, 1, 128]` and every layer's `present.N.key` /
+  `.value` `[1, 2, 72, 16]`, the past with the step's row appended. The stored inputs are
+  the step after the prompt: the prompt's cache right-aligned (`present[:, :, 1:]` is the
+  next step's past, the oldest row dropping out), zeros masked out on its left;
+- `<f>_greedy.npz`: `input_ids` (the prompt, `[1, 8]`) and `tokens` (`[64]`), torch's
+  greedy continuation (`generate`, `do_sample=False`). The script checks that the two
+  exports give the same tokens when run with onnxruntime, the prefill once and then the
+  decode step 63 times with its cache shifted by one row each step.
+
 Each export is checked with `onnx.checker` and run with ONNX's `ReferenceEvaluator` and
 onnxruntime against torch; the script prints the largest absolute differences and, per
 model, the opset, the inputs and outputs and a count of the ONNX op types. Pass
@@ -55,11 +76,16 @@ from onnx.reference import ReferenceEvaluator
 from transformers import (
     BertConfig,
     BertModel,
+    DynamicCache,
     GPT2Config,
     GPT2LMHeadModel,
     LlamaConfig,
     LlamaForCausalLM,
+    MistralConfig,
+    MistralForCausalLM,
     PreTrainedModel,
+    Qwen2Config,
+    Qwen2ForCausalLM,
 )
 
 HERE = Path(__file__).resolve().parent
@@ -71,6 +97,12 @@ OPSET = 18
 # buffer of this length, and ONNX's ReferenceEvaluator (np.choose) fails past 63.
 POSITIONS = 32
 MAX_BYTES = 2 * 1024 * 1024
+CONTEXT = 72
+"""Positions of a decode step's cache: the prompt and 64 generated tokens."""
+GENERATED = 64
+LAYERS = 2
+KV_HEADS = 2
+HEAD_DIM = 16
 
 
 @dataclass(frozen=True)
@@ -257,6 +289,210 @@ def export(example: Example, index: int, out_dir: Path) -> list[str]:
     return lines
 
 
+# ---------------------------------------------------------------------------------------
+# Decoders with a KV cache: a prefill and a decode step
+# ---------------------------------------------------------------------------------------
+
+Array = np.ndarray[Any, Any]
+
+
+def decoder(family: str) -> PreTrainedModel:
+    """A tiny causal LM of `family` (plmr's `tiny` shape), with a KV cache."""
+    common: dict[str, Any] = {
+        "vocab_size": VOCAB,
+        "hidden_size": 64,
+        "intermediate_size": 128,
+        "num_hidden_layers": LAYERS,
+        "num_attention_heads": 4,
+        "num_key_value_heads": KV_HEADS,
+        "max_position_embeddings": 128,
+        "rope_theta": 10000.0,
+        "rms_norm_eps": 1e-6,
+        "tie_word_embeddings": False,
+        "use_cache": True,
+    }
+    if family == "llama":
+        return LlamaForCausalLM(LlamaConfig(**common))
+    if family == "qwen2":
+        return Qwen2ForCausalLM(Qwen2Config(**common))
+    assert family == "mistral", family
+    return MistralForCausalLM(MistralConfig(**common))
+
+
+def cache_names(kind: str) -> list[str]:
+    """`past_key_values.N.key/value` or `present.N.key/value`, layer by layer."""
+    return [f"{kind}.{n}.{kv}" for n in range(LAYERS) for kv in ("key", "value")]
+
+
+class Step(torch.nn.Module):
+    """
+    A forward pass with a cache: `(input_ids, position_ids, attention_mask, *pasts)` to
+    `(logits, *presents)`; without pasts it is the prefill.
+    """
+
+    def __init__(self, model: PreTrainedModel):
+        super().__init__()
+        self.model = model
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        position_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        *pasts: torch.Tensor,
+    ) -> tuple[torch.Tensor, ...]:
+        cache = DynamicCache(config=self.model.config)
+        for n in range(len(pasts) // 2):
+            cache.update(pasts[2 * n], pasts[2 * n + 1], n)
+        out = self.model(
+            input_ids=input_ids,
+            position_ids=position_ids,
+            attention_mask=attention_mask,
+            past_key_values=cache,
+            use_cache=True,
+        )
+        presents: list[torch.Tensor] = []
+        for layer in out.past_key_values.layers:
+            presents += [layer.keys, layer.values]
+        return (out.logits, *presents)
+
+
+def step_args(feeds: dict[str, Array]) -> tuple[torch.Tensor, ...]:
+    """The arguments of `Step` from feeds by name."""
+    names = ["input_ids", "position_ids", "attention_mask"]
+    pasts = [k for k in feeds if k not in names]
+    return tuple(torch.from_numpy(feeds[k]) for k in (*names, *pasts))
+
+
+def run_step(step: Step, feeds: dict[str, Array]) -> list[Array]:
+    with torch.no_grad():
+        outs = step(*step_args(feeds))
+    return [o.detach().numpy().astype(np.float32) for o in outs]
+
+
+def prefill_feeds(prompt: Array) -> dict[str, Array]:
+    seq = prompt.shape[1]
+    return {
+        "input_ids": prompt,
+        "position_ids": np.arange(seq, dtype=np.int64)[None],
+        "attention_mask": np.ones((1, seq), dtype=np.int64),
+    }
+
+
+def decode_feeds(token: int, position: int, cache: list[Array]) -> dict[str, Array]:
+    """
+    The inputs of a decode step at `position`: the cache right-aligned in `CONTEXT - 1`
+    rows (zeros on the left, masked out), then the step's own row.
+    """
+    past: list[Array] = []
+    for c in cache:
+        rows = c.shape[2]
+        pad = np.zeros((1, KV_HEADS, CONTEXT - 1 - rows, HEAD_DIM), np.float32)
+        past.append(np.concatenate([pad, c], axis=2))
+    mask = np.zeros((1, CONTEXT), dtype=np.int64)
+    mask[:, CONTEXT - 1 - cache[0].shape[2] :] = 1
+    return {
+        "input_ids": np.array([[token]], dtype=np.int64),
+        "position_ids": np.array([[position]], dtype=np.int64),
+        "attention_mask": mask,
+        **dict(zip(cache_names("past_key_values"), past, strict=True)),
+    }
+
+
+def export_step(step: Step, feeds: dict[str, Array], path: Path) -> onnx.ModelProto:
+    """Exports `step` with the feeds' names in this order, the pasts last."""
+    names = ["input_ids", "position_ids", "attention_mask"]
+    program = torch.onnx.export(
+        step,
+        step_args(feeds),
+        dynamo=True,
+        opset_version=OPSET,
+        input_names=[*names, *(k for k in feeds if k not in names)],
+        output_names=["logits", *cache_names("present")],
+    )
+    assert program is not None
+    program.save(str(path), external_data=False)
+    if path.stat().st_size > MAX_BYTES:
+        raise SystemExit(f"{path.name}: {path.stat().st_size} bytes, more than {MAX_BYTES}")
+    return onnx.load(str(path))
+
+
+def ordered(model: onnx.ModelProto, feeds: dict[str, Array]) -> dict[str, Array]:
+    """The feeds in the order of the model's inputs."""
+    return {v.name: feeds[v.name] for v in model.graph.input}
+
+
+def greedy_with_onnxruntime(
+    prefill: Path, decode: Path, prompt: Array, steps: int
+) -> list[int]:
+    """The exports' greedy tokens: the prefill, then `steps - 1` decode steps."""
+    options = {"providers": ["CPUExecutionProvider"]}
+    first = onnxruntime.InferenceSession(str(prefill), **options)
+    step = onnxruntime.InferenceSession(str(decode), **options)
+    outs = first.run(None, prefill_feeds(prompt))
+    tokens = [int(np.argmax(outs[0][0, -1]))]
+    cache = [np.asarray(c) for c in outs[1:]]
+    position = prompt.shape[1]
+    while len(tokens) < steps:
+        feeds = decode_feeds(tokens[-1], position, cache)
+        outs = step.run(None, feeds)
+        tokens.append(int(np.argmax(outs[0][0, -1])))
+        cache = [np.asarray(c)[:, :, CONTEXT - (position + 1) :] for c in outs[1:]]
+        position += 1
+    return tokens
+
+
+def export_decoder(family: str, index: int, out_dir: Path) -> list[str]:
+    """Exports the prefill and the decode step of `family`; checks their tokens."""
+    torch.manual_seed(SEED + index)
+    model = decoder(family)
+    randomize(model, SEED + index)
+    model.eval()
+    step = Step(model)
+    rng = np.random.default_rng(SEED + index)
+    prompt = rng.integers(0, VOCAB, (1, SEQ), dtype=np.int64)
+    with torch.no_grad():
+        generated = model.generate(
+            torch.from_numpy(prompt),
+            attention_mask=torch.ones(1, SEQ, dtype=torch.int64),
+            max_new_tokens=GENERATED,
+            min_new_tokens=GENERATED,
+            do_sample=False,
+        )
+    tokens = generated[0, SEQ:].numpy().astype(np.int64)
+    assert tokens.shape == (GENERATED,), tokens.shape
+    np.savez(out_dir / f"{family}_greedy.npz", input_ids=prompt, tokens=tokens)
+
+    lines: list[str] = []
+    prefill = prefill_feeds(prompt)
+    want = run_step(step, prefill)
+    cache = want[1:]
+    decode = decode_feeds(int(tokens[0]), SEQ, cache)
+    paths: list[Path] = []
+    for kind, feeds in (("prefill", prefill), ("decode", decode)):
+        name = f"{family}_{kind}"
+        path = out_dir / f"{name}.onnx"
+        outputs = run_step(step, feeds)
+        model_proto = export_step(step, feeds, path)
+        feeds = ordered(model_proto, feeds)
+        outs = ["logits", *cache_names("present")]
+        assert [v.name for v in model_proto.graph.output] == outs
+        np.savez(out_dir / f"{name}.npz", **feeds, **dict(zip(outs, outputs, strict=True)))
+        lines += summarize(name, model_proto, path)
+        lines.append(check(path, feeds, outputs))
+        paths.append(path)
+    got = greedy_with_onnxruntime(paths[0], paths[1], prompt, GENERATED)
+    if got != tokens.tolist():
+        raise SystemExit(
+            f"{family}: onnxruntime's tokens {got} differ from torch's {tokens}"
+        )
+    lines.append(f"{family}: onnxruntime's {GENERATED} greedy tokens equal torch's")
+    return lines
+
+
+DECODERS = ("llama", "qwen2", "mistral")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[1])
     parser.add_argument("--summary", type=Path, help="also write the report to this file")
@@ -268,6 +504,10 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for index, example in enumerate(EXAMPLES):
             lines = export(example, index, Path(tmp))
+            report += lines
+            print("\n".join(lines), flush=True)
+        for index, family in enumerate(DECODERS, start=len(EXAMPLES)):
+            lines = export_decoder(family, index, Path(tmp))
             report += lines
             print("\n".join(lines), flush=True)
         for path in sorted(Path(tmp).iterdir()):

@@ -197,6 +197,7 @@ def _unary(op: Callable[[SSAValue], Operation]) -> Handler:
 for _name, _op in (
     ("Abs", graph.AbsOp),
     ("Ceil", graph.CeilOp),
+    ("Cos", graph.CosOp),
     ("Erf", graph.ErfOp),
     ("Exp", graph.ExpOp),
     ("Floor", graph.FloorOp),
@@ -206,6 +207,7 @@ for _name, _op in (
     ("Neg", graph.NegOp),
     ("Relu", graph.ReluOp),
     ("Sigmoid", graph.SigmoidOp),
+    ("Sin", graph.SinOp),
     ("Sqrt", graph.SqrtOp),
     ("Tanh", graph.TanhOp),
 ):

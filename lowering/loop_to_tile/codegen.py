@@ -47,6 +47,8 @@ _MAP_KINDS: dict[type[Operation], str] = {
     arith.NegfOp: "neg",
     mathd.ExpOp: "exp",
     mathd.LogOp: "log",
+    mathd.CosOp: "cos",
+    mathd.SinOp: "sin",
     mathd.TanhOp: "tanh",
     mathd.SqrtOp: "sqrt",
     mathd.RsqrtOp: "rsqrt",

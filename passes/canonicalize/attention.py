@@ -90,6 +90,8 @@ FINITE_PRESERVING: tuple[type[Operation], ...] = (
     graph.TanhOp,
     graph.ExpOp,
     graph.ErfOp,
+    graph.CosOp,
+    graph.SinOp,
     graph.FloorOp,
     graph.CeilOp,
     graph.MaximumOp,

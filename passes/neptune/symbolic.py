@@ -42,6 +42,8 @@ _UNARY: dict[type[Operation], Callable[[Expr], Expr]] = {
     arith.NegfOp: lambda a: -a,
     mathd.ExpOp: sp.exp,
     mathd.LogOp: sp.log,
+    mathd.CosOp: sp.cos,
+    mathd.SinOp: sp.sin,
     mathd.SqrtOp: sp.sqrt,
     mathd.TanhOp: sp.tanh,
 }

@@ -61,6 +61,8 @@ ELEMENT_WORK = {
     "opaque:graph.rmsnorm": 6.0,
     "opaque:graph.reduce": 1.0,
     "opaque:graph.log": 8.0,
+    "opaque:graph.cos": 8.0,
+    "opaque:graph.sin": 8.0,
     "opaque:graph.pow": 10.0,
     "opaque:graph.reciprocal": 4.0,
     **{

@@ -1,0 +1,173 @@
+"""
+`loop-materialize-indices`: an index used as a value becomes a read of a constant.
+
+A concatenation lowers to a `select` on a comparison of the loop index (`i < 8`), a
+causal mask compares a row index with a column index, a `Range` of run-time length casts
+an index to an integer. Blocks of the tile level hold data, not indices: the blocker
+cannot make a block of `i`. This pass gives every such use a data form that any level
+runs and the mesh distributes like other inputs: the index `i` of a dimension of extent
+`e` is read from a function-level constant `[0, 1, …, e-1]` (`tensor<e x i64>`) at
+`[i]`, and the index arithmetic above it (`+`, `-`, `·`, `/`, `%`, min, max, constants)
+is redone in `i64`. A comparison of indices becomes a comparison of the `i64` values (the
+same result: loop indices and their sums are far from the `i64` range), a cast of an
+index to an integer is the `i64` value (truncated to narrower types).
+
+```mlir
+%c8 = arith.constant 8 : index
+%lt = arith.cmpi slt, %i, %c8 : index
+// becomes, with %iota = arith.constant dense<[0, ..., 15]> : tensor<16xi64> before the nest
+%v = loop.read %iota[%i] : tensor<16xi64>
+%c8_1 = arith.constant 8 : i64
+%lt = arith.cmpi slt, %v, %c8_1 : i64
+```
+
+Indices computed from data (`index_cast` of a loaded value: a gather) are left as they
+are.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from xdsl.context import Context
+from xdsl.dialects import arith, func
+from xdsl.dialects.builtin import (
+    DenseIntOrFPElementsAttr,
+    IndexType,
+    IntegerAttr,
+    IntegerType,
+    ModuleOp,
+    TensorType,
+    i64,
+)
+from xdsl.ir import Block, BlockArgument, Operation, SSAValue
+from xdsl.passes import ModulePass
+from xdsl.rewriter import InsertPoint, Rewriter
+
+from plmr.dialects.loop import NestOp, ReadOp
+
+_BINARY = (
+    arith.AddiOp,
+    arith.SubiOp,
+    arith.MuliOp,
+    arith.DivUIOp,
+    arith.DivSIOp,
+    arith.RemUIOp,
+    arith.RemSIOp,
+    arith.FloorDivSIOp,
+    arith.CeilDivSIOp,
+    arith.MaxSIOp,
+    arith.MinSIOp,
+)
+"""Index arithmetic redone on `i64` values."""
+
+
+class _NotAffine(Exception):
+    """The index is computed from data: it stays an index."""
+
+
+@dataclass
+class _Function:
+    """The rewrite of the nests of one function."""
+
+    block: Block
+    rewriter: Rewriter
+    iotas: dict[int, SSAValue]
+    """The constant `[0, …, e-1]` of each extent `e`, placed at the function's start."""
+    extents: dict[SSAValue, int]
+
+    def iota(self, extent: int) -> SSAValue:
+        if extent not in self.iotas:
+            values = np.arange(extent, dtype=np.int64)
+            attr = DenseIntOrFPElementsAttr.from_list(
+                TensorType(i64, [extent]), values.tolist()
+            )
+            op = arith.ConstantOp(attr)
+            op.result.name_hint = f"iota{extent}"
+            first = self.block.first_op
+            assert first is not None
+            self.rewriter.insert_op(op, InsertPoint.before(first))
+            self.iotas[extent] = op.result
+        return self.iotas[extent]
+
+    def value(
+        self, index: SSAValue, before: Operation, memo: dict[SSAValue, SSAValue]
+    ) -> SSAValue:
+        """The `i64` value of `index`, built before `before`."""
+        if index in memo:
+            return memo[index]
+        op = index.owner
+        new: Operation
+        if isinstance(index, BlockArgument):
+            extent = self.extents.get(index)
+            if extent is None:
+                raise _NotAffine
+            new = ReadOp(self.iota(extent), [index])
+        elif isinstance(op, arith.ConstantOp) and isinstance(op.value, IntegerAttr):
+            new = arith.ConstantOp(IntegerAttr(op.value.value.data, i64))
+        elif isinstance(op, _BINARY):
+            lhs = self.value(op.lhs, before, memo)
+            rhs = self.value(op.rhs, before, memo)
+            new = type(op)(lhs, rhs)
+        else:
+            raise _NotAffine
+        self.rewriter.insert_op(new, InsertPoint.before(before))
+        memo[index] = new.results[0]
+        return new.results[0]
+
+    def rewrite(self, op: Operation) -> bool:
+        """Rewrites one use of indices as values; True if it did."""
+        memo: dict[SSAValue, SSAValue] = {}
+        try:
+            if isinstance(op, arith.CmpiOp) and isinstance(op.lhs.type, IndexType):
+                lhs = self.value(op.lhs, op, memo)
+                rhs = self.value(op.rhs, op, memo)
+                self.rewriter.replace_op(
+                    op, arith.CmpiOp(lhs, rhs, op.predicate.value.data)
+                )
+                return True
+            if isinstance(op, arith.IndexCastOp) and isinstance(op.input.type, IndexType):
+                out = op.result.type
+                assert isinstance(out, IntegerType)
+                value = self.value(op.input, op, memo)
+                if out.width.data == 64:
+                    self.rewriter.replace_op(op, [], [value])
+                elif out.width.data < 64:
+                    self.rewriter.replace_op(op, arith.TruncIOp(value, out))
+                else:
+                    self.rewriter.replace_op(op, arith.ExtSIOp(value, out))
+                return True
+        except _NotAffine:
+            for v in reversed(list(memo.values())):
+                if isinstance(v.owner, Operation) and not v.uses:
+                    self.rewriter.erase_op(v.owner)
+        return False
+
+
+def materialize_indices(fn: func.FuncOp) -> int:
+    """Rewrites the uses of indices as values in the nests of `fn`; returns how many."""
+    extents: dict[SSAValue, int] = {}
+    for op in fn.walk():
+        if isinstance(op, NestOp):
+            for arg, e in zip(op.dims, op.extents, strict=True):
+                extents[arg] = e
+    state = _Function(fn.body.block, Rewriter(), {}, extents)
+    count = 0
+    for nest in [op for op in fn.body.block.ops if isinstance(op, NestOp)]:
+        for op in list(nest.walk()):
+            if op is not nest and state.rewrite(op):
+                count += 1
+    return count
+
+
+@dataclass(frozen=True)
+class LoopMaterializeIndicesPass(ModulePass):
+    """Reads an index used as a value from a constant `[0, …, e-1]` (see module)."""
+
+    name = "loop-materialize-indices"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        for fn in op.walk():
+            if isinstance(fn, func.FuncOp) and not fn.is_declaration:
+                materialize_indices(fn)
