@@ -59,6 +59,7 @@ from plmr.dialects.graph import (
     ErfOp,
     ExpandOp,
     ExpOp,
+    CosOp,
     FloorOp,
     GatherElementsOp,
     GatherOp,
@@ -91,6 +92,7 @@ from plmr.dialects.graph import (
     ScaleOp,
     SigmoidOp,
     SiluOp,
+    SinOp,
     SliceOp,
     SoftmaxOp,
     SplitOp,
@@ -172,6 +174,8 @@ ALL_OPS = {
     "graph.cast",
     "graph.abs",
     "graph.log",
+    "graph.cos",
+    "graph.sin",
     "graph.floor",
     "graph.ceil",
     "graph.reciprocal",
@@ -188,7 +192,7 @@ ALL_OPS = {
 
 def test_dialect_lists_every_op():
     names = [op.name for op in Graph.operations]
-    assert len(names) == len(set(names)) == 47
+    assert len(names) == len(set(names)) == 49
     assert set(names) == ALL_OPS
     assert Graph.name == "graph"
 
@@ -1097,7 +1101,7 @@ def test_cast_builder(src: Attribute, dst: Attribute):
     op.verify()
 
 
-@pytest.mark.parametrize("cls", [LogOp, FloorOp, CeilOp, ReciprocalOp])
+@pytest.mark.parametrize("cls", [LogOp, CosOp, SinOp, FloorOp, CeilOp, ReciprocalOp])
 def test_float_unary_builders(cls: type[LogOp]):
     op = cls(tensor((2, 3)))
     assert op.result.type == TensorType(f32, (2, 3))

@@ -170,7 +170,7 @@ def test_pure_ops():
 
 
 def test_map_kinds():
-    assert len(UNARY_KINDS) == len(set(UNARY_KINDS)) == 14
+    assert len(UNARY_KINDS) == len(set(UNARY_KINDS)) == 16
     assert len(BINARY_KINDS) == len(set(BINARY_KINDS)) == 6
     assert not set(UNARY_KINDS) & set(BINARY_KINDS)
 

@@ -1,6 +1,6 @@
 """
-Differential tests of the ops of ONNX models (where, cmp, logic, casts, abs, log, floor,
-ceil, reciprocal, pow, maximum, minimum, slice, expand, pad, gather_elements) through
+Differential tests of the ops of ONNX models (where, cmp, logic, casts, abs, log, cos,
+sin, RoPE's tables of run-time positions, concatenations of computed values, floor, ceil, reciprocal, pow, maximum, minimum, slice, expand, pad, gather_elements) through
 every level: the graph reference semantics, the loop runtime after
 `convert-graph-to-loop`, and the mesh runtime (functional mode) after `plmr compile` for
 a 2x2 grid, on random inputs. The forms the tile level cannot block are refused with one
@@ -78,6 +78,23 @@ PROGRAMS: dict[str, tuple[str, str]] = {
     "abs": (f"%a: {F}", f"%y = graph.abs %a : {F}"),
     "abs_int": (f"%a: {I}", f"%y = graph.abs %a : {I}"),
     "log": (f"%a: {F}", f"%p = graph.abs %a : {F}\n  %y = graph.log %p : {F}"),
+    "cos": (f"%a: {F}", f"%y = graph.cos %a : {F}"),
+    "sin": (f"%a: {F}", f"%y = graph.sin %a : {F}"),
+    "rope_tables": (
+        "%p: tensor<8x1xi64>",
+        "%f = graph.cast %p : tensor<8x1xi64> -> tensor<8x1xf32>\n"
+        "  %inv = graph.constant dense<[[1.0, 0.1, 0.01, 0.001]]> : tensor<1x4xf32>\n"
+        "  %t = graph.mul %f, %inv : (tensor<8x1xf32>, tensor<1x4xf32>) -> tensor<8x4xf32>\n"
+        "  %c = graph.cos %t : tensor<8x4xf32>\n"
+        "  %s = graph.sin %t : tensor<8x4xf32>\n"
+        "  %y = graph.concat %c, %s axis = 1 : (tensor<8x4xf32>, tensor<8x4xf32>) -> tensor<8x8xf32>",
+    ),
+    "concat_of_computed": (
+        f"%a: {F}, %b: tensor<4x3xf32>",
+        f"%e = graph.exp %a : {F}\n"
+        "  %n = graph.neg %b : tensor<4x3xf32>\n"
+        f"  %y = graph.concat %e, %n axis = 1 : ({F}, tensor<4x3xf32>) -> tensor<4x9xf32>",
+    ),
     "floor": (f"%a: {F}", f"%y = graph.floor %a : {F}"),
     "ceil": (f"%a: {F}", f"%y = graph.ceil %a : {F}"),
     "reciprocal": (f"%a: {F}", f"%y = graph.reciprocal %a : {F}"),

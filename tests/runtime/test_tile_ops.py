@@ -459,6 +459,8 @@ def _ref_sigmoid(x: Array) -> Array:
 UNARY_REFERENCE: dict[str, Callable[[Array], Array]] = {
     "exp": np.exp,
     "log": np.log,
+    "cos": np.cos,
+    "sin": np.sin,
     "neg": np.negative,
     "abs": np.abs,
     "relu": lambda x: np.where(x > 0, x, 0.0),
@@ -1276,6 +1278,8 @@ FLOAT_UNARY: dict[str, Callable[[float], float]] = {
     "arith.negf": lambda a: -a,
     "math.exp": math.exp,
     "math.log": lambda a: math.log(abs(a)) if a else -math.inf,
+    "math.cos": math.cos,
+    "math.sin": math.sin,
     "math.sqrt": lambda a: math.sqrt(abs(a)),
     "math.rsqrt": lambda a: 1 / math.sqrt(abs(a)),
     "math.tanh": math.tanh,

@@ -263,6 +263,8 @@ class GraphGenerator:
                 "neg",
                 "abs",
                 "log",
+                "cos",
+                "sin",
                 "floor",
                 "ceil",
                 "reciprocal",
@@ -298,6 +300,12 @@ class GraphGenerator:
         elif kind == "log":
             p = self._positive(a)
             self._emit(graph.LogOp(p), Info(math.log(self._i(p).bound) + 1, False))
+        elif kind in ("cos", "sin"):
+            # Squashed: the argument's rounding error stays below the tolerance.
+            s = self._squashed(a)
+            self._emit(
+                graph.CosOp(s) if kind == "cos" else graph.SinOp(s), Info(1.0, False)
+            )
         elif kind == "reciprocal":
             p = self._positive(a)
             self._emit(graph.ReciprocalOp(p), Info(2.0, False))

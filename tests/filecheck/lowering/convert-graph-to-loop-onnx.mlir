@@ -217,6 +217,28 @@ func.func @pow_abs(%a: tensor<4xf32>, %i: tensor<4xi32>) -> (tensor<4xf32>, tens
 
 // -----
 
+// RoPE's tables of a run-time position: cos and sin are `math.cos` / `math.sin` of the
+// position (an i64 cast to f32) times a frequency.
+
+// CHECK-LABEL: func.func @rope(%p: tensor<4x1xi64>, %f: tensor<1x8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>) {
+// CHECK:         %c = loop.nest (%[[I:.*]], %[[J:.*]]) to (4, 8) [parallel, parallel] -> tensor<4x8xf32> {
+// CHECK-NEXT:    [[A:%[0-9]+]] = loop.read %t[%[[I]], %[[J]]] : tensor<4x8xf32>
+// CHECK-NEXT:    [[C:%[0-9]+]] = math.cos [[A]] : f32
+// CHECK-NEXT:    loop.yield [[C]] : f32
+// CHECK:         %s = loop.nest (%[[K:.*]], %[[L:.*]]) to (4, 8) [parallel, parallel] -> tensor<4x8xf32> {
+// CHECK-NEXT:    [[B:%[0-9]+]] = loop.read %t[%[[K]], %[[L]]] : tensor<4x8xf32>
+// CHECK-NEXT:    [[S:%[0-9]+]] = math.sin [[B]] : f32
+// CHECK-NEXT:    loop.yield [[S]] : f32
+func.func @rope(%p: tensor<4x1xi64>, %f: tensor<1x8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>) {
+  %x = graph.cast %p : tensor<4x1xi64> -> tensor<4x1xf32>
+  %t = graph.mul %x, %f : (tensor<4x1xf32>, tensor<1x8xf32>) -> tensor<4x8xf32>
+  %c = graph.cos %t : tensor<4x8xf32>
+  %s = graph.sin %t : tensor<4x8xf32>
+  func.return %c, %s : tensor<4x8xf32>, tensor<4x8xf32>
+}
+
+// -----
+
 // An empty result is an empty constant (a loop nest has positive extents).
 
 // CHECK-LABEL: func.func @empty(%a: tensor<4x5xf32>) -> tensor<0x5xf32> {

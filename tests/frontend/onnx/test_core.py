@@ -178,6 +178,7 @@ def test_supported_ops_cover_the_brief():
         "GlobalAveragePool", "GlobalMaxPool", "ConvTranspose", "Pad", "PRelu",
         "LeakyRelu", "Elu", "Selu", "Softplus", "LogSoftmax", "Clip", "Abs", "Tile",
         "InstanceNormalization", "Log", "Floor", "Ceil", "Sign", "MatMul", "Gemm",
+        "Cos", "Sin",
     }  # fmt: skip
     assert needed <= set(SUPPORTED_OPS)
 

@@ -336,6 +336,8 @@ func.func @generic_defaults(%a: tensor<2x4x8xf32>, %x: tensor<1x4x8x8xf32>, %w: 
 // CHECK-NEXT:    %abs = graph.abs %a : tensor<4x8xf32>
 // CHECK-NEXT:    %iabs = graph.abs %i : tensor<4x8xi64>
 // CHECK-NEXT:    %log = graph.log %a : tensor<4x8xf32>
+// CHECK-NEXT:    %cos = graph.cos %a : tensor<4x8xf32>
+// CHECK-NEXT:    %sin = graph.sin %a : tensor<4x8xf32>
 // CHECK-NEXT:    %floor = graph.floor %a : tensor<4x8xf32>
 // CHECK-NEXT:    %ceil = graph.ceil %a : tensor<4x8xf32>
 // CHECK-NEXT:    %rcp = graph.reciprocal %a : tensor<4x8xf32>
@@ -386,6 +388,8 @@ func.func @onnx_ops(%a: tensor<4x8xf32>, %b: tensor<8xf32>, %s: tensor<f32>, %m:
   %abs = graph.abs %a : tensor<4x8xf32>
   %iabs = graph.abs %i : tensor<4x8xi64>
   %log = graph.log %a : tensor<4x8xf32>
+  %cos = graph.cos %a : tensor<4x8xf32>
+  %sin = graph.sin %a : tensor<4x8xf32>
   %floor = graph.floor %a : tensor<4x8xf32>
   %ceil = graph.ceil %a : tensor<4x8xf32>
   %rcp = graph.reciprocal %a : tensor<4x8xf32>
