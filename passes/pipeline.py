@@ -134,8 +134,8 @@ def to_loop_level(ctx: Context, module: ModuleOp, opts: CompileOptions) -> Modul
         if opts.defer_norm_scale:
             passes.append(GraphDeferNormScalePass())
         if opts.substitute:
-            # The mesh lowering has no concatenation of computed values: keep the
-            # substitutions whose concatenations fold into constants (fused weights).
+            # Keep the substitutions whose concatenations fold into constants (fused
+            # weights): a concatenation of computed values is a copy on the mesh.
             passes.append(
                 TasoSubstitutePass(
                     alpha=opts.alpha,
