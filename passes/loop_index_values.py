@@ -21,8 +21,8 @@ index to an integer is the `i64` value (truncated to narrower types).
 %lt = arith.cmpi slt, %v, %c8_1 : i64
 ```
 
-Indices computed from data (`index_cast` of a loaded value: a gather) are left as they
-are.
+An index made from data (`index_cast` of a loaded integer: a gather) compared as a value
+is that integer; the reads at it stay as they are.
 """
 
 from __future__ import annotations
@@ -106,6 +106,17 @@ class _Function:
             new = ReadOp(self.iota(extent), [index])
         elif isinstance(op, arith.ConstantOp) and isinstance(op.value, IntegerAttr):
             new = arith.ConstantOp(IntegerAttr(op.value.value.data, i64))
+        elif isinstance(op, arith.IndexCastOp) and isinstance(op.input.type, IntegerType):
+            # An index made from data (a gather's): its value is the integer itself.
+            width = op.input.type.width.data
+            if width == 64:
+                memo[index] = op.input
+                return op.input
+            new = (
+                arith.ExtSIOp(op.input, i64)
+                if width < 64
+                else arith.TruncIOp(op.input, i64)
+            )
         elif isinstance(op, _BINARY):
             lhs = self.value(op.lhs, before, memo)
             rhs = self.value(op.rhs, before, memo)
