@@ -106,9 +106,11 @@ class _Function:
             new = ReadOp(self.iota(extent), [index])
         elif isinstance(op, arith.ConstantOp) and isinstance(op.value, IntegerAttr):
             new = arith.ConstantOp(IntegerAttr(op.value.value.data, i64))
-        elif isinstance(op, arith.IndexCastOp) and isinstance(op.input.type, IntegerType):
+        elif isinstance(op, arith.IndexCastOp) and isinstance(
+            source := op.input.type, IntegerType
+        ):
             # An index made from data (a gather's): its value is the integer itself.
-            width = op.input.type.width.data
+            width = source.bitwidth
             if width == 64:
                 memo[index] = op.input
                 return op.input
