@@ -1,4 +1,6 @@
-"""The error type of plmr: one precise, user-facing message (what, where, how to fix)."""
+"""The error types of plmr: one precise, user-facing message (what, where, how to fix)."""
+
+from xdsl.utils.exceptions import DiagnosticException
 
 
 class PlmrError(Exception):
@@ -7,4 +9,12 @@ class PlmrError(Exception):
 
     The command-line tools print its message as one line and exit non-zero; they never
     show a traceback for it.
+    """
+
+
+class PassOptionError(PlmrError, DiagnosticException):
+    """
+    An invalid option of a pass (`plmr-compile{grid=0,0}`): the message names the pass
+    and the option. It is raised before the pass changes anything, and it is also one of
+    xDSL's diagnostics, so `xdsl-opt --verify-diagnostics` reports it as a message.
     """

@@ -77,6 +77,11 @@ def parse_module(
         module = Parser(ctx, text, name=source).parse_module()
     except ParseError as e:
         raise PlmrError(f"cannot parse {source}:\n{str(e).strip()}") from e
+    except MemoryError as e:
+        raise PlmrError(
+            f"cannot parse {source}: a constant is too large for this host's memory; "
+            "pass large tensors as function arguments instead"
+        ) from e
     verify_module(module, source)
     return module
 
@@ -96,13 +101,21 @@ def load_module(
         return module
     path = Path(path)
     try:
-        text = path.read_text()
+        data = path.read_bytes()
     except FileNotFoundError as e:
         raise PlmrError(f"no such file: {path}") from e
+    except IsADirectoryError as e:
+        raise PlmrError(f"{path} is a directory, not an .mlir file") from e
     except OSError as e:
         raise PlmrError(f"cannot read {path}: {e.strerror}") from e
+    if not data.strip():
+        raise PlmrError(f"{path} is empty: expected an .mlir program")
+    try:
+        text = data.decode("utf-8")
     except UnicodeDecodeError as e:
-        raise PlmrError(f"{path} is not a text (.mlir) file: {e.reason}") from e
+        raise PlmrError(
+            f"{path} is not a text (.mlir) file: byte {e.start} is not UTF-8"
+        ) from e
     module = parse_module(text, str(path), ctx)
     anchor_weights(module, path.resolve().parent, weights)
     return module

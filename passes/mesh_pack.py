@@ -68,7 +68,7 @@ from xdsl.passes import ModulePass
 
 from plmr.dialects import mesh, tile
 from plmr.dialects.graph import element_type, static_shape
-from plmr.errors import PlmrError
+from plmr.errors import PassOptionError
 from plmr.runtime.collective_stages import line_cycles
 from plmr.runtime.device import Device, get_device
 from plmr.runtime.op_cost import vector_op_cycles
@@ -396,7 +396,7 @@ def pack_allreduces(
 ) -> list[Merge]:
     """Merges the sibling nests of every `mesh.program` in `module` (see the module doc)."""
     if window < 1 or max_elements < 1:
-        raise PlmrError(
+        raise PassOptionError(
             f"mesh-pack-allreduces: window ({window}) and max-elements ({max_elements}) "
             "must be at least 1"
         )

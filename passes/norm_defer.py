@@ -35,7 +35,7 @@ from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 
 from plmr.dialects import graph
-from plmr.errors import PlmrError
+from plmr.errors import PassOptionError
 from plmr.passes.canonicalize.match import constant_op, elt_of, shape_of
 
 MAX_ROWS = 1
@@ -223,7 +223,7 @@ class GraphDeferNormScalePass(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         if self.max_rows < 1:
-            raise PlmrError(
+            raise PassOptionError(
                 f"graph-defer-norm-scale: max-rows must be at least 1, got {self.max_rows}"
             )
         defer_norm_scales(op, self.max_rows)

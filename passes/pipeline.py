@@ -27,7 +27,7 @@ from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import DiagnosticException
 
 from plmr.dialects import loop, tile
-from plmr.errors import PlmrError
+from plmr.errors import PassOptionError, PlmrError
 from plmr.passes.timing import count, step
 
 if TYPE_CHECKING:
@@ -106,9 +106,9 @@ def _check_options(opts: CompileOptions) -> Options:
         opts.grid, opts.device, opts.gemm, opts.gemv, opts.k, opts.groups
     )
     if opts.budget < 0:
-        raise PlmrError(f"plmr compile: budget must be >= 0, got {opts.budget}")
+        raise PassOptionError(f"plmr compile: budget must be >= 0, got {opts.budget}")
     if opts.fuse not in ("auto", "rolling", "split-k"):
-        raise PlmrError(
+        raise PassOptionError(
             f"plmr compile: unknown fuse strategy '{opts.fuse}' (auto, rolling, split-k)"
         )
     return mesh_opts
@@ -392,15 +392,24 @@ class PlmrCompilePass(ModulePass):
     relay: bool = False
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        compile_module(ctx, op, self.options())
+        opts = self.options()
+        try:
+            _check_options(opts)
+        except PassOptionError as e:
+            # The stage that checks the option names itself: name plmr-compile instead.
+            reason = str(e).split(": ", 1)[-1]
+            raise PassOptionError(f"plmr-compile: {reason}") from e
+        compile_module(ctx, op, opts)
 
     def options(self) -> CompileOptions:
         if len(self.grid) != 2:
-            raise PlmrError(f"plmr-compile: grid must be ROWS,COLS, got {list(self.grid)}")
+            raise PassOptionError(
+                f"plmr-compile: grid must be ROWS,COLS, got {list(self.grid)}"
+            )
         sizes: tuple[int, int] | None = None
         if self.tile_sizes:
             if len(self.tile_sizes) not in (1, 2) or any(s <= 0 for s in self.tile_sizes):
-                raise PlmrError(
+                raise PassOptionError(
                     "plmr-compile: tile-sizes must be one or two positive sizes, got "
                     f"{list(self.tile_sizes)}"
                 )

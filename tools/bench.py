@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from plmr.errors import PlmrError
+from plmr.tools.options import COUNT, SEED
 
 if TYPE_CHECKING:
     from plmr.lowering.kernels import Kernel
@@ -62,7 +63,7 @@ def run_options(fn: F) -> F:
             "--relay", is_flag=True, help="Relay through software when colors run out."
         ),
         click.option(
-            "--seed", type=int, default=0, show_default=True, help="Seed of the inputs."
+            "--seed", type=SEED, default=0, show_default=True, help="Seed of the inputs."
         ),
         click.option(
             "--report",
@@ -227,9 +228,9 @@ def bench() -> None:
     default="meshgemm",
     show_default=True,
 )
-@click.option("--m", "m", type=int, default=64, show_default=True)
-@click.option("--k", "k", type=int, default=64, show_default=True)
-@click.option("--n", "n", type=int, default=64, show_default=True)
+@click.option("--m", "m", type=COUNT, default=64, show_default=True)
+@click.option("--k", "k", type=COUNT, default=64, show_default=True)
+@click.option("--n", "n", type=COUNT, default=64, show_default=True)
 @run_options
 def gemm_cmd(algo: str, m: int, k: int, n: int, grid: str, **opts: Any) -> None:
     """Distributed GEMM C = A·B (gemm_t: C = A·Bᵀ)."""
@@ -254,24 +255,24 @@ def gemm_cmd(algo: str, m: int, k: int, n: int, grid: str, **opts: Any) -> None:
     show_default=True,
 )
 @click.option(
-    "--m", "m", type=int, default=64, show_default=True, help="Vector length (rows of W)."
+    "--m", "m", type=COUNT, default=64, show_default=True, help="Vector length (rows of W)."
 )
 @click.option(
     "--n",
     "n",
-    type=int,
+    type=COUNT,
     default=64,
     show_default=True,
     help="Output length (columns of W).",
 )
 @click.option(
     "--groups",
-    type=int,
+    type=COUNT,
     default=None,
     help="ktree: groups of the first phase (default ≈ √P).",
 )
 @click.option(
-    "--k", "k", type=int, default=2, show_default=True, help="ktree: number of phases K."
+    "--k", "k", type=COUNT, default=2, show_default=True, help="ktree: number of phases K."
 )
 @run_options
 def gemv_cmd(
@@ -395,7 +396,7 @@ def _llm_command(kind: str) -> click.Command:
     @click.option("--grid", default="4x4", show_default=True, help="PEs as ROWSxCOLS.")
     @click.option(
         "--tokens",
-        type=int,
+        type=COUNT,
         default=None,
         help=(
             "decode: the KV cache's length (context); prefill: the prompt's length "

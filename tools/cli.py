@@ -21,6 +21,7 @@ import click
 from plmr import __version__
 from plmr.errors import PlmrError
 from plmr.files import write_text_atomically
+from plmr.tools.options import COUNT, SEED
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -130,10 +131,10 @@ def import_cmd(
 
 
 @cli.command("demo")
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the inputs.")
+@click.option("--seed", type=SEED, default=0, show_default=True, help="Seed of the inputs.")
 @click.option("--grid", default="4x4", show_default=True, help="PEs as ROWSxCOLS.")
 @click.option(
-    "--steps", type=int, default=16, show_default=True, help="Tokens to generate."
+    "--steps", type=COUNT, default=16, show_default=True, help="Tokens to generate."
 )
 @click.option(
     "--out",

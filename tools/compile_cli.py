@@ -18,6 +18,7 @@ import click
 
 from plmr.errors import PlmrError
 from plmr.files import write_text_atomically
+from plmr.tools.options import COUNT, NON_NEGATIVE, SEED, TOLERANCE
 from plmr.tools.weights_option import weights_option
 
 # ---------------------------------------------------------------------------------------
@@ -52,7 +53,7 @@ from plmr.tools.weights_option import weights_option
     show_default=True,
     help="The allreduce algorithm (decode GEMVs, row reductions).",
 )
-@click.option("--k", "k", type=int, default=2, show_default=True, help="K-tree phases.")
+@click.option("--k", "k", type=COUNT, default=2, show_default=True, help="K-tree phases.")
 @click.option(
     "--tile-sizes",
     default=None,
@@ -71,7 +72,11 @@ from plmr.tools.weights_option import weights_option
     help="Keep one allreduce per nest (skip mesh-pack-allreduces).",
 )
 @click.option(
-    "--budget", type=int, default=100, show_default=True, help="TASO search budget."
+    "--budget",
+    type=NON_NEGATIVE,
+    default=100,
+    show_default=True,
+    help="TASO search budget.",
 )
 @click.option(
     "--engine",
@@ -131,9 +136,13 @@ from plmr.tools.weights_option import weights_option
     help="Print where the compile spent its time on standard error: wall and CPU "
     "seconds per pass and per phase of the blocking search.",
 )
-@click.option("--check-seed", type=int, default=0, show_default=True, help="Inputs' seed.")
+@click.option("--check-seed", type=SEED, default=0, show_default=True, help="Inputs' seed.")
 @click.option(
-    "--check-tol", type=float, default=1e-4, show_default=True, help="Relative tolerance."
+    "--check-tol",
+    type=TOLERANCE,
+    default=1e-4,
+    show_default=True,
+    help="Relative tolerance.",
 )
 @weights_option
 @click.option(
@@ -387,7 +396,7 @@ def _nest_names(program: Path, no_substitute: bool, limit: int = 6) -> list[str]
     default=None,
     help="The schedule with knobs to search (default: blocking, GEMM/GEMV algorithms, k).",
 )
-@click.option("--trials", type=int, default=20, show_default=True, help="Candidates.")
+@click.option("--trials", type=COUNT, default=20, show_default=True, help="Candidates.")
 @click.option(
     "--db",
     "db_path",
@@ -403,8 +412,8 @@ def _nest_names(program: Path, no_substitute: bool, limit: int = 6) -> list[str]
     help="tpe needs Optuna (pip install -e '.[tune]'); evolutionary: population, "
     "learned cost model, constraint-aware, analytic start, per-nest tasks.",
 )
-@click.option("--seed", type=int, default=0, show_default=True, help="Sampler seed.")
-@click.option("--workers", type=int, default=1, show_default=True, help="Processes.")
+@click.option("--seed", type=SEED, default=0, show_default=True, help="Sampler seed.")
+@click.option("--workers", type=COUNT, default=1, show_default=True, help="Processes.")
 @click.option(
     "--executor",
     type=click.Choice(["process", "ray"]),

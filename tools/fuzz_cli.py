@@ -12,6 +12,7 @@ from typing import Any
 import click
 
 from plmr.errors import PlmrError
+from plmr.tools.options import COUNT, SECONDS, SEED, TOLERANCE
 
 
 def compile_with_checks(
@@ -39,11 +40,11 @@ def compile_with_checks(
 
 @click.command("fuzz")
 @click.option(
-    "--seconds", type=float, default=None, help="Stop starting programs after this long."
+    "--seconds", type=SECONDS, default=None, help="Stop starting programs after this long."
 )
-@click.option("--count", type=int, default=None, help="Stop after this many programs.")
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the run.")
-@click.option("--jobs", type=int, default=1, show_default=True, help="Worker processes.")
+@click.option("--count", type=COUNT, default=None, help="Stop after this many programs.")
+@click.option("--seed", type=SEED, default=0, show_default=True, help="Seed of the run.")
+@click.option("--jobs", type=COUNT, default=1, show_default=True, help="Worker processes.")
 @click.option(
     "--out",
     "out_dir",
@@ -61,15 +62,15 @@ def compile_with_checks(
 )
 @click.option(
     "--timeout",
-    type=float,
+    type=SECONDS,
     default=120.0,
     show_default=True,
     help="Seconds one program may take (a slower one counts as a timeout).",
 )
-@click.option("--tol", type=float, default=1e-3, show_default=True, help="Tolerance.")
+@click.option("--tol", type=TOLERANCE, default=1e-3, show_default=True, help="Tolerance.")
 @click.option(
     "--text-share",
-    type=float,
+    type=click.FloatRange(0.0, 1.0),
     default=0.5,
     show_default=True,
     help="Share of the programs that are printed after every pass and parsed back "

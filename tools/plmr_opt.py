@@ -10,6 +10,7 @@ instead of a Python traceback, and `-o FILE` is written only when everything suc
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from collections.abc import Sequence
 from io import StringIO
@@ -17,11 +18,15 @@ from pathlib import Path
 from typing import IO
 
 from xdsl.dialects.builtin import ModuleOp
+from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import ArgSpecParseError, DiagnosticException, ParseError
 from xdsl.xdsl_opt_main import xDSLOptMain
 
 from plmr import __version__
+from plmr.dialects.context import describe_op, first_invalid_op
 from plmr.errors import PlmrError
+from plmr.files import check_output_path, read_text_file, write_text_atomically
+from plmr.tools.options import arg_seed, arg_tolerance
 
 
 class PlmrOptMain(xDSLOptMain):
@@ -54,11 +59,11 @@ class PlmrOptMain(xDSLOptMain):
             help="with --check-each: write the IR before and after a failing pass here",
         )
         check.add_argument(
-            "--check-seed", type=int, default=0, help="seed of the random inputs"
+            "--check-seed", type=arg_seed, default=0, help="seed of the random inputs"
         )
         check.add_argument(
             "--check-tol",
-            type=float,
+            type=arg_tolerance,
             default=None,
             help="largest accepted relative error (default 1e-4)",
         )
@@ -122,11 +127,40 @@ class PlmrOptMain(xDSLOptMain):
         self._buffer = StringIO()
         return _KeepOpen(self._buffer)
 
+    def setup_pipeline(self) -> None:
+        super().setup_pipeline()
+        checked = self.pipeline.callback
+        if checked is None:
+            return
+
+        def callback(
+            previous: ModulePass | None, module: ModuleOp, following: ModulePass | None
+        ) -> None:
+            try:
+                checked(previous, module, following)
+            except DiagnosticException as e:
+                if previous is None:
+                    raise
+                # The pass wrote a program that does not verify: a compiler error.
+                found = first_invalid_op(module)
+                reason = str(e).strip() if found is None else found[1]
+                where = "" if found is None else f" at {describe_op(found[0])}"
+                raise PlmrError(
+                    f"pass {previous.name} produced a program that does not "
+                    f"verify{where}: {reason.splitlines()[0]}"
+                ) from e
+
+        self.pipeline = dataclasses.replace(self.pipeline, callback=callback)
+
     def run(self) -> None:
+        if self.args.input_file is not None:
+            # The input's real problem (missing, empty, not text) before xDSL reads it.
+            read_text_file(Path(self.args.input_file), "input", "an .mlir program")
+        if self.args.output_file is not None:
+            check_output_path(Path(self.args.output_file))
         super().run()
         if self._buffer is not None:
-            with open(self.args.output_file, "w") as f:
-                f.write(self._buffer.getvalue())
+            write_text_atomically(Path(self.args.output_file), self._buffer.getvalue())
 
 
 class _KeepOpen(StringIO):
@@ -155,6 +189,10 @@ def error_message(e: BaseException) -> str | None:
         return str(e).strip()
     if isinstance(e, ArgSpecParseError):
         return f"bad pass pipeline: {str(e).strip()}"
+    if isinstance(e, UnicodeDecodeError):
+        return f"the input is not a text (.mlir) file: byte {e.start} is not UTF-8"
+    if isinstance(e, MemoryError):
+        return "a constant of the input is too large for this host's memory"
     if isinstance(e, FileNotFoundError):
         return f"no such file: {e.filename}"
     if isinstance(e, OSError):

@@ -18,6 +18,7 @@ from pathlib import Path
 import click
 
 from plmr.errors import PlmrError
+from plmr.tools.options import COUNT, SEED
 
 RULES_OPTION = click.option(
     "--rules",
@@ -54,13 +55,13 @@ def rules() -> None:
 @rules.command("generate")
 @click.option(
     "--max-ops",
-    type=int,
+    type=COUNT,
     default=3,
     show_default=True,
     help="Largest graph (ops per side).",
 )
 @click.option("--ops", default=None, help="Comma-separated op subset (default: all).")
-@click.option("--seed", type=int, default=0, show_default=True, help="Random seed.")
+@click.option("--seed", type=SEED, default=0, show_default=True, help="Random seed.")
 @click.option(
     "-o",
     "--output",
@@ -101,11 +102,11 @@ def list_cmd(rules_path: str) -> None:
 @rules.command("verify")
 @RULES_OPTION
 @click.option(
-    "--trials", type=int, default=3, show_default=True, help="Random sizes per rule."
+    "--trials", type=COUNT, default=3, show_default=True, help="Random sizes per rule."
 )
 @click.option("--z3/--no-z3", "use_z3", default=True, help="Also try Z3 proofs.")
 @click.option(
-    "--timeout-ms", type=int, default=2000, show_default=True, help="Z3 timeout per rule."
+    "--timeout-ms", type=COUNT, default=2000, show_default=True, help="Z3 timeout per rule."
 )
 @click.option(
     "--mutants",
@@ -126,10 +127,6 @@ def verify_cmd(
         mutants as make_mutants,
     )
 
-    if trials < 1:
-        raise PlmrError(f"--trials must be at least 1, got {trials}")
-    if timeout_ms < 1:
-        raise PlmrError(f"--timeout-ms must be positive, got {timeout_ms}")
     rule_list = load_rules(rules_path)
     start = time.perf_counter()
     checks = check_rules(

@@ -15,6 +15,7 @@ import click
 
 from plmr.errors import PlmrError
 from plmr.files import write_atomically, write_text_atomically
+from plmr.tools.options import SEED
 from plmr.tools.weights_option import weights_option
 
 # ---------------------------------------------------------------------------------------
@@ -38,7 +39,7 @@ from plmr.tools.weights_option import weights_option
 @click.option(
     "--random",
     "seed",
-    type=int,
+    type=SEED,
     default=None,
     help="Run on random inputs from this seed (the default, with seed 0, without --inputs).",
 )

@@ -26,7 +26,7 @@ from plmr.dialects.loop import (
     ReadOp,
     value_shape,
 )
-from plmr.errors import PlmrError
+from plmr.errors import PassOptionError
 from plmr.lowering.loop_to_tile.analysis import BAND_MIN_WIDTH, SPLIT_FRACTION
 from plmr.lowering.loop_to_tile.analysis import Analysis as _Analysis
 from plmr.lowering.loop_to_tile.blocks import Dim, Untileable
@@ -133,7 +133,7 @@ class ConvertLoopToTilePass(ModulePass):
         sizes = _sizes(self.tile_sizes, "tile-sizes")
         overrides = parse_nest_sizes(self.nest_tile_sizes)
         if any(n <= 0 for n in self.fit_grid):
-            raise PlmrError(
+            raise PassOptionError(
                 f"convert-loop-to-tile: fit-grid sizes must be positive, got "
                 f"{list(self.fit_grid)}"
             )
@@ -169,7 +169,7 @@ def _sizes(values: Sequence[int], what: str) -> tuple[int, int]:
     if len(values) == 1:
         values = (values[0], values[0])
     if len(values) != 2 or any(s <= 0 for s in values):
-        raise PlmrError(
+        raise PassOptionError(
             f"convert-loop-to-tile: {what} must be one or two positive sizes "
             f"(parallel, reduction), got {list(values)}"
         )
@@ -187,7 +187,7 @@ def parse_nest_sizes(text: str) -> dict[str, tuple[int, int]]:
         except ValueError:
             values = []
         if not name or not values:
-            raise PlmrError(
+            raise PassOptionError(
                 f"convert-loop-to-tile: bad nest-tile-sizes entry '{item}': expected "
                 "name=P,R (e.g. attn=16,8)"
             )

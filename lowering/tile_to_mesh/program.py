@@ -24,7 +24,7 @@ from xdsl.rewriter import InsertPoint
 
 from plmr.dialects import mesh, tile
 from plmr.dialects.graph import static_shape
-from plmr.errors import PlmrError
+from plmr.errors import PassOptionError, PlmrError
 from plmr.lowering.tile_to_mesh import memo as _memo
 from plmr.lowering.tile_to_mesh.analysis import (
     GEMM_CHOICES,
@@ -268,24 +268,27 @@ def parse_options(
     grid: Sequence[int], device: str, gemm: str, gemv: str, k: int, groups: int = 0
 ) -> Options:
     if len(grid) != 2 or any(g <= 0 for g in grid):
-        raise PlmrError(
+        raise PassOptionError(
             f"convert-tile-to-mesh: grid must be two positive sizes ROWS,COLS, got {list(grid)}"
         )
     if gemm not in GEMM_CHOICES:
-        raise PlmrError(
+        raise PassOptionError(
             f"convert-tile-to-mesh: unknown gemm '{gemm}' (choose {', '.join(GEMM_CHOICES)})"
         )
     if gemv not in GEMV_CHOICES:
-        raise PlmrError(
+        raise PassOptionError(
             f"convert-tile-to-mesh: unknown gemv '{gemv}' (choose {', '.join(GEMV_CHOICES)})"
         )
     if k < 1:
-        raise PlmrError(f"convert-tile-to-mesh: k must be >= 1, got {k}")
+        raise PassOptionError(f"convert-tile-to-mesh: k must be >= 1, got {k}")
     if groups < 0:
-        raise PlmrError(f"convert-tile-to-mesh: groups must be >= 0, got {groups}")
-    dev = get_device(device)
+        raise PassOptionError(f"convert-tile-to-mesh: groups must be >= 0, got {groups}")
+    try:
+        dev = get_device(device)
+    except PlmrError as e:
+        raise PassOptionError(f"convert-tile-to-mesh: device: {e}") from e
     if grid[0] > dev.height or grid[1] > dev.width:
-        raise PlmrError(
+        raise PassOptionError(
             f"convert-tile-to-mesh: a {grid[0]}x{grid[1]} grid does not fit {dev.name} "
             f"({dev.height}x{dev.width} PEs)"
         )

@@ -58,7 +58,7 @@ from plmr.dialects.loop import (
     build_nest,
     value_element,
 )
-from plmr.errors import PlmrError
+from plmr.errors import PassOptionError, PlmrError
 from plmr.passes.neptune import nests as N
 from plmr.passes.neptune.fusion import (
     Match,
@@ -378,11 +378,13 @@ class NeptuneFusePass(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         if self.strategy not in STRATEGIES:
-            raise PlmrError(
+            raise PassOptionError(
                 f"neptune-fuse: unknown strategy '{self.strategy}' "
                 f"(expected one of {', '.join(STRATEGIES)})"
             )
         if self.chunks < 1:
-            raise PlmrError(f"neptune-fuse: chunks must be positive, got {self.chunks}")
+            raise PassOptionError(
+                f"neptune-fuse: chunks must be positive, got {self.chunks}"
+            )
         for block in N.function_blocks(op):
             Fuser(block, self.strategy, self.chunks, self.remarks).run()

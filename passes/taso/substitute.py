@@ -10,6 +10,7 @@ into `graph.matmul`'s flags.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
@@ -28,7 +29,7 @@ from xdsl.pattern_rewriter import (
 from xdsl.rewriter import InsertPoint
 
 from plmr.dialects import graph
-from plmr.errors import PlmrError
+from plmr.errors import PassOptionError
 from plmr.passes.taso.cost import CostModel
 from plmr.passes.taso.dag import DagContext, export_function, import_function
 from plmr.passes.taso.eqsat.engine import EqsatOptions, saturate
@@ -157,16 +158,16 @@ def check_options(
     alpha: float, budget: int, concats: str = "any", engine: str = "backtrack"
 ) -> None:
     if engine not in ENGINES:
-        raise PlmrError(
+        raise PassOptionError(
             f"taso-substitute: unknown engine '{engine}' (backtrack: TASO's cost-based "
             "backtracking search; eqsat: equality saturation with egglog)"
         )
     if not alpha > 0:
-        raise PlmrError(f"taso-substitute: alpha must be positive, got {alpha}")
+        raise PassOptionError(f"taso-substitute: alpha must be positive, got {alpha}")
     if budget < 0:
-        raise PlmrError(f"taso-substitute: budget must be >= 0, got {budget}")
+        raise PassOptionError(f"taso-substitute: budget must be >= 0, got {budget}")
     if concats not in CONCATS:
-        raise PlmrError(
+        raise PassOptionError(
             f"taso-substitute: unknown concats '{concats}' (any: every verified "
             "substitution; constant: only those whose concatenations fold into constants)"
         )
@@ -193,7 +194,7 @@ def substitute_module(
     """
     check_options(alpha, budget, concats, engine)
     if guard not in GUARDS:
-        raise PlmrError(
+        raise PassOptionError(
             f"taso-substitute: unknown guard '{guard}' (mesh: keep a rewrite only if the "
             "mesh partitioner estimates it faster on the grid; none: trust the cost model)"
         )
@@ -316,10 +317,24 @@ class TasoSubstitutePass(ModulePass):
         if self.grid:
             parts = self.grid.lower().split("x")
             if len(parts) != 2 or not all(p.strip().isdigit() for p in parts):
-                raise PlmrError(
+                raise PassOptionError(
                     f"taso-substitute: grid must be ROWSxCOLS (e.g. 4x4), got '{self.grid}'"
                 )
             grid = (int(parts[0]), int(parts[1]))
+            if min(grid) < 1:
+                raise PassOptionError(
+                    f"taso-substitute: grid sizes must be positive, got '{self.grid}'"
+                )
+        for option, value, low in (
+            ("time-limit", self.time_limit, 0.0),
+            ("ilp-time", self.ilp_time, 0.0),
+            ("node-limit", float(self.node_limit), 1.0),
+        ):
+            if not math.isfinite(value) or value < low:
+                raise PassOptionError(
+                    f"taso-substitute: {option} must be a finite number >= {low:g}, "
+                    f"got {value:g}"
+                )
         substitute_module(
             op,
             self.alpha,

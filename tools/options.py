@@ -1,0 +1,95 @@
+"""
+The checked option types of the command lines: seeds, counts, sizes and tolerances are
+validated where they enter, so that a bad value is one message naming the option (and
+the exit status 2 of a usage error) before any work is done or any file is created.
+
+The click types serve `plmr`; the `argparse` types of the same names (`arg_*`) serve
+`plmr-opt`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from typing import Any
+
+import click
+
+
+class _Int(click.ParamType):
+    """An integer with a lower bound (`low`): what it counts says `what`."""
+
+    def __init__(self, low: int, what: str):
+        self.low = low
+        self.what = what
+        self.name = what
+
+    def convert(
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            number = value
+        else:
+            try:
+                number = int(str(value).strip(), 10)
+            except ValueError:
+                self.fail(f"expected {self.what}, got '{value}'", param, ctx)
+        if number < self.low:
+            self.fail(f"expected {self.what}, got {number}", param, ctx)
+        return number
+
+
+class _Float(click.ParamType):
+    """A finite float `>= 0` (or `> 0` with `positive`)."""
+
+    def __init__(self, positive: bool, what: str):
+        self.positive = positive
+        self.what = what
+        self.name = what
+
+    def convert(
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> float:
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            self.fail(f"expected {self.what}, got '{value}'", param, ctx)
+        if not math.isfinite(number) or number < 0 or (self.positive and number == 0):
+            self.fail(f"expected {self.what}, got {value}", param, ctx)
+        return number
+
+
+SEED = _Int(0, "a non-negative integer seed")
+"""A random seed: an integer >= 0 (numpy's generators take no negative seeds)."""
+
+COUNT = _Int(1, "a positive integer")
+"""A count of programs, trials, workers, sizes: an integer >= 1."""
+
+NON_NEGATIVE = _Int(0, "a non-negative integer")
+"""An integer >= 0 (e.g. a search budget)."""
+
+TOLERANCE = _Float(False, "a finite tolerance >= 0")
+"""A relative tolerance: a finite float >= 0."""
+
+SECONDS = _Float(True, "a finite number of seconds > 0")
+"""A duration: a finite float > 0."""
+
+
+def _arg_type(kind: click.ParamType) -> Any:
+    """The `argparse` type of a click type: the same check, argparse's error."""
+
+    def convert(text: str) -> Any:
+        try:
+            return kind.convert(text, None, None)
+        except click.BadParameter as e:
+            raise argparse.ArgumentTypeError(e.message) from e
+
+    convert.__name__ = kind.name
+    return convert
+
+
+arg_seed = _arg_type(SEED)
+"""`SEED` for argparse (`plmr-opt --check-seed`)."""
+
+arg_tolerance = _arg_type(TOLERANCE)
+"""`TOLERANCE` for argparse (`plmr-opt --check-tol`)."""
