@@ -228,9 +228,9 @@ def bench() -> None:
     default="meshgemm",
     show_default=True,
 )
-@click.option("--m", "m", type=COUNT, default=64, show_default=True)
-@click.option("--k", "k", type=COUNT, default=64, show_default=True)
-@click.option("--n", "n", type=COUNT, default=64, show_default=True)
+@click.option("--m", "m", type=int, default=64, show_default=True)
+@click.option("--k", "k", type=int, default=64, show_default=True)
+@click.option("--n", "n", type=int, default=64, show_default=True)
 @run_options
 def gemm_cmd(algo: str, m: int, k: int, n: int, grid: str, **opts: Any) -> None:
     """Distributed GEMM C = A·B (gemm_t: C = A·Bᵀ)."""
@@ -255,24 +255,24 @@ def gemm_cmd(algo: str, m: int, k: int, n: int, grid: str, **opts: Any) -> None:
     show_default=True,
 )
 @click.option(
-    "--m", "m", type=COUNT, default=64, show_default=True, help="Vector length (rows of W)."
+    "--m", "m", type=int, default=64, show_default=True, help="Vector length (rows of W)."
 )
 @click.option(
     "--n",
     "n",
-    type=COUNT,
+    type=int,
     default=64,
     show_default=True,
     help="Output length (columns of W).",
 )
 @click.option(
     "--groups",
-    type=COUNT,
+    type=int,
     default=None,
     help="ktree: groups of the first phase (default ≈ √P).",
 )
 @click.option(
-    "--k", "k", type=COUNT, default=2, show_default=True, help="ktree: number of phases K."
+    "--k", "k", type=int, default=2, show_default=True, help="ktree: number of phases K."
 )
 @run_options
 def gemv_cmd(

@@ -33,7 +33,9 @@ class _Int(click.ParamType):
             try:
                 number = int(str(value).strip(), 10)
             except ValueError:
-                self.fail(f"expected {self.what}, got '{value}'", param, ctx)
+                self.fail(
+                    f"'{value}' is not a valid integer: expected {self.what}", param, ctx
+                )
         if number < self.low:
             self.fail(f"expected {self.what}, got {number}", param, ctx)
         return number
@@ -53,7 +55,7 @@ class _Float(click.ParamType):
         try:
             number = float(value)
         except (TypeError, ValueError):
-            self.fail(f"expected {self.what}, got '{value}'", param, ctx)
+            self.fail(f"'{value}' is not a valid number: expected {self.what}", param, ctx)
         if not math.isfinite(number) or number < 0 or (self.positive and number == 0):
             self.fail(f"expected {self.what}, got {value}", param, ctx)
         return number

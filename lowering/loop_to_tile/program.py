@@ -34,6 +34,7 @@ from plmr.lowering.loop_to_tile.blocks import Plan as _Plan
 from plmr.lowering.loop_to_tile.blocks import is_const as _is_const
 from plmr.lowering.loop_to_tile.blocks import nests_in as _nests_in
 from plmr.lowering.loop_to_tile.blocks import top_op as _top
+from plmr.lowering.loop_to_tile.bounds import check_read_bounds
 from plmr.lowering.loop_to_tile.codegen import Codegen as _Codegen
 from plmr.passes.neptune import nests as N
 
@@ -137,6 +138,7 @@ class ConvertLoopToTilePass(ModulePass):
                 f"convert-loop-to-tile: fit-grid sizes must be positive, got "
                 f"{list(self.fit_grid)}"
             )
+        check_read_bounds(op, self.name)
         for fn in op.ops:
             if isinstance(fn, func.FuncOp) and fn.body.blocks:
                 lower_function(
