@@ -21,7 +21,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects import func
+from xdsl.dialects.builtin import ModuleOp, TensorType
 from xdsl.ir import Operation
 from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import DiagnosticException
@@ -90,6 +91,7 @@ def compile_module(
     from plmr.lowering.tile_to_mesh import memo
 
     mesh_opts = _check_options(opts)
+    check_sizes(module)
     hits, misses = memo.stats()
     to_loop_level(ctx, module, opts)
     from_loop_level(ctx, module, opts, mesh_opts, plans)
@@ -192,12 +194,37 @@ def from_loop_level(
         _pack(module, opts, plans)
         _route(ctx, module, opts)
     else:
-        already = any(op.name == "mesh.program" for op in module.ops)
-        raise PlmrError(
-            "plmr compile: the program has no graph, loop or tile operations to compile"
-            + (" (it is already a mesh program: run it with plmr run)" if already else "")
-        )
+        raise nothing_to_compile(module)
     return module
+
+
+def check_sizes(module: ModuleOp) -> None:
+    """Raises a `PlmrError` if a function takes or returns a zero-size tensor."""
+    for fn in module.ops:
+        if not isinstance(fn, func.FuncOp):
+            continue
+        types = [*fn.function_type.inputs.data, *fn.function_type.outputs.data]
+        empty = [t for t in types if isinstance(t, TensorType) and 0 in t.get_shape()]
+        if empty:
+            raise PlmrError(
+                f"plmr compile: @{fn.sym_name.data} has a zero-size tensor ({empty[0]}), "
+                "so there is nothing to compute on the wafer; give every dimension a "
+                "size >= 1"
+            )
+
+
+def nothing_to_compile(module: ModuleOp) -> PlmrError:
+    """The error of a module without graph, loop or tile operations, with its reason."""
+    already = any(op.name == "mesh.program" for op in module.ops)
+    if already:
+        return PlmrError(
+            "plmr compile: the program has no graph, loop or tile operations to compile "
+            "(it is already a mesh program: run it with plmr run)"
+        )
+    check_sizes(module)
+    return PlmrError(
+        "plmr compile: the program has no graph, loop or tile operations to compile"
+    )
 
 
 def loop_nests(module: ModuleOp) -> dict[str, tuple[tuple[int, ...], tuple[int, ...]]]:

@@ -16,6 +16,7 @@ import os
 from dataclasses import dataclass
 
 import numpy as np
+from xdsl.dialects import func
 from xdsl.dialects.builtin import TensorType
 from xdsl.ir import Attribute, SSAValue
 
@@ -115,4 +116,38 @@ def check_host_memory(
     )
 
 
-__all__ = ["HostBytes", "available_bytes", "check_host_memory", "functional_bytes"]
+def check_function_memory(fn: func.FuncOp, available: int | None = None) -> None:
+    """
+    Raises a PlmrError if a reference run of `fn` cannot fit in host memory: its
+    arguments (drawn in float64 first), its results and its largest intermediate tensor
+    are a lower bound of what the run holds at once.
+    """
+    args = sum(_tensor_bytes(t) for t in fn.function_type.inputs.data)
+    drawn = max((8 * _elements(t) for t in fn.function_type.inputs.data), default=0)
+    results = sum(_tensor_bytes(t) for t in fn.function_type.outputs.data)
+    largest = max(
+        (_tensor_bytes(r.type) for op in fn.walk() for r in op.results), default=0
+    )
+    need = args + drawn + results + largest
+    have = available_bytes() if available is None else available
+    if need <= have:
+        return
+    raise PlmrError(
+        f"a run of @{fn.sym_name.data} needs at least {need:,} B ({_gib(need)}) of host "
+        f"memory: {_gib(args + drawn)} for the arguments, {_gib(results)} for the results "
+        f"and {_gib(largest)} for its largest tensor; {_gib(have)} are available. Use "
+        "smaller sizes, or compile it and run the mesh program with --mode timing"
+    )
+
+
+def _elements(t: Attribute) -> int:
+    return math.prod(t.get_shape()) if isinstance(t, TensorType) else 0
+
+
+__all__ = [
+    "HostBytes",
+    "available_bytes",
+    "check_function_memory",
+    "check_host_memory",
+    "functional_bytes",
+]

@@ -228,11 +228,29 @@ def random_inputs(fn: Entry, seed: int) -> list[Array]:
     return args
 
 
-def zero_inputs(fn: Entry) -> list[Array]:
-    """Zeros of each argument's shape and element type (e.g. for timing a program)."""
+def check_entry_memory(fn: Entry, mode: str = "functional") -> None:
+    """Raises a `PlmrError` if running `fn` in `mode` cannot fit in host memory."""
+    from plmr.runtime.memory import check_function_memory, check_host_memory
+
+    if isinstance(fn, func.FuncOp):
+        check_function_memory(fn)
+    else:
+        check_host_memory(fn, mode)
+
+
+def zero_inputs(fn: Entry, broadcast: bool = False) -> list[Array]:
+    """
+    Zeros of each argument's shape and element type (e.g. for timing a program);
+    `broadcast`: zero-stride views that take no memory whatever the sizes.
+    """
     names = arg_names(fn)
+    make = (
+        (lambda s, d: np.broadcast_to(np.zeros((), d), s))  # pyright: ignore[reportUnknownLambdaType]
+        if broadcast
+        else np.zeros
+    )
     return [
-        np.zeros(tt.get_shape(), tensor_dtype(tt))
+        make(tt.get_shape(), tensor_dtype(tt))
         for tt in (
             _tensor(t, f"argument {name}")
             for name, t in zip(names, fn.function_type.inputs.data, strict=True)

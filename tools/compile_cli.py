@@ -17,7 +17,7 @@ from typing import Any
 import click
 
 from plmr.errors import PlmrError
-from plmr.files import write_text_atomically
+from plmr.files import check_output_dir, check_output_path, write_text_atomically
 from plmr.tools.options import COUNT, NON_NEGATIVE, SEED, TOLERANCE
 from plmr.tools.weights_option import weights_option
 
@@ -186,10 +186,10 @@ def compile_cmd(
     mesh-route, mesh-verify-plmr. Run the result with `plmr run`. Weights by reference
     stay references (checked against their files, never read); the output names them
     relative to its own directory."""
-    from plmr.dialects.context import load_module, make_context
+    from plmr.dialects.context import load_module, make_context, verify_module
     from plmr.dialects.graph_weights import relocate_weights
     from plmr.dialects.printing import module_text
-    from plmr.passes.pipeline import CompileOptions, compile_module
+    from plmr.passes.pipeline import CompileOptions, check_sizes, compile_module
     from plmr.runtime.weights import check_weights
     from plmr.tools.bench import parse_grid
 
@@ -219,10 +219,14 @@ def compile_cmd(
         fuse=fuse,
         relay=relay,
     )
-    if output is not None and not output.resolve().parent.is_dir():
-        raise PlmrError(
-            f"cannot write {output}: directory {output.resolve().parent} does not exist"
-        )
+    if schedule_path is not None:
+        _check_schedule_conflicts()
+    if output is not None:
+        check_output_path(output)
+    if db_path is not None:
+        check_output_path(db_path, "database")
+    if check_dir is not None:
+        check_output_dir(check_dir, "--check-dir")
     ctx = make_context()
     if program.suffix == ".onnx":
         from plmr.frontend.onnx import import_onnx_file
@@ -236,6 +240,7 @@ def compile_cmd(
     else:
         module = load_module(program, ctx, weights)
     check_weights(module)
+    check_sizes(module)
     source_text = module_text(module)
     schedule_json = _schedule_of_options(opts)
     plans: list[Any] = []
@@ -268,6 +273,7 @@ def compile_cmd(
             schedule_json,
             "manual" if schedule_path is not None else "default",
         )
+    verify_module(module, "the compiled program (a compiler error)")
     if output is not None:
         relocate_weights(module, output.resolve().parent)
     text = module_text(module, generic=generic)
@@ -284,6 +290,41 @@ def compile_cmd(
         return
     write_text_atomically(output, text)
     click.echo(f"wrote {output}", err=True)
+
+
+SCHEDULE_REPLACES = (
+    "device",
+    "grid",
+    "gemm",
+    "gemv",
+    "k",
+    "tile_sizes",
+    "no_substitute",
+    "no_defer_norm_scale",
+    "no_pack",
+    "budget",
+    "engine",
+    "fuse",
+    "check_each",
+)
+"""The options of `plmr compile` that a `--schedule` replaces (or, --check-each, skips)."""
+
+
+def _check_schedule_conflicts(names: tuple[str, ...] = SCHEDULE_REPLACES) -> None:
+    """An option given next to `--schedule`, which would ignore it, is an error."""
+    ctx = click.get_current_context()
+    given = [
+        name
+        for name in names
+        if ctx.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE
+    ]
+    if given:
+        flags = ", ".join("--" + name.replace("_", "-") for name in given)
+        raise PlmrError(
+            f"{flags} cannot be combined with --schedule: the schedule's settings "
+            "replace them; set them in the schedule (its partition, tile, fuse and "
+            "substitute steps) or leave out --schedule"
+        )
 
 
 def _load_schedule(path: Path) -> Any:
@@ -462,6 +503,11 @@ def tune_cmd(
     from plmr.tools.bench import parse_grid
 
     rows_cols = parse_grid(grid)
+    if schedule_path is not None:
+        _check_schedule_conflicts(("device", "grid"))
+    out = output if output is not None else program.with_suffix(".tuned.json")
+    check_output_path(out, "schedule")
+    check_output_path(db_path, "database")
     default = default_schedule(rows_cols, device)
     if schedule_path is not None:
         schedule = _load_schedule(schedule_path)
@@ -473,11 +519,6 @@ def tune_cmd(
         if default is not None:
             default = default.replace(Substitute(enabled=False))
     text = module_text(load_module(program))
-    out = output if output is not None else program.with_suffix(".tuned.json")
-    if not out.resolve().parent.is_dir():
-        raise PlmrError(
-            f"cannot write {out}: directory {out.resolve().parent} does not exist"
-        )
     knobs = schedule.knobs()
     click.echo(
         f"tuning {program.name}: {len(knobs)} knob(s) "

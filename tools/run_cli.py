@@ -14,7 +14,7 @@ from typing import Any
 import click
 
 from plmr.errors import PlmrError
-from plmr.files import write_atomically, write_text_atomically
+from plmr.files import check_output_path, write_atomically, write_text_atomically
 from plmr.tools.options import SEED
 from plmr.tools.weights_option import weights_option
 
@@ -117,25 +117,45 @@ def run_cmd(
     from plmr.dialects.context import load_module
     from plmr.runtime.running import (
         MeshEntry,
+        check_entry_memory,
         load_inputs,
         random_inputs,
         result_names,
         run_entry,
         select_entry,
         summarize,
+        zero_inputs,
     )
     from plmr.runtime.weights import check_weights
 
     if inputs is not None and seed is not None:
         raise PlmrError("give either --inputs or --random, not both")
+    if heatmap_path is not None and heatmap_path.suffix.lower() != ".png":
+        raise PlmrError(
+            f"--heatmap {heatmap_path}: the heatmap is a PNG image; give a file name "
+            "ending in .png"
+        )
+    for what, path in (
+        ("--output", output),
+        ("--report", report_path),
+        ("--trace", trace_path),
+        ("--heatmap", heatmap_path),
+    ):
+        if path is not None:
+            check_output_path(path, what)
     module = load_module(program, weights=weights)
     fn = select_entry(module, entry)
+    check_entry_memory(fn, mode)
     if mode != "timing":
         # A timing run moves shapes only: it never opens the weights files.
         check_weights(fn)
     if inputs is not None:
         args = load_inputs(fn, inputs)
         origin = f"inputs from {inputs}"
+    elif isinstance(fn, MeshEntry) and mode == "timing":
+        # Timing mode carries shapes only: zero-stride inputs, whatever the sizes.
+        args = zero_inputs(fn, broadcast=True)
+        origin = "shapes only (timing mode)"
     else:
         seed = 0 if seed is None else seed
         args = random_inputs(fn, seed)

@@ -34,7 +34,12 @@ from plmr.passes.mesh_route import MeshRoutePass
 from plmr.passes.mesh_verify import MeshVerifyPlmrPass
 from plmr.passes.neptune.fuse import NeptuneFusePass
 from plmr.passes.norm_defer import GraphDeferNormScalePass
-from plmr.passes.pipeline import CompileOptions, blocking_trials, loop_to_tile_pass
+from plmr.passes.pipeline import (
+    CompileOptions,
+    blocking_trials,
+    loop_to_tile_pass,
+    nothing_to_compile,
+)
 from plmr.passes.taso.substitute import TasoSubstitutePass
 from plmr.passes.transpose_elim import TransposeElimPass
 from plmr.validate.check_each import Checker, PassFailed, Stage
@@ -160,11 +165,7 @@ def compile_checked(
         checker.apply(Stage.of_pass(loop_to_tile_pass(opts, sizes, bands)), ctx, module)
     elif not _has(module, (tile.ForOp,)):
         checker.current = "plmr compile"
-        already = any(op.name == "mesh.program" for op in module.ops)
-        raise PlmrError(
-            "plmr compile: the program has no graph, loop or tile operations to compile"
-            + (" (it is already a mesh program: run it with plmr run)" if already else "")
-        )
+        raise nothing_to_compile(module)
     to_mesh = ConvertTileToMeshPass(
         grid=opts.grid,
         device=opts.device,
