@@ -140,6 +140,20 @@ def load_inputs(fn: Entry, path: Path) -> list[Array]:
     """Reads an .npz with one array per argument and checks names, shapes and dtypes."""
     names = arg_names(fn)
     try:
+        with path.open("rb") as f:
+            head = f.read(4)
+    except FileNotFoundError as e:
+        raise PlmrError(f"no such file: {path}") from e
+    except OSError as e:
+        raise PlmrError(f"cannot read {path}: {e.strerror or e}") from e
+    if not head:
+        raise PlmrError(f"{path} is empty: expected an .npz archive (numpy.savez)")
+    if head != b"PK\x03\x04":
+        raise PlmrError(
+            f"{path} is not an .npz archive (numpy.savez writes a zip file, this one "
+            "does not start like one)"
+        )
+    try:
         with np.load(path, allow_pickle=False) as data:
             arrays: dict[str, Array] = {k: np.asarray(data[k]) for k in data.files}
     except FileNotFoundError as e:

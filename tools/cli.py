@@ -20,7 +20,7 @@ import click
 
 from plmr import __version__
 from plmr.errors import PlmrError
-from plmr.files import write_text_atomically
+from plmr.files import check_output_dir, check_output_path, write_text_atomically
 from plmr.tools.options import COUNT, SEED
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -107,10 +107,8 @@ def import_cmd(
     def notify(message: str) -> None:
         click.echo(message, err=True)
 
-    if output is not None and not output.resolve().parent.is_dir():
-        raise PlmrError(
-            f"cannot write {output}: directory {output.resolve().parent} does not exist"
-        )
+    if output is not None:
+        check_output_path(output)
     if weights_out is None and output is not None:
         weights_out = output.with_suffix(".safetensors")
     options = WeightsOptions(inline_limit=inline_limit, out=weights_out)
@@ -157,6 +155,8 @@ def demo_cmd(seed: int, grid: str, steps: int, out_dir: Path, no_llm: bool) -> N
         raise PlmrError(
             f"--steps must be between 1 and 24 (the cache holds 32), got {steps}"
         )
+    if not no_llm:
+        check_output_dir(out_dir, "--out")
     ok = True
     if not no_llm:
         ok = run_llm_demo(seed, rows_cols, steps, out_dir, click.echo)

@@ -224,7 +224,7 @@ def compile_cmd(
     if output is not None:
         check_output_path(output)
     if db_path is not None:
-        check_output_path(db_path, "database")
+        _check_database(db_path)
     if check_dir is not None:
         check_output_dir(check_dir, "--check-dir")
     ctx = make_context()
@@ -325,6 +325,16 @@ def _check_schedule_conflicts(names: tuple[str, ...] = SCHEDULE_REPLACES) -> Non
             "replace them; set them in the schedule (its partition, tile, fuse and "
             "substitute steps) or leave out --schedule"
         )
+
+
+def _check_database(path: Path) -> None:
+    """A database that exists must open (before any work); a new one must be creatable."""
+    from plmr.schedule.db import PerfDB
+
+    check_output_path(path, "database")
+    if path.exists():
+        with PerfDB(path):
+            pass
 
 
 def _load_schedule(path: Path) -> Any:
@@ -507,7 +517,7 @@ def tune_cmd(
         _check_schedule_conflicts(("device", "grid"))
     out = output if output is not None else program.with_suffix(".tuned.json")
     check_output_path(out, "schedule")
-    check_output_path(db_path, "database")
+    _check_database(db_path)
     default = default_schedule(rows_cols, device)
     if schedule_path is not None:
         schedule = _load_schedule(schedule_path)

@@ -267,8 +267,10 @@ def best_cmd(
 )
 def export_cmd(db_path: Path, fmt: str, output: Path | None) -> None:
     """Write every trial as JSON or CSV."""
-    from plmr.files import write_text_atomically
+    from plmr.files import check_output_path, write_text_atomically
 
+    if output is not None:
+        check_output_path(output)
     with open_existing(db_path) as perf:
         text = perf.export(fmt)
         n = len(perf.trials())

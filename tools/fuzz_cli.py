@@ -12,6 +12,7 @@ from typing import Any
 import click
 
 from plmr.errors import PlmrError
+from plmr.files import check_output_dir
 from plmr.tools.options import COUNT, SECONDS, SEED, TOLERANCE
 
 
@@ -107,6 +108,7 @@ def fuzz(
         raise PlmrError(
             f"plmr fuzz: --text-share must be between 0 and 1, got {text_share}"
         )
+    check_output_dir(out_dir, "--out")
     width = 30
     shown = not no_progress and sys.stderr.isatty()
 

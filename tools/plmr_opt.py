@@ -200,6 +200,41 @@ def error_message(e: BaseException) -> str | None:
     return None
 
 
+def _pipeline_text(argv: Sequence[str]) -> str | None:
+    for i, arg in enumerate(argv):
+        if arg in ("-p", "--passes") and i + 1 < len(argv):
+            return argv[i + 1]
+        if arg.startswith("--passes="):
+            return arg.removeprefix("--passes=")
+    return None
+
+
+def option_problem(argv: Sequence[str] | None) -> str | None:
+    """The first pass option of the pipeline xDSL cannot take, named, with its reason."""
+    from xdsl.universe import Universe
+    from xdsl.utils.arg_spec import ArgSpec, parse_pipeline
+
+    text = _pipeline_text(sys.argv[1:] if argv is None else argv)
+    if text is None:
+        return None
+    passes = Universe.get_multiverse().all_passes
+    try:
+        specs = list(parse_pipeline(text))
+    except (ArgSpecParseError, ValueError):
+        return None
+    for spec in specs:
+        if spec.name not in passes:
+            continue
+        cls = passes[spec.name]()
+        for option, value in spec.parameters.items():
+            try:
+                cls.from_pass_spec(ArgSpec(spec.name, {option: value}))
+            except ValueError as e:
+                shown = ",".join(str(v) for v in value)
+                return f"{spec.name}: option {option}={shown}: {e}"
+    return None
+
+
 def main(argv: Sequence[str] | None = None, driver: type[PlmrOptMain] = PlmrOptMain) -> int:
     """`plmr-opt`; `driver` may register more passes (tests of `--check-each`)."""
     try:
@@ -207,7 +242,7 @@ def main(argv: Sequence[str] | None = None, driver: type[PlmrOptMain] = PlmrOptM
             opt = driver(args=argv)
         except ValueError as e:
             # Raised while xDSL parses the pipeline: unknown passes, bad or missing options.
-            raise PlmrError(f"bad pass pipeline: {e}") from e
+            raise PlmrError(f"bad pass pipeline: {option_problem(argv) or e}") from e
         opt.run()
     except (Exception, ArgSpecParseError) as e:
         message = error_message(e)

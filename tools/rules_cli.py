@@ -71,11 +71,13 @@ def rules() -> None:
 )
 def generate_cmd(max_ops: int, ops: str | None, seed: int, output: Path | None) -> None:
     """Enumerate graphs, fingerprint them, prune the candidate rules, and write the rest."""
-    from plmr.files import write_text_atomically
+    from plmr.files import check_output_path, write_text_atomically
     from plmr.passes.taso.generator import generate_rules
     from plmr.passes.taso.rules import RULES_HEADER, rules_text
 
     kinds = parse_ops(ops)
+    if output is not None:
+        check_output_path(output)
     report = generate_rules(max_ops, kinds, seed)
     provenance = "".join(f"// {line}\n" for line in report.lines())
     text = rules_text(report.rules, f"{RULES_HEADER}//\n{provenance}")

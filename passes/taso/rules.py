@@ -477,6 +477,14 @@ def _load_rules_cached(path: str, stamp: int) -> tuple[Rule, ...]:
         text = Path(path).read_text()
     except OSError as e:
         raise PlmrError(f"cannot read rule file {path}: {e.strerror}") from e
+    except UnicodeDecodeError as e:
+        raise PlmrError(
+            f"rule file {path} is not a text (.mlir) file: byte {e.start} is not UTF-8"
+        ) from e
+    if not text.strip():
+        raise PlmrError(
+            f"rule file {path} is empty: expected rules as written by plmr rules generate"
+        )
     from plmr.passes.taso.rule_cache import cached
 
     return tuple(cached(text, lambda t: parse_rules(t, path)))
