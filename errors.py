@@ -12,9 +12,13 @@ class PlmrError(Exception):
     """
 
 
-class PassOptionError(PlmrError, DiagnosticException):
+class PassError(PlmrError, DiagnosticException):
     """
-    An invalid option of a pass (`plmr-compile{grid=0,0}`): the message names the pass
-    and the option. It is raised before the pass changes anything, and it is also one of
-    xDSL's diagnostics, so `xdsl-opt --verify-diagnostics` reports it as a message.
+    A pass refuses its input before changing anything; the message names the pass. It
+    is also one of xDSL's diagnostics, so `xdsl-opt --verify-diagnostics` reports it as
+    a message.
     """
+
+
+class PassOptionError(PassError):
+    """An invalid option of a pass (`plmr-compile{grid=0,0}`), named in the message."""

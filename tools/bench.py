@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from plmr.errors import PlmrError
-from plmr.tools.options import COUNT, SEED
+from plmr.files import write_text_atomically
+from plmr.tools.options import COUNT, SEED, check_run_outputs
 
 if TYPE_CHECKING:
     from plmr.lowering.kernels import Kernel
@@ -121,6 +122,7 @@ def execute(
     from plmr.runtime.memory import check_host_memory
     from plmr.runtime.trace import TraceRecorder, default_pes, parse_pes, write_heatmap
 
+    check_run_outputs({"--report": report_path, "--trace": trace_path}, heatmap_path)
     dev = get_device(device)
     program = find_program(kernel.module, None)
     grid = program.grid_shape
@@ -155,7 +157,7 @@ def execute(
                 f"{err:.3g} > {CHECK_RTOL})"
             )
     if report_path is not None:
-        report_path.write_text(json.dumps(result, indent=2))
+        write_text_atomically(report_path, json.dumps(result, indent=2))
     if recorder is not None and trace_path is not None:
         recorder.write(trace_path)
     if heatmap_path is not None and report.finish is not None:

@@ -11,9 +11,13 @@ from __future__ import annotations
 
 import argparse
 import math
+from pathlib import Path
 from typing import Any
 
 import click
+
+from plmr.errors import PlmrError
+from plmr.files import check_output_path
 
 
 class _Int(click.ParamType):
@@ -75,6 +79,21 @@ TOLERANCE = _Float(False, "a finite tolerance >= 0")
 
 SECONDS = _Float(True, "a finite number of seconds > 0")
 """A duration: a finite float > 0."""
+
+
+def check_run_outputs(outputs: dict[str, Path | None], heatmap: Path | None = None) -> None:
+    """
+    The outputs of a run (`--report`, `--trace`, ...) can be written and the heatmap is
+    a PNG: checked before anything runs.
+    """
+    if heatmap is not None and heatmap.suffix.lower() != ".png":
+        raise PlmrError(
+            f"--heatmap {heatmap}: the heatmap is a PNG image; give a file name ending "
+            "in .png"
+        )
+    for what, path in {**outputs, "--heatmap": heatmap}.items():
+        if path is not None:
+            check_output_path(path, what)
 
 
 def _arg_type(kind: click.ParamType) -> Any:

@@ -14,8 +14,8 @@ from typing import Any
 import click
 
 from plmr.errors import PlmrError
-from plmr.files import check_output_path, write_atomically, write_text_atomically
-from plmr.tools.options import SEED
+from plmr.files import write_atomically, write_text_atomically
+from plmr.tools.options import SEED, check_run_outputs
 from plmr.tools.weights_option import weights_option
 
 # ---------------------------------------------------------------------------------------
@@ -130,19 +130,10 @@ def run_cmd(
 
     if inputs is not None and seed is not None:
         raise PlmrError("give either --inputs or --random, not both")
-    if heatmap_path is not None and heatmap_path.suffix.lower() != ".png":
-        raise PlmrError(
-            f"--heatmap {heatmap_path}: the heatmap is a PNG image; give a file name "
-            "ending in .png"
-        )
-    for what, path in (
-        ("--output", output),
-        ("--report", report_path),
-        ("--trace", trace_path),
-        ("--heatmap", heatmap_path),
-    ):
-        if path is not None:
-            check_output_path(path, what)
+    check_run_outputs(
+        {"--output": output, "--report": report_path, "--trace": trace_path},
+        heatmap_path,
+    )
     module = load_module(program, weights=weights)
     fn = select_entry(module, entry)
     check_entry_memory(fn, mode)

@@ -16,7 +16,7 @@ from xdsl.dialects.builtin import IntegerAttr, ModuleOp
 from xdsl.ir import BlockArgument, SSAValue
 
 from plmr.dialects.loop import NestOp, ReadOp
-from plmr.errors import PlmrError
+from plmr.errors import PassError
 
 Range = tuple[int, int]
 
@@ -49,7 +49,7 @@ def index_range(value: SSAValue, depth: int = 0) -> Range | None:
 
 
 def check_read_bounds(module: ModuleOp, pass_name: str) -> None:
-    """Raises a `PlmrError` at the first unpadded read whose index can leave its tensor."""
+    """Raises a `PassError` at the first unpadded read whose index can leave its tensor."""
     for op in module.walk():
         if not isinstance(op, ReadOp) or op.padding is not None:
             continue
@@ -62,7 +62,7 @@ def check_read_bounds(module: ModuleOp, pass_name: str) -> None:
             name = ""
             if isinstance(nest, NestOp) and nest.res and nest.res[0].name_hint:
                 name = f" of the nest computing %{nest.res[0].name_hint}"
-            raise PlmrError(
+            raise PassError(
                 f"{pass_name}: the loop.read{name} of {op.source.type} reads indices "
                 f"{bounds[0]}..{bounds[1]} of dimension {dim} (size {size}): past the "
                 "end of its tensor; fix the index or give the read a padding value"
