@@ -23,9 +23,10 @@ from typing import TYPE_CHECKING
 from xdsl.context import Context
 from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp, TensorType
-from xdsl.ir import Operation
+from xdsl.ir import Attribute, Operation
 from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import DiagnosticException
+from xdsl.utils.hints import isa
 
 from plmr.dialects import loop, tile
 from plmr.errors import PassOptionError, PlmrError
@@ -204,7 +205,7 @@ def check_sizes(module: ModuleOp) -> None:
         if not isinstance(fn, func.FuncOp):
             continue
         types = [*fn.function_type.inputs.data, *fn.function_type.outputs.data]
-        empty = [t for t in types if isinstance(t, TensorType) and 0 in t.get_shape()]
+        empty = [t for t in types if isa(t, TensorType[Attribute]) and 0 in t.get_shape()]
         if empty:
             raise PlmrError(
                 f"plmr compile: @{fn.sym_name.data} has a zero-size tensor ({empty[0]}), "

@@ -258,11 +258,12 @@ def zero_inputs(fn: Entry, broadcast: bool = False) -> list[Array]:
     `broadcast`: zero-stride views that take no memory whatever the sizes.
     """
     names = arg_names(fn)
-    make = (
-        (lambda s, d: np.broadcast_to(np.zeros((), d), s))  # pyright: ignore[reportUnknownLambdaType]
-        if broadcast
-        else np.zeros
-    )
+
+    def make(shape: tuple[int, ...], dtype: np.dtype[Any]) -> Array:
+        if broadcast:
+            return np.broadcast_to(np.zeros((), dtype), shape)
+        return np.zeros(shape, dtype)
+
     return [
         make(tt.get_shape(), tensor_dtype(tt))
         for tt in (

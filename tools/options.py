@@ -20,7 +20,7 @@ from plmr.errors import PlmrError
 from plmr.files import check_output_path
 
 
-class _Int(click.ParamType):
+class _Int(click.ParamType[int, Any]):
     """An integer with a lower bound (`low`): what it counts says `what`."""
 
     def __init__(self, low: int, what: str):
@@ -45,7 +45,7 @@ class _Int(click.ParamType):
         return number
 
 
-class _Float(click.ParamType):
+class _Float(click.ParamType[float, Any]):
     """A finite float `>= 0` (or `> 0` with `positive`)."""
 
     def __init__(self, positive: bool, what: str):
@@ -96,7 +96,7 @@ def check_run_outputs(outputs: dict[str, Path | None], heatmap: Path | None = No
             check_output_path(path, what)
 
 
-def _arg_type(kind: click.ParamType) -> Any:
+def _arg_type(kind: click.ParamType[Any, Any]) -> Any:
     """The `argparse` type of a click type: the same check, argparse's error."""
 
     def convert(text: str) -> Any:

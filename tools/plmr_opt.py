@@ -160,7 +160,7 @@ class PlmrOptMain(xDSLOptMain):
             check_output_path(Path(self.args.output_file))
         super().run()
         if self._buffer is not None:
-            write_text_atomically(Path(self.args.output_file), self._buffer.getvalue())
+            write_text_atomically(Path(str(self.args.output_file)), self._buffer.getvalue())
 
 
 class _KeepOpen(StringIO):
