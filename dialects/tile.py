@@ -1078,6 +1078,73 @@ class ForOp(TileOp):
         return op
 
 
+@irdl_op_definition
+class LookupOp(TileOp):
+    """
+    Rows of a host tensor selected by host indices, looked up on the host: the result
+    is `table` gathered along `axis` by `ids` (negative ids count from the end), of
+    shape `table.shape[:axis] + ids.shape + table.shape[axis+1:]`. Both operands are
+    host tensors (function arguments or constants); only the selected rows reach the
+    wafer, streamed in like any input (a token embedding by `input_ids`: one row of
+    the table per token instead of a one-hot product over the vocabulary).
+
+    ```mlir
+    %e = tile.lookup %table[%ids] axis = 0 : (tensor<32000x4096xf32>, tensor<1x1xi64>) -> tensor<1x1x4096xf32>
+    ```
+    """
+
+    name = "tile.lookup"
+
+    table = operand_def(TensorType)
+    ids = operand_def(TensorType)
+    axis = prop_def(IntegerAttr[I64])
+    result = result_def(TensorType)
+
+    traits = traits_def(Pure())
+
+    assembly_format = (
+        "$table `[` $ids `]` `axis` `=` $axis attr-dict `:` `(` type($table) `,` "
+        "type($ids) `)` `->` type($result)"
+    )
+
+    def __init__(self, table: SSAValue | Operation, ids: SSAValue | Operation, axis: int):
+        t, i = SSAValue.get(table), SSAValue.get(ids)
+        super().__init__(
+            operands=[t, i],
+            result_types=[TensorType(element_type(t), lookup_shape(t, i, axis))],
+            properties={"axis": _i64(axis)},
+        )
+
+    def verify_(self) -> None:
+        if not isinstance(element_type(self.ids), IntegerType):
+            raise VerifyException(f"tile.lookup ids must be integers, got {self.ids.type}")
+        want = TensorType(
+            element_type(self.table),
+            lookup_shape(self.table, self.ids, self.axis.value.data),
+        )
+        if self.result.type != want:
+            raise VerifyException(
+                f"result type {self.result.type} does not match the inferred type {want}"
+            )
+
+    def cost(self) -> OpCost:
+        # Host work: the selected rows are copied once, nothing runs on a PE.
+        return OpCost(flops=0, bytes_read=0, bytes_written=0)
+
+
+def lookup_shape(table: SSAValue, ids: SSAValue, axis: int) -> list[int]:
+    """The shape of `tile.lookup`: the table's with its `axis` replaced by the ids'."""
+    shape = list(static_shape(table, "table"))
+    if not shape:
+        raise VerifyException("tile.lookup needs a table of rank at least 1")
+    if not -len(shape) <= axis < len(shape):
+        raise VerifyException(
+            f"tile.lookup axis {axis} is out of range for a table of rank {len(shape)}"
+        )
+    a = normalize_axis(axis, len(shape))
+    return [*shape[:a], *static_shape(ids, "ids"), *shape[a + 1 :]]
+
+
 Tile = Dialect(
     "tile",
     [
@@ -1094,6 +1161,7 @@ Tile = Dialect(
         SelectOp,
         ReshapeOp,
         ForOp,
+        LookupOp,
     ],
     [LoopKindAttr, ReduceKindAttr],
 )

@@ -189,7 +189,7 @@ def from_loop_level(
                     _tile_for_grid(ctx, module, opts, mesh_opts, plans)
             except PlmrError:
                 raise e from None
-    elif _has(module, (tile.ForOp,)):
+    elif _has(module, (tile.ForOp, tile.LookupOp)):
         with step("convert-tile-to-mesh"):
             lower_module(module, mesh_opts, plans)
         _pack(module, opts, plans)

@@ -32,7 +32,7 @@ from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, ModuleOp, TensorType
 from xdsl.ir import Attribute, BlockArgument, Operation, SSAValue
 
 from plmr.dialects import mesh, tile
-from plmr.dialects.graph import static_shape
+from plmr.dialects.graph import normalize_axis, static_shape
 from plmr.dialects.graph_weights import weight_ref
 from plmr.errors import PlmrError
 from plmr.runtime.collective_stages import StageArrays, segmented_data, stage_arrays
@@ -64,6 +64,7 @@ from plmr.runtime.steady import (
     external_operands,
     iteration_invariant,
 )
+from plmr.runtime.tile_ops import lookup_rows
 from plmr.runtime.trace import TraceRecorder
 from plmr.runtime.weights import load_weight
 
@@ -117,6 +118,10 @@ class MeshRuntime:
     _state_args: dict[SSAValue, StateInput] = field(
         default_factory=dict[SSAValue, StateInput]
     )
+    host_lookup_bytes: int = 0
+    """Bytes of rows looked up on the host (`tile.lookup`) and streamed in, per run."""
+    host_lookup_cycles: float = 0.0
+    """Their cycles on the host link (one wavelet per cycle)."""
     layers: LayerRepeat | None = None
     """Timing mode: run the program's window of one layer for every further layer of
     the model (`plmr.runtime.steady.LayerRepeat`), extrapolating once layers repeat."""
@@ -171,6 +176,7 @@ class MeshRuntime:
                 "(use relay mode or fewer routes)"
             )
         check_host_memory(program, self.mode)
+        self.host_lookup_bytes, self.host_lookup_cycles = 0, 0.0
         self.sram = SramReport()
         for spmd in [op for op in program.walk() if isinstance(op, mesh.SpmdOp)]:
             report = spmd_sram(spmd, self.device)
@@ -208,6 +214,8 @@ class MeshRuntime:
             time.perf_counter() - started,
         )
         report.relayed_collectives = len(self.relayed)
+        report.host_lookup_bytes = self.host_lookup_bytes
+        report.host_lookup_cycles = self.host_lookup_cycles
         report.exact = self.exact or self.mode != "timing"
         report.extrapolated_loops = self.extrapolation.loops
         report.extrapolated_iterations = self.extrapolation.iterations
@@ -289,6 +297,8 @@ class MeshRuntime:
                 env[value] = self.placeholder(value)[(0,) * len(self.grid)]
             else:
                 env[value] = load_weight(ref)
+        elif isinstance(op, tile.LookupOp):
+            env[op.result] = self._lookup(op, env[op.table], env[op.ids])
         elif isinstance(op, mesh.ScatterOp):
             want = self._state_args.get(op.input)
             if want is not None and self.state is not None:
@@ -407,6 +417,21 @@ class MeshRuntime:
             return np.zeros(self.grid, dtype=np.int64)
         shape = self.grid + static_shape(value, "value")
         return np.broadcast_to(np.zeros((), dtype=tensor_dtype(cast(Attribute, t))), shape)
+
+    def _lookup(self, op: tile.LookupOp, table: Array, ids: Array) -> Array:
+        """
+        Rows looked up on the host (never the table on the wafer): their bytes cross
+        the host link, one wavelet of `link_bytes_per_cycle` per cycle. Timing mode
+        reads neither the table nor the ids.
+        """
+        nbytes = tile.nbytes(op.result.type)
+        self.host_lookup_bytes += nbytes
+        self.host_lookup_cycles += nbytes / self.device.link_bytes_per_cycle
+        if self.mode == "timing":
+            shape = static_shape(op.result, "result")
+            return np.broadcast_to(np.zeros((), dtype=table.dtype), shape)
+        axis = normalize_axis(op.axis.value.data, table.ndim)
+        return lookup_rows(table, ids, axis)
 
     def _scatter(self, op: mesh.ScatterOp, x: Array) -> Array:
         d = op.result.type

@@ -61,6 +61,12 @@ class Report:
     critical_pe: tuple[int, int]
     ops: list[OpTime] = field(default_factory=list[OpTime])
     simulation_seconds: float = 0.0
+    host_lookup_bytes: int = 0
+    """Rows looked up on the host (`tile.lookup`, a token embedding) and streamed in:
+    their bytes on the host link (the table never reaches the wafer)."""
+    host_lookup_cycles: float = 0.0
+    """Their cycles on the host link, one wavelet per cycle (not in `cycles`: like every
+    input, they are placed before the step starts)."""
     relayed_collectives: int = 0
     """Collectives that ran out of colors and relay through software (β per hop)."""
     exact: bool = True
@@ -189,6 +195,11 @@ class Report:
                 else ""
             ),
         ]
+        if self.host_lookup_bytes:
+            lines.append(
+                f"  host lookup {self.host_lookup_bytes:,} B of rows streamed in, "
+                f"{self.host_lookup_cycles:,.0f} cycles on the host link (before the step)"
+            )
         if self.ops:
             lines.append("  time by op (PE (0, 0)):")
             for op in self.ops[:8]:

@@ -308,6 +308,31 @@ def _for(ev: ReferenceEvaluator, op: Operation, args: list[Any]) -> list[Any]:
     return values
 
 
+def lookup_rows(table: Array, ids: Array, axis: int) -> Array:
+    """
+    `tile.lookup` on the host: `table` gathered along `axis` by `ids` (negative ids
+    count from the end); an id out of range is an error."""
+    size = table.shape[axis]
+    raw = np.asarray(ids).astype(np.int64)
+    bad = (raw < -size) | (raw >= size)
+    if bad.any():
+        first = int(raw[bad].flat[0])
+        raise PlmrError(
+            f"tile.lookup: id {first} is out of range for {size} rows (ids must lie in "
+            f"[{-size}, {size}))"
+        )
+    return np.take(table, np.where(raw < 0, raw + size, raw), axis=axis)
+
+
+def _lookup(ev: ReferenceEvaluator, op: Operation, args: list[Any]) -> list[Any]:
+    assert isinstance(op, tile.LookupOp)
+    if ev.lead:
+        raise PlmrError("tile.lookup runs on the host: it cannot appear inside a mesh.spmd")
+    table = np.asarray(args[0])
+    axis = normalize_axis(op.axis.value.data, table.ndim)
+    return [lookup_rows(table, np.asarray(args[1]), axis)]
+
+
 # ---------------------------------------------------------------------------------------
 # arith / math
 # ---------------------------------------------------------------------------------------
@@ -467,6 +492,7 @@ EVAL_IMPLS: dict[type[Operation], EvalImpl] = {
     tile.ReshapeOp: _reshape,
     tile.SelectOp: _select_block,
     tile.ForOp: _for,
+    tile.LookupOp: _lookup,
     arith.ConstantOp: _constant,
     arith.AddiOp: _binary_scalar(np.add),
     arith.SubiOp: _binary_scalar(np.subtract),

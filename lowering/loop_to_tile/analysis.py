@@ -32,6 +32,7 @@ from plmr.runtime.loop_ops import combiner_of
 
 _KIND: dict[type[Operation], str] = {
     arith.AddfOp: "add",
+    arith.AddiOp: "add",
     arith.MulfOp: "mul",
     arith.MaximumfOp: "max",
     arith.MinimumfOp: "min",
@@ -262,10 +263,11 @@ class Analysis:
         if not _defined_in(op.source, self.nest):
             window = all(_shifted(i, self.dims) for i in op.indices)
             if op.padding is not None and not window:
+                # Blocks of one element along every dimension it uses: a padded
+                # load at a computed offset (a strided or dilated window).
                 padded = [d for i in op.indices for d in self._axis_dims(i)]
                 if padded:
                     return padded
-                return []
             used: list[Dim] = []
             for i in op.indices:
                 aff = self._affine(i)

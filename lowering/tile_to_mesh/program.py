@@ -121,6 +121,9 @@ class FunctionLowering:
                 continue
             if op in self.absorbed or starts_a_nest(op):
                 continue  # run inside a nest's spmd (`batching`)
+            if isinstance(op, tile.LookupOp):
+                self._lookup(op)
+                continue
             if isinstance(op, tile.TileOp) and not isinstance(op, tile.ForOp):
                 # Straight-line block code between nests: one replicated spmd per run.
                 straight.append(op)
@@ -153,6 +156,21 @@ class FunctionLowering:
                 dead.detach()
                 dead.erase()
         return program
+
+    def _lookup(self, op: tile.LookupOp) -> None:
+        """A lookup of host rows runs on the host; only its result is scattered."""
+        if op.table not in self.host or op.ids not in self.host:
+            raise PlmrError(
+                f"convert-tile-to-mesh: tile.lookup of @{self.fn.sym_name.data} looks "
+                "up rows on the host, so its table and ids must be host tensors "
+                "(function arguments or constants); gather a computed tensor with "
+                "graph.gather, which lowers to a one-hot contraction on the wafer"
+            )
+        clone = self.builder.insert(
+            tile.LookupOp(self.host[op.table], self.host[op.ids], op.axis.value.data)
+        )
+        clone.result.name_hint = op.result.name_hint
+        self.host[op.result] = clone.result
 
     def _gathered(self, value: SSAValue) -> SSAValue:
         placed = self.placed.get(value)

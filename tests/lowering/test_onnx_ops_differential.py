@@ -17,7 +17,6 @@ from xdsl.context import Context
 from xdsl.dialects import func
 
 from plmr.dialects.context import make_context, parse_module
-from plmr.errors import PlmrError
 from plmr.lowering.graph_to_loop import ConvertGraphToLoopPass
 from plmr.passes.pipeline import CompileOptions, compile_module
 from plmr.runtime.reference import evaluate_function
@@ -171,12 +170,22 @@ PROGRAMS: dict[str, tuple[str, str]] = {
         f"%a: {I}, %i: tensor<2x6xi64>",
         f"%y = graph.gather_elements %a, %i axis = 0 : ({I}, tensor<2x6xi64>) -> tensor<2x6xi64>",
     ),
+    "gather_bool_runtime_ids": (
+        f"%a: {F}, %b: {F}, %i: tensor<5xi32>",
+        f"%m = graph.cmp lt %a, %b : ({F}, {F}) -> tensor<4x6xi1>\n"
+        "  %y = graph.gather %m, %i : (tensor<4x6xi1>, tensor<5xi32>) -> tensor<5x6xi1>",
+    ),
+    "gather_constant_ids_computed": (
+        f"%a: {F}",
+        f"%e = graph.exp %a : {F}\n"
+        "  %i = graph.constant dense<[[2, 0, 3], [-1, 1, 1]]> : tensor<2x3xi64>\n"
+        f"  %y = graph.gather %e, %i axis = 0 : ({F}, tensor<2x3xi64>) -> tensor<2x3x6xf32>",
+    ),
+    "conv_strided_padded": (
+        "%x: tensor<1x2x7x8xf32>, %w: tensor<3x2x3x2xf32>",
+        "%y = graph.conv2d %x, %w strides = [2, 3] pads = [1, 0, 1, 1] dilations = [1, 2] : (tensor<1x2x7x8xf32>, tensor<3x2x3x2xf32>) -> tensor<1x3x4x3xf32>",
+    ),
 }
-
-REFUSED: dict[str, str] = {
-    "gather_elements_int": "it reads tensor<4x6xi64> at indices it cannot block",
-}
-"""Programs the mesh lowering refuses (data-dependent reads), and why."""
 
 
 def program(name: str) -> str:
@@ -215,7 +224,7 @@ def test_loop_level_matches_the_graph(name: str):
     assert_same(got, want)
 
 
-@pytest.mark.parametrize("name", sorted(set(PROGRAMS) - set(REFUSED)))
+@pytest.mark.parametrize("name", sorted(PROGRAMS))
 def test_mesh_program_matches_the_graph(name: str):
     module, args = inputs(name)
     (want,) = evaluate_function(module, "main", args)
@@ -227,13 +236,3 @@ def test_mesh_program_matches_the_graph(name: str):
     assert report is not None
     assert report.cycles > 0
     assert_same(got, want)
-
-
-@pytest.mark.parametrize("name", sorted(REFUSED))
-def test_unblockable_reads_are_refused_clearly(name: str):
-    module, _ = inputs(name)
-    with pytest.raises(PlmrError) as info:
-        compile_module(
-            make_context(), module, CompileOptions(grid=(2, 2), substitute=False)
-        )
-    assert REFUSED[name] in str(info.value)

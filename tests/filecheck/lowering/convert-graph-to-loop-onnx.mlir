@@ -168,21 +168,23 @@ func.func @pads(%a: tensor<4x5xf32>) -> (tensor<5x7xf32>, tensor<5x7xf32>, tenso
 
 // -----
 
-// gather_elements of integer data reads the index along the axis from the indices
-// tensor (negative indices count from the end); float data by run-time indices is a
-// one-hot select-and-sum (convert-graph-to-loop-gather.mlir).
+// gather_elements of integer data is the one-hot select-and-sum of float data
+// (convert-graph-to-loop-gather.mlir), summed with arith.addi: the index along the axis
+// (negative indices count from the end) is compared with the iota [0, 8).
 
 // CHECK-LABEL: func.func @gather_elements(%d: tensor<4x8xi64>, %i: tensor<4x3xi64>) -> tensor<4x3xi64> {
-// CHECK-NEXT:  %g = loop.nest (%i0, %i1) to (4, 3) [parallel, parallel] -> tensor<4x3xi64> {
+// CHECK-NEXT:  %0 = arith.constant dense<[0, 1, 2, 3, 4, 5, 6, 7]> : tensor<8xi64>
+// CHECK-NEXT:  %1 = arith.constant 0 : i64
+// CHECK-NEXT:  %g = loop.nest (%i0, %i1, %i2) to (4, 3, 8) [parallel, parallel, reduction] init(%acc = %1 : i64) -> tensor<4x3xi64> {
 // CHECK-NEXT:  [[V0:%[0-9]+]] = loop.read %i[%i0, %i1] : tensor<4x3xi64>
-// CHECK-NEXT:  [[V1:%[0-9]+]] = arith.index_cast [[V0]] : i64 to index
-// CHECK-NEXT:  [[V2:%[0-9]+]] = arith.constant 0 : index
-// CHECK-NEXT:  [[V3:%[0-9]+]] = arith.cmpi slt, [[V1]], [[V2]] : index
-// CHECK-NEXT:  [[V4:%[0-9]+]] = arith.constant 8 : index
-// CHECK-NEXT:  [[V5:%[0-9]+]] = arith.addi [[V1]], [[V4]] : index
-// CHECK-NEXT:  [[V6:%[0-9]+]] = arith.select [[V3]], [[V5]], [[V1]] : index
-// CHECK-NEXT:  [[V7:%[0-9]+]] = loop.read %d[%i0, [[V6]]] : tensor<4x8xi64>
-// CHECK-NEXT:  loop.yield [[V7]] : i64
+// CHECK:       [[N:%[0-9]+]] = arith.select {{.*}} : i64
+// CHECK-NEXT:  [[IO:%[0-9]+]] = loop.read %0[%i2] : tensor<8xi64>
+// CHECK-NEXT:  [[HIT:%[0-9]+]] = arith.cmpi eq, [[N]], [[IO]] : i64
+// CHECK-NEXT:  [[D:%[0-9]+]] = loop.read %d[%i0, %i2] : tensor<4x8xi64>
+// CHECK-NEXT:  [[Z:%[0-9]+]] = arith.constant 0 : i64
+// CHECK-NEXT:  [[T:%[0-9]+]] = arith.select [[HIT]], [[D]], [[Z]] : i64
+// CHECK-NEXT:  [[S:%[0-9]+]] = arith.addi %acc, [[T]] : i64
+// CHECK-NEXT:  loop.yield [[S]] : i64
 // CHECK-NEXT:  }
 // CHECK-NEXT:  func.return %g : tensor<4x3xi64>
 // CHECK-NEXT:  }
