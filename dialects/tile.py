@@ -11,6 +11,9 @@ iteration arguments carry blocks from one iteration to the next; it is marked `p
 (iterations independent, e.g. one output block each) or `reduction` (iterations combine
 into the carried values, e.g. a K loop of a matmul or a KV loop of attention).
 
+`tile.lookup` runs on the host, not on a core: the rows of a host tensor selected by host
+ids (a token embedding), of which only the rows reach the wafer.
+
 Every op has a `cost()` (flops and SRAM bytes read and written), which the mesh runtime
 turns into cycles with the device's SIMD widths.
 """
@@ -1089,7 +1092,7 @@ class LookupOp(TileOp):
     the table per token instead of a one-hot product over the vocabulary).
 
     ```mlir
-    %e = tile.lookup %table[%ids] axis = 0 : (tensor<32000x4096xf32>, tensor<1x1xi64>) -> tensor<1x1x4096xf32>
+    %e = tile.lookup %table[%ids] axis = 0 : (tensor<16x8xf32>, tensor<1x4xi64>) -> tensor<1x4x8xf32>
     ```
     """
 

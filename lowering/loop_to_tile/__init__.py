@@ -24,7 +24,9 @@ Which dimensions are blocked (`tile-sizes = P,R`):
   block (a loop the mesh partitioner can put over bands of PEs, its head dimension
   within each band); `plmr compile` blocks both ways and keeps the lower estimate;
 - dimensions of nested nests (a head dimension) are kept whole;
-- a dimension an index uses other than as `dim + offset` is not blocked.
+- a dimension an index uses other than as `dim + offset` is not blocked; a padded read
+  at such an index (a strided or dilated convolution window) is then a padded load of
+  one element at the computed offset.
 
 A block size larger than the extent is clamped; one that does not divide the extent is
 an error. A fused nest whose accumulators are updated as `h(acc, r, r') ⊕ g` (Neptune's
@@ -34,7 +36,7 @@ composes and distributes over `⊕` (`repair.check_laws`); the block update is t
 Otherwise its reduction runs one element at a time. A consumer map nest that reads only
 one nest's results at its own points (attention's final division) is computed in that
 nest's epilogue, and the results nobody else reads are never stored. A nest the blocker
-cannot express (data-dependent or padded indices) stays a `loop.nest`, with a
+cannot express (data-dependent indices) stays a `loop.nest`, with a
 `loop.remark` saying why.
 
 The package, by role: `blocks` (dimensions, blocks, the plan of a nest), `analysis` (what

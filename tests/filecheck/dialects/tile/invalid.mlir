@@ -26,6 +26,44 @@ func.func @f(%a: tensor<64x64xf32>, %i: index) {
 
 // -----
 
+// tile.lookup: integer ids, an axis of the table, the result the table's shape with the
+// axis replaced by the ids'.
+func.func @f(%t: tensor<16x8xf32>, %i: tensor<3xf32>) {
+  %e = tile.lookup %t[%i] axis = 0 : (tensor<16x8xf32>, tensor<3xf32>) -> tensor<3x8xf32>
+  func.return
+}
+// CHECK:      {{^}}//{{ -----$}}
+// CHECK-NEXT: tile.lookup ids must be integers, got tensor<3xf32>
+
+// -----
+
+func.func @f(%t: tensor<16x8xf32>, %i: tensor<3xi64>) {
+  %e = tile.lookup %t[%i] axis = 0 : (tensor<16x8xf32>, tensor<3xi64>) -> tensor<8x3xf32>
+  func.return
+}
+// CHECK:      {{^}}//{{ -----$}}
+// CHECK-NEXT: result type tensor<8x3xf32> does not match the inferred type tensor<3x8xf32>
+
+// -----
+
+func.func @f(%t: tensor<16x8xf32>, %i: tensor<3xi64>) {
+  %e = tile.lookup %t[%i] axis = 2 : (tensor<16x8xf32>, tensor<3xi64>) -> tensor<3x8xf32>
+  func.return
+}
+// CHECK:      {{^}}//{{ -----$}}
+// CHECK-NEXT: tile.lookup axis 2 is out of range for a table of rank 2
+
+// -----
+
+func.func @f(%t: tensor<f32>, %i: tensor<3xi64>) {
+  %e = tile.lookup %t[%i] axis = 0 : (tensor<f32>, tensor<3xi64>) -> tensor<3xf32>
+  func.return
+}
+// CHECK:      {{^}}//{{ -----$}}
+// CHECK-NEXT: tile.lookup needs a table of rank at least 1
+
+// -----
+
 func.func @f(%a: tensor<64x64xf32>, %i: index) {
   %b = tile.load %a[%i] : tensor<64x64xf32> -> tensor<16x16xf32>
   func.return

@@ -510,3 +510,19 @@ func.func @padded_load(%A: tensor<4x5xf32>, %i: index) -> tensor<6x8xf32> {
   %p = tile.load %A[%cm2, %i] padding 1.5 : tensor<4x5xf32> -> tensor<6x8xf32>
   func.return %p : tensor<6x8xf32>
 }
+
+// A host lookup: rows of a table argument by ids, along axis 0 and an inner axis.
+
+// CHECK-LABEL: func.func @lookup(%t: tensor<16x8xf32>, %ids: tensor<2x3xi64>) -> (tensor<2x3x8xf32>, tensor<16x2x3xf32>) {
+// CHECK-NEXT:    %e = tile.lookup %t[%ids] axis = 0 : (tensor<16x8xf32>, tensor<2x3xi64>) -> tensor<2x3x8xf32>
+// CHECK-NEXT:    %c = tile.lookup %t[%ids] axis = -1 : (tensor<16x8xf32>, tensor<2x3xi64>) -> tensor<16x2x3xf32>
+// CHECK-NEXT:    func.return %e, %c : tensor<2x3x8xf32>, tensor<16x2x3xf32>
+// CHECK-NEXT:  }
+
+// CHECK-GENERIC:         %e = "tile.lookup"(%t, %ids) <{axis = 0 : i64}> : (tensor<16x8xf32>, tensor<2x3xi64>) -> tensor<2x3x8xf32>
+
+func.func @lookup(%t: tensor<16x8xf32>, %ids: tensor<2x3xi64>) -> (tensor<2x3x8xf32>, tensor<16x2x3xf32>) {
+  %e = tile.lookup %t[%ids] axis = 0 : (tensor<16x8xf32>, tensor<2x3xi64>) -> tensor<2x3x8xf32>
+  %c = tile.lookup %t[%ids] axis = -1 : (tensor<16x8xf32>, tensor<2x3xi64>) -> tensor<16x2x3xf32>
+  func.return %e, %c : tensor<2x3x8xf32>, tensor<16x2x3xf32>
+}
