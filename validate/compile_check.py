@@ -163,7 +163,7 @@ def compile_checked(
             spec = "convert-loop-to-tile{blocking search}"
             raise PassFailed(spec, e, module_text(module)) from e
         checker.apply(Stage.of_pass(loop_to_tile_pass(opts, sizes, bands)), ctx, module)
-    elif not _has(module, (tile.ForOp,)):
+    elif not _has(module, (tile.ForOp, tile.LookupOp)):
         checker.current = "plmr compile"
         raise nothing_to_compile(module)
     to_mesh = ConvertTileToMeshPass(
