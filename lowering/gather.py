@@ -108,10 +108,10 @@ def lower_gather(op: Operation) -> list[SSAValue]:
 
 
 def _on_host(v: SSAValue) -> bool:
-    """A host tensor: an argument of the function, or a constant."""
+    """A host tensor: an argument of the function, a constant, or a weight by reference."""
     if isinstance(v, BlockArgument):
         return isinstance(v.owner.parent_op(), func.FuncOp)
-    return isinstance(v.owner, graph.ConstantOp | arith.ConstantOp)
+    return isinstance(v.owner, graph.ConstantOp | graph.WeightOp | arith.ConstantOp)
 
 
 def lower_gather_elements(op: Operation) -> list[SSAValue]:
