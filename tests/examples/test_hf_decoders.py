@@ -16,7 +16,6 @@ import pytest
 from xdsl.dialects.builtin import ModuleOp
 
 from plmr.dialects.context import make_context
-from plmr.errors import PlmrError
 from plmr.frontend.onnx import import_onnx_file
 from plmr.passes.pipeline import CompileOptions, compile_module
 from plmr.runtime.interpreter import run_mesh
@@ -34,20 +33,7 @@ REFERENCE_RTOL = 1e-4
 MESH_RTOL = 1e-3
 """Largest absolute difference allowed, relative to the output's largest magnitude."""
 
-GRIDS = [
-    (2, 2),
-    pytest.param(
-        (3, 3),
-        marks=pytest.mark.xfail(
-            raises=PlmrError,
-            strict=True,
-            reason="the embedding lookup (a gather of input_ids) keeps its whole table on "
-            "a PE and does not fit its SRAM on 3x3: the mesh lowering of gathers does not "
-            "split the table yet",
-        ),
-    ),
-    (2, 4),
-]
+GRIDS = [(2, 2), (3, 3), (2, 4)]
 
 
 def names(name: str) -> tuple[list[str], list[str]]:

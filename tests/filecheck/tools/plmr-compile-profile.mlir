@@ -13,6 +13,7 @@
 // CHECK-NEXT: convert-graph-to-loop {{ +[0-9.]+ +[0-9.]+ +}}1
 // CHECK-NEXT: neptune-fuse {{ +[0-9.]+ +[0-9.]+ +}}1
 // CHECK-NEXT: loop-simplify-indices {{ +[0-9.]+ +[0-9.]+ +}}1
+// CHECK-NEXT: loop-materialize-indices {{ +[0-9.]+ +[0-9.]+ +}}1
 // CHECK-NEXT: blocking search {{ +[0-9.]+ +[0-9.]+ +}}1
 // CHECK-NEXT:   convert-loop-to-tile {{ +[0-9.]+ +[0-9.]+ +}}[[TRIALS:[0-9]+]]
 // CHECK-NEXT:   convert-tile-to-mesh {{ +[0-9.]+ +[0-9.]+ +}}[[LOWERED:[0-9]+]]

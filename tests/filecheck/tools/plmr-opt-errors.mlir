@@ -7,7 +7,7 @@
 
 // PASS: plmr-opt: error: bad pass pipeline: Unrecognized passes: ['no-such-pass']
 // PASS-NOT: Traceback
-// OPTION: plmr-opt: error: bad pass pipeline: Provided arguments ["bogus"] not found
+// OPTION: plmr-opt: error: bad pass pipeline: canonicalize: option bogus=1: Provided arguments ["bogus"] not found
 // FILE: plmr-opt: error: no such file: {{.*}}plmr-opt-errors.mlir.missing
 // PARSE: plmr-opt: error: {{.*}}unparsable.mlir:3:22
 // PARSE: Expected ':'

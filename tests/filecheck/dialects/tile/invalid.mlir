@@ -346,7 +346,7 @@ func.func @f(%x: tensor<4xf32>) {
   func.return
 }
 // CHECK:      {{^}}//{{ -----$}}
-// CHECK-NEXT: unknown tile.map kind 'softplus' (unary: exp, log, neg, abs, relu, sigmoid, tanh, erf, sqrt, rsqrt, recip, gelu, gelu_tanh, silu; binary: add, sub, mul, div, max, min)
+// CHECK-NEXT: unknown tile.map kind 'softplus' (unary: exp, log, cos, sin, neg, abs, relu, sigmoid, tanh, erf, sqrt, rsqrt, recip, gelu, gelu_tanh, silu; binary: add, sub, mul, div, max, min)
 
 // -----
 
