@@ -9,6 +9,7 @@ plmr's reference semantics against torch's stored outputs, and compiled for grid
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnx
@@ -19,7 +20,6 @@ from plmr.dialects.context import make_context
 from plmr.frontend.onnx import import_onnx_file
 from plmr.passes.pipeline import CompileOptions, compile_module
 from plmr.runtime.interpreter import run_mesh
-from plmr.runtime.reference import Array
 from plmr.runtime.running import arg_names, result_names, run_function, select_function
 
 HF = Path(__file__).resolve().parents[2] / "examples" / "hf"
@@ -36,38 +36,8 @@ MESH_RTOL = 1e-3
 GRIDS = [(2, 2), (3, 3), (2, 4)]
 
 
-def names(name: str) -> tuple[list[str], list[str]]:
-    model = onnx.load(str(HF / f"{name}.onnx"))
-    return [v.name for v in model.graph.input], [v.name for v in model.graph.output]
-
-
-def stored(name: str) -> tuple[dict[str, Array], dict[str, Array]]:
-    """The stored inputs and torch's outputs of an export, by ONNX name."""
-    inputs, outputs = names(name)
-    with np.load(HF / f"{name}.npz") as data:
-        assert sorted(data.files) == sorted(inputs + outputs)
-        return (
-            {k: np.asarray(data[k]) for k in inputs},
-            {k: np.asarray(data[k]) for k in outputs},
-        )
-
-
-def assert_close(got: dict[str, Array], want: dict[str, Array], rtol: float) -> None:
-    assert list(got) == list(want)
-    for key, w in want.items():
-        g = got[key]
-        assert g.shape == w.shape, (key, g.shape, w.shape)
-        assert g.dtype == np.float32, (key, g.dtype)
-        scale = float(np.max(np.abs(w)))
-        assert scale > 0.1, key
-        err = float(np.max(np.abs(g.astype(np.float64) - w)))
-        assert err <= rtol * scale, (
-            f"{key}: max abs diff {err:.3g}, max |torch| {scale:.3g}"
-        )
-
-
 @pytest.mark.parametrize("family", FAMILIES)
-def test_the_exports_are_checked_in(family: str):
+def test_the_exports_are_checked_in(family: str, hf: Any):
     prefill, decode = f"{family}_prefill", f"{family}_decode"
     for name in (prefill, decode):
         path = HF / f"{name}.onnx"
@@ -79,11 +49,11 @@ def test_the_exports_are_checked_in(family: str):
         ops = {n.op_type for n in model.graph.node}
         # The position is an input: RoPE's tables are computed at run time.
         assert {"Cos", "Sin"} <= ops, name
-    assert names(prefill) == (
+    assert hf.names(prefill) == (
         ["input_ids", "position_ids", "attention_mask"],
         ["logits", *(f"present.{c}" for c in CACHE)],
     )
-    assert names(decode) == (
+    assert hf.names(decode) == (
         [
             "input_ids",
             "position_ids",
@@ -95,10 +65,10 @@ def test_the_exports_are_checked_in(family: str):
 
 
 @pytest.mark.parametrize("family", FAMILIES)
-def test_the_stored_step_follows_the_prefill_and_the_greedy_tokens(family: str):
+def test_the_stored_step_follows_the_prefill_and_the_greedy_tokens(family: str, hf: Any):
     """The decode step's inputs are the prefill's cache and torch's first greedy token."""
-    p_in, p_out = stored(f"{family}_prefill")
-    d_in, d_out = stored(f"{family}_decode")
+    p_in, p_out = hf.stored(f"{family}_prefill")
+    d_in, d_out = hf.stored(f"{family}_decode")
     with np.load(HF / f"{family}_greedy.npz") as data:
         prompt, tokens = np.asarray(data["input_ids"]), np.asarray(data["tokens"])
     assert prompt.shape == (1, PROMPT)
@@ -124,8 +94,8 @@ def test_the_stored_step_follows_the_prefill_and_the_greedy_tokens(family: str):
 
 
 @pytest.mark.parametrize("name", EXPORTS)
-def test_import_gives_torch_outputs(name: str):
-    inputs, want = stored(name)
+def test_import_gives_torch_outputs(name: str, hf: Any):
+    inputs, want = hf.stored(name)
     module = import_onnx_file(str(HF / f"{name}.onnx"))
     fn = select_function(module, None)
     assert arg_names(fn) == list(inputs)
@@ -133,7 +103,7 @@ def test_import_gives_torch_outputs(name: str):
     assert any(op.name == "graph.cos" for op in fn.walk())
     results = run_function(module, fn, [inputs[k] for k in inputs])
     got = dict(zip(want, results, strict=True))
-    assert_close(got, want, REFERENCE_RTOL)
+    hf.assert_close(got, want, REFERENCE_RTOL)
     if name.endswith("_decode"):
         family = name.removesuffix("_decode")
         with np.load(HF / f"{family}_greedy.npz") as data:
@@ -147,12 +117,12 @@ def compiled(name: str, grid: tuple[int, int]) -> ModuleOp:
 
 @pytest.mark.parametrize("grid", GRIDS, ids=str)
 @pytest.mark.parametrize("name", EXPORTS)
-def test_compiled_export_gives_torch_outputs(name: str, grid: tuple[int, int]):
-    inputs, want = stored(name)
+def test_compiled_export_gives_torch_outputs(name: str, grid: tuple[int, int], hf: Any):
+    inputs, want = hf.stored(name)
     module = compiled(name, grid)
     text = str(module)
     assert "mesh.program @main" in text
     assert "loop.nest" not in text
     assert "graph." not in text
     outs, _ = run_mesh(module, list(inputs.values()), mode="functional")
-    assert_close(dict(zip(want, outs, strict=True)), want, MESH_RTOL)
+    hf.assert_close(dict(zip(want, outs, strict=True)), want, MESH_RTOL)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnx
@@ -15,7 +16,6 @@ import pytest
 from onnx.numpy_helper import to_array
 
 from plmr.frontend.onnx import import_onnx_file
-from plmr.runtime.reference import Array
 from plmr.runtime.running import arg_names, result_names, run_function, select_function
 from plmr.tools.cli import main as plmr_main
 
@@ -40,38 +40,7 @@ MESH_RTOL = 1e-3
 """Largest absolute difference allowed, relative to the output's largest magnitude."""
 
 
-def names(name: str) -> tuple[list[str], list[str]]:
-    """The ONNX input and output names of an export."""
-    model = onnx.load(str(HF / f"{name}.onnx"), load_external_data=False)
-    return [v.name for v in model.graph.input], [v.name for v in model.graph.output]
-
-
-def stored(name: str) -> tuple[dict[str, Array], dict[str, Array]]:
-    """The stored inputs and torch's outputs of an export, by ONNX name."""
-    inputs, outputs = names(name)
-    with np.load(HF / f"{name}.npz") as data:
-        assert sorted(data.files) == sorted(inputs + outputs)
-        return (
-            {k: np.asarray(data[k]) for k in inputs},
-            {k: np.asarray(data[k]) for k in outputs},
-        )
-
-
-def assert_close(got: dict[str, Array], want: dict[str, Array], rtol: float) -> None:
-    assert list(got) == list(want)
-    for key, w in want.items():
-        g = got[key]
-        assert g.shape == w.shape, (key, g.shape, w.shape)
-        assert g.dtype == np.float32, (key, g.dtype)
-        scale = float(np.max(np.abs(w)))
-        assert scale > 0.1, key
-        err = float(np.max(np.abs(g.astype(np.float64) - w)))
-        assert err <= rtol * scale, (
-            f"{key}: max abs diff {err:.3g}, max |torch| {scale:.3g}"
-        )
-
-
-def test_the_exports_are_checked_in():
+def test_the_exports_are_checked_in(hf: Any):
     for name in EXPORTS:
         onnx_file = HF / f"{name}.onnx"
         data = HF / f"{name}.onnx.data"
@@ -83,8 +52,8 @@ def test_the_exports_are_checked_in():
         onnx.checker.check_model(model)
         assert model.producer_name == "pytorch"
         assert [(o.domain, o.version) for o in model.opset_import] == [("", 18)]
-    assert names("llama") == (["input_ids"], ["logits"])
-    assert names("bert") == (
+    assert hf.names("llama") == (["input_ids"], ["logits"])
+    assert hf.names("bert") == (
         ["input_ids", "attention_mask"],
         ["last_hidden_state", "pooler_output"],
     )
@@ -106,22 +75,26 @@ def test_the_external_variant_is_the_same_model():
 
 
 @pytest.mark.parametrize("name", EXPORTS)
-def test_import_gives_torch_outputs(name: str):
-    inputs, want = stored(name)
+def test_import_gives_torch_outputs(name: str, hf: Any):
+    inputs, want = hf.stored(name)
     module = import_onnx_file(str(HF / f"{name}.onnx"))
     fn = select_function(module, None)
     assert arg_names(fn) == list(inputs)
     assert result_names(fn) == list(want)
     results = run_function(module, fn, [inputs[k] for k in inputs])
-    assert_close(dict(zip(want, results, strict=True)), want, REFERENCE_RTOL)
+    hf.assert_close(dict(zip(want, results, strict=True)), want, REFERENCE_RTOL)
 
 
 @pytest.mark.parametrize("grid", GRIDS)
 @pytest.mark.parametrize("name", EXPORTS)
 def test_compiled_export_gives_torch_outputs(
-    name: str, grid: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    name: str,
+    grid: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    hf: Any,
 ):
-    inputs, want = stored(name)
+    inputs, want = hf.stored(name)
     program = tmp_path / f"{name}_{grid}.mlir"
     code = plmr_main(
         [
@@ -162,4 +135,4 @@ def test_compiled_export_gives_torch_outputs(
     assert "graph." not in text
     with np.load(results) as data:
         got = {k: np.asarray(data[k]) for k in data.files}
-    assert_close(got, want, MESH_RTOL)
+    hf.assert_close(got, want, MESH_RTOL)
