@@ -137,7 +137,9 @@ def generate_cmd(
             assert r is not None
             label = "prefill" if s.kind == "prefill" else f"decode {i}"
             click.echo(
-                f"{label:<10} {r.cycles:>8,.0f} {r.host_in_bytes:>10,.0f} B "
+                # In: the host inputs and the embedding rows the host looks up.
+                f"{label:<10} {r.cycles:>8,.0f} "
+                f"{r.host_in_bytes + r.host_lookup_bytes:>10,.0f} B "
                 f"{r.host_out_bytes:>8,.0f} B {r.resident_bytes:>12,} B"
                 + (
                     f"  ({r.state_moved_bytes:,.0f} B re-placed)"

@@ -17,6 +17,7 @@ import pytest
 from xdsl.dialects.builtin import ModuleOp
 
 from plmr.dialects.context import make_context
+from plmr.errors import PlmrError
 from plmr.frontend.onnx import import_onnx_file
 from plmr.passes.pipeline import CompileOptions, compile_module
 from plmr.runtime.interpreter import run_mesh
@@ -115,8 +116,26 @@ def compiled(name: str, grid: tuple[int, int]) -> ModuleOp:
     return compile_module(make_context(), import_onnx_file(str(HF / f"{name}.onnx")), opts)
 
 
-@pytest.mark.parametrize("grid", GRIDS, ids=str)
-@pytest.mark.parametrize("name", EXPORTS)
+@pytest.mark.parametrize(
+    ("name", "grid"),
+    [
+        pytest.param(
+            name,
+            grid,
+            marks=pytest.mark.xfail(
+                raises=PlmrError,
+                strict=True,
+                reason="the prompt's LM head (8 rows of logits) needs 55,568 B per PE on "
+                "3x3, more than a PE's 48 KiB",
+            ),
+        )
+        if name.endswith("_prefill") and grid == (3, 3)
+        else (name, grid)
+        for name in EXPORTS
+        for grid in GRIDS
+    ],
+    ids=str,
+)
 def test_compiled_export_gives_torch_outputs(name: str, grid: tuple[int, int], hf: Any):
     inputs, want = hf.stored(name)
     module = compiled(name, grid)

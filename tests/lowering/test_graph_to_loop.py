@@ -62,6 +62,8 @@ CASES: dict[str, tuple[str, str]] = {
     "sigmoid": (f"%a: {t(3, 4)}", unary("sigmoid")),
     "tanh": (f"%a: {t(3, 4)}", unary("tanh")),
     "exp": (f"%a: {t(3, 4)}", unary("exp")),
+    "cos": (f"%a: {t(3, 4)}", unary("cos")),
+    "sin": (f"%a: {t(3, 4)}", unary("sin")),
     "erf": (f"%a: {t(3, 4)}", unary("erf")),
     "neg": (f"%a: {t(3, 4)}", unary("neg")),
     "sqrt": (f"%a: {t(3, 4)}", unary("sqrt")),

@@ -129,7 +129,7 @@ def test_cli_prints_a_report(capsys: pytest.CaptureFixture[str]):
     [
         (["--model", "gpt5"], "unknown model 'gpt5'"),
         (["--grid", "2000x2000"], "does not fit wse2"),
-        (["--tokens", "0"], "must be >= 1"),
+        (["--tokens", "0"], "Invalid value for '--tokens': expected a positive integer"),
         (["--tile-sizes", "a,b"], "bad --tile-sizes"),
     ],
 )

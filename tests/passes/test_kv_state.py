@@ -164,8 +164,10 @@ def _differential(grid: tuple[int, int] | None, steps: int, seed: int) -> None:
             ]
             outs, report = run_entry(rewritten, fn, args, state=wafer)
             assert report is not None
-            # The token and the position in (8 B each), the logits out; no cache.
-            assert report.host_in_bytes == 16
+            # The position in (8 B), the token's embedding row looked up on the host
+            # and streamed in, the logits out; no cache.
+            assert report.host_in_bytes == 8
+            assert report.host_lookup_bytes == sz.dim * 4
             assert report.host_out_bytes == sz.vocab * 4
             assert (
                 report.resident_bytes
