@@ -164,10 +164,11 @@ def _differential(grid: tuple[int, int] | None, steps: int, seed: int) -> None:
             ]
             outs, report = run_entry(rewritten, fn, args, state=wafer)
             assert report is not None
-            # The position in (8 B), the token's embedding row looked up on the host
-            # and streamed in, the logits out; no cache.
+            # The position in (8 B); the rows the host looks up and streams in (the
+            # token's embedding, the position's cos and sin rows); the logits out; no
+            # cache.
             assert report.host_in_bytes == 8
-            assert report.host_lookup_bytes == sz.dim * 4
+            assert report.host_lookup_bytes == (sz.dim + 2 * (sz.dim // sz.heads)) * 4
             assert report.host_out_bytes == sz.vocab * 4
             assert (
                 report.resident_bytes

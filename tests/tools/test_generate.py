@@ -46,10 +46,10 @@ def test_generate_on_the_wafer_keeps_the_cache_there(cli: Any):
     decode = [line.split() for line in out.splitlines() if line.startswith("decode ")]
     assert len(decode) == 16
     for row in decode:
-        # position_ids in (8 B) and the token's embedding row looked up on the host
-        # (32 floats, 128 B), 64 logits out; the caches (4 of 2x32x8 floats, 8,192 B)
-        # stay on the wafer.
-        assert row[3:5] == ["136", "B"]
+        # position_ids in (8 B) and the rows the host looks up (the token's embedding,
+        # 32 floats, and the position's cos and sin rows, 8 floats each: 192 B), 64
+        # logits out; the caches (4 of 2x32x8 floats, 8,192 B) stay on the wafer.
+        assert row[3:5] == ["200", "B"]
         assert row[5:7] == ["256", "B"]
         assert row[7:9] == ["8,192", "B"]
 
