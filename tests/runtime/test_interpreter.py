@@ -609,7 +609,7 @@ def test_grid_larger_than_the_device():
 
 def test_inputs_are_checked():
     kernel = gemm("meshgemm", 9, 9, 9, (3, 3), "wse2")
-    with pytest.raises(PlmrError, match=r"^@meshgemm takes 2 inputs, got 1$"):
+    with pytest.raises(PlmrError, match=r"^@meshgemm takes 2 host inputs, got 1$"):
         run_mesh(kernel.module, inputs_of(kernel)[:1])
     with pytest.raises(
         PlmrError, match=r"^input %.* has shape \(8, 7\), expected \(9, 9\)$"

@@ -183,8 +183,6 @@ def test_plmr_tune_and_compile_with_schedule(
         [
             "tune",
             str(MLP),
-            "--grid",
-            "2x2",
             "--schedule",
             str(space),
             "--trials",

@@ -164,8 +164,6 @@ def test_plmr_tune_evolutionary_reports_start_model_and_tasks(
         [
             "tune",
             str(EXAMPLES / "mlp.mlir"),
-            "--grid",
-            "2x2",
             "--schedule",
             str(schedule),
             "--trials",
