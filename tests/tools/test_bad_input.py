@@ -29,6 +29,8 @@ from plmr.tools.plmr_opt import main as opt_main
 ROOT = Path(__file__).resolve().parents[2]
 MLP = ROOT / "examples" / "onnx" / "mlp.mlir"
 MLP_ONNX = ROOT / "examples" / "onnx" / "mlp.onnx"
+PREFILL = str(ROOT / "examples" / "decode" / "tiny_prefill.onnx")
+DECODE = str(ROOT / "examples" / "decode" / "tiny_decode.onnx")
 SCHEDULE = ROOT / "examples" / "schedules" / "transformer_block.tuned.json"
 
 BAD_SYNTAX = "func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {\n  %r = graph.neg %x\n"
@@ -855,6 +857,74 @@ CASES: list[Case] = [
         "demo",
         "--out",
         "file/demo",
+    ),
+    # -- plmr generate ------------------------------------------------------------------
+    plmr(
+        ERROR,
+        r"nosuch.onnx: no such file",
+        "generate",
+        "nosuch.onnx",
+        DECODE,
+        "--prompt",
+        "1,2",
+    ),
+    plmr(ERROR, r"give --prompt", "generate", PREFILL, DECODE),
+    plmr(
+        ERROR,
+        r"bad --prompt 'abc': expected token ids",
+        "generate",
+        PREFILL,
+        DECODE,
+        "--prompt",
+        "abc",
+    ),
+    plmr(
+        ERROR,
+        r"the prefill takes prompts of 4 tokens, got 2",
+        "generate",
+        PREFILL,
+        DECODE,
+        "--prompt",
+        "1,2",
+        "--grid",
+        "graph",
+    ),
+    plmr(
+        ERROR,
+        r"bad grid '0x0': both sizes must be positive",
+        "generate",
+        PREFILL,
+        DECODE,
+        "--prompt",
+        "1,2",
+        "--grid",
+        "0x0",
+    ),
+    plmr(
+        ERROR,
+        r"state pair 'foo' must be IN=OUT",
+        "generate",
+        PREFILL,
+        DECODE,
+        "--prompt",
+        "1,2,3,4",
+        "--grid",
+        "graph",
+        "--state",
+        "foo",
+    ),
+    plmr(
+        ERROR,
+        r"state pair 'a=b' names neither an input nor an output",
+        "generate",
+        PREFILL,
+        DECODE,
+        "--prompt",
+        "1,2,3,4",
+        "--grid",
+        "graph",
+        "--state",
+        "a=b",
     ),
     # -- plmr db ------------------------------------------------------------------------
     plmr(

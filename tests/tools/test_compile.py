@@ -238,12 +238,6 @@ def test_plmr_compile_pass_bad_option(cli: Any):
             id="sram",
         ),
         pytest.param(
-            CONV_BLOCK,
-            ["--grid", "2x4", "--tile-sizes", "2,4"],
-            ["'loop.nest'", "left untiled by convert-loop-to-tile"],
-            id="loop-nest-left",
-        ),
-        pytest.param(
             MLP,
             ["--device", "nosuch"],
             ["unknown device 'nosuch'; presets: wse2, wse3"],
