@@ -31,6 +31,8 @@ MLP = ROOT / "examples" / "onnx" / "mlp.mlir"
 MLP_ONNX = ROOT / "examples" / "onnx" / "mlp.onnx"
 PREFILL = str(ROOT / "examples" / "decode" / "tiny_prefill.onnx")
 DECODE = str(ROOT / "examples" / "decode" / "tiny_decode.onnx")
+ON_GRAPH = ("generate", PREFILL, DECODE, "--prompt", "1,2,3,4", "--grid", "graph")
+"""plmr generate of the tiny exports with a prompt of the right length, at graph level."""
 SCHEDULE = ROOT / "examples" / "schedules" / "transformer_block.tuned.json"
 
 BAD_SYNTAX = "func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {\n  %r = graph.neg %x\n"
@@ -903,26 +905,14 @@ CASES: list[Case] = [
     plmr(
         ERROR,
         r"state pair 'foo' must be IN=OUT",
-        "generate",
-        PREFILL,
-        DECODE,
-        "--prompt",
-        "1,2,3,4",
-        "--grid",
-        "graph",
+        *ON_GRAPH,
         "--state",
         "foo",
     ),
     plmr(
         ERROR,
         r"state pair 'a=b' names neither an input nor an output",
-        "generate",
-        PREFILL,
-        DECODE,
-        "--prompt",
-        "1,2,3,4",
-        "--grid",
-        "graph",
+        *ON_GRAPH,
         "--state",
         "a=b",
     ),
