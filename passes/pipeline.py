@@ -117,45 +117,55 @@ def _check_options(opts: CompileOptions) -> Options:
     return mesh_opts
 
 
-def to_loop_level(ctx: Context, module: ModuleOp, opts: CompileOptions) -> ModuleOp:
-    """The graph part of the pipeline and fusion: graph passes, to loops, neptune-fuse."""
+def graph_passes(opts: CompileOptions) -> list[ModulePass]:
+    """The graph passes `plmr compile` runs, ending with the lowering to loops."""
     from plmr.lowering.graph_to_loop import ConvertGraphToLoopPass
     from plmr.passes.graph_canonicalize import GraphCanonicalizePass
-    from plmr.passes.loop_index_values import LoopMaterializeIndicesPass
-    from plmr.passes.loop_indices import LoopSimplifyIndicesPass
-    from plmr.passes.neptune.fuse import NeptuneFusePass
     from plmr.passes.norm_defer import GraphDeferNormScalePass
     from plmr.passes.taso.substitute import TasoSubstitutePass
     from plmr.passes.transpose_elim import TransposeElimPass
 
-    passes: list[ModulePass] = []
-    if _graph_ops(module):
-        # Repeated K/V heads are index maps at the loop level already (no copy).
-        passes.append(GraphCanonicalizePass(unrepeat_kv=False))
-        if opts.eliminate_transposes:
-            passes.append(TransposeElimPass())
-        if opts.defer_norm_scale:
-            passes.append(GraphDeferNormScalePass())
-        if opts.substitute:
-            # Keep the substitutions whose concatenations fold into constants (fused
-            # weights): a concatenation of computed values is a copy on the mesh.
-            passes.append(
-                TasoSubstitutePass(
-                    alpha=opts.alpha,
-                    budget=opts.budget,
-                    device=opts.device,
-                    concats="constant",
-                    engine=opts.engine,
-                    grid=f"{opts.grid[0]}x{opts.grid[1]}",
-                )
+    # Repeated K/V heads are index maps at the loop level already (no copy).
+    passes: list[ModulePass] = [GraphCanonicalizePass(unrepeat_kv=False)]
+    if opts.eliminate_transposes:
+        passes.append(TransposeElimPass())
+    if opts.defer_norm_scale:
+        passes.append(GraphDeferNormScalePass())
+    if opts.substitute:
+        # Keep the substitutions whose concatenations fold into constants (fused
+        # weights): a concatenation of computed values is a copy on the mesh.
+        passes.append(
+            TasoSubstitutePass(
+                alpha=opts.alpha,
+                budget=opts.budget,
+                device=opts.device,
+                concats="constant",
+                engine=opts.engine,
+                grid=f"{opts.grid[0]}x{opts.grid[1]}",
             )
-        passes.append(ConvertGraphToLoopPass())
-    for p in passes:
-        with step(p.name):
-            p.apply(ctx, module)
+        )
+    passes.append(ConvertGraphToLoopPass())
+    return passes
+
+
+def loop_passes(opts: CompileOptions) -> list[ModulePass]:
+    """The loop passes `plmr compile` runs before blocking: fusion, then indices."""
+    from plmr.passes.loop_index_values import LoopMaterializeIndicesPass
+    from plmr.passes.loop_indices import LoopSimplifyIndicesPass
+    from plmr.passes.neptune.fuse import NeptuneFusePass
+
+    fuse = NeptuneFusePass(strategy=opts.fuse, chunks=opts.chunks, remarks=False)
+    return [fuse, LoopSimplifyIndicesPass(), LoopMaterializeIndicesPass()]
+
+
+def to_loop_level(ctx: Context, module: ModuleOp, opts: CompileOptions) -> ModuleOp:
+    """The graph part of the pipeline and fusion: graph passes, to loops, neptune-fuse."""
+    if _graph_ops(module):
+        for p in graph_passes(opts):
+            with step(p.name):
+                p.apply(ctx, module)
     if _has(module, (loop.NestOp,)):
-        fuse = NeptuneFusePass(strategy=opts.fuse, chunks=opts.chunks, remarks=False)
-        for p in (fuse, LoopSimplifyIndicesPass(), LoopMaterializeIndicesPass()):
+        for p in loop_passes(opts):
             with step(p.name):
                 p.apply(ctx, module)
     return module

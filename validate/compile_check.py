@@ -19,7 +19,6 @@ from xdsl.utils.exceptions import DiagnosticException
 from plmr.dialects import loop, tile
 from plmr.dialects.printing import module_text
 from plmr.errors import PlmrError
-from plmr.lowering.graph_to_loop import ConvertGraphToLoopPass
 from plmr.lowering.tile_to_mesh import (
     ConvertTileToMeshPass,
     NestPlan,
@@ -27,21 +26,17 @@ from plmr.lowering.tile_to_mesh import (
     lower_module,
     parse_options,
 )
-from plmr.passes.graph_canonicalize import GraphCanonicalizePass
-from plmr.passes.loop_indices import LoopSimplifyIndicesPass
 from plmr.passes.mesh_pack import MeshPackAllreducesPass, pack_allreduces, update_plans
 from plmr.passes.mesh_route import MeshRoutePass
 from plmr.passes.mesh_verify import MeshVerifyPlmrPass
-from plmr.passes.neptune.fuse import NeptuneFusePass
-from plmr.passes.norm_defer import GraphDeferNormScalePass
 from plmr.passes.pipeline import (
     CompileOptions,
     blocking_trials,
+    graph_passes,
+    loop_passes,
     loop_to_tile_pass,
     nothing_to_compile,
 )
-from plmr.passes.taso.substitute import TasoSubstitutePass
-from plmr.passes.transpose_elim import TransposeElimPass
 from plmr.validate.check_each import Checker, PassFailed, Stage
 
 
@@ -130,29 +125,11 @@ def compile_checked(
     mesh_opts = _mesh_options(opts)
     checker.start(module)
     if _graph_ops(module):
-        graph_passes: list[ModulePass] = [GraphCanonicalizePass(unrepeat_kv=False)]
-        if opts.eliminate_transposes:
-            graph_passes.append(TransposeElimPass())
-        if opts.defer_norm_scale:
-            graph_passes.append(GraphDeferNormScalePass())
-        if opts.substitute:
-            graph_passes.append(
-                TasoSubstitutePass(
-                    alpha=opts.alpha,
-                    budget=opts.budget,
-                    device=opts.device,
-                    concats="constant",
-                    engine=opts.engine,
-                    grid=f"{opts.grid[0]}x{opts.grid[1]}",
-                )
-            )
-        graph_passes.append(ConvertGraphToLoopPass())
-        for p in graph_passes:
+        for p in graph_passes(opts):
             checker.apply(Stage.of_pass(p), ctx, module)
     if _has(module, (loop.NestOp,)):
-        fuse = NeptuneFusePass(strategy=opts.fuse, chunks=opts.chunks, remarks=False)
-        checker.apply(Stage.of_pass(fuse), ctx, module)
-        checker.apply(Stage.of_pass(LoopSimplifyIndicesPass()), ctx, module)
+        for p in loop_passes(opts):
+            checker.apply(Stage.of_pass(p), ctx, module)
     if _has(module, (loop.NestOp,)):
         checker.current = "convert-loop-to-tile"
         try:
