@@ -46,20 +46,8 @@ from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from plmr.dialects.loop import NestOp, ReadOp
+from plmr.lowering.loop_to_tile.blocks import INDEX_OPS
 
-_BINARY = (
-    arith.AddiOp,
-    arith.SubiOp,
-    arith.MuliOp,
-    arith.DivUIOp,
-    arith.DivSIOp,
-    arith.RemUIOp,
-    arith.RemSIOp,
-    arith.FloorDivSIOp,
-    arith.CeilDivSIOp,
-    arith.MaxSIOp,
-    arith.MinSIOp,
-)
 """Index arithmetic redone on `i64` values."""
 
 
@@ -119,7 +107,7 @@ class _Function:
                 if width < 64
                 else arith.TruncIOp(op.input, i64)
             )
-        elif isinstance(op, _BINARY):
+        elif isinstance(op, INDEX_OPS):
             lhs = self.value(op.lhs, before, memo)
             rhs = self.value(op.rhs, before, memo)
             new = type(op)(lhs, rhs)
