@@ -9,12 +9,11 @@ import zipfile
 import zlib
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar
 
 import numpy as np
 from xdsl.dialects import func
 from xdsl.dialects.builtin import (
-    ArrayAttr,
     DictionaryAttr,
     ModuleOp,
     StringAttr,
@@ -27,7 +26,7 @@ from plmr.dialects import graph, mesh
 from plmr.errors import PlmrError
 from plmr.runtime.reference import Array, ReferenceEvaluator, tensor_dtype
 from plmr.runtime.report import Report
-from plmr.runtime.state import WaferState
+from plmr.runtime.state import WaferState, program_names
 
 NAME_ATTR = "plmr.name"
 """Argument/result attribute holding the tensor's name in the source model."""
@@ -54,23 +53,12 @@ RESULT_NAMES_ATTR = "plmr.result_names"
 """A mesh.program's record of its source function's input / output names."""
 
 
-def _program_names(program: mesh.ProgramOp, key: str, n: int) -> list[str | None]:
-    names = program.attributes.get(key)
-    if not isinstance(names, ArrayAttr):
-        return [None] * n
-    values = cast(ArrayAttr[Attribute], names).data
-    if len(values) != n:
-        return [None] * n
-    return [v.data if isinstance(v, StringAttr) and v.data else None for v in values]
-
-
 def arg_names(fn: Entry) -> list[str]:
     """Input names: the recorded `plmr.name`s, else `arg0, arg1, ...`."""
     n = len(fn.function_type.inputs.data)
     if isinstance(fn, mesh.ProgramOp):
         return [
-            name or f"arg{i}"
-            for i, name in enumerate(_program_names(fn, ARG_NAMES_ATTR, n))
+            name or f"arg{i}" for i, name in enumerate(program_names(fn, ARG_NAMES_ATTR, n))
         ]
     attrs = None if fn.arg_attrs is None else list(fn.arg_attrs.data)
     return [_named(attrs, i) or f"arg{i}" for i in range(n)]
@@ -82,7 +70,7 @@ def result_names(fn: Entry) -> list[str]:
     if isinstance(fn, mesh.ProgramOp):
         return [
             name or f"out{i}"
-            for i, name in enumerate(_program_names(fn, RESULT_NAMES_ATTR, n))
+            for i, name in enumerate(program_names(fn, RESULT_NAMES_ATTR, n))
         ]
     attrs = None if fn.res_attrs is None else list(fn.res_attrs.data)
     return [_named(attrs, i) or f"out{i}" for i in range(n)]

@@ -38,6 +38,17 @@ STATE_ARGS_ATTR = "plmr.state_args"
 STATE_RESULTS_ATTR = "plmr.state_results"
 
 
+def program_names(program: mesh.ProgramOp, key: str, n: int) -> list[str | None]:
+    """The `n` names a mesh.program records under `key` (None where none is given)."""
+    names = program.attributes.get(key)
+    if not isinstance(names, ArrayAttr):
+        return [None] * n
+    values = cast(ArrayAttr[Attribute], names).data
+    if len(values) != n:
+        return [None] * n
+    return [v.data if isinstance(v, StringAttr) and v.data else None for v in values]
+
+
 def _states(
     fn: func.FuncOp | mesh.ProgramOp,
     attrs: Sequence[DictionaryAttr] | None,
@@ -45,13 +56,7 @@ def _states(
     n: int,
 ) -> list[str | None]:
     if isinstance(fn, mesh.ProgramOp):
-        names = fn.attributes.get(key)
-        if not isinstance(names, ArrayAttr):
-            return [None] * n
-        values = cast(ArrayAttr[Attribute], names).data
-        if len(values) != n:
-            return [None] * n
-        return [v.data if isinstance(v, StringAttr) and v.data else None for v in values]
+        return program_names(fn, key, n)
     out: list[str | None] = []
     for i in range(n):
         value = (
