@@ -41,6 +41,9 @@ def describe_op(op: Operation) -> str:
     """`'graph.add' in @f` plus the op's first printed line, for error messages."""
     where = _enclosing_function(op)
     text = str(op).splitlines()[0].strip() if not op.regions else op.name
+    if len(text) > 160:
+        # A constant's literal can be megabytes long: its head names it well enough.
+        text = text[:150] + "…"
     return f"'{op.name}'{f' in @{where}' if where else ''}: `{text}`"
 
 

@@ -12,7 +12,7 @@ import io
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -20,6 +20,9 @@ from plmr.errors import PlmrError
 from plmr.files import check_output_dir, check_output_path, write_text_atomically
 from plmr.tools.options import COUNT, NON_NEGATIVE, SEED, TOLERANCE
 from plmr.tools.weights_option import weights_option
+
+if TYPE_CHECKING:
+    from plmr.passes.pipeline import CompileOptions
 
 # ---------------------------------------------------------------------------------------
 # plmr compile
@@ -186,6 +189,8 @@ def compile_cmd(
     mesh-route, mesh-verify-plmr. Run the result with `plmr run`. Weights by reference
     stay references (checked against their files, never read); the output names them
     relative to its own directory."""
+    from xdsl.utils.exceptions import DiagnosticException
+
     from plmr.dialects.context import load_module, make_context, verify_module
     from plmr.dialects.graph_weights import relocate_weights
     from plmr.dialects.printing import module_text
@@ -263,7 +268,20 @@ def compile_cmd(
             compile_module(ctx, module, opts, plans)
         click.echo(spent.table(), err=True, nl=False)
     else:
-        compile_module(ctx, module, opts, plans)
+        try:
+            compile_module(ctx, module, opts, plans)
+        except Exception as e:
+            # A pass may have left a program that does not verify, which a later one
+            # tripped over: name that pass. Otherwise the error stands (a refusal, or
+            # a bug of the pass that raised it).
+            _raise_unverified_pass(source_text, opts, e)
+            raise
+    if schedule_path is None:
+        try:
+            module.verify()
+        except DiagnosticException as e:
+            _raise_unverified_pass(source_text, opts, e)
+    verify_module(module, "the compiled program (a compiler error)")
     if db_path is not None:
         _record_compiled(
             db_path,
@@ -273,7 +291,6 @@ def compile_cmd(
             schedule_json,
             "manual" if schedule_path is not None else "default",
         )
-    verify_module(module, "the compiled program (a compiler error)")
     if output is not None:
         relocate_weights(module, output.resolve().parent)
     text = module_text(module, generic=generic)
@@ -290,6 +307,23 @@ def compile_cmd(
         return
     write_text_atomically(output, text)
     click.echo(f"wrote {output}", err=True)
+
+
+def _raise_unverified_pass(
+    source_text: str, opts: CompileOptions, cause: Exception
+) -> None:
+    """
+    Raises the compiler error naming the pass whose output does not verify, found by
+    compiling `source_text` again pass by pass with a verify after each (no-op if every
+    pass's output verifies).
+    """
+    from plmr.dialects.context import make_context, parse_module
+    from plmr.validate.compile_check import find_unverified_pass
+
+    ctx = make_context()
+    error = find_unverified_pass(ctx, parse_module(source_text, "<compiled>", ctx), opts)
+    if error is not None:
+        raise error from cause
 
 
 SCHEDULE_REPLACES = (

@@ -64,6 +64,8 @@ class CheckOptions:
     """Verify the IR after every pass (else the caller verifies the end result)."""
     through_text: bool = False
     """Print the IR after every pass and parse it back before running it."""
+    execute: bool = True
+    """Run the program before and after every pass (else only verify, with `verify_each`)."""
 
 
 @dataclass(frozen=True)
@@ -250,6 +252,8 @@ class Checker:
 
     def _run(self, module: ModuleOp) -> list[Array] | None:
         """The results of the entry on the inputs; None when the level cannot run."""
+        if not self.options.execute:
+            return None
         fn = self._entry(module)
         if fn is None or self.inputs is None:
             return None
@@ -265,7 +269,7 @@ class Checker:
         """Chooses the entry, makes the inputs and runs the input program."""
         fn = select_entry(module, self.options.entry)
         self.entry_name = fn.sym_name.data
-        self.inputs = random_inputs(fn, self.options.seed)
+        self.inputs = random_inputs(fn, self.options.seed) if self.options.execute else None
         self.names = result_names(fn)
         self._say(
             f"check-each: @{self.entry_name} on random inputs (seed {self.options.seed}), "

@@ -17,6 +17,7 @@ from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import DiagnosticException
 
 from plmr.dialects import loop, tile
+from plmr.dialects.context import describe_op, first_invalid_op
 from plmr.dialects.printing import module_text
 from plmr.errors import PlmrError
 from plmr.lowering.tile_to_mesh import (
@@ -37,7 +38,7 @@ from plmr.passes.pipeline import (
     loop_to_tile_pass,
     nothing_to_compile,
 )
-from plmr.validate.check_each import Checker, PassFailed, Stage
+from plmr.validate.check_each import Checker, CheckOptions, PassFailed, Stage
 
 
 def _has(module: ModuleOp, kinds: tuple[type[Operation], ...]) -> bool:
@@ -173,4 +174,33 @@ def compile_checked(
     return module
 
 
-__all__ = ["choose_blocking", "compile_checked"]
+def find_unverified_pass(
+    ctx: Context, source: ModuleOp, opts: CompileOptions
+) -> PlmrError | None:
+    """
+    The compiler error naming the stage of `plmr compile`'s pipeline after which
+    `source` (left unchanged) no longer verifies: a copy is compiled pass by pass,
+    verified after each, without running it. None when every stage's output verifies or
+    a stage refuses the program first.
+    """
+    module = source.clone()
+    checker = Checker(CheckOptions(execute=False))
+    try:
+        compile_checked(ctx, module, opts, checker)
+    except PassFailed as e:
+        if not isinstance(e.cause, DiagnosticException):
+            return None
+        found = first_invalid_op(module)
+        if found is None:
+            return None
+        op, reason = found
+        return PlmrError(
+            f"compiler error: pass {e.spec} produced a program that does not verify at "
+            f"{describe_op(op)}: {reason.splitlines()[0]}"
+        )
+    except PlmrError:
+        return None
+    return None
+
+
+__all__ = ["choose_blocking", "compile_checked", "find_unverified_pass"]

@@ -12,11 +12,13 @@ from __future__ import annotations
 import os
 import re
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from xdsl.context import Context
+from xdsl.dialects import arith
 from xdsl.dialects.builtin import ModuleOp, TensorType, f32
 from xdsl.passes import ModulePass
 from xdsl.xdsl_opt_main import xDSLOptMain
@@ -1337,6 +1339,66 @@ def test_an_unverifiable_pass_output_names_the_pass(
     assert "Traceback" not in err
     assert re.search(
         r"pass test-break-shapes produced a program that does not verify at 'graph\.add'",
+        err,
+    ), err
+    assert not out.exists()
+
+
+def _break_constants(original: Callable[..., None]) -> Callable[..., None]:
+    """`original`, then the first `arith.constant` gets a result type of another shape."""
+
+    def apply(self: ModulePass, ctx: Context, op: ModuleOp) -> None:
+        original(self, ctx, op)
+        constant = next(o for o in op.walk() if isinstance(o, arith.ConstantOp))
+        constant.results[0]._type = TensorType(f32, [3, 5])  # pyright: ignore[reportPrivateUsage]
+
+    return apply
+
+
+def test_plmr_compile_names_the_pass_whose_output_does_not_verify(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+):
+    """
+    plmr compile verifies its result before writing it; when it does not verify, the
+    pipeline runs again pass by pass, verified after each, to name the pass.
+    """
+    from plmr.passes.mesh_verify import MeshVerifyPlmrPass
+
+    monkeypatch.setattr(
+        MeshVerifyPlmrPass, "apply", _break_constants(MeshVerifyPlmrPass.apply)
+    )
+    out = tmp_path / "out.mlir"
+    code = plmr_main(["compile", str(MLP), *FAST, "-o", str(out)])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert "Traceback" not in err
+    assert re.search(
+        r"error: compiler error: pass mesh-verify-plmr produced a program that does not "
+        r"verify at 'arith\.constant': `%fc1\.weight = arith\.constant dense<\"0x2EDD[0-9A-F]*…`: "
+        r"attribute tensor<3x5xf32> expected",
+        err,
+    ), err
+    assert not out.exists()
+
+
+def test_plmr_compile_names_the_pass_whose_output_a_later_pass_trips_over(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+):
+    """A pass that breaks the program makes a later one fail: the first is named."""
+    from plmr.passes.transpose_elim import TransposeElimPass
+
+    def break_add(self: ModulePass, ctx: Context, op: ModuleOp) -> None:
+        _BreakShapes().apply(ctx, op)
+
+    monkeypatch.setattr(TransposeElimPass, "apply", break_add)
+    out = tmp_path / "out.mlir"
+    code = plmr_main(["compile", str(MLP), *FAST, "-o", str(out)])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert "Traceback" not in err
+    assert re.search(
+        r"error: compiler error: pass transpose-elim produced a program that does not "
+        r"verify at 'graph\.add'",
         err,
     ), err
     assert not out.exists()
