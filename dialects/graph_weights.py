@@ -245,6 +245,18 @@ def anchor_weights(module: ModuleOp, base: Path, moved_to: Path | None = None) -
                 f"--weights {moved_to}: no such file or directory; pass the directory "
                 "or the file that holds the program's weights"
             )
+        named = files[0] if files else ""
+        if named and named.endswith(".safetensors") != moved_to.name.endswith(
+            ".safetensors"
+        ):
+            # The file's kind is told by its name: a raw data file read as safetensors
+            # (or the other way round) would give wrong values.
+            kind = "a safetensors file" if named.endswith(".safetensors") else "raw data"
+            raise PlmrError(
+                f"--weights {moved_to}: the program's weights are {kind} ({named}), "
+                f"which {moved_to.name} is not named as; pass the moved {Path(named).name} "
+                "or its directory"
+            )
     for op, ref in weight_ops(module):
         if not ref.file:
             continue  # invalid: the verifier reports it

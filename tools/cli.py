@@ -21,7 +21,7 @@ import click
 from plmr import __version__
 from plmr.errors import PlmrError
 from plmr.files import check_output_dir, check_output_path, write_text_atomically
-from plmr.tools.options import COUNT, SEED
+from plmr.tools.options import COUNT, NON_NEGATIVE, SEED, check_weights_out
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -72,7 +72,7 @@ def cli() -> None:
 @click.option("--generic", is_flag=True, help="Print the generic MLIR form.")
 @click.option(
     "--inline-limit",
-    type=click.IntRange(min=0),
+    type=NON_NEGATIVE,
     default=1024,
     show_default=True,
     help="Initializers of at most this many bytes stay inline (graph.constant); larger "
@@ -111,6 +111,7 @@ def import_cmd(
         check_output_path(output)
     if weights_out is None and output is not None:
         weights_out = output.with_suffix(".safetensors")
+    check_weights_out(weights_out, output)
     options = WeightsOptions(inline_limit=inline_limit, out=weights_out)
     module = import_onnx_file(
         str(model), func_name=func_name, notify=notify, weights=options

@@ -13,6 +13,7 @@ import click
 from xdsl.dialects.builtin import ModuleOp
 
 from plmr.errors import PlmrError
+from plmr.tools.options import COUNT
 
 
 def _load(path: Path) -> ModuleOp:
@@ -44,7 +45,7 @@ def _prompt(text: str) -> list[int]:
     help="Token ids, comma-separated (default: `prompt` of --expect).",
 )
 @click.option(
-    "--steps", type=int, default=16, show_default=True, help="Decode steps to run."
+    "--steps", type=COUNT, default=16, show_default=True, help="Decode steps to run."
 )
 @click.option(
     "--grid",

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 from pathlib import Path
 from typing import Any
 
@@ -81,6 +82,46 @@ SECONDS = _Float(True, "a finite number of seconds > 0")
 """A duration: a finite float > 0."""
 
 
+class _WeightsPath(click.ParamType[Path, Any]):
+    """Where a program's weights moved: an existing, readable directory or file."""
+
+    name = "DIR_OR_FILE"
+
+    def convert(
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> Path:
+        text = str(value)
+        hint = "pass the directory or the file that holds the program's weights"
+        if not text.strip():
+            self.fail(f"an empty path; {hint}", param, ctx)
+        path = Path(text)
+        if not path.exists():
+            self.fail(f"{text}: no such file or directory; {hint}", param, ctx)
+        if not os.access(path, os.R_OK | (os.X_OK if path.is_dir() else 0)):
+            self.fail(f"{text}: not readable; {hint}", param, ctx)
+        return path
+
+
+WEIGHTS = _WeightsPath()
+"""`--weights DIR_OR_FILE`: an existing, readable directory or file."""
+
+
+def check_weights_out(weights_out: Path | None, output: Path | None) -> None:
+    """
+    `plmr import --weights-out` can be written and is not the program's own output:
+    checked before anything is imported.
+    """
+    if weights_out is None:
+        return
+    if output is not None and weights_out.resolve() == output.resolve():
+        raise PlmrError(
+            f"--weights-out {weights_out} is also the output (-o): the weights would "
+            "overwrite the program; give the weights another file name (e.g. ending in "
+            ".safetensors)"
+        )
+    check_output_path(weights_out, "--weights-out")
+
+
 def check_run_outputs(outputs: dict[str, Path | None], heatmap: Path | None = None) -> None:
     """
     The outputs of a run (`--report`, `--trace`, ...) can be written and the heatmap is
@@ -114,3 +155,6 @@ arg_seed = _arg_type(SEED)
 
 arg_tolerance = _arg_type(TOLERANCE)
 """`TOLERANCE` for argparse (`plmr-opt --check-tol`)."""
+
+arg_weights = _arg_type(WEIGHTS)
+"""`WEIGHTS` for argparse (`plmr-opt --weights`)."""

@@ -26,7 +26,7 @@ from plmr import __version__
 from plmr.dialects.context import describe_op, first_invalid_op
 from plmr.errors import PlmrError
 from plmr.files import check_output_path, read_text_file, write_text_atomically
-from plmr.tools.options import arg_seed, arg_tolerance
+from plmr.tools.options import arg_seed, arg_tolerance, arg_weights
 
 
 class PlmrOptMain(xDSLOptMain):
@@ -77,6 +77,7 @@ class PlmrOptMain(xDSLOptMain):
 
         arg_parser.add_argument(
             "--weights",
+            type=arg_weights,
             default=None,
             help="where the program's weights are if they moved: a directory holding "
             "its weights files, or the one weights file (default: as the program names "

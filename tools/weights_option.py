@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any, TypeVar
 
 import click
+
+from plmr.tools.options import WEIGHTS
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -16,7 +17,7 @@ def weights_option(f: F) -> F:
     return click.option(
         "--weights",
         "weights",
-        type=click.Path(path_type=Path),
+        type=WEIGHTS,
         default=None,
         help="Where the program's weights are if they moved: a directory holding its "
         "weights files, or the one weights file (default: as the program names them, "

@@ -82,6 +82,12 @@ def mesh_program(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """examples/onnx/mlp.mlir compiled for a 2x2 grid."""
     out = tmp_path_factory.mktemp("mesh") / "mesh.mlir"
     assert plmr_main(["compile", str(MLP), *FAST, "-o", str(out)]) == 0
+    # Beside it: the MLP with its weights by reference (wmlp.mlir, wmlp.safetensors).
+    weighted = out.parent / "wmlp.mlir"
+    assert (
+        plmr_main(["import", str(MLP_ONNX), "--inline-limit", "0", "-o", str(weighted)])
+        == 0
+    )
     return out
 
 
@@ -91,6 +97,8 @@ def make_files(where: Path, mesh_program: Path) -> None:
     shutil.copy(MLP_ONNX, where / "mlp.onnx")
     shutil.copy(SCHEDULE, where / "sched.json")
     shutil.copy(mesh_program, where / "mesh.mlir")
+    for name in ("wmlp.mlir", "wmlp.safetensors"):
+        shutil.copy(mesh_program.parent / name, where / name)
     (where / "empty.mlir").write_text("")
     (where / "blank.mlir").write_text("  \n\n")
     (where / "bin.mlir").write_bytes(bytes(range(200, 256)) * 4)
@@ -106,6 +114,7 @@ def make_files(where: Path, mesh_program: Path) -> None:
     (where / "empty.onnx").write_bytes(b"")
     (where / "garbage.sqlite").write_text("garbage\n")
     (where / "garbage.json").write_text("{not json")
+    (where / "w.safetensors").write_text("garbage")
     (where / "file").write_text("a file, not a directory\n")
     (where / "dir").mkdir()
 
@@ -185,6 +194,109 @@ CASES: list[Case] = [
     plmr(ERROR, r"empty\.onnx", "import", "empty.onnx"),
     plmr(ERROR, r"'mlp\.mlir' is not a valid ONNX model", "import", "mlp.mlir"),
     *_output_cases(("import", "mlp.onnx"), "-o", "m.mlir"),
+    plmr(
+        USAGE,
+        r"'--inline-limit': expected a non-negative integer, got -1",
+        "import",
+        "mlp.onnx",
+        "--inline-limit",
+        "-1",
+    ),
+    plmr(
+        USAGE,
+        r"'--inline-limit': '1k' is not a valid integer",
+        "import",
+        "mlp.onnx",
+        "--inline-limit",
+        "1k",
+    ),
+    *_output_cases(
+        ("import", "mlp.onnx", "--inline-limit", "0", "-o", "m.mlir"),
+        "--weights-out",
+        "w.safetensors",
+    ),
+    plmr(
+        ERROR,
+        r"--weights-out m\.mlir is also the output \(-o\): the weights would overwrite "
+        r"the program",
+        "import",
+        "mlp.onnx",
+        "--inline-limit",
+        "0",
+        "--weights-out",
+        "m.mlir",
+        "-o",
+        "m.mlir",
+    ),
+    plmr(
+        ERROR,
+        r"--weights-out w\.safetensors is also the output",
+        "import",
+        "mlp.onnx",
+        "--inline-limit",
+        "0",
+        "-o",
+        "w.safetensors",
+    ),
+    # -- --weights (plmr run, plmr compile, plmr-opt) -----------------------------------
+    *(
+        plmr(
+            USAGE,
+            r"'--weights': nowhere: no such file or directory; pass the directory or the "
+            r"file that holds the program's weights",
+            command,
+            "wmlp.mlir",
+            "--weights",
+            "nowhere",
+        )
+        for command in ("run", "compile")
+    ),
+    plmr(USAGE, r"'--weights': an empty path", "run", "wmlp.mlir", "--weights", ""),
+    plmr(
+        ERROR,
+        r"--weights mlp\.mlir: the program's weights are a safetensors file "
+        r"\(\S*wmlp\.safetensors\), which mlp\.mlir is not named as",
+        "run",
+        "wmlp.mlir",
+        "--weights",
+        "mlp.mlir",
+    ),
+    plmr(
+        ERROR,
+        r"weights file \S*dir/wmlp\.safetensors does not exist",
+        "compile",
+        "wmlp.mlir",
+        "--weights",
+        "dir",
+        "-o",
+        "c.mlir",
+    ),
+    plmr(
+        ERROR,
+        r"weights file \S*w\.safetensors is not a safetensors file",
+        "run",
+        "wmlp.mlir",
+        "--weights",
+        "w.safetensors",
+    ),
+    opt(
+        USAGE,
+        r"argument --weights: nowhere: no such file or directory",
+        "wmlp.mlir",
+        "--weights",
+        "nowhere",
+        "-p",
+        "canonicalize",
+    ),
+    opt(
+        ERROR,
+        r"--weights mlp\.mlir: the program's weights are a safetensors file",
+        "wmlp.mlir",
+        "--weights",
+        "mlp.mlir",
+        "-p",
+        "canonicalize",
+    ),
     # -- plmr compile -------------------------------------------------------------------
     *_input_cases(("compile",), ("--no-substitute",)),
     plmr(ERROR, r"zero-size tensor \(tensor<0x4xf32>\)", "compile", "zero.mlir"),
@@ -873,6 +985,12 @@ CASES: list[Case] = [
         "1,2",
     ),
     plmr(ERROR, r"give --prompt", "generate", PREFILL, DECODE),
+    *(
+        plmr(
+            USAGE, r"'--steps': " + NOT_POSITIVE.format(steps), *ON_GRAPH, "--steps", steps
+        )
+        for steps in ("0", "-1")
+    ),
     plmr(
         ERROR,
         r"bad --prompt 'abc': expected token ids",
