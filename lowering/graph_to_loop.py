@@ -482,7 +482,10 @@ def _lower_pool(op: Operation) -> list[SSAValue]:
     pt, pl, _, _ = op.pads.get_values()
     elt = _elt(op.result)
     is_max = op.kind.data.value == "max"
-    pad = lowest(elt) if is_max else 0.0
+    # A max-pool pads with -inf and starts from it: a window of -inf (a padded mask)
+    # is -inf, not the lowest finite value (no running maximum of a pool is ever
+    # subtracted, unlike a softmax's).
+    pad = (-math.inf if isinstance(elt, AnyFloat) else lowest(elt)) if is_max else 0.0
 
     def term(p: Sequence[SSAValue], r: Sequence[SSAValue]) -> SSAValue:
         n, c, oh, ow = p
@@ -491,7 +494,7 @@ def _lower_pool(op: Operation) -> list[SSAValue]:
         return ReadOp(x, [n, c, h, w], padding=pad).result
 
     if is_max:
-        return [reduce_nest(out, (kh, kw), lowest(elt), elt, term, maximum)]
+        return [reduce_nest(out, (kh, kw), pad, elt, term, maximum)]
     total = named(reduce_nest(out, (kh, kw), 0, elt, term, add), op, "sum")
     include_pad = op.count_include_pad is not None
 

@@ -62,3 +62,18 @@ func.func @conv(%x: tensor<1x3x8x8xf32>, %w: tensor<4x3x3x3xf32>, %b: tensor<4xf
   %y = graph.conv2d %x, %w, %b strides = [2, 2] pads = [1, 1, 1, 1] : (tensor<1x3x8x8xf32>, tensor<4x3x3x3xf32>, tensor<4xf32>) -> tensor<1x4x4x4xf32>
   func.return %y : tensor<1x4x4x4xf32>
 }
+
+// -----
+
+// A max-pool starts from -inf and pads with it: a window of -inf (a padded mask) stays
+// -inf, as in the reference.
+
+// CHECK-LABEL: func.func @max_pool
+// CHECK:         %[[NEG_INF:.*]] = arith.constant 0xff800000 : f32
+// CHECK:         loop.nest ({{.*}}) to (1, 2, 2, 2, 3, 3) [parallel, parallel, parallel, parallel, reduction, reduction] init(%acc = %[[NEG_INF]] : f32)
+// CHECK:           loop.read %x[{{.*}}] padding 0xfff0000000000000 : tensor<1x2x4x4xf32>
+// CHECK:           arith.maximumf %acc
+func.func @max_pool(%x: tensor<1x2x4x4xf32>) -> tensor<1x2x2x2xf32> {
+  %p = graph.pool max %x kernel = [3, 3] strides = [2, 2] pads = [1, 1, 0, 0] : tensor<1x2x4x4xf32> -> tensor<1x2x2x2xf32>
+  func.return %p : tensor<1x2x2x2xf32>
+}
