@@ -52,8 +52,8 @@ def _constant(value: SSAValue) -> int | None:
 
 def slice_host_reads(block: Block) -> dict[SSAValue, HostSlice]:
     """
-    Rewrites the loads of host tensors at constant indices (block size 1, dimension
-    larger than 1) in the top-level nests of a function body to loads of slices; returns
+    Rewrites the loads of host tensors at constant indices within the tensor (block
+    size 1, dimension larger than 1) in the top-level nests of a function body to loads of slices; returns
     each slice's source and offsets.
     """
     slices: dict[SSAValue, HostSlice] = {}
@@ -72,6 +72,10 @@ def slice_host_reads(block: Block) -> dict[SSAValue, HostSlice]:
             for j, idx in enumerate(load.offsets):
                 c = _constant(idx)
                 if c is None or blk[j] != 1 or shape[j] == 1:
+                    continue
+                if not 0 <= c < shape[j]:
+                    # A padded load outside the tensor (a concatenation's other part):
+                    # it reads only padding, and no slice holds it.
                     continue
                 offsets[j], sizes[j] = c, 1
             if sizes == list(shape):

@@ -39,6 +39,15 @@ func.func @main(%0: tensor<1x4x5x2xf32>) -> tensor<5x6x4x2xf32> {
 }
 """
 
+CONCAT_GATHER = """
+func.func @main(%x: tensor<4x3x2xf32>, %c: tensor<2x3x2xf32>) -> tensor<1x2x2xf32> {
+  %j = graph.concat %c, %x axis = 0 : (tensor<2x3x2xf32>, tensor<4x3x2xf32>) -> tensor<6x3x2xf32>
+  %i = graph.constant dense<[[[-1, 0], [-1, -1]]]> : tensor<1x2x2xi64>
+  %g = graph.gather_elements %j, %i axis = 2 : (tensor<6x3x2xf32>, tensor<1x2x2xi64>) -> tensor<1x2x2xf32>
+  func.return %g : tensor<1x2x2xf32>
+}
+"""
+
 FEW_COLORS = """
 func.func @main(%w: tensor<3x1x1xf32>, %x: tensor<8x3x1x1xf32>) -> tensor<8x3x1x1xf32> {
   %s = graph.softmax %x axis = -2 : tensor<8x3x1x1xf32>
@@ -91,8 +100,11 @@ def test_eqsat_extraction_with_an_unusable_output_is_not_a_crash():
         # convert-graph-to-loop started a max-pool from the lowest finite value: a
         # window of -inf padding gave -3.4e38 instead of -inf.
         (MASKED_POOL, Config(grid=(2, 2), tile_sizes=(1, 1), through_text=True)),
+        # convert-tile-to-mesh sliced the host tensor for a padded load at row -2 (the
+        # concatenation's other part): a mesh.scatter at offsets [-2, 0, 0].
+        (CONCAT_GATHER, Config(grid=(1, 2), tile_sizes=(4, 1), through_text=True)),
     ],
-    ids=["scalar-gather", "scalar-sum", "vector-rotation", "masked-pool"],
+    ids=["scalar-gather", "scalar-sum", "vector-rotation", "masked-pool", "concat-gather"],
 )
 def test_compiles_and_keeps_its_results(program: str, config: Config):
     outcome = run_case(program, config, tolerance=1e-4)
