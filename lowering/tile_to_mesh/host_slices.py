@@ -57,7 +57,8 @@ def slice_host_reads(block: Block) -> dict[SSAValue, HostSlice]:
     each slice's source and offsets.
     """
     slices: dict[SSAValue, HostSlice] = {}
-    made: dict[HostSlice, SSAValue] = {}
+    made: dict[tuple[SSAValue, tuple[int, ...], tuple[int, ...]], SSAValue] = {}
+    """The slices taken, by source, offsets and sizes (one offset, several sizes)."""
     rewriter = Rewriter()
     first = block.first_op
     for top in [op for op in block.ops if isinstance(op, tile.ForOp)]:
@@ -81,7 +82,7 @@ def slice_host_reads(block: Block) -> dict[SSAValue, HostSlice]:
             if sizes == list(shape):
                 continue
             key = (src, tuple(offsets))
-            part = made.get(key)
+            part = made.get((*key, tuple(sizes)))
             if part is None:
                 op = tensor.ExtractSliceOp.from_static_parameters(src, offsets, sizes)
                 owner = src.owner
@@ -96,7 +97,7 @@ def slice_host_reads(block: Block) -> dict[SSAValue, HostSlice]:
                 if src.name_hint:
                     op.result.name_hint = src.name_hint
                 part = op.result
-                made[key] = part
+                made[(*key, tuple(sizes))] = part
                 slices[part] = key
             zero = arith.ConstantOp(IntegerAttr(0, IndexType()))
             rewriter.insert_op(zero, InsertPoint.before(load))

@@ -48,6 +48,49 @@ func.func @main(%x: tensor<4x3x2xf32>, %c: tensor<2x3x2xf32>) -> tensor<1x2x2xf3
 }
 """
 
+SLICES_OF_TWO_SIZES = """
+builtin.module {
+  func.func @main(%x0: tensor<3x2xf32>) -> (tensor<4x8xf32>, tensor<3x8xf32>) {
+    %n1 = loop.nest (%i0, %i1) to (2, 2) [parallel, parallel] -> tensor<2x2xf32> {
+      %c1 = arith.constant 2 : index
+      %r2 = loop.read %x0[%c1, %i1] : tensor<3x2xf32>
+      %c4 = arith.constant 2 : index
+      %c5 = arith.constant 1 : index
+      %k6 = arith.constant 5.000000e-01 : f32
+      %a7 = math.absf %k6 : f32
+      %one8 = arith.constant 1.000000e+00 : f32
+      %d9 = arith.addf %a7, %one8 : f32
+      %v3 = arith.divf %r2, %d9 : f32
+      %c11 = arith.constant 0 : index
+      %r12 = loop.read %x0[%c11, %i1] : tensor<3x2xf32>
+      %c14 = arith.constant 0 : index
+      %r15 = loop.read %x0[%c14, %i0] : tensor<3x2xf32>
+      %v13 = arith.minimumf %r12, %r15 : f32
+      %v10 = arith.addf %v3, %v13 : f32
+      loop.yield %v10 : f32
+    }
+    %n2 = loop.nest (%i0_1, %i1_1) to (4, 8) [parallel, parallel] -> tensor<4x8xf32> {
+      %c1_1 = arith.constant 1 : index
+      %c2 = arith.constant 0 : index
+      %c3 = arith.constant 0 : index
+      %c4_1 = arith.constant 1 : index
+      %r5 = loop.read %n1[%c3, %c4_1] : tensor<2x2xf32>
+      loop.yield %r5 : f32
+    }
+    %z4 = arith.constant 0.000000e+00 : f32
+    %n3 = loop.nest (%i0_2, %i1_2, %k) to (3, 8, 4) [parallel, parallel, reduction] init(%acc = %z4 : f32) -> tensor<3x8xf32> {
+      %c1_2 = arith.constant 0 : index
+      %r2_1 = loop.read %x0[%i0_2, %c1_2] : tensor<3x2xf32>
+      %v3_1 = arith.negf %r2_1 : f32
+      %v4 = arith.negf %v3_1 : f32
+      %s6 = arith.addf %acc, %v4 : f32
+      loop.yield %s6 : f32
+    }
+    func.return %n2, %n3 : tensor<4x8xf32>, tensor<3x8xf32>
+  }
+}
+"""
+
 FEW_COLORS = """
 func.func @main(%w: tensor<3x1x1xf32>, %x: tensor<8x3x1x1xf32>) -> tensor<8x3x1x1xf32> {
   %s = graph.softmax %x axis = -2 : tensor<8x3x1x1xf32>
@@ -103,8 +146,29 @@ def test_eqsat_extraction_with_an_unusable_output_is_not_a_crash():
         # convert-tile-to-mesh sliced the host tensor for a padded load at row -2 (the
         # concatenation's other part): a mesh.scatter at offsets [-2, 0, 0].
         (CONCAT_GATHER, Config(grid=(1, 2), tile_sizes=(4, 1), through_text=True)),
+        # convert-tile-to-mesh took one slice of %x for x[0, 0] and for the column
+        # x[:, 0] (same offsets): the column's loads read past the 1x1 slice.
+        (
+            SLICES_OF_TWO_SIZES,
+            Config(
+                grid=(1, 4),
+                device="wse3",
+                gemv="pipeline",
+                k=3,
+                tile_sizes=(2, 4),
+                fuse="split-k",
+                through_text=True,
+            ),
+        ),
     ],
-    ids=["scalar-gather", "scalar-sum", "vector-rotation", "masked-pool", "concat-gather"],
+    ids=[
+        "scalar-gather",
+        "scalar-sum",
+        "vector-rotation",
+        "masked-pool",
+        "concat-gather",
+        "slices-of-two-sizes",
+    ],
 )
 def test_compiles_and_keeps_its_results(program: str, config: Config):
     outcome = run_case(program, config, tolerance=1e-4)
