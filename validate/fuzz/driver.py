@@ -51,7 +51,7 @@ GRIDS = (
 FUZZ_TOLERANCE = 1e-3
 
 SPECIAL_SHARE = 0.5
-"""Share of the graph programs with special values (infinities, NaN, -0.0, masks)."""
+"""Share of the programs with special values (infinities, NaN, -0.0, masks)."""
 
 
 @dataclass(frozen=True)
@@ -212,11 +212,11 @@ def make_case(
     if kind == "loop":
         from plmr.validate.fuzz.loop_gen import generate_loop
 
-        module = generate_loop(program_bits)
+        module = generate_loop(program_bits, special=special)
     elif kind == "tile":
         from plmr.validate.fuzz.loop_gen import generate_tile
 
-        module = generate_tile(program_bits)
+        module = generate_tile(program_bits, special=special)
     else:
         module = GraphGenerator(random.Random(program_bits), special=special).generate()
     return Case(index, seed, module_text(module), config)

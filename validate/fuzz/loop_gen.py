@@ -6,6 +6,12 @@ and earlier nests' results with permuted, broadcast and constant indices.
 Programs are written as MLIR text and parsed (so the parser and verifiers check them).
 Bodies use only operations with exact or bounded results: `exp` reads a `tanh`, and
 divisors are `|x| + 1`.
+
+With `special`, a program also holds the values that masks and guards meet, as the graph
+generator's do: some scalar constants of the bodies are `-0.0`, subnormals, `±inf`, NaN
+or `finfo(f32).min`; `max`/`min` reductions may start from `∓inf`; and a constant mask
+tensor (entries `0` and `-inf`, `finfo(f32).min` or `-1e9`, sometimes whole rows) may
+be among the tensors the nests read.
 """
 
 from __future__ import annotations
@@ -14,11 +20,20 @@ import math
 import random
 from dataclasses import dataclass, field
 
-from xdsl.dialects.builtin import ModuleOp
+import numpy as np
+from xdsl.dialects.builtin import ModuleOp, f32
 
 from plmr.dialects.context import parse_module
+from plmr.dialects.float_text import float_literal
+from plmr.validate.fuzz.graph_gen import MASK_VALUES, SPECIAL_VALUES
 
 DIMS = (1, 2, 3, 4, 4, 8, 8, 6)
+
+SCALARS = (0.5, -1.0, 2.0)
+"""The scalar constants of the bodies."""
+
+SPECIAL_SCALARS = (*SPECIAL_VALUES, float(np.finfo(np.float32).min))
+"""The scalar constants a `special` program's bodies may also hold."""
 
 
 @dataclass
@@ -49,6 +64,8 @@ def _ty(shape: tuple[int, ...]) -> str:
 class LoopGenerator:
     rng: random.Random
     max_nests: int = 4
+    special: bool = False
+    """Special values in constants, reduction starts and a mask (see the docstring)."""
 
     def __post_init__(self) -> None:
         self.tensors: list[_Tensor] = []
@@ -80,6 +97,11 @@ class LoopGenerator:
     def _value(self, body: _Body, loops: list[tuple[str, int]], depth: int = 0) -> str:
         """A scalar expression over reads."""
         if depth >= 2 or self.rng.random() < 0.35:
+            if self.special and self.rng.random() < 0.2:
+                c = body.fresh("k")
+                value = float_literal(self.rng.choice(SPECIAL_SCALARS), f32)
+                body.emit(f"{c} = arith.constant {value} : f32")
+                return c
             choices = list(self.tensors)
             self.rng.shuffle(choices)
             for t in choices:
@@ -87,7 +109,10 @@ class LoopGenerator:
                 if v is not None:
                     return v
             c = body.fresh("k")
-            body.emit(f"{c} = arith.constant {self.rng.choice((0.5, -1.0, 2.0))} : f32")
+            value = self.rng.choice(SCALARS)
+            if self.special and self.rng.random() < 0.4:
+                value = self.rng.choice(SPECIAL_SCALARS)
+            body.emit(f"{c} = arith.constant {float_literal(value, f32)} : f32")
             return c
         a = self._value(body, loops, depth + 1)
         kind = self.rng.choice(
@@ -146,6 +171,8 @@ class LoopGenerator:
                 "maximumf": "-3.40282347e+38",
                 "minimumf": "3.40282347e+38",
             }[kind]
+            if self.special and kind != "addf" and self.rng.random() < 0.5:
+                init = float_literal(-math.inf if kind == "maximumf" else math.inf, f32)
             c0 = self._fresh("z")
             self.lines.append(f"    {c0} = arith.constant {init} : f32")
             acc = body.fresh("acc")
@@ -171,6 +198,25 @@ class LoopGenerator:
         self.lines.append("    }")
         self.tensors.append(_Tensor(out, shape))
 
+    def _mask(self) -> None:
+        """A constant additive mask: zeros and one masked value, sometimes whole rows."""
+        shape = tuple(self.rng.choice(DIMS) for _ in range(self.rng.choice((1, 2, 2))))
+        masked = self.rng.choice(MASK_VALUES)
+        data = np.where(
+            np.asarray(
+                [self.rng.random() < 0.3 for _ in range(math.prod(shape))], dtype=bool
+            ).reshape(shape),
+            np.float32(masked),
+            np.float32(0.0),
+        )
+        if len(shape) == 2 and self.rng.random() < 0.5:
+            data[self.rng.randrange(shape[0])] = masked
+        name = self._fresh("mask")
+        self.lines.append(
+            f"    {name} = arith.constant dense<{_nested(data)}> : {_ty(shape)}"
+        )
+        self.tensors.append(_Tensor(name, shape))
+
     def generate(self) -> ModuleOp:
         for j in range(self.rng.randint(1, 3)):
             shape = tuple(
@@ -179,9 +225,13 @@ class LoopGenerator:
             t = _Tensor(f"%x{j}", shape)
             self.args.append(t)
             self.tensors.append(t)
+        if self.special and self.rng.random() < 0.5:
+            self._mask()
         for _ in range(self.rng.randint(1, self.max_nests)):
             self._nest()
-        results = [t for t in self.tensors if t not in self.args]
+        results = [
+            t for t in self.tensors if t not in self.args and not t.name.startswith("%mask")
+        ]
         used = {t.name for t in results for line in self.lines if f"{t.name}[" in line}
         outs = [t for t in results if t.name not in used][-3:] or results[-1:]
         args = ", ".join(f"{t.name}: {_ty(t.shape)}" for t in self.args)
@@ -199,12 +249,21 @@ class LoopGenerator:
         return parse_module(text, "<loop fuzz>")
 
 
-def generate_loop(seed: int, max_nests: int = 4) -> ModuleOp:
+def _nested(data: np.ndarray) -> str:
+    """A dense literal of `data` (nested lists), every float exact."""
+    if data.ndim == 0:
+        return float_literal(float(data), f32)
+    return "[" + ", ".join(_nested(row) for row in data) + "]"
+
+
+def generate_loop(seed: int, max_nests: int = 4, special: bool = False) -> ModuleOp:
     """A random valid loop-level module with one function `@main`, from `seed`."""
-    return LoopGenerator(random.Random(seed), max_nests=max_nests).generate()
+    return LoopGenerator(
+        random.Random(seed), max_nests=max_nests, special=special
+    ).generate()
 
 
-def generate_tile(seed: int, max_nests: int = 4) -> ModuleOp:
+def generate_tile(seed: int, max_nests: int = 4, special: bool = False) -> ModuleOp:
     """
     A random tile-level module: a random loop program blocked by `convert-loop-to-tile`
     with random block sizes (shrunk to divisors: `fit`), so every nest is tiled.
@@ -213,7 +272,7 @@ def generate_tile(seed: int, max_nests: int = 4) -> ModuleOp:
     from plmr.lowering.loop_to_tile import ConvertLoopToTilePass
 
     rng = random.Random(seed)
-    module = generate_loop(rng.getrandbits(32), max_nests)
+    module = generate_loop(rng.getrandbits(32), max_nests, special)
     sizes = (rng.choice((1, 2, 4, 8)), rng.choice((1, 2, 4, 8)))
     ConvertLoopToTilePass(tile_sizes=sizes, fit=True).apply(make_context(), module)
     return module
