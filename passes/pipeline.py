@@ -89,13 +89,18 @@ def compile_module(
     Lowers `module` in place to a mesh program (and returns it); `plans` receives the
     mapping chosen for each nest (`plmr compile --explain`).
     """
+    from plmr.lowering.loop_to_tile import memo as tile_memo
     from plmr.lowering.tile_to_mesh import memo
 
     mesh_opts = _check_options(opts)
     check_sizes(module)
     hits, misses = memo.stats()
+    tile_hits, tile_misses = tile_memo.stats()
     to_loop_level(ctx, module, opts)
     from_loop_level(ctx, module, opts, mesh_opts, plans)
+    now = tile_memo.stats()
+    count("nest tile programs found in the memo", now[0] - tile_hits)
+    count("nest tile programs blocked", now[1] - tile_misses)
     now = memo.stats()
     count("nest mappings found in the memo", now[0] - hits)
     count("nest mappings planned", now[1] - misses)

@@ -111,6 +111,14 @@ class Analysis:
 
     # -- block sizes ------------------------------------------------------------------
 
+    def top_blocks(self) -> list[int]:
+        """
+        The block of each dimension of the nest before its reads and combines are
+        checked: everything of the sizes, `fit`, the grid and `bands` the rest of the
+        analysis uses (the key of `memo`).
+        """
+        return self._top_blocks()
+
     def _top_blocks(self) -> list[int]:
         nest = self.nest
         p, r = self.sizes

@@ -16,7 +16,7 @@ from xdsl.dialects.builtin import (
     ModuleOp,
     StringAttr,
 )
-from xdsl.ir import Block, SSAValue
+from xdsl.ir import Block, Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint
 
@@ -26,7 +26,8 @@ from plmr.dialects.loop import (
     ReadOp,
     value_shape,
 )
-from plmr.errors import PassOptionError
+from plmr.errors import PassOptionError, PlmrError
+from plmr.lowering.loop_to_tile import memo
 from plmr.lowering.loop_to_tile.analysis import BAND_MIN_WIDTH, SPLIT_FRACTION
 from plmr.lowering.loop_to_tile.analysis import Analysis as _Analysis
 from plmr.lowering.loop_to_tile.blocks import Dim, Untileable
@@ -36,6 +37,7 @@ from plmr.lowering.loop_to_tile.blocks import nests_in as _nests_in
 from plmr.lowering.loop_to_tile.blocks import top_op as _top
 from plmr.lowering.loop_to_tile.bounds import check_read_bounds
 from plmr.lowering.loop_to_tile.codegen import Codegen as _Codegen
+from plmr.lowering.structure import Key, Structure
 from plmr.passes.neptune import nests as N
 
 
@@ -217,20 +219,58 @@ def lower_function(
             if overrides and result.name_hint in overrides:
                 chosen = overrides[result.name_hint]
                 break
+        analysis = _Analysis(nest, chosen, order, fit=fit, grid=grid, bands=bands)
+        keyed = _key(nest, analysis) if memo.enabled() else None
+        found = None if keyed is None else memo.lookup(keyed[0])
+        if isinstance(found, str):
+            nest.attributes[REMARK_ATTR] = StringAttr(found)
+            continue
+        if isinstance(found, memo.Refusal):
+            raise PlmrError(found.message)
+        if found is not None:
+            assert keyed is not None
+            _reuse(nest, found, keyed[1])
+            continue
         try:
-            analysis = _Analysis(nest, chosen, order, fit=fit, grid=grid, bands=bands)
             plan = analysis.run()
             epilogue = _epilogue_of(nest, analysis)
-            _replace(nest, plan, epilogue, order)
+            _replace(nest, plan, epilogue, order, keyed)
         except Untileable as e:
-            nest.attributes[REMARK_ATTR] = StringAttr(
-                f"convert-loop-to-tile: left at the loop level: {e}"
-            )
+            remark = f"convert-loop-to-tile: left at the loop level: {e}"
+            nest.attributes[REMARK_ATTR] = StringAttr(remark)
+            if keyed is not None:
+                memo.record_remark(keyed[0], remark)
+        except PlmrError as e:
+            if keyed is not None:
+                memo.record_refusal(keyed[0], str(e))
+            raise
     N.dce(block)
 
 
+def _key(nest: NestOp, analysis: _Analysis) -> tuple[Key, Structure] | None:
+    """The memo key of `nest` (None when its blocks cannot be chosen)."""
+    try:
+        blocks = analysis.top_blocks()
+    except Untileable:
+        return None
+    options = (analysis.fit, analysis.grid, analysis.bands)
+    return memo.nest_key(nest, memo.candidate_epilogue(nest), blocks, options)
+
+
+def _reuse(nest: NestOp, found: memo.Program, structure: Structure) -> None:
+    """Replaces `nest` (and its epilogue) by a copy of the tile program kept for it."""
+    epilogue = memo.candidate_epilogue(nest) if found.epilogue else None
+    owners = [nest] if epilogue is None else [nest, epilogue]
+    ops, finals = memo.instantiate(found, structure)
+    _insert(nest, ops, [(owners[o], k) for o, k in found.stored], finals, epilogue)
+
+
 def _replace(
-    nest: NestOp, plan: _Plan, epilogue: NestOp | None, order: Iterator[int]
+    nest: NestOp,
+    plan: _Plan,
+    epilogue: NestOp | None,
+    order: Iterator[int],
+    keyed: tuple[Key, Structure] | None = None,
 ) -> None:
     """Emits the tile program of `nest` before it and replaces its results."""
     scratch = Block()
@@ -241,8 +281,24 @@ def _replace(
         _drop(scratch)
         raise
     stored = gen.stored()
-    for op in list(scratch.ops):
+    ops = list(scratch.ops)
+    for op in ops:
         op.detach()
+    if keyed is not None:
+        where = [(0 if owner is nest else 1, k) for owner, k in stored]
+        memo.record(keyed[0], keyed[1], ops, where, finals, epilogue is not None)
+    _insert(nest, ops, stored, finals, epilogue)
+
+
+def _insert(
+    nest: NestOp,
+    ops: Sequence[Operation],
+    stored: Sequence[tuple[NestOp, int]],
+    finals: Sequence[SSAValue],
+    epilogue: NestOp | None,
+) -> None:
+    """Inserts the tile `ops` before `nest`, `finals` replacing the `stored` results."""
+    for op in ops:
         Builder(InsertPoint.before(nest)).insert(op)
     for (owner, k), value in zip(stored, finals, strict=True):
         old = owner.res[k]

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 from plmr.passes.neptune.symbolic import Expr, Symbol, sp
 
@@ -122,8 +123,10 @@ def _forms(g: Expr) -> list[Expr]:
     return forms
 
 
+@lru_cache(maxsize=4096)
 def _is_zero(e: Expr) -> bool:
-    return sp.simplify(e) == 0
+    """Whether `e` simplifies to 0 (memoised: every blocking trial proves the same laws)."""
+    return bool(sp.simplify(e) == 0)
 
 
 _CACHE: dict[tuple[str, tuple[str, ...], str], Repair] = {}

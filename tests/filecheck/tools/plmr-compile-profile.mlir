@@ -21,6 +21,8 @@
 // CHECK-NEXT:   mesh-route {{ +[0-9.]+ +[0-9.]+ +}}[[LOWERED]]
 // CHECK-NEXT:   mesh-verify-plmr {{ +[0-9.]+ +[0-9.]+ +}}[[LOWERED]]
 // CHECK-NEXT: total {{ +[0-9.]+ +[0-9.]+ +}}1
+// CHECK-NEXT: nest tile programs found in the memo: {{[1-9][0-9]*}}
+// CHECK-NEXT: nest tile programs blocked: {{[1-9][0-9]*}}
 // CHECK-NEXT: nest mappings found in the memo: {{[0-9]+}}
 // CHECK-NEXT: nest mappings planned: {{[1-9][0-9]*}}
 // CHECK-NEXT: wrote {{.*}}

@@ -1,0 +1,227 @@
+"""
+The tile program of a nest, memoised by content for `convert-loop-to-tile`.
+
+What a nest becomes (`lower_function`: the analysis, the epilogue it absorbs, the
+emitted tile ops, the remark of a nest left at the loop level, or the error of
+sizes that do not divide it) depends on the nest's
+ops, the map nest that reads its results (the candidate epilogue), the values they read
+from outside (their types, a constant's value, whether an outside value of the epilogue
+is defined before the nest), the blocks the analysis starts from (`Analysis.top_blocks`,
+which folds the `P,R` sizes, `fit`, the grid and `bands` into one block per dimension),
+and the names the nest's values print with. Under that key (`nest_key`) the memo keeps
+the emitted ops in a detached block whose arguments stand for the outside values, so a
+nest met again with the same blocks (in another blocking trial of `plmr compile`: a map
+nest does not depend on `R`, nor a nest on a block size its dimensions clamp alike) is
+a clone of its tile program: no analysis, no sympy proof of its combines, no codegen.
+
+`disabled()` turns the memo off (a test compares the memoised lowering with the plain
+one); `stats()` counts hits and misses (`plmr compile --profile`).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Generator, Hashable, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from xdsl.dialects import arith
+from xdsl.ir import Block, Operation, SSAValue
+
+from plmr.dialects.loop import NestOp
+from plmr.lowering.structure import Key, Structure
+from plmr.passes.neptune import nests as N
+
+CAPACITY = 4_000
+"""Tile programs kept (least recently used dropped first)."""
+
+
+@dataclass(frozen=True)
+class Program:
+    """
+    The tile ops emitted for a nest, in `body` (its arguments are the fragment's outside
+    values, by position in `Structure.externals`), and what they replace: `stored[i]`
+    is (0 for the nest or 1 for its epilogue, result index), replaced by `finals[i]`
+    (index of the op in `body`, result index).
+    """
+
+    body: Block
+    stored: tuple[tuple[int, int], ...]
+    finals: tuple[tuple[int, int], ...]
+    epilogue: bool
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """The error of a nest the sizes cannot block (a block that does not divide)."""
+
+    message: str
+
+
+@dataclass
+class _Stats:
+    hits: int = 0
+    misses: int = 0
+
+
+_MEMO: OrderedDict[Key, Program | Refusal | str] = OrderedDict()
+_STATE = {"enabled": True}
+_STATS = _Stats()
+
+
+@contextmanager
+def disabled() -> Generator[None]:
+    """Lower without the memo (and without filling it) inside the block."""
+    before = _STATE["enabled"]
+    _STATE["enabled"] = False
+    try:
+        yield
+    finally:
+        _STATE["enabled"] = before
+
+
+def enabled() -> bool:
+    return _STATE["enabled"]
+
+
+def clear() -> None:
+    _MEMO.clear()
+    _STATS.hits = _STATS.misses = 0
+
+
+def stats() -> tuple[int, int]:
+    """(hits, misses) since the last `clear()`."""
+    return _STATS.hits, _STATS.misses
+
+
+def candidate_epilogue(nest: NestOp) -> NestOp | None:
+    """The one map nest reading `nest`'s results, if one alone reads them."""
+    block = nest.parent_block()
+    users: set[Operation] = set()
+    for r in nest.res:
+        for use in r.uses:
+            op = use.operation
+            while op.parent_block() is not block:
+                parent = op.parent_op()
+                if parent is None:
+                    return None
+                op = parent
+            users.add(op)
+    if len(users) != 1:
+        return None
+    (user,) = users
+    if not isinstance(user, NestOp) or user.is_reduction:
+        return None
+    return user
+
+
+def nest_key(
+    nest: NestOp, epilogue: NestOp | None, blocks: Sequence[int], options: Hashable
+) -> tuple[Key, Structure]:
+    """The memo key of `nest` with its candidate `epilogue`, and their structure."""
+
+    def outside(value: SSAValue) -> Hashable:
+        owner = value.owner
+        const = owner.value if isinstance(owner, arith.ConstantOp) else None
+        return (value.type, const, N.defined_before(value, nest), value.name_hint)
+
+    structure = Structure(outside)
+    body = structure.key([nest] if epilogue is None else [nest, epilogue])
+    names = tuple(v.name_hint for v in structure.numbers)
+    return (body, names, tuple(blocks), options), structure
+
+
+def lookup(key: Key) -> Program | Refusal | str | None:
+    """The tile program kept for `key`, its error, a nest's remark, or None."""
+    if not enabled():
+        return None
+    found = _MEMO.get(key)
+    if found is None:
+        _STATS.misses += 1
+        return None
+    _STATS.hits += 1
+    _MEMO.move_to_end(key)
+    return found
+
+
+def record_remark(key: Key, message: str) -> None:
+    """Keeps the remark of a nest left at the loop level."""
+    if enabled():
+        _put(key, message)
+
+
+def record_refusal(key: Key, message: str) -> None:
+    """Keeps the error of a nest the sizes cannot block."""
+    if enabled():
+        _put(key, Refusal(message))
+
+
+def record(
+    key: Key,
+    structure: Structure,
+    ops: Sequence[Operation],
+    stored: Sequence[tuple[int, int]],
+    finals: Sequence[SSAValue],
+    epilogue: bool,
+) -> None:
+    """
+    Keeps a copy of the tile `ops` emitted for a nest (not yet inserted anywhere);
+    nothing when they read a value outside that the nest does not.
+    """
+    if not enabled():
+        return
+    index = {v: i for i, v in enumerate(structure.externals)}
+    body = Block(arg_types=[v.type for v in structure.externals])
+    mapper: dict[SSAValue, SSAValue] = {v: body.args[i] for v, i in index.items()}
+    defined: set[SSAValue] = set()
+    for op in ops:
+        for inner in op.walk():
+            defined.update(inner.results)
+            for region in inner.regions:
+                for b in region.blocks:
+                    defined.update(b.args)
+    for op in ops:
+        for inner in op.walk():
+            if any(v not in defined and v not in index for v in inner.operands):
+                return
+    position = {r: (i, k) for i, op in enumerate(ops) for k, r in enumerate(op.results)}
+    if any(v not in position for v in finals):
+        return
+    for op in ops:
+        body.add_op(op.clone(value_mapper=mapper))
+    _put(key, Program(body, tuple(stored), tuple(position[v] for v in finals), epilogue))
+
+
+def instantiate(
+    found: Program, structure: Structure
+) -> tuple[list[Operation], list[SSAValue]]:
+    """A fresh copy of a kept tile program over this nest's outside values: (ops, finals)."""
+    mapper: dict[SSAValue, SSAValue] = dict(
+        zip(found.body.args, structure.externals, strict=True)
+    )
+    ops = [op.clone(value_mapper=mapper) for op in found.body.ops]
+    return ops, [ops[i].results[k] for i, k in found.finals]
+
+
+def _put(key: Key, value: Program | Refusal | str) -> None:
+    _MEMO[key] = value
+    _MEMO.move_to_end(key)
+    while len(_MEMO) > CAPACITY:
+        _MEMO.popitem(last=False)
+
+
+__all__ = [
+    "Program",
+    "Refusal",
+    "candidate_epilogue",
+    "clear",
+    "disabled",
+    "enabled",
+    "instantiate",
+    "lookup",
+    "nest_key",
+    "record",
+    "record_refusal",
+    "record_remark",
+    "stats",
+]

@@ -1,0 +1,86 @@
+"""
+The memo of nest tile programs (`lowering/loop_to_tile/memo.py`): `plmr compile` with
+the memo gives the same mesh programs and plans as without it, on bundled examples
+(the blocking search meets a nest again in later trials and copies its tile program),
+and `convert-loop-to-tile` alone gives the same tile program from the memo.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from xdsl.dialects.builtin import ModuleOp
+
+from plmr.dialects.context import load_module, make_context
+from plmr.dialects.printing import module_text
+from plmr.lowering.loop_to_tile import ConvertLoopToTilePass, memo
+from plmr.lowering.tile_to_mesh import NestPlan
+from plmr.lowering.tile_to_mesh import memo as mesh_memo
+from plmr.passes.pipeline import CompileOptions, compile_module, to_loop_level
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+CASES = [
+    ("graph/decoder_block.mlir", (2, 2)),
+    ("attention/decode_gqa.mlir", (4, 4)),
+    ("attention/prefill_window.mlir", (4, 4)),
+    ("onnx/mlp.mlir", (4, 4)),
+    ("onnx/conv_block.mlir", (2, 4)),
+]
+
+
+def _compile(path: Path, grid: tuple[int, int]) -> tuple[str, list[str]]:
+    ctx = make_context()
+    module = load_module(path, ctx)
+    assert isinstance(module, ModuleOp)
+    plans: list[NestPlan] = []
+    compile_module(ctx, module, CompileOptions(grid=grid, substitute=False), plans)
+    return module_text(module), [f"{p.name}: {p.mapping()} {p.estimate!r}" for p in plans]
+
+
+@pytest.mark.parametrize(("example", "grid"), CASES)
+def test_memoised_blocking_equals_the_plain_one(
+    example: str, grid: tuple[int, int]
+) -> None:
+    path = EXAMPLES / example
+    memo.clear()
+    mesh_memo.clear()
+    with memo.disabled(), mesh_memo.disabled():
+        plain = _compile(path, grid)
+    assert memo.stats() == (0, 0)
+    first = _compile(path, grid)
+    hits, misses = memo.stats()
+    assert misses > 0
+    again = _compile(path, grid)
+    assert first == plain
+    assert again == plain
+    # Every nest of the second compile's trials was found: nothing blocked again.
+    assert memo.stats() == (hits + hits + misses, misses)
+
+
+def test_a_nest_met_again_is_copied_with_its_names() -> None:
+    """
+    The same loop program blocked twice with the same sizes: the second pass takes every
+    nest from the memo, and prints as the first (value names included).
+    """
+    path = EXAMPLES / "graph/decoder_block.mlir"
+    ctx = make_context()
+    module = load_module(path, ctx)
+    assert isinstance(module, ModuleOp)
+    to_loop_level(ctx, module, CompileOptions(grid=(2, 2), substitute=False))
+    blocking = ConvertLoopToTilePass(tile_sizes=(8, 4), fit=True, fit_grid=(2, 2))
+    memo.clear()
+    with memo.disabled():
+        plain = module.clone()
+        blocking.apply(ctx, plain)
+    first = module.clone()
+    blocking.apply(ctx, first)
+    hits, misses = memo.stats()
+    assert hits == 0
+    assert misses > 0
+    second = module.clone()
+    blocking.apply(ctx, second)
+    assert memo.stats() == (misses, misses)
+    assert module_text(first) == module_text(plain)
+    assert module_text(second) == module_text(plain)
