@@ -184,7 +184,9 @@ def record(
         for inner in op.walk():
             if any(v not in defined and v not in index for v in inner.operands):
                 return
-    position = {r: (i, k) for i, op in enumerate(ops) for k, r in enumerate(op.results)}
+    position: dict[SSAValue, tuple[int, int]] = {
+        r: (i, k) for i, op in enumerate(ops) for k, r in enumerate(op.results)
+    }
     if any(v not in position for v in finals):
         return
     for op in ops:
