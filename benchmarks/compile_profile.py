@@ -17,7 +17,8 @@ With `--small`, the programs a user compiles by hand are timed too (CPU and wall
 seconds; the machine may be shared): every program under `examples/` for 4x4 (the
 slowest five printed), the compile of `plmr demo` (the tiny model's prefill of 8 tokens
 and decode step, 4x4), and the decode step of a decoder of 1, 2, 4 and 8 tiny layers
-(4x4), whose time should grow at most linearly with the layers.
+(4x4), whose time should grow at most linearly with the layers; the tiny Hugging Face
+LLaMA prefill export and `examples/hf/llama.onnx` get their own rows.
 
     .venv/bin/python benchmarks/compile_profile.py --small --only none
 """
@@ -42,6 +43,8 @@ from plmr.models.llama import ProgramBuilder
 from plmr.passes.pipeline import compile_module
 
 README = Path(__file__).resolve().parent / "README.md"
+NAMED = ("hf/llama_prefill.onnx", "hf/llama.onnx")
+"""The exports `--small` names whatever their rank: the tiny LLaMA prefill and model."""
 BEGIN = "<!-- compile-profile:begin (benchmarks/compile_profile.py --readme writes this section) -->"
 END = "<!-- compile-profile:end -->"
 
@@ -117,6 +120,12 @@ def small_tables() -> list[str]:
     out += [
         f"| examples/{n} | {c:.2f} s | {w:.2f} s |" for c, w, n in sorted(rows)[::-1][:5]
     ]
+    named = {n: (c, w) for c, w, n in rows}
+    out += ["", "| Hugging Face export (4x4) | CPU | wall |", "|---|---:|---:|"]
+    for name in NAMED:
+        if name in named:
+            c, w = named[name]
+            out.append(f"| examples/{name} | {c:.2f} s | {w:.2f} s |")
     config = get_config("tiny")
     weights = random_weights(config, 0)
     builder = ProgramBuilder(config, weights)
