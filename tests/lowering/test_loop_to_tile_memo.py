@@ -22,8 +22,6 @@ from plmr.passes.pipeline import CompileOptions, compile_module, to_loop_level
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 CASES = [
-    ("graph/decoder_block.mlir", (2, 2)),
-    ("attention/decode_gqa.mlir", (4, 4)),
     ("attention/prefill_window.mlir", (4, 4)),
     ("onnx/mlp.mlir", (4, 4)),
     ("onnx/conv_block.mlir", (2, 4)),
@@ -64,7 +62,7 @@ def test_a_nest_met_again_is_copied_with_its_names() -> None:
     The same loop program blocked twice with the same sizes: the second pass takes every
     nest from the memo, and prints as the first (value names included).
     """
-    path = EXAMPLES / "graph/decoder_block.mlir"
+    path = EXAMPLES / "attention/prefill_gqa.mlir"
     ctx = make_context()
     module = load_module(path, ctx)
     assert isinstance(module, ModuleOp)
