@@ -130,11 +130,16 @@ def _is_zero(e: Expr) -> bool:
 
 
 _CACHE: dict[tuple[str, tuple[str, ...], str], Repair] = {}
+_LAWS: dict[
+    tuple[str, str, tuple[str, ...], tuple[str, ...], str], tuple[str, ...] | str
+] = {}
+"""The proofs of `check_laws` by term (a string: the reason they failed)."""
 
 
 def clear_cache() -> None:
-    """Forgets the repairs derived so far (they are memoised by term)."""
+    """Forgets the repairs derived and the laws proved so far (memoised by term)."""
     _CACHE.clear()
+    _LAWS.clear()
 
 
 def derive_repair(g: Expr, xs: Sequence[Symbol], combiner: str) -> Repair:
@@ -189,12 +194,29 @@ def check_laws(
     """
     Proves what blocking a repaired reduction needs of a given `h(t, old, new)`: the
     identity, composition and distributivity over `combiner` (raises `RepairRefused`).
+    The outcome is memoised by term: every blocking trial asks again for the same `h`.
     """
     if combiner not in COMBINERS:
         raise RepairRefused(
             f"the combiner '{combiner}' is not one of {', '.join(COMBINERS)}"
         )
-    return _laws(tuple(old), tuple(new), t, h, combiner)
+    key = (
+        sp.srepr(h),
+        sp.srepr(t),
+        tuple(sp.srepr(x) for x in old),
+        tuple(sp.srepr(x) for x in new),
+        combiner,
+    )
+    known = _LAWS.get(key)
+    if known is None:
+        try:
+            known = _laws(tuple(old), tuple(new), t, h, combiner)
+        except RepairRefused as e:
+            known = e.reason
+        _LAWS[key] = known
+    if isinstance(known, str):
+        raise RepairRefused(known)
+    return known
 
 
 def _prove(

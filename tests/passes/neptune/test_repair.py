@@ -89,3 +89,17 @@ def test_derivations_are_memoised():
     clear_cache()
     first = derive_repair(sp.exp(s - m), [m], "add")
     assert derive_repair(sp.exp(s - m), [m], "add") is first
+
+
+def test_laws_are_memoised_and_a_refusal_stays_a_refusal():
+    t, a, b = sym("t"), sym("a"), sym("b")
+    clear_cache()
+    first = check_laws(t * sp.exp(a - b), t, [a], [b], "add")
+    assert check_laws(t * sp.exp(a - b), t, [a], [b], "add") is first
+    for _ in range(2):
+        with pytest.raises(RepairRefused, match="identity"):
+            check_laws(t * sp.exp(a + b), t, [a], [b], "add")
+    # The same term with other assumptions is proved on its own.
+    u = sp.Symbol("t")
+    assert check_laws(u * sp.exp(a - b), u, [a], [b], "add") is not first
+    clear_cache()
