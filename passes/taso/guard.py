@@ -2,6 +2,11 @@
 The mesh guard of `taso-substitute{grid=...}`: the mesh partitioner's estimate of a graph
 program on a grid, to keep a rewrite only if the mesh runs it faster.
 
+The guard prices the region the rewrite changed (`region.changed_regions`: the changed
+ops with the ops around them, before and after), since the rest of the program is
+lowered alike either way; when the two versions cannot be paired, or a region does not
+lower on its own, it prices the whole programs.
+
 The program goes down the pipeline of `plmr compile` without substitutions (graph clean-up,
 transpose elimination, loops, fusion, blocking, partitioning; no routing) and the cheapest
 estimate over the blockings `plmr compile` tries first is its price. The pipeline itself
@@ -16,12 +21,33 @@ from xdsl.dialects.builtin import ModuleOp
 
 from plmr.dialects.context import make_context
 from plmr.errors import PlmrError
+from plmr.passes.taso.region import changed_regions
 from plmr.passes.timing import step
 
 PARALLEL_TILES = (16, 8, 4, 2)
 """The parallel blocks `plmr compile` tries (besides ones derived from the grid)."""
 REDUCTION_TILES = (16, 8, 4)
 """The reduction chunks it tries."""
+
+
+def guard_prices(
+    before: ModuleOp, after: ModuleOp, grid: tuple[int, int], device: str
+) -> tuple[float, float]:
+    """
+    The mesh estimates (cycles) of `before` and `after` that the guard compares: of the
+    changed regions, or of the whole programs (see the module docstring).
+    """
+    regions = changed_regions(before, after)
+    if regions is not None:
+        with step("region"):
+            priced = (
+                mesh_estimate(regions[0], grid, device),
+                mesh_estimate(regions[1], grid, device),
+            )
+        if all(math.isfinite(p) for p in priced):
+            return priced
+    with step("whole program"):
+        return mesh_estimate(before, grid, device), mesh_estimate(after, grid, device)
 
 
 def mesh_estimate(module: ModuleOp, grid: tuple[int, int], device: str) -> float:

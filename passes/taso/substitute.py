@@ -33,7 +33,7 @@ from plmr.errors import PassOptionError
 from plmr.passes.taso.cost import CostModel
 from plmr.passes.taso.dag import DagContext, export_function, import_function
 from plmr.passes.taso.eqsat.engine import EqsatOptions, saturate
-from plmr.passes.taso.guard import mesh_estimate
+from plmr.passes.taso.guard import guard_prices
 from plmr.passes.taso.matcher import Directed, directions
 from plmr.passes.taso.rules import load_rules
 from plmr.passes.taso.search import folded_concats_only, optimize
@@ -190,7 +190,8 @@ def substitute_module(
     Optimizes every function (or the named ones) of `module` in place, pricing graphs on
     the `grid` of cores the program is compiled for (default: the whole wafer). With a
     grid and `guard="mesh"`, the rewritten program is kept only if the mesh partitioner
-    estimates it strictly faster than the input on that grid (`mesh_estimate`).
+    estimates it strictly faster than the input on that grid (`guard_prices`: the
+    changed region before and after).
     """
     check_options(alpha, budget, concats, engine)
     if guard not in GUARDS:
@@ -247,8 +248,7 @@ def substitute_module(
     assert grid is not None
     cleanup(original)
     with step("mesh guard"):
-        before = mesh_estimate(original, grid, device)
-        after = mesh_estimate(module, grid, device)
+        before, after = guard_prices(original, module, grid, device)
     if after < before:
         return reports
     # Not faster on the mesh: the input stays.
