@@ -4,8 +4,10 @@ program on a grid, to keep a rewrite only if the mesh runs it faster.
 
 The guard prices the region the rewrite changed (`region.changed_regions`: the changed
 ops with the ops around them, before and after), since the rest of the program is
-lowered alike either way; when the two versions cannot be paired, or a region does not
-lower on its own, it prices the whole programs.
+lowered alike either way. When the two versions cannot be paired, a region does not
+lower on its own, or the regions' estimates are within `CLOSE` of each other (the
+boundary of a cut region is priced a little differently from the program's, which
+can tip a close call), it prices the whole programs.
 
 The program goes down the pipeline of `plmr compile` without substitutions (graph clean-up,
 transpose elimination, loops, fusion, blocking, partitioning; no routing) and the cheapest
@@ -30,6 +32,10 @@ REDUCTION_TILES = (16, 8, 4)
 """The reduction chunks it tries."""
 
 
+CLOSE = 0.02
+"""Relative difference of the region estimates under which the whole programs decide."""
+
+
 def guard_prices(
     before: ModuleOp, after: ModuleOp, grid: tuple[int, int], device: str
 ) -> tuple[float, float]:
@@ -44,7 +50,9 @@ def guard_prices(
                 mesh_estimate(regions[0], grid, device),
                 mesh_estimate(regions[1], grid, device),
             )
-        if all(math.isfinite(p) for p in priced):
+        if all(math.isfinite(p) for p in priced) and abs(
+            priced[1] - priced[0]
+        ) > CLOSE * max(priced):
             return priced
     with step("whole program"):
         return mesh_estimate(before, grid, device), mesh_estimate(after, grid, device)
