@@ -60,7 +60,7 @@ def test_the_region_is_the_changed_ops_with_their_neighbours():
     for op in (bc, c, b):
         op.detach()
         op.erase()
-    regions = changed_regions(before, after)
+    regions = changed_regions(before, after, margin=1)
     assert regions is not None
     # The changed ops, the relu producing their input and the sigmoid reading their
     # output; neither the last matmul nor the tanh, which the rewrite leaves as they were.
@@ -87,6 +87,11 @@ def test_the_region_is_the_changed_ops_with_their_neighbours():
         region.verify()
         (fn,) = [op for op in region.ops if isinstance(op, func.FuncOp)]
         assert [str(t) for t in fn.function_type.inputs] == ["tensor<8x16xf32>"]
+    # Two steps of context reach the last matmul (reading the sigmoid), not the tanh.
+    wider = changed_regions(before, after, margin=2)
+    assert wider is not None
+    assert names(wider[0])[-3:] == ["graph.sigmoid", "graph.matmul", "func.return"]
+    assert names(wider[1])[-3:] == ["graph.sigmoid", "graph.matmul", "func.return"]
 
 
 def test_an_unchanged_program_has_no_region_and_unpairable_ones_are_refused():
