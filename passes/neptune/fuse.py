@@ -73,7 +73,14 @@ from plmr.passes.neptune.fusion import (
     term_of,
 )
 from plmr.passes.neptune.split_k import SplitKUpdate
-from plmr.passes.neptune.symbolic import Expr, Symbol, emit, sp, to_sympy
+from plmr.passes.neptune.symbolic import (
+    Expr,
+    Symbol,
+    emit,
+    representable,
+    sp,
+    to_sympy,
+)
 
 STRATEGIES = ("auto", "rolling", "split-k")
 
@@ -141,6 +148,9 @@ class Fuser(SplitKUpdate):
             (rest if any(v in varying for v in values) else fixed).append(f)
         if not rest or not fixed or not nest.parallel_dims:
             return False
+        elt = value_element(nest.res.types[0])
+        if not representable(g, elt):
+            return False
         factor = sp.Mul(*fixed)
         reads_reduction = any(
             self._reads_reduction(leaves[s], nest)
@@ -149,7 +159,6 @@ class Fuser(SplitKUpdate):
         )
         if not reads_reduction:
             return False
-        elt = value_element(nest.res.types[0])
         with ImplicitBuilder(Builder(InsertPoint.before(term.combine))):
             new_g = emit(sp.Mul(*rest), known, elt)
         term.combine.operands = [new_g if v is term.g else v for v in term.combine.operands]

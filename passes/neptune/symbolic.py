@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Container, Mapping
 from typing import Any, TypeAlias
 
+import numpy as np
 import sympy  # pyright: ignore[reportMissingTypeStubs]
 from xdsl.dialects import arith
 from xdsl.dialects import math as mathd
@@ -94,6 +95,32 @@ def modelled(op: Operation) -> bool:
     return type(op) in _BINARY or type(op) in _UNARY
 
 
+def _dtype(elt: AnyFloat) -> Any:
+    """The numpy type holding `elt`'s values (bf16 as f32: the same range)."""
+    if elt.bitwidth == 16 and elt.name != "bf16":
+        return np.float16
+    return np.float64 if elt.bitwidth == 64 else np.float32
+
+
+def representable(expr: Expr, elt: Attribute) -> bool:
+    """
+    Whether every number of `expr` is a finite value of `elt` that does not round to
+    0. sympy's automatic evaluation splits `exp(s - 1e9)` into `exp(-1e9)·exp(s)`, a
+    coefficient far below the smallest float and a factor that overflows: built as IR,
+    their product is `0·inf`, not the small value it stands for.
+    """
+    if not isinstance(elt, AnyFloat):
+        return False
+    dtype = _dtype(elt)
+    with np.errstate(over="ignore", under="ignore"):
+        for n in expr.atoms(sp.Number):
+            x = float(n) if n.is_finite else float("inf")
+            y = np.array(x).astype(dtype)
+            if not np.isfinite(y) or (n != 0 and y == 0):
+                return False
+    return True
+
+
 def emit(expr: Expr, env: Mapping[Expr, SSAValue], elt: Attribute) -> SSAValue:
     """
     Builds `arith` / `math` ops (under the current implicit builder) computing `expr`,
@@ -103,7 +130,9 @@ def emit(expr: Expr, env: Mapping[Expr, SSAValue], elt: Attribute) -> SSAValue:
         raise PlmrError(f"repairs are built on floats, not {elt}")
     memo: dict[Expr, SSAValue] = {}
 
-    def number(x: float) -> SSAValue:
+    def number(x: Expr) -> SSAValue:
+        if not representable(x, elt):
+            raise PlmrError(f"the number {x} of a repair is not a finite {elt}")
         return arith.ConstantOp(FloatAttr(float(x), elt)).result
 
     def go(e: Expr) -> SSAValue:
@@ -119,7 +148,7 @@ def emit(expr: Expr, env: Mapping[Expr, SSAValue], elt: Attribute) -> SSAValue:
         if isinstance(e, sp.Symbol):
             raise PlmrError(f"no value for symbol {e}")
         if e.is_Number:
-            return number(float(e))
+            return number(e)
         if isinstance(e, sp.Add):
             pos: list[Expr] = []
             negs: list[Expr] = []
@@ -154,7 +183,7 @@ def emit(expr: Expr, env: Mapping[Expr, SSAValue], elt: Attribute) -> SSAValue:
             for f in nums:
                 num = go(f) if num is None else arith.MulfOp(num, go(f)).result
             if num is None:
-                num = number(1.0)
+                num = number(sp.Integer(1))
             for f in dens:
                 num = arith.DivfOp(num, go(f)).result
             return num
@@ -169,7 +198,7 @@ def emit(expr: Expr, env: Mapping[Expr, SSAValue], elt: Attribute) -> SSAValue:
                     out = arith.MulfOp(out, b).result
                 return out
             if ex.is_negative:
-                return arith.DivfOp(number(1.0), go(base ** (-ex))).result
+                return arith.DivfOp(number(sp.Integer(1)), go(base ** (-ex))).result
             raise PlmrError(f"cannot build the power {e}")
         if isinstance(e, sp.exp):
             return mathd.ExpOp(go(e.args[0])).result

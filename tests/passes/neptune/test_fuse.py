@@ -5,6 +5,8 @@ FlashDecoding), the strategy choice, attention in the forms ONNX exporters write
 for what cannot be repaired, and errors for bad options.
 """
 
+import importlib.util
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -13,13 +15,17 @@ from xdsl.context import Context
 from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp, StringAttr
 
-from plmr.dialects.context import load_module, parse_module
+from plmr.dialects.context import load_module, make_context, parse_module
 from plmr.dialects.loop import REMARK_ATTR, NestOp, ReadOp
 from plmr.errors import PlmrError
+from plmr.frontend.onnx import import_onnx
 from plmr.lowering.graph_to_loop import ConvertGraphToLoopPass
+from plmr.passes.kv_state import kv_state
 from plmr.passes.neptune.fuse import NeptuneFusePass
+from plmr.passes.pipeline import CompileOptions, graph_passes, loop_passes
 from plmr.runtime.reference import evaluate_function
 from plmr.runtime.running import random_inputs, select_function
+from plmr.validate.check_each import CheckOptions, check_passes
 
 ROOT = Path(__file__).resolve().parents[3]
 EXAMPLES = sorted((ROOT / "examples" / "onnx").glob("*.mlir")) + sorted(
@@ -210,3 +216,33 @@ def test_a_stored_map_is_read_not_recomputed():
     kr = by_name["kr"].results[0]
     reads = [op for op in module.walk() if isinstance(op, ReadOp) and op.source is kr]
     assert len(reads) >= 2  # the attention's scores and the recomputed relu
+
+
+def test_a_mask_of_minus_1e9_stays_inside_the_exponential():
+    """
+    A one-layer decode step whose mask is built on the wafer, `(1 - valid)·(-1e9)`
+    (`graph-kv-state`): sympy writes `exp(s - 1e9)` as `exp(-1e9)·exp(s)`, and pulling
+    the constant out of the reduction built `0·inf`, NaN in every logit. The factor is
+    now left in place; the fused step equals the unfused one on random inputs.
+    """
+    path = ROOT / "examples" / "decode" / "build_examples.py"
+    spec = importlib.util.spec_from_file_location("decode_examples_fuse", path)
+    assert spec is not None
+    assert spec.loader is not None
+    ex = importlib.util.module_from_spec(spec)
+    sys.modules["decode_examples_fuse"] = ex
+    spec.loader.exec_module(ex)
+    sz = ex.Sizes(layers=1)
+    module = import_onnx(ex.build("decode", ex.weights(0, sz), sz))
+    kv_state(module)
+    opts = CompileOptions(grid=(2, 4), substitute=False)
+    checks = check_passes(
+        make_context(),
+        module,
+        [*graph_passes(opts), *loop_passes(opts)],
+        CheckOptions(),
+    )
+    fused = [c for c in checks if c.spec.startswith("neptune-fuse")]
+    assert len(fused) == 1
+    assert fused[0].error is not None
+    assert fused[0].error <= 1e-4
