@@ -53,6 +53,11 @@ def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
 
         return GraphDeferNormScalePass
 
+    def graph_merge_matmuls() -> type[ModulePass]:
+        from plmr.passes.merge_matmuls import GraphMergeMatmulsPass
+
+        return GraphMergeMatmulsPass
+
     def graph_kv_state() -> type[ModulePass]:
         from plmr.passes.kv_state import GraphKvStatePass
 
@@ -98,6 +103,7 @@ def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
         "taso-substitute": taso_substitute,
         "transpose-elim": transpose_elim,
         "graph-defer-norm-scale": graph_defer_norm_scale,
+        "graph-merge-matmuls": graph_merge_matmuls,
         "graph-kv-state": graph_kv_state,
         "mesh-route": mesh_route,
         "mesh-pack-allreduces": mesh_pack_allreduces,

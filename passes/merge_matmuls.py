@@ -1,0 +1,107 @@
+"""
+`graph-merge-matmuls`: matmuls that read the same input through constant weights become
+one matmul with the weights concatenated, its result split back (Q, K and V projections).
+
+Two or more `graph.matmul` ops merge when they share their left operand and transpose
+flags, their right operands are rank-2 `graph.constant`s of one element type and the same
+contraction size. The concatenated weight is computed at compile time, so the merged
+program reads the input once and runs one matmul nest in place of several; a
+`graph.split` along the output dimension gives each former result back to its users.
+Weights by reference (`graph.weight`) are left alone: their concatenation would be a
+copy at every run.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import Block, SSAValue
+from xdsl.passes import ModulePass
+from xdsl.rewriter import InsertPoint, Rewriter
+
+from plmr.dialects import graph
+from plmr.runtime.reference import dense_to_numpy
+from plmr.runtime.values import constant_attr
+
+GroupKey = tuple[SSAValue, bool, bool, int, Any]
+
+
+def _group_key(op: graph.MatmulOp) -> GroupKey | None:
+    """What a matmul must share with another to merge; None when it cannot merge."""
+    weight = op.rhs.owner
+    if not isinstance(weight, graph.ConstantOp):
+        return None
+    shape = graph.static_shape(op.rhs, "rhs")
+    if len(shape) != 2:
+        return None
+    flip_a, flip_b = op.transpose_a is not None, op.transpose_b is not None
+    contraction = shape[1] if flip_b else shape[0]
+    return (op.lhs, flip_a, flip_b, contraction, graph.element_type(op.rhs))
+
+
+def _merge(group: list[graph.MatmulOp]) -> None:
+    first = group[0]
+    flip_a, flip_b = first.transpose_a is not None, first.transpose_b is not None
+    axis = 0 if flip_b else 1
+    weights: list[np.ndarray[Any, Any]] = []
+    for op in group:
+        owner = op.rhs.owner
+        assert isinstance(owner, graph.ConstantOp)
+        weights.append(dense_to_numpy(owner.value))
+    sizes = [w.shape[axis] for w in weights]
+    merged = np.concatenate(weights, axis=axis)
+    const = graph.ConstantOp(constant_attr(merged, graph.element_type(first.rhs)))
+    matmul = graph.MatmulOp(first.lhs, const, flip_a, flip_b)
+    out_rank = len(graph.static_shape(first.result, "result"))
+    split = graph.SplitOp(matmul, out_rank - 1, sizes)
+    Rewriter.insert_op([const, matmul, split], InsertPoint.before(first))
+    for op, res in zip(group, split.results, strict=True):
+        res.name_hint = op.result.name_hint
+        owner = op.rhs.owner
+        op.result.replace_all_uses_with(res)
+        op.detach()
+        op.erase()
+        if isinstance(owner, graph.ConstantOp) and not owner.result.uses:
+            owner.detach()
+            owner.erase()
+
+
+def merge_block(block: Block) -> int:
+    """Merges the matmul groups of `block`; returns how many matmuls were removed."""
+    groups: dict[GroupKey, list[graph.MatmulOp]] = {}
+    for op in block.ops:
+        if isinstance(op, graph.MatmulOp) and (key := _group_key(op)) is not None:
+            groups.setdefault(key, []).append(op)
+    removed = 0
+    for group in groups.values():
+        if len(group) < 2:
+            continue
+        _merge(group)
+        removed += len(group) - 1
+    return removed
+
+
+class GraphMergeMatmulsPass(ModulePass):
+    """
+    Merges matmuls that share their input and read constant weights into one.
+
+    ```mlir
+    // before
+    %q = graph.matmul %x, %wq : (tensor<1x8xf32>, tensor<8x8xf32>) -> tensor<1x8xf32>
+    %k = graph.matmul %x, %wk : (tensor<1x8xf32>, tensor<8x4xf32>) -> tensor<1x4xf32>
+    // after
+    %w = graph.constant dense<...> : tensor<8x12xf32>
+    %qk = graph.matmul %x, %w : (tensor<1x8xf32>, tensor<8x12xf32>) -> tensor<1x12xf32>
+    %q, %k = graph.split %qk axis = 1 sizes = [8, 4] : tensor<1x12xf32> -> (tensor<1x8xf32>, tensor<1x4xf32>)
+    ```
+    """
+
+    name = "graph-merge-matmuls"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        blocks = [b for o in op.walk() for r in o.regions for b in r.blocks]
+        for block in blocks:
+            merge_block(block)
