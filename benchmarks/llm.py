@@ -5,6 +5,7 @@ LLaMA-style inference on the modelled wafer, next to WaferLLM's figures on a rea
     .venv/bin/python benchmarks/llm.py --readme   # also rewrite benchmarks/README.md's
                                                   # "LLM inference" section
     .venv/bin/python benchmarks/llm.py --quick    # the tiny model only (seconds)
+    .venv/bin/python benchmarks/llm.py --steps    # llama3-8b's k-token decode steps only
     .venv/bin/python benchmarks/llm.py --reference  # the hand-composed layers only, at
                                                     # WaferLLM's grids (about a minute)
 
@@ -13,7 +14,10 @@ layer and the LM head compiled by `plmr compile` and simulated in timing mode, t
 append of WaferLLM's shift cache, and the pipeline stages of the capacity model placed on
 the wafers of the system (`plmr.models.wafers`: regions per wafer, wafers used, the hops
 and the links between wafers); next to it the hand-composed layer (`models/reference_layer.py`: the layer's kernels from the
-kernel library, simulated and summed) and the compute floor.
+kernel library, simulated and summed), the compute floor and the layer's floor under the
+device model (`models/floor.py`: the compute floor plus each collective's hops out and
+back over half its axis and the calibrated overheads). The decode steps of k = 2, 4, 8
+new tokens (speculative decoding's verification) follow in a table of their own.
 Independent runs go to `--jobs` processes.
 """
 
@@ -51,6 +55,8 @@ class Job:
     # tensor dimension; "per-head" writes every head's products apart (llama3-8b
     # prefill at 480² in both: the per-head form is the baseline).
     form: str = "heads"
+    # New tokens per decode step (k > 1: the verification step of speculative decoding).
+    step: int = 1
 
 
 WAFERLLM_SCALING: dict[str, dict[int, float]] = {
@@ -79,6 +85,13 @@ JOBS = (
     Job("decode", "llama3.1-405b", 576, device="wse3", tokens=4096),
 )
 
+STEP_TOKENS = (1, 2, 4, 8)
+"""The k-token decode steps of llama3-8b at 420² (k = 1 is the decode row of JOBS)."""
+
+STEP_JOBS = tuple(
+    Job("decode", "llama3-8b", 420, tokens=4096, step=k) for k in STEP_TOKENS if k > 1
+)
+
 CEREBRAS: dict[str, tuple[float, str]] = {
     # Cerebras Inference's public single-user decode figures (16-bit weights, CS-3s).
     "llama3.1-70b": (
@@ -100,6 +113,7 @@ def measure(job: Job) -> tuple[Job, dict[str, Any] | None, str | None, float]:
             job.device,
             job.tokens,
             form=job.form,
+            step_tokens=job.step,
         )
     except PlmrError as e:
         return job, None, str(e), time.perf_counter() - start
@@ -158,9 +172,10 @@ def section(
     out = [
         "| run | form | grid | tokens | cycles / layer | step cycles | TPOT / TTFT | tokens/s "
         "| WaferLLM tokens/s | hand-composed cycles / layer | compute floor "
-        "| compiled / hand-composed | nests / allreduces per layer "
+        "| compiled / hand-composed | floor / layer | compiled / floor "
+        "| nests / allreduces per layer "
         "| device | stages | placement | wafers | SRAM / core (layer; stage) | routes | time |",
-        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---|---:|---:|---:|---:|",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---|---:|---:|---:|---:|",
     ]
     notes: list[str] = []
     for job, r, error, took in results:
@@ -169,7 +184,7 @@ def section(
         if r is None:
             out.append(
                 f"| {run} | {job.form} | {grid} | {job.tokens or ''} | — | — | — | — | — | — | — | — | "
-                f"— | {job.device} | — | — | — | — | — | {took:.0f} s |"
+                f"— | — | — | {job.device} | — | — | — | — | — | {took:.0f} s |"
             )
             notes.append(f"- {run} on {grid}: does not compile: {error}")
             continue
@@ -190,6 +205,8 @@ def section(
         hand = r.get("hand_composed_cycles")
         floor = r.get("compute_floor_cycles")
         ratio_hand = r.get("compiled_over_hand_composed")
+        floor_layer = (r.get("floor") or {}).get("cycles")
+        over_floor = r.get("compiled_over_floor")
         out.append(
             f"| {run} | {job.form} | {grid} | {r['tokens']} | "
             f"{_cycles(r['layer_cycles'])} | "
@@ -197,6 +214,8 @@ def section(
             f"{f'{ref_tps:,.0f}' if same else '—'} | "
             f"{_cycles(hand) if hand else '—'} | {_cycles(floor) if floor else '—'} | "
             f"{f'{ratio_hand:,.2f}×' if ratio_hand else '—'} | "
+            f"{_cycles(floor_layer) if floor_layer else '—'} | "
+            f"{f'{over_floor:,.2f}×' if over_floor else '—'} | "
             f"{r.get('spmds_per_layer', '—')} / {r.get('allreduces_per_layer', '—')} | "
             f"{job.device} | {r['stages']} | {_placement(r)} | {r['wafers']} | "
             f"{r['sram_bytes_per_core']:,} B; "
@@ -222,6 +241,19 @@ def section(
                 f"{r['compile_seconds']:.0f} s, simulation {r['simulate_seconds']:.0f} s."
             )
             notes.append(line)
+        floor = r.get("floor")
+        if job.kind == "decode" and job.model != "tiny" and floor:
+            parts = ", ".join(
+                f"{c['kind']} {c['combine']} {c['axis']} over {c['pes']} "
+                f"({c['elems']} values) {c['floor_cycles']:,.0f}".replace("  ", " ")
+                for c in floor["collectives"]
+            )
+            notes.append(
+                f"- {run} on {grid}: the layer's floor under the device model "
+                f"{floor['cycles']:,.0f} cycles = compute {floor['compute_cycles']:,.0f} + "
+                f"{len(floor['collectives'])} collectives {floor['collective_cycles']:,.0f} "
+                f"({parts}); the compiled layer is {r['compiled_over_floor']:,.2f}× it."
+            )
         split = r.get("wafer_step")
         if job.model in CEREBRAS and split is not None:
             figure, source = CEREBRAS[job.model]
@@ -240,6 +272,37 @@ def section(
     return [*out, "", *notes]
 
 
+def step_section(
+    results: Sequence[tuple[Job, dict[str, Any] | None, str | None, float]],
+) -> list[str]:
+    """The k-token decode steps (speculative decoding's verification) against k = 1."""
+    out = [
+        "| k new tokens | grid | cycles / layer | step cycles | step / k | "
+        "step / (k × one-token step) | tokens/s if all accepted | floor / layer "
+        "| compiled / floor | time |",
+        "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    one = next((r for j, r, _, _ in results if j.step == 1 and r is not None), None)
+    for job, r, error, took in results:
+        if r is None:
+            out.append(
+                f"| {job.step} | {job.grid}² | — | — | — | — | — | — | — | {took:.0f} s |"
+            )
+            out.append(f"|  | does not compile: {error} | | | | | | | | |")
+            continue
+        step = r["step_cycles"]
+        ratio = f"{step / (job.step * one['step_cycles']):.2f}" if one else "—"
+        floor = r.get("floor") or {}
+        out.append(
+            f"| {job.step} | {job.grid}² | {_cycles(r['layer_cycles'])} | "
+            f"{_cycles(step)} | {_cycles(step / job.step)} | {ratio} | "
+            f"{r['tokens_per_second']:,.0f} | "
+            f"{_cycles(floor['cycles']) if floor else '—'} | "
+            f"{r['compiled_over_floor']:,.2f}× | {took:.0f} s |"
+        )
+    return out
+
+
 def _placement(r: dict[str, Any]) -> str:
     """`12 × 512² (2×1 per wafer)`: the stages' regions and how a wafer holds them."""
     placement = r.get("placement")
@@ -256,6 +319,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         description=__doc__.split("\n\n")[0] if __doc__ else ""
     )
     parser.add_argument("--quick", action="store_true", help="The tiny model only.")
+    parser.add_argument(
+        "--steps",
+        action="store_true",
+        help="Only llama3-8b's decode steps of k = 1, 2, 4, 8 tokens at 420².",
+    )
     parser.add_argument("--jobs", type=int, default=2, help="Worker processes.")
     parser.add_argument(
         "--readme", action="store_true", help="Rewrite the section of benchmarks/README.md."
@@ -273,7 +341,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         lines += ["", f"Wall time: {time.perf_counter() - start:.0f} s."]
         sys.stdout.write("\n".join(lines) + "\n")
         return 0
-    jobs = [j for j in JOBS if j.model == "tiny"] if args.quick else list(JOBS)
+    jobs = [*JOBS, *STEP_JOBS]
+    if args.quick:
+        jobs = [j for j in JOBS if j.model == "tiny"]
+    elif args.steps:
+        jobs = [j for j in jobs if j.model == "llama3-8b" and j.grid == 420]
     start = time.perf_counter()
     # The largest runs first, so that two workers finish together.
     ordered = sorted(jobs, key=lambda j: -j.grid)
@@ -284,7 +356,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         done = {j: r for j, *r in map(measure, ordered)}
     results = [(j, *done[j]) for j in jobs]
     wall = time.perf_counter() - start
-    lines = section(results)  # type: ignore[arg-type]
+    lines = section([r for r in results if r[0].step == 1])  # type: ignore[arg-type]
+    steps = [
+        r
+        for r in results
+        if r[0].model == "llama3-8b" and r[0].kind == "decode" and r[0].grid == 420
+    ]
+    if len(steps) > 1:
+        lines += [
+            "",
+            "Several tokens per decode step (llama3-8b, 420², a 4,096-token cache): "
+            "`plmr bench decode --step-tokens k`, the verification step of speculative "
+            "decoding, k new tokens against the cache with the logits of each.",
+            "",
+            *step_section(steps),  # type: ignore[arg-type]
+        ]
     lines += ["", f"Wall time of the whole run: {wall:.0f} s with {args.jobs} worker(s)."]
     text = "\n".join(lines) + "\n"
     sys.stdout.write(text)

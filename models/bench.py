@@ -51,6 +51,7 @@ from xdsl.dialects.builtin import ModuleOp
 
 from plmr.dialects import mesh
 from plmr.errors import PlmrError
+from plmr.models.floor import LayerFloor, layer_floor
 from plmr.models.llama import LlamaConfig, ProgramBuilder, get_config
 from plmr.models.nests import (
     NestTime,
@@ -63,7 +64,12 @@ from plmr.models.nests import (
     program_signatures,
     run_nests,
 )
-from plmr.models.reference_layer import ReferenceLayer, hand_composed_layer
+from plmr.models.reference_layer import (
+    ReferenceLayer,
+    compute_floor,
+    hand_composed_layer,
+    layer_macs,
+)
 from plmr.models.wafers import Hop, Placement, WaferStep, hops, place_stages, wafer_step
 from plmr.passes.pipeline import CompileOptions, compile_module
 from plmr.runtime.device import Device, get_device
@@ -158,6 +164,10 @@ class LlmBench:
     """The hops between consecutive stages."""
     wafer_step: WaferStep | None = None
     """The step's cycles per wafer, hops, links and LM head."""
+    floor: LayerFloor | None = None
+    """The layer's floor under the device model (`plmr.models.floor`)."""
+    step_tokens: int = 1
+    """decode: new tokens per step (k > 1: speculative decoding's verification step)."""
 
     @property
     def wafers(self) -> int:
@@ -173,6 +183,11 @@ class LlmBench:
         return self.layer_cycles / ref if ref else None
 
     @property
+    def compiled_over_floor(self) -> float | None:
+        floor = None if self.floor is None else self.floor.cycles
+        return self.layer_cycles / floor if floor else None
+
+    @property
     def tpot_ms(self) -> float:
         """Time per output token (decode) or time to first token (prefill), in ms."""
         return self.step_seconds * 1e3
@@ -182,8 +197,17 @@ class LlmBench:
             f.name: getattr(self, f.name)
             for f in dataclasses.fields(self)
             if f.name
-            not in ("layer_nests", "hand_composed", "placement", "hops", "wafer_step")
+            not in (
+                "layer_nests",
+                "hand_composed",
+                "placement",
+                "hops",
+                "wafer_step",
+                "floor",
+            )
         }
+        out["floor"] = None if self.floor is None else self.floor.to_json()
+        out["compiled_over_floor"] = self.compiled_over_floor
         out["wafers"] = self.wafers
         out["placement"] = None if self.placement is None else self.placement.to_json()
         out["hops"] = [h.to_json() for h in self.hops]
@@ -202,8 +226,9 @@ class LlmBench:
 
     def summary(self) -> list[str]:
         p, q = self.grid
+        new = "one token" if self.step_tokens == 1 else f"{self.step_tokens} tokens"
         what = (
-            f"decode of one token over a {self.tokens}-token KV cache"
+            f"decode of {new} over a {self.tokens}-token KV cache"
             if self.kind == "decode"
             else f"prefill of a {self.tokens}-token prompt"
         )
@@ -230,9 +255,15 @@ class LlmBench:
                 f"compute floor {ref.floor_cycles:,.0f}"
             )
             lines += ["  " + line for line in ref.summary()[1:]]
+        if self.floor is not None:
+            lines += self.floor.summary(
+                self.layer_cycles, {n.index: n.cycles for n in self.layer_nests}
+            )
         if self.kind == "decode":
             lines.append(
-                f"  KV append   {self.kv_append_cycles:,.0f} cycles per layer (shift)"
+                f"  KV append   {self.kv_append_cycles:,.0f} cycles per layer (shift"
+                + ("" if self.step_tokens == 1 else f", {self.step_tokens} rows")
+                + ")"
             )
         links = sum(1 for h in self.hops if h.kind == "link")
         lines += [
@@ -247,9 +278,11 @@ class LlmBench:
             lines += self.wafer_step.summary()
         if self.kind == "decode":
             lines.append(
-                f"  per token   {self.step_cycles:,.0f} cycles = "
+                f"  per {'token' if self.step_tokens == 1 else 'step '}   "
+                f"{self.step_cycles:,.0f} cycles = "
                 f"{self.tpot_ms * 1e3:,.1f} us (TPOT) -> {self.tokens_per_second:,.0f} "
                 "tokens/s"
+                + ("" if self.step_tokens == 1 else " if every token is accepted")
             )
         else:
             lines.append(
@@ -548,6 +581,7 @@ def bench_llm(
     exact: bool = False,
     form: str = "heads",
     layers_extrapolated: bool = False,
+    step_tokens: int = 1,
 ) -> LlmBench:
     """
     Compiles the model cut to one and to two layers (with the LM head), simulates every
@@ -556,7 +590,9 @@ def bench_llm(
     hand-composed layer; `exact`: no steady-state extrapolation in the runtime (every
     loop iteration and every layer stepped); `form`: how the program is written
     (`ProgramBuilder`'s forms); `layers_extrapolated`: simulate the one- and two-layer
-    programs only and count `T(1) + (layers - 1) · (T(2) - T(1))`.
+    programs only and count `T(1) + (layers - 1) · (T(2) - T(1))`; `step_tokens`: new
+    tokens per decode step (speculative decoding's verification step; k appends of a
+    row, the hops carry k hidden vectors, tokens/s counts every token accepted).
     """
     from plmr.lowering.kv_cache import kv_append, kv_capacity
     from plmr.runtime.interpreter import run_mesh
@@ -573,6 +609,16 @@ def bench_llm(
     n = default_tokens(kind, base) if tokens is None else tokens
     if n < 1:
         raise PlmrError(f"the {'context' if kind == 'decode' else 'prompt'} must be >= 1")
+    if step_tokens < 1 or (kind != "decode" and step_tokens != 1):
+        raise PlmrError(
+            f"--step-tokens {step_tokens}: a decode step takes 1 or more new tokens, "
+            "a prefill takes the prompt (--tokens)"
+        )
+    if step_tokens > n:
+        raise PlmrError(
+            f"--step-tokens {step_tokens}: the new tokens' slots do not fit a "
+            f"{n}-token KV cache; use a longer --tokens"
+        )
     capacity = kv_capacity(base.model_config(), grid, dev, "shift")
     if kind == "decode" and capacity.max_tokens < n:
         raise PlmrError(
@@ -596,7 +642,7 @@ def bench_llm(
 
     def program(layers: list[int]) -> str:
         if kind == "decode":
-            return builder.decode(layers=layers, head=True)
+            return builder.decode(layers=layers, head=True, tokens=step_tokens)
         return builder.prefill(config.max_seq, layers=layers, head=True)
 
     compiled_one = _compile(program([0]), opts)
@@ -647,7 +693,7 @@ def bench_llm(
         )
         zeros = [np.zeros(s, np.float32) for s in kernel.inputs]
         _, appended = run_mesh(kernel.module, zeros, device=dev, mode="timing")
-        append_cycles = float(appended.cycles)
+        append_cycles = step_tokens * float(appended.cycles)
         s3 = time.perf_counter() - start
     hand = None
     s4 = 0.0
@@ -655,11 +701,21 @@ def bench_llm(
         start = time.perf_counter()
         hand = hand_composed_layer(kind, dataclasses.replace(base, max_seq=n), grid, dev, n)
         s4 = time.perf_counter() - start
-    stage_hops = hops(placement, dev, (1 if kind == "decode" else n) * config.dim)
+    floor = layer_floor(
+        compute_floor(
+            layer_macs(kind, dataclasses.replace(base, max_seq=n), n, step_tokens),
+            grid,
+            dev,
+        ),
+        _layer_spmds(compiled_two or compiled_one, compiled_one, nests),
+        grid,
+        dev,
+    )
+    stage_hops = hops(placement, dev, (step_tokens if kind == "decode" else n) * config.dim)
     split = wafer_step(placement, stage_hops, layer_cycles, append_cycles, first_cycles)
     step = split.total
     seconds = step / dev.clock_hz
-    per_second = (1.0 if kind == "decode" else n) / seconds
+    per_second = (step_tokens if kind == "decode" else n) / seconds
     # The split of the simulated program's critical PE (the layers dominate it).
     total = max(float(one.cycles), 1.0)
     model_bytes = (
@@ -713,7 +769,23 @@ def bench_llm(
         placement=placement,
         hops=stage_hops,
         wafer_step=split,
+        floor=floor,
+        step_tokens=step_tokens,
     )
+
+
+def _layer_spmds(
+    layer: Compiled, one: Compiled, nests: list[NestTime]
+) -> list[tuple[int, str, mesh.SpmdOp]]:
+    """The nests of one layer of `layer`'s program `(index, name, op)` (all of a
+    one-layer model's program)."""
+    from plmr.runtime.interpreter import find_program
+
+    program = find_program(layer.module, None)
+    spmds = [op for op in program.body.block.ops if isinstance(op, mesh.SpmdOp)]
+    if layer is one:
+        return [(i, nest_name(op) or f"nest{i}", op) for i, op in enumerate(spmds)]
+    return [(n.index, n.name, spmds[n.index]) for n in nests]
 
 
 __all__ = [

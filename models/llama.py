@@ -106,25 +106,33 @@ def causal_mask(length: int) -> F32:
     return np.triu(np.full((length, length), NEG, np.float32), k=1)
 
 
-def cache_mask(config: LlamaConfig, valid: int) -> F32:
-    """The decode step's mask over the cache: the first `valid` positions are visible."""
-    m = np.full((1, config.max_seq), NEG, np.float32)
-    m[0, :valid] = 0.0
+def cache_mask(config: LlamaConfig, valid: int, tokens: int = 1) -> F32:
+    """
+    The decode step's mask over the cache, a row per new token: the first `valid`
+    positions are visible to the first token, and each further token sees one more (the
+    slot of the token before it).
+    """
+    m = np.full((tokens, config.max_seq), NEG, np.float32)
+    for i in range(tokens):
+        m[i, : valid + i] = 0.0
     return m
 
 
-def cache_slot(config: LlamaConfig, position: int) -> F32:
+def cache_slot(config: LlamaConfig, position: int, tokens: int = 1) -> F32:
     """
-    The decode step's one-hot `slot` over the cache (heads form): the free position the
-    new token's K and V take in the step's attention (its mask there is 0).
+    The decode step's one-hot `slot` rows over the cache (heads form): the free
+    positions `position`, `position + 1`, ... that the new tokens' K and V take in the
+    step's attention (the mask there is 0).
     """
-    if not 0 <= position < config.max_seq:
+    if tokens < 1:
+        raise PlmrError(f"a decode step takes at least one new token, got {tokens}")
+    if position < 0 or position + tokens > config.max_seq:
         raise PlmrError(
-            f"the new token's cache slot {position} is outside the cache of "
-            f"{config.max_seq} positions; the cache is full"
+            f"the new tokens' cache slots {position}..{position + tokens - 1} are outside "
+            f"the cache of {config.max_seq} positions; the cache is full"
         )
-    s = np.zeros((1, config.max_seq), np.float32)
-    s[0, position] = 1.0
+    s = np.zeros((tokens, config.max_seq), np.float32)
+    s[np.arange(tokens), position + np.arange(tokens)] = 1.0
     return s
 
 
@@ -577,9 +585,23 @@ class ProgramBuilder:
         """The prefill program of a prompt of `length` tokens (MLIR text)."""
         return self._impl.prefill(length, layers, head)
 
-    def decode(self, layers: Sequence[int] | None = None, head: bool = True) -> str:
-        """One decode step over a cache of `max_seq` positions (MLIR text)."""
-        return self._impl.decode(layers, head)
+    def decode(
+        self, layers: Sequence[int] | None = None, head: bool = True, tokens: int = 1
+    ) -> str:
+        """
+        One decode step over a cache of `max_seq` positions (MLIR text); `tokens` new
+        tokens at once (the heads form only), with the logits of each.
+        """
+        if tokens < 1:
+            raise PlmrError(f"a decode step takes at least one new token, got {tokens}")
+        if tokens == 1:
+            return self._impl.decode(layers, head)
+        if not isinstance(self._impl, HeadsBuilder):
+            raise PlmrError(
+                f"a decode step over {tokens} new tokens is written in the heads form "
+                "only; use --form heads"
+            )
+        return self._impl.decode(layers, head, tokens)
 
 
 __all__ = [

@@ -27,9 +27,11 @@ the allreduce).
 
 - prefill(x[L, dim], mask[L, L], cos[L, hd], sin[L, hd]) ->
   (logits[1, vocab], then per layer K[Hkv, 1, L, hd] (rotated) and V[Hkv, 1, L, hd])
-- decode(x[1, dim], mask[1, S], slot[1, S], cos[1, hd], sin[1, hd], then per layer the
-  caches K[Hkv, S, hd] and V[Hkv, S, hd]) -> (logits[1, vocab], per layer the new K and
-  V rows)
+- decode(x[k, dim], mask[k, S], slot[k, S], cos[k, hd], sin[k, hd], then per layer the
+  caches K[Hkv, S, hd] and V[Hkv, S, hd]) -> (logits[k, vocab], per layer the new K and
+  V rows `[Hkv, 1, k, hd]`): one new token (k = 1), or k of them at once (the
+  verification step of speculative decoding), token i at the one-hot slot `slot[i]`,
+  seeing what `mask[i]` shows (the cache and the new tokens up to itself)
 """
 
 from __future__ import annotations
@@ -232,8 +234,12 @@ class HeadsBuilder:
             v,
         )
 
-    def _head(self, t: Text, x: str, n: int, w: dict[str, str]) -> str:
+    def _head(self, t: Text, x: str, n: int, w: dict[str, str], every: bool = False) -> str:
+        """The logits of the last position, or of every position (`every`)."""
         c = self.c
+        if every:
+            normed = t.rmsnorm(x, w["norm"], c.norm_eps)
+            return t.matmul(normed, w["head"], tensor_type(n, c.vocab))
         last = x
         if n > 1:
             # The last position, picked by a one-hot row: a GEMV.
@@ -257,6 +263,7 @@ class HeadsBuilder:
         head: bool,
         attend: Attend,
         caches: bool,
+        every: bool = False,
     ) -> str:
         c = self.c
         kv = (c.n_kv_heads, 1, n, c.head_dim)
@@ -276,7 +283,8 @@ class HeadsBuilder:
             results.append((k, f"k_l{layer}", tensor_type(*kv)))
             results.append((v, f"v_l{layer}", tensor_type(*kv)))
         if head:
-            first = (self._head(t, x, n, w), "logits", tensor_type(1, c.vocab))
+            rows = n if every else 1
+            first = (self._head(t, x, n, w, every), "logits", tensor_type(rows, c.vocab))
         else:
             first = (x, "hidden", tensor_type(n, c.dim))
         return t.func(name, args, [first, *results])
@@ -299,33 +307,55 @@ class HeadsBuilder:
         chosen = list(range(c.n_layers)) if layers is None else list(layers)
         return self._program("prefill", length, length, chosen, head, attend, False)
 
-    def decode(self, layers: Sequence[int] | None = None, head: bool = True) -> str:
-        """One decode step over a cache of `max_seq` positions (MLIR text)."""
+    def decode(
+        self, layers: Sequence[int] | None = None, head: bool = True, tokens: int = 1
+    ) -> str:
+        """
+        One decode step over a cache of `max_seq` positions (MLIR text): one new token,
+        or `tokens` of them (speculative decoding's verification step), each at its own
+        slot of the cache, attending to the cache and to the new tokens before it (as
+        `%mask` says), with the logits of every new token.
+        """
         c = self.c
         hd, hkv, g, s_len = c.head_dim, c.n_kv_heads, c.group, c.max_seq
+        n = tokens
         scale = 1.0 / math.sqrt(hd)
 
         def attend(t: Text, q: str, k: str, v: str, layer: int) -> str:
-            # The new token's K and V enter the cache's read at its free slot (`%slot`,
-            # one-hot, visible in `%mask`): the scores, the softmax and P·V run over
-            # one sequence of positions, and the fusion inlines the map into the reads.
+            # The new tokens' K and V enter the cache's read at their free slots
+            # (`%slot`, a one-hot row per token, visible in `%mask`): the scores, the
+            # softmax and P·V run over one sequence of positions, and the fusion inlines
+            # the map into the reads.
             unit = tensor_type(1, 1, 1, 1)
             ones = t.op("one", f"graph.constant dense<1.0> : {unit}", unit)
-            slot = t.reshape("%slot", (1, 1, s_len, 1))
-            keep = t.binary("sub", ones, slot, tensor_type(1, 1, s_len, 1))
             seq = tensor_type(hkv, 1, s_len, hd)
+            if n == 1:
+                slot = t.reshape("%slot", (1, 1, s_len, 1))
+                taken = slot
+            else:
+                # Every slot taken by one of the new tokens; a token's row lands at its
+                # slot through the one-hot product slotᵀ·rows.
+                taken = t.reshape(
+                    t.reduce_axes("sum", "%slot", (0,), tensor_type(s_len)),
+                    (1, 1, s_len, 1),
+                )
+                slot = t.transpose(t.reshape("%slot", (1, 1, n, s_len)), (0, 1, 3, 2))
+            keep = t.binary("sub", ones, taken, tensor_type(1, 1, s_len, 1))
 
             def with_new(cache: str, row: str) -> str:
-                # cache·(1 − slot) + slot ⊗ row: exact whatever the slot holds.
+                # cache·(1 − slots) + slotᵀ·rows: exact whatever the slots hold.
                 c4 = t.reshape(cache, (hkv, 1, s_len, hd))
                 kept = t.binary("mul", c4, keep, seq)
-                return t.binary("add", kept, t.binary("mul", slot, row, seq), seq)
+                placed = (
+                    t.binary("mul", slot, row, seq) if n == 1 else t.matmul(slot, row, seq)
+                )
+                return t.binary("add", kept, placed, seq)
 
             kc = with_new(f"%kcache_l{layer}", k)
             vc = with_new(f"%vcache_l{layer}", v)
-            one = tensor_type(hkv, g, 1, 1)
-            row = tensor_type(hkv, g, 1, s_len)
-            out = tensor_type(hkv, g, 1, hd)
+            one = tensor_type(hkv, g, n, 1)
+            row = tensor_type(hkv, g, n, s_len)
+            out = tensor_type(hkv, g, n, hd)
             sc = t.matmul(q, kc, row, transpose_b=True)
             sc = t.binary("add", t.scale(sc, scale), "%mask", row)
             m = t.reduce("max", sc, one)
@@ -334,7 +364,7 @@ class HeadsBuilder:
             return t.binary("div", t.matmul(p, vc, out), total, out)
 
         chosen = list(range(c.n_layers)) if layers is None else list(layers)
-        return self._program("decode", 1, s_len, chosen, head, attend, True)
+        return self._program("decode", n, s_len, chosen, head, attend, True, n > 1)
 
 
 if TYPE_CHECKING:

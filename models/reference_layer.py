@@ -150,13 +150,16 @@ class ReferenceLayer:
         return lines
 
 
-def layer_macs(kind: str, config: LlamaConfig, tokens: int) -> int:
-    """Multiply-accumulates of one layer: projections, FFN and attention (all positions)."""
+def layer_macs(kind: str, config: LlamaConfig, tokens: int, new: int = 1) -> int:
+    """
+    Multiply-accumulates of one layer: projections, FFN and attention (all positions);
+    decode: `new` tokens over a cache of `tokens` positions.
+    """
     c = config
     q_dim, kv_dim = c.n_heads * c.head_dim, c.n_kv_heads * c.head_dim
     dense = c.dim * (q_dim + 2 * kv_dim) + q_dim * c.dim + 3 * c.dim * c.ffn_dim
     if kind == "decode":
-        return dense + 2 * c.n_heads * c.head_dim * tokens
+        return new * (dense + 2 * c.n_heads * c.head_dim * tokens)
     return tokens * dense + 2 * c.n_heads * c.head_dim * tokens * tokens
 
 

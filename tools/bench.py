@@ -433,6 +433,15 @@ def _llm_command(kind: str) -> click.Command:
         "per head.",
     )
     @click.option(
+        "--step-tokens",
+        "step_tokens",
+        type=COUNT,
+        default=1,
+        show_default=True,
+        help="decode: new tokens per step (k > 1: the verification step of speculative "
+        "decoding, k tokens against the cache, the logits of each).",
+    )
+    @click.option(
         "--no-reference",
         "no_reference",
         is_flag=True,
@@ -449,6 +458,7 @@ def _llm_command(kind: str) -> click.Command:
         exact: bool,
         layers_extrapolated: bool,
         form: str,
+        step_tokens: int,
         no_reference: bool,
         as_json: bool,
     ) -> None:
@@ -482,6 +492,7 @@ def _llm_command(kind: str) -> click.Command:
             exact=exact,
             form=form,
             layers_extrapolated=layers_extrapolated,
+            step_tokens=step_tokens,
         )
         if as_json:
             click.echo(json.dumps(result.to_json()))

@@ -397,3 +397,75 @@ def test_head_splits_and_merges_move_no_data(grid: tuple[int, int]):
             assert max(shape) <= 4, f"a transpose of a whole tensor: {op}"
     got, _ = run_mesh(module, args, mode="functional")
     np.testing.assert_allclose(got[0], want[0], rtol=1e-4, atol=1e-5)
+
+
+def _k_token_case(
+    config: LlamaConfig, weights: dict[str, np.ndarray], prompt: list[int], new: list[int]
+) -> tuple[list[np.ndarray], np.ndarray, list[np.ndarray]]:
+    """
+    The k-token decode step's arguments after `prompt` (cached), and what k single
+    numpy steps give: the logits of each new token and the first layer's new K rows.
+    """
+    model = NumpyLlama(config, weights)
+    cache = KVCache.empty(config)
+    x = weights["embed"][np.asarray(prompt)]
+    _, ks, vs = model.forward(x, range(len(prompt)), cache)
+    cache.store(ks, vs)
+    cached = decode_cache_args(cache, config)
+    k = len(new)
+    xs = weights["embed"][np.asarray(new)]
+    cos, sin = rope_tables(config, range(len(prompt), len(prompt) + k))
+    args = [
+        xs,
+        cache_mask(config, len(prompt) + 1, k),
+        cache_slot(config, len(prompt), k),
+        cos,
+        sin,
+        *cached,
+    ]
+    logits: list[np.ndarray] = []
+    k_rows: list[np.ndarray] = []
+    for i, token in enumerate(new):
+        step, k_new, v_new = model.forward(
+            weights["embed"][[token]], [len(prompt) + i], cache
+        )
+        cache.store(k_new, v_new)
+        logits.append(step[0])
+        k_rows.append(k_new[0][0][0])
+    return args, np.stack(logits), k_rows
+
+
+@pytest.mark.parametrize("k", [1, 2, 4])
+def test_k_token_step_equals_k_single_steps(tiny, k: int):  # pyright: ignore[reportMissingParameterType, reportUnknownParameterType]
+    """The verification step over k new tokens (graph level) gives each token the logits
+    of k decode steps one after the other, and their K rows."""
+    config, weights = tiny
+    new = [11, 3, 42, 7][:k]
+    args, want, k_rows = _k_token_case(config, weights, PROMPT, new)
+    module = parse_module(ProgramBuilder(config, weights).decode(tokens=k))
+    got = run_function(module, select_function(module, "decode"), args)
+    assert got[0].shape == (k, config.vocab)
+    np.testing.assert_allclose(got[0], want, rtol=1e-4, atol=1e-4)
+    got_k = split_kv_rows(got[1:], config)[0][0][0]
+    np.testing.assert_allclose(got_k, np.stack(k_rows), rtol=1e-4, atol=1e-5)
+
+
+def test_k_token_step_on_the_mesh_equals_k_single_steps(tiny):  # pyright: ignore[reportMissingParameterType, reportUnknownParameterType]
+    """Compiled to a 2x2 mesh, the 3-token step gives numpy's logits for each token."""
+    config, weights = tiny
+    args, want, _ = _k_token_case(config, weights, PROMPT, [11, 3, 42])
+    got = _on_mesh(ProgramBuilder(config, weights).decode(tokens=3), (2, 2), args)
+    np.testing.assert_allclose(got[0], want, rtol=1e-4, atol=1e-4)
+    assert [int(t) for t in np.argmax(got[0], axis=1)] == [
+        int(t) for t in np.argmax(want, axis=1)
+    ]
+
+
+def test_k_token_step_errors(tiny):  # pyright: ignore[reportMissingParameterType, reportUnknownParameterType]
+    config, weights = tiny
+    with pytest.raises(PlmrError, match="heads form only"):
+        ProgramBuilder(config, weights, form="per-head").decode(tokens=2)
+    with pytest.raises(PlmrError, match="at least one new token"):
+        ProgramBuilder(config, weights).decode(tokens=0)
+    with pytest.raises(PlmrError, match="the cache is full"):
+        cache_slot(config, config.max_seq - 1, 2)
