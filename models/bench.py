@@ -777,7 +777,8 @@ def bench_llm(
 def _layer_spmds(
     layer: Compiled, one: Compiled, nests: list[NestTime]
 ) -> list[tuple[int, str, mesh.SpmdOp]]:
-    """The nests of one layer of `layer`'s program `(index, name, op)` (all of a
+    """
+    The nests of one layer of `layer`'s program `(index, name, op)` (all of a
     one-layer model's program)."""
     from plmr.runtime.interpreter import find_program
 

@@ -437,7 +437,8 @@ def _k_token_case(
 
 @pytest.mark.parametrize("k", [1, 2, 4])
 def test_k_token_step_equals_k_single_steps(tiny, k: int):  # pyright: ignore[reportMissingParameterType, reportUnknownParameterType]
-    """The verification step over k new tokens (graph level) gives each token the logits
+    """
+    The verification step over k new tokens (graph level) gives each token the logits
     of k decode steps one after the other, and their K rows."""
     config, weights = tiny
     new = [11, 3, 42, 7][:k]
