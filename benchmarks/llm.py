@@ -205,7 +205,8 @@ def section(
         hand = r.get("hand_composed_cycles")
         floor = r.get("compute_floor_cycles")
         ratio_hand = r.get("compiled_over_hand_composed")
-        floor_layer = (r.get("floor") or {}).get("cycles")
+        floor_info: dict[str, Any] = r.get("floor") or {}
+        floor_layer = floor_info.get("cycles")
         over_floor = r.get("compiled_over_floor")
         out.append(
             f"| {run} | {job.form} | {grid} | {r['tokens']} | "
@@ -292,7 +293,7 @@ def step_section(
             continue
         step = r["step_cycles"]
         ratio = f"{step / (job.step * one['step_cycles']):.2f}" if one else "—"
-        floor = r.get("floor") or {}
+        floor: dict[str, Any] = r.get("floor") or {}
         out.append(
             f"| {job.step} | {job.grid}² | {_cycles(r['layer_cycles'])} | "
             f"{_cycles(step)} | {_cycles(step / job.step)} | {ratio} | "

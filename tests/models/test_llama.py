@@ -399,6 +399,9 @@ def test_head_splits_and_merges_move_no_data(grid: tuple[int, int]):
     np.testing.assert_allclose(got[0], want[0], rtol=1e-4, atol=1e-5)
 
 
+Tiny = tuple[LlamaConfig, dict[str, np.ndarray]]
+
+
 def _k_token_case(
     config: LlamaConfig, weights: dict[str, np.ndarray], prompt: list[int], new: list[int]
 ) -> tuple[list[np.ndarray], np.ndarray, list[np.ndarray]]:
@@ -436,7 +439,7 @@ def _k_token_case(
 
 
 @pytest.mark.parametrize("k", [1, 2, 4])
-def test_k_token_step_equals_k_single_steps(tiny, k: int):  # pyright: ignore[reportMissingParameterType, reportUnknownParameterType]
+def test_k_token_step_equals_k_single_steps(tiny: Tiny, k: int):
     """
     The verification step over k new tokens (graph level) gives each token the logits
     of k decode steps one after the other, and their K rows."""
@@ -451,7 +454,7 @@ def test_k_token_step_equals_k_single_steps(tiny, k: int):  # pyright: ignore[re
     np.testing.assert_allclose(got_k, np.stack(k_rows), rtol=1e-4, atol=1e-5)
 
 
-def test_k_token_step_on_the_mesh_equals_k_single_steps(tiny):  # pyright: ignore[reportMissingParameterType, reportUnknownParameterType]
+def test_k_token_step_on_the_mesh_equals_k_single_steps(tiny: Tiny):
     """Compiled to a 2x2 mesh, the 3-token step gives numpy's logits for each token."""
     config, weights = tiny
     args, want, _ = _k_token_case(config, weights, PROMPT, [11, 3, 42])
@@ -462,7 +465,7 @@ def test_k_token_step_on_the_mesh_equals_k_single_steps(tiny):  # pyright: ignor
     ]
 
 
-def test_k_token_step_errors(tiny):  # pyright: ignore[reportMissingParameterType, reportUnknownParameterType]
+def test_k_token_step_errors(tiny: Tiny):
     config, weights = tiny
     with pytest.raises(PlmrError, match="heads form only"):
         ProgramBuilder(config, weights, form="per-head").decode(tokens=2)
