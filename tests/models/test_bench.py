@@ -597,3 +597,45 @@ def test_nest_ends_take_the_engines_clock_once_per_nest(
         (n.name, n.cycles, n.end) for n in again
     ]
     assert max(n.end for n in lazy) > 0
+
+
+def test_a_k_token_decode_step_is_its_whole_program_plus_k_appends():
+    """
+    `--step-tokens 2`: the two-layer model's 2-token program, 2 appends per layer,
+    tokens/s counts both tokens; the compute floor doubles the one-token layer's MACs."""
+    two = bench_llm("decode", "tiny", (4, 4), step_tokens=2, reference=False)
+    one = bench_llm("decode", "tiny", (4, 4), reference=False)
+    config = bench_config("tiny", (4, 4), two.tokens)
+    dev = get_device("wse2")
+    whole = _timed(
+        ProgramBuilder(config, None).decode(tokens=2),
+        default_options("tiny", (4, 4), "wse2"),
+        dev,
+    ).report
+    assert two.step_tokens == 2
+    assert two.kv_append_cycles == pytest.approx(2 * one.kv_append_cycles)
+    want = float(whole.cycles) + 2 * two.kv_append_cycles
+    assert two.step_cycles == pytest.approx(want, rel=1e-9)
+    assert two.tokens_per_second == pytest.approx(2 * dev.clock_hz / two.step_cycles)
+    assert two.floor is not None
+    assert one.floor is not None
+    assert two.floor.compute_cycles == pytest.approx(2 * one.floor.compute_cycles)
+    assert "decode of 2 tokens over a 32-token KV cache" in "\n".join(two.summary())
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["prefill", "--step-tokens", "2"], "a prefill takes the prompt"),
+        (["decode", "--tokens", "4", "--step-tokens", "8"], "do not fit a 4-token"),
+        (["decode", "--form", "per-head", "--step-tokens", "2"], "heads form only"),
+    ],
+)
+def test_step_tokens_errors(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+):
+    code, out, err = run(["bench", *argv, "--grid", "2x2", "--no-reference"], capsys)
+    assert code != 0
+    assert out == ""
+    assert message in err
+    assert "Traceback" not in err
