@@ -47,6 +47,14 @@ def tiny() -> tuple[LlamaConfig, dict[str, np.ndarray]]:
     return config, random_weights(config, 0)
 
 
+@pytest.fixture
+def cached_mesh_llama(compile_cache: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`MeshLlama` compiles each program once a session: the KV placements share it."""
+    from plmr.models import generate
+
+    monkeypatch.setattr(generate, "compile_module", compile_cache.compile)
+
+
 def test_numpy_decode_with_cache_equals_full_recompute(tiny):  # pyright: ignore[reportMissingParameterType, reportUnknownParameterType]
     """The KV-cached forward pass equals running the whole sequence again."""
     config, weights = tiny
@@ -114,6 +122,7 @@ def test_graph_programs_equal_numpy(tiny, form: str):  # pyright: ignore[reportM
 
 
 @pytest.mark.parametrize("grid", [(2, 2), (2, 4)])
+@pytest.mark.usefixtures("cached_mesh_llama")
 def test_tokens_generated_on_the_mesh_equal_numpy(tiny, grid: tuple[int, int]):  # pyright: ignore[reportMissingParameterType, reportUnknownParameterType]
     """Prefill and 16 decode steps compiled to the mesh give numpy's tokens."""
     config, weights = tiny
@@ -144,6 +153,7 @@ def test_generation_limits(tiny):  # pyright: ignore[reportMissingParameterType,
         random_weights(get_config("llama3-8b"))
 
 
+@pytest.mark.usefixtures("cached_mesh_llama")
 def test_shift_kv_cache_on_the_wafer(tiny):  # pyright: ignore[reportMissingParameterType, reportUnknownParameterType]
     """WaferLLM's shift-based cache keeps generating where the concat baseline is full."""
     config, weights = tiny
