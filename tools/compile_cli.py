@@ -62,6 +62,14 @@ if TYPE_CHECKING:
     default=None,
     help="P,R blocks of convert-loop-to-tile (default: chosen for the grid).",
 )
+@click.option(
+    "--fit-tiles",
+    is_flag=True,
+    help="Where a dimension's blocks do not divide over the grid, shrink them and "
+    "pad the last PEs' share (uneven blocks) instead of refusing the nest: how a "
+    "user's export of full width compiles on a large grid (plmr bench pads its own "
+    "models instead).",
+)
 @click.option("--no-substitute", is_flag=True, help="Skip the TASO graph substitutions.")
 @click.option(
     "--no-defer-norm-scale",
@@ -163,6 +171,7 @@ def compile_cmd(
     gemv: str,
     k: int,
     tile_sizes: str | None,
+    fit_tiles: bool,
     no_substitute: bool,
     no_defer_norm_scale: bool,
     no_pack: bool,
@@ -216,6 +225,7 @@ def compile_cmd(
         gemv=gemv,
         k=k,
         tile_sizes=sizes,
+        fit_tiles=fit_tiles,
         substitute=not no_substitute,
         defer_norm_scale=not no_defer_norm_scale,
         pack_allreduces=not no_pack,
@@ -333,6 +343,7 @@ SCHEDULE_REPLACES = (
     "gemv",
     "k",
     "tile_sizes",
+    "fit_tiles",
     "no_substitute",
     "no_defer_norm_scale",
     "no_pack",

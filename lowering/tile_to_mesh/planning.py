@@ -522,9 +522,14 @@ class Planner(CostModel):
                 f"%{lp.induction_var.name_hint or '?'}: {lp.trip_count}"
                 for lp in nest.chain
             )
+            fit = (
+                ": `plmr compile --fit-tiles` gives the last PEs a padded share"
+                if grid != (1, 1)
+                else ""
+            )
             hint = (
                 f" (no loop's block count ({counts}) is a multiple of the {grid[0]} or "
-                f"{grid[1]} PEs of an axis)"
+                f"{grid[1]} PEs of an axis{fit})"
             )
         return (
             f"convert-tile-to-mesh: the nest computing %{name} does not fit a "

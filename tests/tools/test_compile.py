@@ -397,3 +397,47 @@ def test_relay_lets_routing_share_colors():
         dataclasses.replace(opts, relay=True),
     )
     assert "relay" in str(relayed)
+
+
+UNEVEN = """\
+func.func @main(%x: tensor<1x100xf32>, %w: tensor<100x100xf32>) -> tensor<1x100xf32> {
+  %y = graph.matmul %x, %w : (tensor<1x100xf32>, tensor<100x100xf32>) -> tensor<1x100xf32>
+  func.return %y : tensor<1x100xf32>
+}
+"""
+"""A GEMV whose 50 blocks of 2 divide over neither axis of a 7x7 grid."""
+
+
+def test_fit_tiles_compiles_what_does_not_divide_over_the_grid(tmp_path: Path, cli: Any):
+    from plmr.dialects.context import load_module
+    from plmr.runtime.running import random_inputs, run_entry, select_entry
+
+    src = tmp_path / "gemv.mlir"
+    src.write_text(UNEVEN)
+    out = tmp_path / "out.mlir"
+    args = ["compile", str(src), "--grid", "7x7", "--device", "wse2:sram_kib=8"]
+    args += ["--no-substitute", "-o", str(out)]
+    code, _, err = cli.run(args)
+    assert code != 0
+    assert_one_error(err)
+    assert "is a multiple of the 7 or 7 PEs of an axis" in err
+    assert "--fit-tiles" in err
+    assert not out.exists()
+    code, _, err = cli.run([*args, "--fit-tiles"])
+    assert code == 0, err
+    source, compiled = load_module(src), load_module(out)
+    inputs = random_inputs(select_entry(source, None), 3)
+    want, _ = run_entry(source, select_entry(source, None), inputs)
+    got, _ = run_entry(compiled, select_entry(compiled, None), inputs)
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-5, atol=1e-5)
+
+
+def test_fit_tiles_cannot_be_combined_with_a_schedule(tmp_path: Path, cli: Any):
+    schedule = tmp_path / "s.json"
+    schedule.write_text("{}")
+    code, _, err = cli.run(
+        ["compile", str(MLP), "--schedule", str(schedule), "--fit-tiles"]
+    )
+    assert code != 0
+    assert_one_error(err)
+    assert "--fit-tiles cannot be combined with --schedule" in err

@@ -53,7 +53,7 @@
 
 // SRAM: plmr-opt: error: convert-tile-to-mesh: the nest computing %c does not fit a 1x1 grid of wse2: its smallest per-PE placement (no loop split) needs 196608 bytes of SRAM, a PE has 49152 (no loop's block count (%i: 8, %j: 8) is a multiple of the 1 or 1 PEs of an axis); use a larger grid, smaller tiles or a device with more SRAM
 
-// GRID: plmr-opt: error: convert-tile-to-mesh: the nest computing %c does not fit a 3x3 grid of wse2: {{.*}} (no loop's block count (%i: 8, %j: 8) is a multiple of the 3 or 3 PEs of an axis)
+// GRID: plmr-opt: error: convert-tile-to-mesh: the nest computing %c does not fit a 3x3 grid of wse2: {{.*}} (no loop's block count (%i: 8, %j: 8) is a multiple of the 3 or 3 PEs of an axis: `plmr compile --fit-tiles` gives the last PEs a padded share)
 
 // OPT: plmr-opt: error: convert-tile-to-mesh: unknown gemm 'foo' (choose meshgemm, cannon, summa)
 
