@@ -21,14 +21,15 @@ one); `stats()` counts hits and misses (`plmr compile --profile`).
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Generator, Hashable, Sequence
-from contextlib import contextmanager
+from collections.abc import Hashable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
 from xdsl.dialects import arith
 from xdsl.ir import Block, Operation, SSAValue
 
 from plmr.dialects.loop import NestOp
+from plmr.lowering.memo_switch import MemoSwitch
 from plmr.lowering.structure import Key, Structure
 from plmr.passes.neptune import nests as N
 
@@ -58,40 +59,27 @@ class Refusal:
     message: str
 
 
-@dataclass
-class _Stats:
-    hits: int = 0
-    misses: int = 0
-
-
 _MEMO: OrderedDict[Key, Program | Refusal | str] = OrderedDict()
-_STATE = {"enabled": True}
-_STATS = _Stats()
+_SWITCH = MemoSwitch()
 
 
-@contextmanager
-def disabled() -> Generator[None]:
+def disabled() -> AbstractContextManager[None]:
     """Lower without the memo (and without filling it) inside the block."""
-    before = _STATE["enabled"]
-    _STATE["enabled"] = False
-    try:
-        yield
-    finally:
-        _STATE["enabled"] = before
+    return _SWITCH.disabled()
 
 
 def enabled() -> bool:
-    return _STATE["enabled"]
+    return _SWITCH.enabled
 
 
 def clear() -> None:
     _MEMO.clear()
-    _STATS.hits = _STATS.misses = 0
+    _SWITCH.reset()
 
 
 def stats() -> tuple[int, int]:
     """(hits, misses) since the last `clear()`."""
-    return _STATS.hits, _STATS.misses
+    return _SWITCH.hits, _SWITCH.misses
 
 
 def candidate_epilogue(nest: NestOp) -> NestOp | None:
@@ -137,9 +125,9 @@ def lookup(key: Key) -> Program | Refusal | str | None:
         return None
     found = _MEMO.get(key)
     if found is None:
-        _STATS.misses += 1
+        _SWITCH.misses += 1
         return None
-    _STATS.hits += 1
+    _SWITCH.hits += 1
     _MEMO.move_to_end(key)
     return found
 

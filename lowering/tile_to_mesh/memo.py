@@ -18,8 +18,8 @@ one); `stats()` counts hits and misses (`plmr compile --profile`).
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Generator, Hashable
-from contextlib import contextmanager
+from collections.abc import Hashable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
 from xdsl.dialects import arith, tensor
@@ -27,6 +27,7 @@ from xdsl.dialects.builtin import TensorType
 from xdsl.ir import Attribute, BlockArgument, Operation, SSAValue
 
 from plmr.dialects import tile
+from plmr.lowering.memo_switch import MemoSwitch
 from plmr.lowering.structure import Key, Structure
 from plmr.lowering.tile_to_mesh.analysis import Layout, Nest, Options, initial_fill
 from plmr.lowering.tile_to_mesh.mapping import Band, Mapping
@@ -54,42 +55,29 @@ class Decision:
     """(axis, outer loop, inner loop or -1, width)."""
 
 
-@dataclass
-class _Stats:
-    hits: int = 0
-    misses: int = 0
-
-
 _MEMO: OrderedDict[Key, Decision] = OrderedDict()
 _ERRORS: OrderedDict[tuple[Key, Hashable], str] = OrderedDict()
-_STATE = {"enabled": True}
-_STATS = _Stats()
+_SWITCH = MemoSwitch()
 
 
-@contextmanager
-def disabled() -> Generator[None]:
+def disabled() -> AbstractContextManager[None]:
     """Lower without the memo (and without filling it) inside the block."""
-    before = _STATE["enabled"]
-    _STATE["enabled"] = False
-    try:
-        yield
-    finally:
-        _STATE["enabled"] = before
+    return _SWITCH.disabled()
 
 
 def enabled() -> bool:
-    return _STATE["enabled"]
+    return _SWITCH.enabled
 
 
 def clear() -> None:
     _MEMO.clear()
     _ERRORS.clear()
-    _STATS.hits = _STATS.misses = 0
+    _SWITCH.reset()
 
 
 def stats() -> tuple[int, int]:
     """(hits, misses) since the last `clear()`."""
-    return _STATS.hits, _STATS.misses
+    return _SWITCH.hits, _SWITCH.misses
 
 
 def _options_key(opts: Options) -> Hashable:
@@ -202,11 +190,11 @@ def lookup(key: Key, nest: Nest, names: Hashable) -> Mapping | str | None:
     if found is None:
         error = _ERRORS.get((key, names))
         if error is None:
-            _STATS.misses += 1
+            _SWITCH.misses += 1
         else:
-            _STATS.hits += 1
+            _SWITCH.hits += 1
         return error
-    _STATS.hits += 1
+    _SWITCH.hits += 1
     _MEMO.move_to_end(key)
     loops = _loops(nest)
     values = nest.globals
