@@ -1,19 +1,23 @@
-"""The on/off switch and the hit counts that the lowering memos share."""
+"""The on/off switch, hit counts and reset that the lowering memos share."""
 
 from __future__ import annotations
 
-from collections.abc import Generator
+from collections.abc import Generator, MutableMapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from typing import Any
 
 
-@dataclass
 class MemoSwitch:
-    """Whether a memo is used, and how often it answered (`hits`) or not (`misses`)."""
+    """
+    Whether a memo is used, how often it answered (`hits`) or not (`misses`), and the
+    tables `clear` empties.
+    """
 
-    enabled: bool = True
-    hits: int = 0
-    misses: int = 0
+    def __init__(self, tables: Sequence[MutableMapping[Any, Any]]):
+        self.tables = tuple(tables)
+        self.enabled = True
+        self.hits = 0
+        self.misses = 0
 
     @contextmanager
     def disabled(self) -> Generator[None]:
@@ -25,5 +29,15 @@ class MemoSwitch:
         finally:
             self.enabled = before
 
-    def reset(self) -> None:
+    def is_enabled(self) -> bool:
+        return self.enabled
+
+    def clear(self) -> None:
+        """Forgets every entry and the counts."""
+        for table in self.tables:
+            table.clear()
         self.hits = self.misses = 0
+
+    def stats(self) -> tuple[int, int]:
+        """(hits, misses) since the last `clear`."""
+        return self.hits, self.misses

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Hashable, Sequence
-from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
 from xdsl.dialects import arith
@@ -60,26 +59,11 @@ class Refusal:
 
 
 _MEMO: OrderedDict[Key, Program | Refusal | str] = OrderedDict()
-_SWITCH = MemoSwitch()
-
-
-def disabled() -> AbstractContextManager[None]:
-    """Lower without the memo (and without filling it) inside the block."""
-    return _SWITCH.disabled()
-
-
-def enabled() -> bool:
-    return _SWITCH.enabled
-
-
-def clear() -> None:
-    _MEMO.clear()
-    _SWITCH.reset()
-
-
-def stats() -> tuple[int, int]:
-    """(hits, misses) since the last `clear()`."""
-    return _SWITCH.hits, _SWITCH.misses
+_SWITCH = MemoSwitch((_MEMO,))
+disabled = _SWITCH.disabled
+enabled = _SWITCH.is_enabled
+clear = _SWITCH.clear
+stats = _SWITCH.stats
 
 
 def candidate_epilogue(nest: NestOp) -> NestOp | None:

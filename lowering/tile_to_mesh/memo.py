@@ -19,7 +19,6 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Hashable
-from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
 from xdsl.dialects import arith, tensor
@@ -57,27 +56,11 @@ class Decision:
 
 _MEMO: OrderedDict[Key, Decision] = OrderedDict()
 _ERRORS: OrderedDict[tuple[Key, Hashable], str] = OrderedDict()
-_SWITCH = MemoSwitch()
-
-
-def disabled() -> AbstractContextManager[None]:
-    """Lower without the memo (and without filling it) inside the block."""
-    return _SWITCH.disabled()
-
-
-def enabled() -> bool:
-    return _SWITCH.enabled
-
-
-def clear() -> None:
-    _MEMO.clear()
-    _ERRORS.clear()
-    _SWITCH.reset()
-
-
-def stats() -> tuple[int, int]:
-    """(hits, misses) since the last `clear()`."""
-    return _SWITCH.hits, _SWITCH.misses
+_SWITCH = MemoSwitch((_MEMO, _ERRORS))
+disabled = _SWITCH.disabled
+enabled = _SWITCH.is_enabled
+clear = _SWITCH.clear
+stats = _SWITCH.stats
 
 
 def _options_key(opts: Options) -> Hashable:
