@@ -53,7 +53,8 @@ from plmr.schedule.transforms import (
     default_schedule,
     int_range,
 )
-from plmr.schedule.tuner import Measurement, front, tune
+from plmr.schedule.trials import Measurement, front
+from plmr.schedule.tuner import tune
 
 ROOT = Path(__file__).resolve().parents[1]
 README = Path(__file__).resolve().parent / "README.md"

@@ -260,7 +260,7 @@ def compile_cmd(
     schedule_json = _schedule_of_options(opts)
     plans: list[Any] = []
     if schedule_path is not None:
-        from plmr.schedule.tuner import compile_schedule
+        from plmr.schedule.trials import compile_schedule
 
         schedule = _load_schedule(schedule_path)
         schedule_json = schedule.bind({}).to_json()
@@ -554,7 +554,8 @@ def tune_cmd(
     from plmr.schedule.db import PerfDB
     from plmr.schedule.executors import make_executor
     from plmr.schedule.transforms import Substitute, default_schedule, tunable_schedule
-    from plmr.schedule.tuner import Measurement, check_functional, tune, write_schedule
+    from plmr.schedule.trials import Measurement, check_functional
+    from plmr.schedule.tuner import tune, write_schedule
     from plmr.tools.bench import parse_grid
 
     rows_cols = parse_grid(grid)

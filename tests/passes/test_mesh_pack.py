@@ -229,7 +229,7 @@ def test_a_schedule_pipeline_packs_as_plmr_compile_does():
 
     from plmr.passes import get_all_passes
     from plmr.schedule.transforms import Compound, Fuse, Partition, Tile
-    from plmr.schedule.tuner import compile_schedule
+    from plmr.schedule.trials import compile_schedule
 
     examples = Path(__file__).parents[2] / "examples"
     text = (examples / "graph" / "decoder_block.mlir").read_text()

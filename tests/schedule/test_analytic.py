@@ -134,7 +134,7 @@ def test_gemv_bound_ranks_blockings_of_a_decode_step_as_the_planner_does():
     from plmr.dialects.context import load_module
     from plmr.dialects.printing import module_text
     from plmr.schedule.transforms import default_schedule
-    from plmr.schedule.tuner import estimate, front
+    from plmr.schedule.trials import estimate, front
 
     root = Path(__file__).resolve().parents[2]
     text = module_text(load_module(root / "examples/llama/tiny_decode.mlir"))

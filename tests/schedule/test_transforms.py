@@ -32,7 +32,7 @@ from plmr.schedule.transforms import (
     pow2,
     tunable_schedule,
 )
-from plmr.schedule.tuner import compile_schedule
+from plmr.schedule.trials import compile_schedule
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -217,7 +217,7 @@ def test_per_nest_tiles_by_name_survive_other_edits():
 
 def test_tuned_transformer_block_example_is_correct():
     """The tuned schedule in examples/ loads, has no knobs left and computes correctly."""
-    from plmr.schedule.tuner import check_functional
+    from plmr.schedule.trials import check_functional
 
     schedule = Compound.loads(
         (EXAMPLES / "schedules/transformer_block.tuned.json").read_text()

@@ -21,7 +21,8 @@ from plmr.schedule.transforms import (
     default_schedule,
     int_range,
 )
-from plmr.schedule.tuner import Measurement, check_functional, evaluate, tune
+from plmr.schedule.trials import Measurement, check_functional, evaluate
+from plmr.schedule.tuner import tune
 from plmr.tools.cli import main as plmr_main
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

@@ -19,7 +19,8 @@ from plmr.schedule.transforms import (
     default_schedule,
     int_range,
 )
-from plmr.schedule.tuner import estimate, tune
+from plmr.schedule.trials import estimate
+from plmr.schedule.tuner import tune
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "onnx"
 
