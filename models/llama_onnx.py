@@ -43,10 +43,18 @@ class LlamaOnnxConfig:
     seed: int = 0
     embedding: bool = True
     """Whether the graph starts from token ids (a table lookup) or from their embeddings."""
+    rotary_dim: int | None = None
+    """Partial rotary embeddings (GPT-NeoX, Phi, StableLM): RoPE turns the first
+    `rotary_dim` features of each head and passes the others through; None: all of them."""
 
     @property
     def head_dim(self) -> int:
         return self.hidden // self.heads
+
+    @property
+    def rotary(self) -> int:
+        """The features of a head that RoPE turns."""
+        return self.head_dim if self.rotary_dim is None else self.rotary_dim
 
     def weight_bytes(self) -> int:
         """The bytes of all weights (float32)."""
@@ -120,12 +128,23 @@ def _rmsnorm(w: _Writer, x: str, weight: str, eps: str, axes: str) -> str:
 
 
 def _rope(w: _Writer, x: str, cos: str, sin: str, half: dict[str, str]) -> str:
-    """`x·cos + rotate_half(x)·sin` over the last axis."""
+    """
+    `x·cos + rotate_half(x)·sin` over the last axis; with partial rotary, over its first
+    `rotary` features, the others passed through (`Concat(rope(x[..., :r]), x[..., r:])`,
+    as the GPT-NeoX family exports it).
+    """
+    whole = x
+    if "pass" in half:
+        x = w.node("Slice", [whole, half["zero"], half["end"], half["axis"]], "x_rot")
     lo = w.node("Slice", [x, half["zero"], half["half"], half["axis"]], "lo")
     hi = w.node("Slice", [x, half["half"], half["end"], half["axis"]], "hi")
     rotated = w.node("Concat", [w.node("Neg", [hi], "neg_hi"), lo], "rot", axis=-1)
     a = w.node("Mul", [x, cos], "x_cos")
-    return w.node("Add", [a, w.node("Mul", [rotated, sin], "rot_sin")], "roped")
+    roped = w.node("Add", [a, w.node("Mul", [rotated, sin], "rot_sin")], "roped")
+    if "pass" not in half:
+        return roped
+    kept = w.node("Slice", [whole, half["end"], half["pass"], half["axis"]], "x_pass")
+    return w.node("Concat", [roped, kept], "roped_partial", axis=-1)
 
 
 def _layer(w: _Writer, c: LlamaOnnxConfig, i: int, x: str, k: dict[str, str]) -> str:
@@ -190,13 +209,15 @@ def write_llama_onnx(path: Path, config: LlamaOnnxConfig) -> Path:
     `path` + `.data` beside it; returns the data file's path.
     """
     c = config
-    if c.hidden % c.heads or c.heads % c.kv_heads or c.head_dim % 2:
+    if c.hidden % c.heads or c.heads % c.kv_heads or c.rotary % 2:
         raise ValueError(f"inconsistent LLaMA configuration {c}")
+    if not 0 < c.rotary <= c.head_dim:
+        raise ValueError(f"rotary_dim {c.rotary} is not in 1..head_dim ({c.head_dim})")
     data_path = path.with_name(path.name + ".data")
     w = _Writer(data_path, c.seed)
     try:
-        hd, s = c.head_dim, c.seq
-        inv = 1.0 / (10000.0 ** (np.arange(0, hd, 2, dtype=np.float64) / hd))
+        hd, s, rd = c.head_dim, c.seq, c.rotary
+        inv = 1.0 / (10000.0 ** (np.arange(0, rd, 2, dtype=np.float64) / rd))
         angles = np.outer(np.arange(s, dtype=np.float64), inv)
         angles = np.concatenate([angles, angles], axis=-1)
         mask = np.triu(np.full((s, s), -1e9, dtype=np.float32), k=1)
@@ -206,12 +227,14 @@ def write_llama_onnx(path: Path, config: LlamaOnnxConfig) -> Path:
             "cos": w.const("rope_cos", np.cos(angles).astype(np.float32)),
             "sin": w.const("rope_sin", np.sin(angles).astype(np.float32)),
             "zero": w.ints("rope_zero", [0]),
-            "half": w.ints("rope_half", [hd // 2]),
-            "end": w.ints("rope_end", [hd]),
+            "half": w.ints("rope_half", [rd // 2]),
+            "end": w.ints("rope_end", [rd]),
             "axis": w.ints("rope_axis", [-1]),
             "mask": w.const("causal_mask", mask),
             "attn_scale": w.const("attn_scale", np.asarray(hd**-0.5, dtype=np.float32)),
         }
+        if rd < hd:
+            k["pass"] = w.ints("rope_pass_end", [hd])
         if c.embedding:
             table = w.weight("model.embed_tokens.weight", (c.vocab, c.hidden), 1.0)
             x = w.node("Gather", [table, "input_ids"], "embed", axis=0)

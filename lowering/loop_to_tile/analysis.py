@@ -269,11 +269,17 @@ class Analysis:
     def read_problem(self, op: ReadOp) -> list[Dim] | None:
         """None if `op` can be a block load; else the dims to unblock (empty: never)."""
         if not _defined_in(op.source, self.nest):
-            window = all(_shifted(i, self.dims) for i in op.indices)
-            if op.padding is not None and not window:
-                # Blocks of one element along every dimension it uses: a padded
-                # load at a computed offset (a strided or dilated window).
-                padded = [d for i in op.indices for d in self._axis_dims(i)]
+            if op.padding is not None:
+                # Blocks of one element along every dimension an index uses other than
+                # as a shift: a padded load at a computed offset along those axes (a
+                # strided or dilated window), a shifted window along the others (a
+                # concatenation's second part read at `d - offset`).
+                padded = [
+                    d
+                    for i in op.indices
+                    if not _shifted(i, self.dims)
+                    for d in self._axis_dims(i)
+                ]
                 if padded:
                     return padded
             used: list[Dim] = []
