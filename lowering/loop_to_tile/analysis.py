@@ -392,8 +392,13 @@ class Analysis:
         accs = list(nest.accumulators)
         found: dict[Operation, _Combine] = {}
         news: dict[SSAValue, int] = {}
+        # Over reduction dimensions of one element the body runs once, from the initial
+        # value: any yield is a map of it (a rank-0 map nest ignores its accumulator).
+        once = all(nest.extents[i] == 1 for i in nest.reduction_dims)
         for k, (acc, y) in enumerate(zip(accs, nest.yield_op.values, strict=True)):
             located = self._locate(acc, y)
+            if located is None and once:
+                continue
             if located is None:
                 return None
             op, h, g, t = located

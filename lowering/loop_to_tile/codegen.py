@@ -357,6 +357,12 @@ class Codegen:
             return b.insert(op.clone()).results[0]
         if isinstance(op, _INDEX_OPS):
             mapping: dict[SSAValue, SSAValue] = {x: self._offset(b, x) for x in op.operands}
+            folded = _fold_index(op, [_int_constant(mapping[x]) for x in op.operands])
+            if folded is not None:
+                # A block offset known at compile time is a constant: the offsets of a
+                # nest without loops (every dimension one element) are straight-line
+                # code at the function's top, where only constants are placed.
+                return _index(b, folded)
             return b.insert(op.clone(mapping)).results[0]
         raise Untileable("an index is computed from data")
 
@@ -487,6 +493,53 @@ class Codegen:
         if shape != _shape(want):
             value = b.insert(tile.ReshapeOp(value, shape)).result
         return value, swapped
+
+
+def _int_constant(v: SSAValue) -> int | None:
+    op = v.owner
+    if isinstance(op, arith.ConstantOp) and isinstance(op.value, IntegerAttr):
+        return op.value.value.data
+    return None
+
+
+def _fold_index(op: Operation, args: Sequence[int | None]) -> int | None:
+    """The value of index op `op` on constant operands `args`; None if not folded."""
+    if len(args) != 2 or args[0] is None or args[1] is None:
+        return None
+    a, c = args[0], args[1]
+    unsigned = isinstance(op, arith.DivUIOp | arith.RemUIOp)
+    divides = isinstance(
+        op,
+        arith.DivUIOp
+        | arith.DivSIOp
+        | arith.RemUIOp
+        | arith.RemSIOp
+        | arith.FloorDivSIOp
+        | arith.CeilDivSIOp,
+    )
+    if (unsigned and (a < 0 or c < 0)) or (divides and c == 0):
+        return None
+    if isinstance(op, arith.AddiOp):
+        return a + c
+    if isinstance(op, arith.SubiOp):
+        return a - c
+    if isinstance(op, arith.MuliOp):
+        return a * c
+    if isinstance(op, arith.MaxSIOp):
+        return max(a, c)
+    if isinstance(op, arith.MinSIOp):
+        return min(a, c)
+    if isinstance(op, arith.FloorDivSIOp):
+        return a // c
+    if isinstance(op, arith.CeilDivSIOp):
+        return -(-a // c)
+    if isinstance(op, arith.DivUIOp | arith.DivSIOp):
+        quotient = abs(a) // abs(c)
+        return quotient if (a < 0) == (c < 0) else -quotient
+    if isinstance(op, arith.RemUIOp | arith.RemSIOp):
+        remainder = abs(a) % abs(c)
+        return remainder if a >= 0 else -remainder
+    return None
 
 
 def _init_of(acc: SSAValue) -> SSAValue | None:
