@@ -3,11 +3,13 @@ LLaMA decoders as ONNX graphs written with `onnx.helper`, their random weights i
 external data file, as `torch.onnx.export(..., external_data=True)` writes them.
 
 `write_llama_onnx(path, config)` builds the graph of `config.layers` decoder layers
-(token embedding, RMSNorm, grouped-query attention with rotary embeddings and a causal
-mask, SwiGLU feed-forward, final norm, LM head) for one prompt of `config.seq` tokens and
+(token embedding, RMSNorm, grouped-query attention with rotary embeddings, on every
+feature of a head or, with `rotary_dim`, on the first ones only, and a causal mask,
+SwiGLU feed-forward, final norm, LM head) for one prompt of `config.seq` tokens and
 writes its weights, one tensor at a time, to `path.data`: generating a LLaMA3-8B-wide
 layer (0.94 GB of weights) never holds more than one weight in memory. The graphs feed
-the import-size benchmark and the tests of weights by reference.
+the import-size benchmark, the tests of weights by reference and of partial rotary
+embeddings on the wafer.
 """
 
 from __future__ import annotations

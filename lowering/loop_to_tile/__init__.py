@@ -26,14 +26,20 @@ Which dimensions are blocked (`tile-sizes = P,R`):
 - dimensions of nested nests (a head dimension) are kept whole;
 - a dimension an index uses other than as `dim + offset` is not blocked; a padded read
   at such an index (a strided or dilated convolution window) is then a padded load of
-  one element at the computed offset.
+  one element at the computed offset along that axis, and a padded window along the
+  axes its other indices shift (`d - 8`: the second part of a concatenation, the
+  features partial rotary embeddings pass through, read at a KV head `h / 2`);
+- a block offset known at compile time is a constant (a nest of one-element dimensions
+  has no loops, and its loads are straight-line code at the function's top).
 
 A block size larger than the extent is clamped; one that does not divide the extent is
 an error. A fused nest whose accumulators are updated as `h(acc, r, r') ⊕ g` (Neptune's
 rolling update) is blocked along its reduction only after proving, with sympy, that `h`
 composes and distributes over `⊕` (`repair.check_laws`); the block update is then
 `acc' = h(acc, r, r'_block) ⊕ Σ_block g` — FlashAttention's per-KV-block update.
-Otherwise its reduction runs one element at a time. A consumer map nest that reads only
+Otherwise its reduction runs one element at a time. Over reduction dimensions of one
+element the body runs once from the initial value, so any yield is a map of it (a rank-0
+map is such a nest, its body ignoring the accumulator). A consumer map nest that reads only
 one nest's results at its own points (attention's final division) is computed in that
 nest's epilogue, and the results nobody else reads are never stored. A nest the blocker
 cannot express (data-dependent indices) stays a `loop.nest`, with a
