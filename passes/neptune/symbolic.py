@@ -9,8 +9,9 @@ whose symbols stand for IR values.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Container, Mapping
-from typing import Any, TypeAlias
+from typing import Any, TypeAlias, cast
 
 import numpy as np
 import sympy  # pyright: ignore[reportMissingTypeStubs]
@@ -72,8 +73,8 @@ def to_sympy(
         expr: Expr
         if v in stop:
             expr = leaf(v)
-        elif isinstance(op, arith.ConstantOp) and isinstance(op.value, FloatAttr):
-            expr = sp.Float(op.value.value.data, 17)
+        elif isinstance(op, arith.ConstantOp) and _finite(op):
+            expr = sp.Float(cast(FloatAttr, op.value).value.data, 17)
         elif isinstance(op, Operation) and type(op) in _BINARY:
             expr = _BINARY[type(op)](go(op.operands[0]), go(op.operands[1]))
         elif isinstance(op, Operation) and type(op) in _UNARY:
@@ -91,8 +92,17 @@ def to_sympy(
 def modelled(op: Operation) -> bool:
     """Whether `to_sympy` looks through `op` (rather than making it a leaf)."""
     if isinstance(op, arith.ConstantOp):
-        return isinstance(op.value, FloatAttr)
+        return _finite(op)
     return type(op) in _BINARY or type(op) in _UNARY
+
+
+def _finite(op: arith.ConstantOp) -> bool:
+    """
+    A finite float constant. NaN and ±inf stay leaves: sympy cannot order NaN (`Max`
+    refuses it) and simplifies `inf - inf` to `nan` where the IR's IEEE arithmetic may
+    not reach it.
+    """
+    return isinstance(op.value, FloatAttr) and math.isfinite(op.value.value.data)
 
 
 def _dtype(elt: AnyFloat) -> Any:
