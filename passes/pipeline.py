@@ -64,6 +64,10 @@ class CompileOptions:
     budget: int = 100
     engine: str = "eqsat"
     """The search of taso-substitute: `backtrack` (TASO) or `eqsat` (equality saturation)."""
+    saturation_time: float = 4.0
+    """`eqsat`: CPU seconds after which no saturation stage starts."""
+    extraction_time: float = 4.0
+    """`eqsat`: seconds of ILP extraction per stage (0: greedy only)."""
     fuse: str = "auto"
     route: bool = True
     relay: bool = False
@@ -147,6 +151,8 @@ def graph_passes(opts: CompileOptions) -> list[ModulePass]:
                 concats="constant",
                 engine=opts.engine,
                 grid=f"{opts.grid[0]}x{opts.grid[1]}",
+                time_limit=opts.saturation_time,
+                ilp_time=opts.extraction_time,
             )
         )
     passes.append(ConvertGraphToLoopPass())

@@ -29,6 +29,8 @@ class Timing:
 
     steps: dict[str, Step] = field(default_factory=lambda: {})
     counters: dict[str, int] = field(default_factory=lambda: {})
+    notes: list[str] = field(default_factory=lambda: [])
+    """What the reader of the figures should know (a search stopped at a time limit)."""
     wall: float = 0.0
     cpu: float = 0.0
 
@@ -42,6 +44,7 @@ class Timing:
             lines.append(f"{label:<{width}}{s.wall:>9.3f}{s.cpu:>9.3f}{s.runs:>7}")
         lines.append(f"{'total':<{width}}{self.wall:>9.3f}{self.cpu:>9.3f}{1:>7}")
         lines += [f"{name}: {value}" for name, value in self.counters.items()]
+        lines += self.notes
         return "\n".join(lines) + "\n"
 
 
@@ -88,4 +91,10 @@ def count(name: str, value: int) -> None:
         _ACTIVE[-1].counters[name] = value
 
 
-__all__ = ["Timing", "count", "step", "timing"]
+def note(text: str) -> None:
+    """Adds a line printed after the counters (once, however often it is noted)."""
+    if _ACTIVE and text not in _ACTIVE[-1].notes:
+        _ACTIVE[-1].notes.append(text)
+
+
+__all__ = ["Timing", "count", "note", "step", "timing"]

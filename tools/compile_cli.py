@@ -97,6 +97,21 @@ if TYPE_CHECKING:
     help="Graph substitution search: TASO's backtracking or equality saturation.",
 )
 @click.option(
+    "--saturation-time",
+    type=click.FloatRange(min=0.0),
+    default=4.0,
+    show_default=True,
+    help="eqsat: CPU seconds of equality saturation: no stage starts after them "
+    "(--profile says when the limit stopped the search).",
+)
+@click.option(
+    "--extraction-time",
+    type=click.FloatRange(min=0.0),
+    default=4.0,
+    show_default=True,
+    help="eqsat: seconds of ILP extraction per stage at most (0: greedy extraction only).",
+)
+@click.option(
     "--fuse",
     type=click.Choice(["auto", "rolling", "split-k"]),
     default="auto",
@@ -177,6 +192,8 @@ def compile_cmd(
     no_pack: bool,
     budget: int,
     engine: str,
+    saturation_time: float,
+    extraction_time: float,
     fuse: str,
     relay: bool,
     schedule_path: Path | None,
@@ -231,6 +248,8 @@ def compile_cmd(
         pack_allreduces=not no_pack,
         budget=budget,
         engine=engine,
+        saturation_time=saturation_time,
+        extraction_time=extraction_time,
         fuse=fuse,
         relay=relay,
     )

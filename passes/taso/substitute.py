@@ -37,7 +37,7 @@ from plmr.passes.taso.guard import guard_prices
 from plmr.passes.taso.matcher import Directed, directions
 from plmr.passes.taso.rules import load_rules
 from plmr.passes.taso.search import folded_concats_only, optimize
-from plmr.passes.timing import step
+from plmr.passes.timing import note, step
 from plmr.passes.transpose_elim import (
     AbsorbIntoMatmul,
     ComposeTransposes,
@@ -147,6 +147,8 @@ class FunctionReport:
     """`eqsat`: why saturation stopped."""
     enodes: int = 0
     """`eqsat`: e-nodes of the saturated e-graph."""
+    limits: tuple[str, ...] = ()
+    """`eqsat`: the time limits the search hit (`saturation`, `extraction`)."""
 
 
 CONCATS = ("any", "constant")
@@ -227,6 +229,9 @@ def substitute_module(
                 )
             else:
                 result = optimize(dag, directed, cost, alpha, budget, accept)
+        limits: tuple[str, ...] = getattr(result, "limits", ())
+        if limits:
+            _note_limits(fn.sym_name.data, limits, eqsat or EqsatOptions())
         if result.best_cost < result.initial_cost and result.applied:
             export_function(result.best, fn)
         reports.append(
@@ -240,6 +245,7 @@ def substitute_module(
                 getattr(result, "extraction", ""),
                 getattr(result, "stop", ""),
                 getattr(result, "enodes", 0),
+                limits,
             )
         )
     cleanup(module)
@@ -262,6 +268,16 @@ def substitute_module(
         replace(r, best_cost=r.initial_cost, applied=(), extraction="mesh guard")
         for r in reports
     ]
+
+
+def _note_limits(function: str, limits: Sequence[str], options: EqsatOptions) -> None:
+    """Says in `plmr compile --profile` which time limit the search of `function` hit."""
+    seconds = {"saturation": options.time_limit, "extraction": options.ilp_time}
+    for limit in limits:
+        note(
+            f"taso-substitute: @{function}: {limit} stopped at its time limit "
+            f"({seconds[limit]:g} s; the result may differ on a faster or slower machine)"
+        )
 
 
 @dataclass(frozen=True)

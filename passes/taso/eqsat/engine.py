@@ -109,6 +109,10 @@ class EqsatResult:
     untranslated: tuple[Untranslated, ...] = field(default=())
     declined: str = ""
     """Why the graph was left alone (an op the encoding does not hold), if it was."""
+    limits: tuple[str, ...] = ()
+    """The time limits some stage hit (`saturation`: `time_limit`, `extraction`: the
+    ILP's): with none, the result depends on the graph and the options only; with one,
+    on the speed of the machine too."""
 
 
 def find_identities(dag: Dag) -> set[int]:
@@ -346,10 +350,15 @@ def saturate(
     result = first
     applied = list(first.applied)
     iterations, enodes = first.explored, first.enodes
+    limits = set(first.limits)
     for _ in range(options.stages - 1):
-        if result.best_cost >= result.initial_cost or time.process_time() >= deadline:
+        if result.best_cost >= result.initial_cost:
+            break
+        if time.process_time() >= deadline:
+            limits.add("saturation")
             break
         nxt = session.stage(result.best, deadline)
+        limits.update(nxt.limits)
         iterations += nxt.explored
         enodes = max(enodes, nxt.enodes)
         if nxt.best_cost >= result.best_cost - 1e-9:
@@ -366,6 +375,7 @@ def saturate(
         seconds=seconds,
         untranslated=first.untranslated,
         declined=first.declined,
+        limits=tuple(sorted(limits)),
     )
 
 
@@ -496,6 +506,9 @@ def _stage(dag: Dag, session: _Session, deadline: float) -> EqsatResult:
             )  # fmt: skip
             if polished is not None:
                 candidates.append((polished[0], f"{name}+polish", polished[1], polished[2]))
+    limits = ("saturation",) if stop == "time limit" else ()
+    if ilp_status == "time limit":
+        limits += ("extraction",)
     winner = min(candidates, key=lambda c: (c[0], "ilp" not in c[1]), default=None)
     best_dag, best_cost, extraction = dag, initial, "input"
     applied: tuple[str, ...] = ()
@@ -507,7 +520,7 @@ def _stage(dag: Dag, session: _Session, deadline: float) -> EqsatResult:
     return EqsatResult(
         best_dag, initial, best_cost, applied, iterations, g.size(), len(g.members),
         stop, extraction, greedy_cost, ilp_cost, ilp_status, end - start,
-        saturated_at - start, end - saturated_at, untranslated,
+        saturated_at - start, end - saturated_at, untranslated, limits=limits,
     )  # fmt: skip
 
 

@@ -263,7 +263,8 @@ def ilp(
     for _ in range(6):
         left = time_limit - (time.perf_counter() - start)
         if left <= 0.05:
-            break
+            # Too little time for another solve: the limit stopped the extraction.
+            return IlpResult(None, "time limit", result.variables, time_limit)
         result = _ilp(g, priced, roots, left, ordered, fixed, banned)
         if result.choice is None:
             return result

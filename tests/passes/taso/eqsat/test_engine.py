@@ -188,3 +188,35 @@ def test_one_stage_merges_less():
     (report,) = run_exact(module, exact=False, eqsat=EqsatOptions(stages=1))
     assert report.best_cost < report.initial_cost
     assert count(module, graph.MatmulOp) > 1
+
+
+def test_saturation_time_limit_stops_after_the_first_stage():
+    module = parse_module(gate_cell(4), "cell")
+    (report,) = run_exact(module, exact=False, eqsat=EqsatOptions(time_limit=0.0))
+    # The stage started runs its iterations and extraction (its ILP gets half a second,
+    # which a loaded machine may not finish in); no other stage starts.
+    assert "saturation" in report.limits
+    assert report.stop == "time limit"
+    assert report.explored == EqsatOptions().iterations
+    assert report.best_cost < report.initial_cost
+
+
+def test_extraction_time_limit_falls_back_to_greedy():
+    module = parse_module(gate_cell(4), "cell")
+    options = EqsatOptions(ilp_time=1e-9)
+    (report,) = run_exact(module, exact=False, eqsat=options)
+    assert report.limits == ("extraction",)
+    assert "ilp" not in report.extraction
+    assert report.best_cost < report.initial_cost
+
+
+def test_within_the_limits_the_search_is_deterministic():
+    # Limits far above what the search needs, even on a loaded machine.
+    options = EqsatOptions(time_limit=120.0, ilp_time=120.0)
+    texts: list[str] = []
+    for _ in range(2):
+        module = parse_module(gate_cell(4), "cell")
+        (report,) = run_exact(module, exact=False, eqsat=options)
+        assert report.limits == ()
+        texts.append(str(module))
+    assert texts[0] == texts[1]
