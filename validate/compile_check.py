@@ -28,8 +28,8 @@ from plmr.lowering.tile_to_mesh import (
     parse_options,
 )
 from plmr.passes.mesh_pack import MeshPackAllreducesPass, pack_allreduces, update_plans
-from plmr.passes.mesh_softmax import MeshFuseSoftmaxPass, fuse_softmax
 from plmr.passes.mesh_route import MeshRoutePass
+from plmr.passes.mesh_softmax import MeshFuseSoftmaxPass, fuse_softmax
 from plmr.passes.mesh_verify import MeshVerifyPlmrPass
 from plmr.passes.pipeline import (
     CompileOptions,
