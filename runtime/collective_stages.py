@@ -55,11 +55,12 @@ def combine_along(
     if kind != "softmax":
         fn = {"sum": np.sum, "max": np.max, "min": np.min}[kind]
         return fn(x, axis=axis, keepdims=True).astype(x.dtype)
-    values = x.astype(np.float64)
+    values: npt.NDArray[np.float64] = x.astype(np.float64)
     m = values[..., :1]
-    top = np.max(m, axis=axis, keepdims=True)
+    top: npt.NDArray[np.float64] = np.max(m, axis=axis, keepdims=True)
     # A row whose maxima are all -inf (nothing seen) keeps zero weights, not nan.
-    safe = np.where(np.isneginf(top), 0.0, top)
+    unseen: npt.NDArray[np.bool_] = np.isneginf(top)
+    safe = np.where(unseen, 0.0, top)
     with np.errstate(invalid="ignore", over="ignore"):
         weights = np.exp(m - safe)
         rest = np.sum(values[..., 1:] * weights, axis=axis, keepdims=True)

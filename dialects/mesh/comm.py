@@ -224,7 +224,9 @@ class _ReductionOp(CommOp):
     def verify_(self) -> None:
         n = _verify_segment(self, self.segment)
         if self.kind.data == CombineKind.SOFTMAX:
-            shape = self.input.type.get_shape()
+            t = self.input.type
+            assert isinstance(t, TensorType)
+            shape: tuple[int, ...] = t.get_shape()
             if len(shape) < 2 or shape[-1] < 2:
                 raise VerifyException(
                     "a softmax combine needs blocks of rows [m, l, o...] along the last "
