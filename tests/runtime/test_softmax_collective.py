@@ -31,7 +31,7 @@ mesh.program @p(%a: {t}) -> {t} device "wse2" grid [{pes}, 1] {{
 
 def partials(scores: np.ndarray, values: np.ndarray, pes: int) -> np.ndarray:
     """Each PE's rows `[m, l, o...]` over its share of the positions (flash-decoding)."""
-    rows, positions = scores.shape
+    positions = scores.shape[1]
     share = positions // pes
     blocks: list[np.ndarray] = []
     for p in range(pes):
