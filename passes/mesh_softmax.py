@@ -32,7 +32,11 @@ is exactly what each sum allreduce returned, and `M` the maximum. A chain matche
   followed by its own dimensions, the product's only use a sum allreduce with the
   maximum's axis, algorithm, K, groups and segment,
 - the partials are defined before the max allreduce (the packed buffer is built there),
-- the algorithm is not `ring` (its reduce-scatter would split rows).
+- the algorithm is not `ring` (its reduce-scatter would split rows),
+- it is faster by the runtime's timing of one line (`saved_cycles`): the softmax
+  allreduce and the packing's copies against the max allreduce and the slowest sum
+  after it. Every combine of a softmax allreduce costs seven vector operations instead
+  of one, so on short lines (a few PEs) the latency saved does not pay for them.
 
 Exponentials with other uses stay (they read the combined maximum, unchanged).
 """
@@ -51,6 +55,10 @@ from xdsl.passes import ModulePass
 
 from plmr.dialects import mesh, tile
 from plmr.dialects.graph import element_type, static_shape
+from plmr.runtime.collective_stages import line_cycles
+from plmr.runtime.device import Device, get_device
+from plmr.runtime.op_cost import vector_op_cycles
+from plmr.runtime.route_plan import plan_of
 
 
 @dataclass
@@ -194,6 +202,35 @@ def match_chain(maximum: mesh.AllreduceOp) -> SoftmaxChain | None:
     return SoftmaxChain(maximum, subs, exps, partials)
 
 
+def _elements(value: SSAValue) -> int:
+    return math.prod(static_shape(value, "value"))
+
+
+def saved_cycles(chain: SoftmaxChain, device: Device) -> float:
+    """
+    What the fused allreduce saves on one line (negative: it is slower): the max
+    allreduce and the slowest sum allreduce after it, against the softmax allreduce of
+    the packed rows and the packing's copies (a fill, a store and a load of each piece).
+    """
+    maximum = chain.maximum
+    plan = plan_of(maximum, maximum.grid())
+    rows = _elements(maximum.input)
+    pieces = [rows, *(_elements(p.value) for p in chain.partials)]
+    width = sum(pieces) // rows
+    sums = max(float(line_cycles(plan, n, device).max()) for n in pieces[1:])
+    apart = float(line_cycles(plan, rows, device, kind="max").max()) + sums
+    fused = float(
+        line_cycles(plan, rows * width, device, kind="softmax", width=width).max()
+    )
+    e = device.elem_bytes
+
+    def op(read: int, written: int) -> float:
+        return vector_op_cycles(device, 0, False, read * e, written * e)
+
+    copies = op(0, rows * width) + sum(op(n, 0) + op(0, n) for n in pieces)
+    return apart - fused - copies
+
+
 def _index(value: int) -> arith.ConstantOp:
     return arith.ConstantOp(IntegerAttr(value, IndexType()))
 
@@ -290,17 +327,24 @@ def _erase_unused(ops: Sequence[Operation]) -> None:
             op.erase()
 
 
-def fuse_softmax(module: ModuleOp) -> int:
-    """Fuses every matching chain in `module`; returns how many."""
+def fuse_softmax(module: ModuleOp, always: bool = False) -> int:
+    """
+    Fuses every matching chain of `module` that is faster fused (every matching one with
+    `always`); returns how many.
+    """
     fused = 0
-    for op in list(module.walk()):
-        if not isinstance(op, mesh.AllreduceOp) or op.parent is None:
+    for program in list(module.walk()):
+        if not isinstance(program, mesh.ProgramOp):
             continue
-        chain = match_chain(op)
-        if chain is None:
-            continue
-        fuse_chain(chain)
-        fused += 1
+        device = get_device(program.device.spec.data)
+        for op in list(program.walk()):
+            if not isinstance(op, mesh.AllreduceOp) or op.parent is None:
+                continue
+            chain = match_chain(op)
+            if chain is None or (not always and saved_cycles(chain, device) <= 0):
+                continue
+            fuse_chain(chain)
+            fused += 1
     return fused
 
 
@@ -308,13 +352,17 @@ def fuse_softmax(module: ModuleOp) -> int:
 class MeshFuseSoftmaxPass(ModulePass):
     """
     One `mesh.allreduce softmax` for a split-K softmax's max allreduce and the sum
-    allreduces of the partials it rescales (see the module doc).
+    allreduces of the partials it rescales, where that is faster (see the module doc);
+    `always` fuses every matching chain.
     """
 
     name = "mesh-fuse-softmax"
 
+    always: bool = False
+    """Fuse every matching chain, also where the runtime's timing says it is slower."""
+
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        fuse_softmax(op)
+        fuse_softmax(op, self.always)
 
 
 __all__ = [
@@ -323,4 +371,5 @@ __all__ = [
     "fuse_chain",
     "fuse_softmax",
     "match_chain",
+    "saved_cycles",
 ]

@@ -6,15 +6,16 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects.builtin import DenseArrayBase, ModuleOp, i64
 
 from plmr.dialects import mesh
 from plmr.dialects.context import make_context, parse_module
 from plmr.dialects.printing import module_text
 from plmr.errors import PlmrError
 from plmr.models.nests import count_ops
-from plmr.passes.mesh_softmax import fuse_softmax
+from plmr.passes.mesh_softmax import fuse_softmax, match_chain, saved_cycles
 from plmr.passes.pipeline import CompileOptions, compile_module
+from plmr.runtime.device import get_device
 from plmr.runtime.interpreter import find_program, run_mesh
 from plmr.runtime.running import random_inputs
 
@@ -48,7 +49,9 @@ def test_hand_written_programs_compute_the_same(seed: int, scale: float):
     # scale 30: scores far apart, so the PEs' maxima differ and the rescaling matters.
     text = HAND_WRITTEN.read_text()
     before, after = parse_module(text), parse_module(text)
-    assert fuse_softmax(after) == 2  # @split and @unweighted; @ring is refused
+    # 4 PEs: @split (k = 3) is slower fused by the runtime's timing, @unweighted not.
+    assert fuse_softmax(after) == 1
+    assert fuse_softmax(after, always=True) == 1  # then @split; @ring is refused
     after.verify()
     for name in _programs(before):
         want, got = _run(before, name, seed, scale), _run(after, name, seed, scale)
@@ -60,14 +63,14 @@ def test_hand_written_programs_compute_the_same(seed: int, scale: float):
 
 def test_running_twice_changes_nothing_more():
     module = parse_module(HAND_WRITTEN.read_text())
-    fuse_softmax(module)
+    fuse_softmax(module, always=True)
     once = module_text(module)
-    assert fuse_softmax(module) == 0
+    assert fuse_softmax(module, always=True) == 0
     assert module_text(module) == once
 
 
 @pytest.mark.parametrize(("grid", "tiles"), [((3, 3), (8, 8)), ((2, 4), (4, 4))])
-def test_compiled_attention_is_unchanged_and_faster(
+def test_compiled_attention_is_unchanged_and_not_slower(
     grid: tuple[int, int], tiles: tuple[int, int]
 ):
     # The split-K repair of a rolling softmax (keys over y): off vs on, same inputs.
@@ -83,8 +86,30 @@ def test_compiled_attention_is_unchanged_and_faster(
         results.append((out, report.cycles, count_ops(module).allreduces))
     (want, off_cycles, off_count), (got, on_cycles, on_count) = results
     np.testing.assert_allclose(got[0], want[0], rtol=1e-5, atol=1e-6)
-    assert on_count == off_count - 2
-    assert on_cycles < off_cycles
+    # On 2 or 3 PEs per line the timing keeps the three allreduces.
+    assert on_count == off_count
+    assert on_cycles <= off_cycles
+
+
+def test_the_timing_fuses_where_the_line_is_long():
+    # The chain of the hand-written @split (4 rows, [m, l, o] of 5 values) on 4 PEs
+    # and, re-planned, on 420: fused it is slower on the short line, faster on the long.
+    module = parse_module(HAND_WRITTEN.read_text())
+    chains = [
+        c
+        for op in module.walk()
+        if isinstance(op, mesh.AllreduceOp)
+        for c in [match_chain(op)]
+        if c is not None
+    ]
+    dev = get_device("wse2")
+    assert saved_cycles(chains[0], dev) < 0
+    program = chains[0].maximum.parent_op()
+    while not isinstance(program, mesh.ProgramOp):
+        assert program is not None
+        program = program.parent_op()
+    program.grid = DenseArrayBase.from_list(i64, [1, 420])
+    assert saved_cycles(chains[0], dev) > 200
 
 
 def test_a_softmax_allreduce_needs_rows_and_no_ring():

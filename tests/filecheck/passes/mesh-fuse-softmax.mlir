@@ -1,4 +1,13 @@
-// RUN: plmr-opt %s -p mesh-fuse-softmax | filecheck %s
+// RUN: plmr-opt %s -p mesh-fuse-softmax{always=true} | filecheck %s
+// RUN: plmr-opt %s -p mesh-fuse-softmax | filecheck %s --check-prefix=TIMED
+
+// By the runtime's timing, @split on 4 PEs (k = 3) is slower fused: the tree's latency
+// saved does not pay for the softmax combines and the packing. @unweighted (k = 2) fuses.
+// TIMED-LABEL: mesh.program @split
+// TIMED:         mesh.allreduce max %m axis x k = 3
+// TIMED-LABEL: mesh.program @ring
+// TIMED-LABEL: mesh.program @unweighted
+// TIMED:         mesh.allreduce softmax
 
 // A softmax over 32 positions split over the 4 PEs of x (flash-decoding): each PE's
 // maximum %m, sum %l and output %o are merged by a max allreduce and two sum
