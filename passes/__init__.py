@@ -93,6 +93,11 @@ def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
 
         return MeshPackAllreducesPass
 
+    def mesh_fuse_softmax() -> type[ModulePass]:
+        from plmr.passes.mesh_softmax import MeshFuseSoftmaxPass
+
+        return MeshFuseSoftmaxPass
+
     def plmr_compile() -> type[ModulePass]:
         from plmr.passes.pipeline import PlmrCompilePass
 
@@ -107,6 +112,7 @@ def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
         "graph-kv-state": graph_kv_state,
         "mesh-route": mesh_route,
         "mesh-pack-allreduces": mesh_pack_allreduces,
+        "mesh-fuse-softmax": mesh_fuse_softmax,
         "mesh-verify-plmr": mesh_verify_plmr,
         "convert-graph-to-loop": convert_graph_to_loop,
         "neptune-fuse": neptune_fuse,

@@ -5,7 +5,7 @@
       → convert-graph-to-loop → neptune-fuse
       → loop-simplify-indices → loop-materialize-indices → convert-loop-to-tile
       → convert-tile-to-mesh
-      → mesh-pack-allreduces → mesh-route → mesh-verify-plmr
+      → mesh-fuse-softmax → mesh-pack-allreduces → mesh-route → mesh-verify-plmr
 
 Stages whose input level is absent are skipped (a tile program starts at
 `convert-tile-to-mesh`). With `tile-sizes` unset, the blocking of the loop nests is
@@ -73,6 +73,8 @@ class CompileOptions:
     relay: bool = False
     pack_allreduces: bool = True
     """One allreduce for independent sibling nests (mesh-pack-allreduces)."""
+    fuse_softmax: bool = True
+    """One softmax allreduce for a split-K softmax's max and sums (mesh-fuse-softmax)."""
 
 
 def _has(module: ModuleOp, dialect_ops: tuple[type[Operation], ...]) -> bool:
@@ -267,9 +269,16 @@ def loop_nests(module: ModuleOp) -> dict[str, tuple[tuple[int, ...], tuple[int, 
 
 
 def _pack(module: ModuleOp, opts: CompileOptions, plans: list[NestPlan] | None) -> None:
-    """mesh-pack-allreduces; the plans of merged nests point at the merged nest."""
+    """
+    mesh-fuse-softmax and mesh-pack-allreduces; the plans of merged nests point at the
+    merged nest.
+    """
     from plmr.passes.mesh_pack import pack_allreduces, update_plans
+    from plmr.passes.mesh_softmax import fuse_softmax
 
+    if opts.fuse_softmax:
+        with step("mesh-fuse-softmax"):
+            fuse_softmax(module)
     if not opts.pack_allreduces:
         return
     with step("mesh-pack-allreduces"):
@@ -414,8 +423,8 @@ class PlmrCompilePass(ModulePass):
     `k`, `groups`, `tile-sizes = P,R` (default: chosen for the grid), `nest-tile-sizes`
     (`"name=P,R;..."`), `substitute` (TASO, with `alpha` and `budget`),
     `eliminate-transposes`, `defer-norm-scale` (graph-defer-norm-scale), `fuse`
-    (neptune-fuse strategy) and `chunks` (split-K chunks), `pack-allreduces`
-    (mesh-pack-allreduces), `route` (mesh-route + mesh-verify-plmr),
+    (neptune-fuse strategy) and `chunks` (split-K chunks), `fuse-softmax`
+    (mesh-fuse-softmax), `pack-allreduces` (mesh-pack-allreduces), `route` (mesh-route + mesh-verify-plmr),
     `relay` (accept programs that need more colors than the device has).
     """
 
@@ -436,6 +445,7 @@ class PlmrCompilePass(ModulePass):
     defer_norm_scale: bool = True
     fuse: str = "auto"
     chunks: int = 4
+    fuse_softmax: bool = True
     pack_allreduces: bool = True
     route: bool = True
     relay: bool = False
@@ -487,6 +497,7 @@ class PlmrCompilePass(ModulePass):
             route=self.route,
             relay=self.relay,
             pack_allreduces=self.pack_allreduces,
+            fuse_softmax=self.fuse_softmax,
         )
 
 

@@ -44,6 +44,48 @@ class StageArrays:
     """Hops back from each sender's receiver (-inf where the position sends nothing)."""
 
 
+def combine_along(
+    kind: str, x: npt.NDArray[np.generic], axis: int
+) -> npt.NDArray[np.generic]:
+    """
+    The combine of `kind` over the blocks stacked along `axis` (kept, of size 1): a sum,
+    maximum or minimum, or for `softmax` the split-K rescaling of rows `[m, l, o...]`
+    along the last axis: `M = max m`, `[l, o] = Σ [l, o]·exp(m − M)`.
+    """
+    if kind != "softmax":
+        fn = {"sum": np.sum, "max": np.max, "min": np.min}[kind]
+        return fn(x, axis=axis, keepdims=True).astype(x.dtype)
+    values: npt.NDArray[np.float64] = x.astype(np.float64)
+    m = values[..., :1]
+    top: npt.NDArray[np.float64] = np.max(m, axis=axis, keepdims=True)
+    # A row whose maxima are all -inf (nothing seen) keeps zero weights, not nan.
+    unseen: npt.NDArray[np.bool_] = np.isneginf(top)
+    safe = np.where(unseen, 0.0, top)
+    with np.errstate(invalid="ignore", over="ignore"):
+        weights = np.exp(m - safe)
+        rest = np.sum(values[..., 1:] * weights, axis=axis, keepdims=True)
+    return np.concatenate([top, rest], axis=-1).astype(x.dtype)
+
+
+def combine_cycles(
+    device: Device, kind: str, elems: int, width: int, fraction: float
+) -> float:
+    """
+    Cycles to combine one received message of `elems · fraction` values into a block: one
+    vector operation (an add, max or min), or for `softmax` (rows of `width` values) the
+    rows' new maximum, the two differences and exponentials, and the two scaled sums of
+    the rows' other values.
+    """
+    dev = device
+    part = math.ceil(elems * fraction)
+    if kind != "softmax":
+        return dev.op_overhead_cycles + math.ceil(part / dev.simd_fp16)
+    rows = math.ceil(part / width)
+    per_rows = math.ceil(rows / dev.simd_fp16)
+    per_rest = math.ceil((part - rows) / dev.simd_fp16)
+    return 7 * dev.op_overhead_cycles + 5 * per_rows + 2 * per_rest
+
+
 def segmented_data(
     op: Operation, lines: npt.NDArray[np.generic], segment: int, root: int | None
 ) -> npt.NDArray[np.generic]:
@@ -61,9 +103,7 @@ def segmented_data(
         assert root is not None
         done = np.broadcast_to(seg[:, :, root : root + 1], seg.shape)
     else:
-        kind = getattr(op, "kind").data
-        fn = {"sum": np.sum, "max": np.max, "min": np.min}[kind]
-        total = fn(seg, axis=2, keepdims=True).astype(lines.dtype)
+        total = combine_along(getattr(op, "kind").data, seg, 2)
         if isinstance(op, mesh.AllreduceOp):
             done = np.broadcast_to(total, seg.shape)
         else:
@@ -76,13 +116,19 @@ def segmented_data(
 
 
 def line_cycles(
-    plan: Plan, elems: int, device: Device, start: npt.NDArray[np.float64] | None = None
+    plan: Plan,
+    elems: int,
+    device: Device,
+    start: npt.NDArray[np.float64] | None = None,
+    kind: str = "sum",
+    width: int = 1,
 ) -> npt.NDArray[np.float64]:
     """
     When each position of a line finishes `plan` on blocks of `elems` values, started at
     `start` (zero): the mesh runtime's timing of a collective (hops, ramps, step
     overheads, wavelets of stages that are not streamed, combines) on one line, without
-    flow control between repeated collectives. The planner's estimate of a collective.
+    flow control between repeated collectives. The planner's estimate of a collective;
+    `kind` and `width` (the last dimension of a block) price a reduction's combines.
     """
     dev = device
     n = plan.n
@@ -103,7 +149,7 @@ def line_cycles(
         np.maximum.at(now, st.dst, arrival)
         if st.combine:
             assert st.counts is not None
-            per = dev.op_overhead_cycles + math.ceil(elems * st.fraction / dev.simd_fp16)
+            per = combine_cycles(dev, kind, elems, width, st.fraction)
             now = now + st.counts * per
         streamed = streamed or st.streamed
     if streamed:

@@ -35,7 +35,13 @@ from plmr.dialects import mesh, tile
 from plmr.dialects.graph import normalize_axis, static_shape
 from plmr.dialects.graph_weights import weight_ref
 from plmr.errors import PlmrError
-from plmr.runtime.collective_stages import StageArrays, segmented_data, stage_arrays
+from plmr.runtime.collective_stages import (
+    StageArrays,
+    combine_along,
+    combine_cycles,
+    segmented_data,
+    stage_arrays,
+)
 from plmr.runtime.device import Device, get_device
 from plmr.runtime.memory import check_host_memory
 from plmr.runtime.op_cost import op_cycles
@@ -503,9 +509,7 @@ class MeshRuntime:
             assert root is not None
             result = np.broadcast_to(lines[:, root : root + 1], lines.shape).copy()
         else:
-            kind = getattr(op, "kind").data
-            fn = {"sum": np.sum, "max": np.max, "min": np.min}[kind]
-            total = fn(lines, axis=1, keepdims=True).astype(lines.dtype)
+            total = combine_along(getattr(op, "kind").data, lines, 1)
             if isinstance(op, mesh.AllreduceOp):
                 result = np.broadcast_to(total, lines.shape).copy()
             else:
@@ -585,7 +589,7 @@ class MeshRuntime:
                 if not st.streamed:
                     delay_of = delay_of + wavelets * st.load_of
                 if repeat > 1:
-                    add = self._combine_cost(st, elems) if st.combine else 0.0
+                    add = self._combine_cost(op, st, elems) if st.combine else 0.0
                     now = chain_power(
                         now, st.src_of, delay_of.astype(CLOCK), add, repeat, pos_axis
                     )
@@ -613,7 +617,7 @@ class MeshRuntime:
                 reduces = True
                 if repeat == 1:
                     assert st.counts is not None
-                    per = self._combine_cost(st, elems)
+                    per = self._combine_cost(op, st, elems)
                     got = np.flatnonzero(st.counts)
                     now, owned = own(now), True
                     spent = along((st.counts[got] * per).astype(CLOCK))
@@ -649,10 +653,13 @@ class MeshRuntime:
         self.account(op, float(done[0, 0]) - float(np.broadcast_to(issue, self.grid)[0, 0]))
         return done
 
-    def _combine_cost(self, st: StageArrays, elems: int) -> float:
+    def _combine_cost(self, op: Operation, st: StageArrays, elems: int) -> float:
         """Cycles to combine one received message of a reducing stage."""
-        dev = self.device
-        return dev.op_overhead_cycles + math.ceil(elems * st.fraction / dev.simd_fp16)
+        kind = getattr(op, "kind").data
+        shape = static_shape(op.results[0], "value")
+        return combine_cycles(
+            self.device, kind, elems, shape[-1] if shape else 1, st.fraction
+        )
 
     def _flow_control(
         self,

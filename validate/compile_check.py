@@ -29,6 +29,7 @@ from plmr.lowering.tile_to_mesh import (
 )
 from plmr.passes.mesh_pack import MeshPackAllreducesPass, pack_allreduces, update_plans
 from plmr.passes.mesh_route import MeshRoutePass
+from plmr.passes.mesh_softmax import MeshFuseSoftmaxPass, fuse_softmax
 from plmr.passes.mesh_verify import MeshVerifyPlmrPass
 from plmr.passes.pipeline import (
     CompileOptions,
@@ -158,6 +159,13 @@ def compile_checked(
         lower_module(m, mesh_opts, plans)
 
     checker.apply(Stage(Stage.of_pass(to_mesh).spec, partition), ctx, module)
+    if opts.fuse_softmax:
+
+        def fuse(ctx: Context, m: ModuleOp) -> None:
+            del ctx
+            fuse_softmax(m)
+
+        checker.apply(Stage(Stage.of_pass(MeshFuseSoftmaxPass()).spec, fuse), ctx, module)
     if opts.pack_allreduces:
 
         def pack(ctx: Context, m: ModuleOp) -> None:

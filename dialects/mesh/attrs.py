@@ -75,11 +75,18 @@ class CombineKind(StrEnum):
     SUM = "sum"
     MAX = "max"
     MIN = "min"
+    SOFTMAX = "softmax"
+    """
+    Split-K softmax (flash-decoding's combine): along the last axis a block holds
+    `[m, l, o...]` per row (a partial maximum, the partial sum of `exp(s - m)` and
+    partial outputs weighted by it); two blocks combine as `M = max(m1, m2)`,
+    `[l, o] = [l1, o1]·exp(m1 - M) + [l2, o2]·exp(m2 - M)`.
+    """
 
 
 @irdl_attr_definition
 class CombineKindAttr(EnumAttribute[CombineKind], SpacedOpaqueSyntaxAttribute):
-    """`sum`, `max` or `min`."""
+    """`sum`, `max`, `min` or `softmax`."""
 
     name = "mesh.combine"
 

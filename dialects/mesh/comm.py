@@ -223,6 +223,20 @@ class _ReductionOp(CommOp):
 
     def verify_(self) -> None:
         n = _verify_segment(self, self.segment)
+        if self.kind.data == CombineKind.SOFTMAX:
+            t = self.input.type
+            assert isinstance(t, TensorType)
+            shape: tuple[int, ...] = t.get_shape()
+            if len(shape) < 2 or shape[-1] < 2:
+                raise VerifyException(
+                    "a softmax combine needs blocks of rows [m, l, o...] along the last "
+                    f"axis (rank >= 2, last dimension >= 2), got shape {list(shape)}"
+                )
+            if self.algorithm.data == Algorithm.RING:
+                raise VerifyException(
+                    "a softmax combine cannot use the ring algorithm (its reduce-scatter "
+                    "splits rows); use ktree or pipeline"
+                )
         if self.k.value.data < 1:
             raise VerifyException(f"k must be >= 1, got {self.k.value.data}")
         if self.groups is not None:
@@ -255,7 +269,11 @@ class AllreduceOp(_ReductionOp):
     %s = mesh.allreduce sum %p axis y algorithm ktree groups = 4 : tensor<1x16xf32>
     %m = mesh.allreduce max %p axis x algorithm pipeline : tensor<16x1xf32>
     %h = mesh.allreduce sum %p axis y segment = 52 : tensor<4x10xf32>
+    %f = mesh.allreduce softmax %mlo axis y : tensor<8x18xf32>
     ```
+
+    `softmax` combines rows `[m, l, o...]` (split-K attention's partial maximum, sum and
+    outputs) with the rescaling of flash-decoding, in one collective.
     """
 
     name = "mesh.allreduce"

@@ -41,8 +41,9 @@ def test_checked_compile_equals_compile_module(name: str, opts: CompileOptions):
     compile_checked(ctx, got, opts, checker)
     assert module_text(got) == module_text(want)
     specs = [c.spec.split("{")[0] for c in checker.checks]
-    assert specs[-4:] == [
+    assert specs[-5:] == [
         "convert-tile-to-mesh",
+        "mesh-fuse-softmax",
         "mesh-pack-allreduces",
         "mesh-route",
         "mesh-verify-plmr",

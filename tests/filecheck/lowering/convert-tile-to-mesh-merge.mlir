@@ -1,5 +1,6 @@
 // RUN: plmr-opt %s -p 'plmr-compile{grid=3,3 tile-sizes=8,8 substitute=false route=false}' | filecheck %s
 // RUN: plmr-opt %s -p 'plmr-compile{grid=2,4 tile-sizes=4,4 substitute=false route=false}' | filecheck %s --check-prefix=RECT
+// RUN: plmr-opt %s -p 'plmr-compile{grid=3,3 tile-sizes=8,8 substitute=false route=false fuse-softmax=false},mesh-fuse-softmax{always=true}' | filecheck %s --check-prefix=FUSED
 
 // Causal prefill attention, 48 queries and keys: the rolling update (FlashAttention,
 // from neptune-fuse) runs with its queries split over x and its keys over y, so no PE
@@ -33,6 +34,21 @@
 // CHECK-NOT:    mesh.shift
 // CHECK-NOT:    mesh.broadcast
 // CHECK:        mesh.gather %o : !mesh.dist<tensor<1x1x48x16xf32>, #mesh.layout<[-, -, x, -]>>
+
+// On lines of 3 PEs mesh-fuse-softmax (in the pipeline) keeps the three allreduces: by
+// the runtime's timing one softmax allreduce is not faster there. Forced
+// (`always=true`), the three are one softmax allreduce of the rows [M, S, O]
+// (1 + 1 + 16 values), the merged values loaded back from it.
+
+// FUSED:      %o = mesh.spmd
+// FUSED:        %[[M:.*]], %[[S:.*]], %[[O:.*]] = tile.for %i3 = 0 to 16 step 8 {{.*}} reduction {
+// FUSED:        }
+// FUSED:        %[[BUF:.*]] = tile.fill 0.000000e+00 : tensor<8x18xf32>
+// FUSED:        tile.store %{{.*}}, %[[BUF]]
+// FUSED:        %[[R:.*]] = mesh.allreduce softmax %{{.*}} axis y : tensor<8x18xf32>
+// FUSED-NEXT:   tile.load %[[R]]{{.*}} -> tensor<8x1xf32>
+// FUSED-NOT:    mesh.allreduce
+// FUSED:        mesh.gather %o
 
 // On 2x4 PEs (blocks of 4) the queries take the four columns, the keys the two rows.
 

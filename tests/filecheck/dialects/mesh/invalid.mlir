@@ -483,7 +483,7 @@ mesh.program @p(%a: tensor<8xf32>) -> () device "wse2" grid [2, 2] {
 // CHECK-NEXT: {{.*}}invalid.mlir:{{[0-9]+}}:{{[0-9]+}}
 // CHECK-NEXT: allreduce prod
 // CHECK-NEXT: {{\^+$}}
-// CHECK-NEXT: Expected `sum`, `max`, or `min`.
+// CHECK-NEXT: Expected `sum`, `max`, `min`, or `softmax`.
 
 // -----
 
