@@ -134,6 +134,11 @@ def generate_cmd(
         )
     else:
         raise PlmrError("give --prompt (or --expect with a `prompt` array)")
+    if expect is not None and len(reference["tokens"]) < steps + 1:
+        raise PlmrError(
+            f"{expect} holds {len(reference['tokens'])} tokens, {steps} steps generate "
+            f"{steps + 1}; run at most --steps {len(reference['tokens']) - 1}"
+        )
     pairs = parse_state_pairs(",".join(state)) if state else None
     options = (
         None if grid == "graph" else CompileOptions(grid=parse_grid(grid), device=device)
@@ -165,11 +170,6 @@ def generate_cmd(
             )
     if expect is not None:
         want = reference["tokens"][: len(result.tokens)]
-        if len(want) < len(result.tokens):
-            raise PlmrError(
-                f"{expect} holds {len(want)} tokens, {len(result.tokens)} were generated; "
-                "run fewer --steps"
-            )
         bad = [
             i for i, (a, b) in enumerate(zip(result.tokens, want, strict=True)) if a != b
         ]

@@ -171,3 +171,19 @@ def test_expect_reads_the_prompt_from_input_ids(cli: Any):
     assert code == 1
     assert err.count("error:") == 1
     assert f"--prompt differs from the prompt 'input_ids' of {expect}" in err
+    code, out, err = cli.run(
+        [
+            "generate",
+            prefill,
+            decode,
+            "--grid",
+            "graph",
+            "--steps",
+            "64",
+            "--expect",
+            expect,
+        ]
+    )
+    assert code == 1
+    assert out == ""
+    assert f"{expect} holds 64 tokens, 64 steps generate 65; run at most --steps 63" in err
