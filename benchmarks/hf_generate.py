@@ -68,7 +68,7 @@ def run(family: str, grid: str, tokens: int) -> tuple[str, bool]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("families", nargs="*", default=["llama"])
     parser.add_argument("--grid", default="4x4")
     parser.add_argument("--tokens", type=int, default=64)

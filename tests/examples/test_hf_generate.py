@@ -29,6 +29,8 @@ LAYERS, KV_HEADS, HEAD_DIM, DIM, VOCAB = 2, 2, 16, 64, 128
 PROMPT, CONTEXT, GENERATED = 8, 72, 64
 CACHE_BYTES = 2 * LAYERS * KV_HEADS * CONTEXT * HEAD_DIM * 4
 """Every layer's K and V buffers of `CONTEXT` rows, float32."""
+WAFER = CompileOptions(grid=(2, 2), substitute=False, tile_sizes=(8, 8), fit_tiles=True)
+"""One blocking, no substitution search: the compile of `test_hf_decoders.py`."""
 
 
 def greedy(family: str) -> tuple[list[int], list[int]]:
@@ -49,7 +51,7 @@ def decoder(family: str, options: CompileOptions | None, cache: Any = None) -> A
 @pytest.mark.parametrize("family", FAMILIES)
 def test_wafer_generation_equals_torch(family: str, compile_cache: Any):
     prompt, want = greedy(family)
-    model = decoder(family, CompileOptions(grid=(2, 2)), compile_cache)
+    model = decoder(family, WAFER, compile_cache)
     assert model.capacity == CONTEXT
     result = model.generate(prompt, 15)
     assert result.tokens == want[:16]
