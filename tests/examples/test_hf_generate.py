@@ -57,7 +57,7 @@ def test_wafer_generation_equals_torch(family: str, compile_cache: Any):
     assert result.tokens == want[:16]
     decode = [s.report for s in result.steps if s.kind == "decode"]
     assert len(decode) == 15
-    for report in decode:
+    for step, report in enumerate(decode):
         assert report is not None
         # The position in (8 B), the token's embedding row looked up by the host, the
         # logits out: the same at every step while the cache fills from 9 to 23 rows,
@@ -66,7 +66,9 @@ def test_wafer_generation_equals_torch(family: str, compile_cache: Any):
         assert report.host_lookup_bytes == DIM * 4
         assert report.host_out_bytes == VOCAB * 4
         assert report.resident_bytes == CACHE_BYTES
-        assert report.state_moved_bytes == 0
+        # Buffers the prefill left in another layout are re-placed on the wafer by the
+        # first step only; later steps find them where the step before left them.
+        assert report.state_moved_bytes <= (CACHE_BYTES if step == 0 else 0)
 
 
 @pytest.mark.parametrize("family", FAMILIES)
