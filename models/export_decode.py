@@ -13,11 +13,12 @@ bytes that did (the token and position in, the logits out).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from xdsl.context import Context
 from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp
 
@@ -40,6 +41,9 @@ from plmr.runtime.state import WaferState, state_args, state_results
 
 IDS = "input_ids"
 LOGITS = "logits"
+
+Compiler = Callable[[Context, ModuleOp, CompileOptions], ModuleOp]
+"""Compiles a module in place for options (`compile_module`, or a cache of its results)."""
 
 
 @dataclass
@@ -73,6 +77,7 @@ class ExportDecoder:
         options: CompileOptions | None = None,
         position: str = POSITION,
         mask: str = "attention_mask",
+        compiler: Compiler = compile_module,
     ):
         self.position = position
         self.mask = mask
@@ -99,8 +104,8 @@ class ExportDecoder:
                 "return; export both with the same cache names"
             )
         if options is not None:
-            compile_module(make_context(), prefill, options)
-            compile_module(make_context(), decode, options)
+            compiler(make_context(), prefill, options)
+            compiler(make_context(), decode, options)
         self.prefill, self.decode = prefill, decode
         self.on_wafer = options is not None
 

@@ -313,22 +313,25 @@ def _tile_for_grid(
 
     best: tuple[float, ModuleOp, list[NestPlan]] | None = None
     first_error: PlmrError | None = None
-    for sizes, bands in blocking_trials(module, opts):
-        trial = module.clone()
-        trial_plans: list[NestPlan] = []
-        try:
-            with step("convert-loop-to-tile"):
-                loop_to_tile_pass(opts, sizes, bands).apply(ctx, trial)
-            with step("convert-tile-to-mesh"):
-                cost = lower_module(trial, mesh_opts, trial_plans)
-            _pack(trial, opts, trial_plans)
-            _route(ctx, trial, opts)
-        except PlmrError as e:
-            if first_error is None or "SRAM" in str(e):
-                first_error = e
-            continue
-        if best is None or cost < best[0] * 0.999:
-            best = (cost, trial, trial_plans)
+    for spread in spread_choices(opts):
+        if best is not None or (spread and not _out_of_sram(first_error)):
+            break
+        for sizes, bands in blocking_trials(module, opts):
+            trial = module.clone()
+            trial_plans: list[NestPlan] = []
+            try:
+                with step("convert-loop-to-tile"):
+                    loop_to_tile_pass(opts, sizes, bands, spread).apply(ctx, trial)
+                with step("convert-tile-to-mesh"):
+                    cost = lower_module(trial, mesh_opts, trial_plans)
+                _pack(trial, opts, trial_plans)
+                _route(ctx, trial, opts)
+            except PlmrError as e:
+                if first_error is None or (not spread and "SRAM" in str(e)):
+                    first_error = e
+                continue
+            if best is None or cost < best[0] * 0.999:
+                best = (cost, trial, trial_plans)
     if best is None:
         assert first_error is not None
         raise first_error
@@ -361,8 +364,21 @@ def blocking_trials(
     return [(s, b) for s in choices for b in banding]
 
 
+def spread_choices(opts: CompileOptions) -> tuple[bool, ...]:
+    """
+    The `spread` settings of `convert-loop-to-tile` the blocking search tries, in turn:
+    with `fit_tiles`, when no trial fits SRAM with the dimensions no axis divides kept
+    whole, the trials again with them split unevenly over the grid.
+    """
+    return (False, True) if opts.fit_tiles else (False,)
+
+
+def _out_of_sram(error: PlmrError | None) -> bool:
+    return error is not None and "SRAM" in str(error)
+
+
 def loop_to_tile_pass(
-    opts: CompileOptions, sizes: tuple[int, int], bands: bool
+    opts: CompileOptions, sizes: tuple[int, int], bands: bool, spread: bool = False
 ) -> ConvertLoopToTilePass:
     """`convert-loop-to-tile` as `plmr compile` runs it for one blocking trial."""
     from plmr.lowering.loop_to_tile import ConvertLoopToTilePass
@@ -374,6 +390,7 @@ def loop_to_tile_pass(
         fit=opts.fit_tiles,
         fit_grid=opts.grid if opts.fit_tiles else (),
         bands=bands,
+        spread=spread,
     )
 
 

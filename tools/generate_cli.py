@@ -15,6 +15,9 @@ from xdsl.dialects.builtin import ModuleOp
 from plmr.errors import PlmrError
 from plmr.tools.options import COUNT
 
+PROMPT_ARRAYS = ("prompt", "input_ids")
+"""The arrays of an --expect file that hold the prompt, in order of preference."""
+
 
 def _load(path: Path) -> ModuleOp:
     from plmr.dialects.context import load_module
@@ -42,7 +45,7 @@ def _prompt(text: str) -> list[int]:
 @click.option(
     "--prompt",
     default=None,
-    help="Token ids, comma-separated (default: `prompt` of --expect).",
+    help="Token ids, comma-separated (default: the `prompt` or `input_ids` of --expect).",
 )
 @click.option(
     "--steps", type=COUNT, default=16, show_default=True, help="Decode steps to run."
@@ -77,7 +80,8 @@ def _prompt(text: str) -> list[int]:
     "--expect",
     type=click.Path(dir_okay=False, path_type=Path),
     default=None,
-    help="An .npz with the reference `tokens` (and `prompt`): the tokens must equal them.",
+    help="An .npz with the reference `tokens` (and the prompt, `prompt` or "
+    "`input_ids`): the tokens must equal them.",
 )
 def generate_cmd(
     prefill: Path,
@@ -113,12 +117,28 @@ def generate_cmd(
             raise PlmrError(
                 f"{expect}: has no array 'tokens' (it has {', '.join(reference)})"
             )
+    stored = next((k for k in PROMPT_ARRAYS if k in reference), None)
     if prompt is not None:
         ids = _prompt(prompt)
-    elif "prompt" in reference:
-        ids = reference["prompt"]
+        if stored is not None and ids != reference[stored]:
+            raise PlmrError(
+                f"--prompt differs from the prompt '{stored}' of {expect} "
+                f"({','.join(str(t) for t in reference[stored])}): its tokens continue "
+                "that prompt; leave --prompt out"
+            )
+    elif stored is not None:
+        ids = reference[stored]
+    elif expect is not None:
+        raise PlmrError(
+            f"{expect}: has no prompt (an array 'prompt' or 'input_ids'); give --prompt"
+        )
     else:
         raise PlmrError("give --prompt (or --expect with a `prompt` array)")
+    if expect is not None and len(reference["tokens"]) < steps + 1:
+        raise PlmrError(
+            f"{expect} holds {len(reference['tokens'])} tokens, {steps} steps generate "
+            f"{steps + 1}; run at most --steps {len(reference['tokens']) - 1}"
+        )
     pairs = parse_state_pairs(",".join(state)) if state else None
     options = (
         None if grid == "graph" else CompileOptions(grid=parse_grid(grid), device=device)
@@ -150,11 +170,6 @@ def generate_cmd(
             )
     if expect is not None:
         want = reference["tokens"][: len(result.tokens)]
-        if len(want) < len(result.tokens):
-            raise PlmrError(
-                f"{expect} holds {len(want)} tokens, {len(result.tokens)} were generated; "
-                "run fewer --steps"
-            )
         bad = [
             i for i, (a, b) in enumerate(zip(result.tokens, want, strict=True)) if a != b
         ]

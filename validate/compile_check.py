@@ -38,6 +38,7 @@ from plmr.passes.pipeline import (
     loop_passes,
     loop_to_tile_pass,
     nothing_to_compile,
+    spread_choices,
 )
 from plmr.validate.check_each import Checker, CheckOptions, PassFailed, Stage
 
@@ -72,35 +73,43 @@ def _route(ctx: Context, module: ModuleOp, opts: CompileOptions) -> None:
 
 def choose_blocking(
     ctx: Context, module: ModuleOp, opts: CompileOptions, mesh_opts: Options
-) -> tuple[tuple[int, int], bool]:
+) -> tuple[tuple[int, int], bool, bool]:
     """
-    The blocking (blocks, bands) `compile_module` picks for a loop-level `module` (left
-    unchanged): the same trials, kept by the same estimate.
+    The blocking (blocks, bands, spread) `compile_module` picks for a loop-level
+    `module` (left unchanged): the same trials, kept by the same estimate.
     """
     trials = blocking_trials(module, opts)
-    if len(trials) == 1:
+    spreads = spread_choices(opts)
+    if len(trials) == 1 and len(spreads) == 1:
         # Nothing to choose: the stages after it report their own refusals.
-        return trials[0]
-    best: tuple[float, tuple[int, int], bool] | None = None
+        return trials[0][0], trials[0][1], False
+    best: tuple[float, tuple[int, int], bool, bool] | None = None
     first_error: PlmrError | None = None
-    for sizes, bands in trials:
-        trial = module.clone()
-        try:
-            loop_to_tile_pass(opts, sizes, bands).apply(ctx, trial)
-            cost = lower_module(trial, mesh_opts)
-            if opts.pack_allreduces:
-                pack_allreduces(trial)
-            _route(ctx, trial, opts)
-        except PlmrError as e:
-            if first_error is None or "SRAM" in str(e):
-                first_error = e
-            continue
-        if best is None or cost < best[0] * 0.999:
-            best = (cost, sizes, bands)
+    for spread in spreads:
+        if best is not None or (spread and not _out_of_sram(first_error)):
+            break
+        for sizes, bands in trials:
+            trial = module.clone()
+            try:
+                loop_to_tile_pass(opts, sizes, bands, spread).apply(ctx, trial)
+                cost = lower_module(trial, mesh_opts)
+                if opts.pack_allreduces:
+                    pack_allreduces(trial)
+                _route(ctx, trial, opts)
+            except PlmrError as e:
+                if first_error is None or (not spread and "SRAM" in str(e)):
+                    first_error = e
+                continue
+            if best is None or cost < best[0] * 0.999:
+                best = (cost, sizes, bands, spread)
     if best is None:
         assert first_error is not None
         raise first_error
-    return best[1], best[2]
+    return best[1], best[2], best[3]
+
+
+def _out_of_sram(error: PlmrError | None) -> bool:
+    return error is not None and "SRAM" in str(error)
 
 
 def _wrap_diagnostics(p: ModulePass) -> Stage:
@@ -135,13 +144,14 @@ def compile_checked(
     if _has(module, (loop.NestOp,)):
         checker.current = "convert-loop-to-tile"
         try:
-            sizes, bands = choose_blocking(ctx, module, opts, mesh_opts)
+            sizes, bands, spread = choose_blocking(ctx, module, opts, mesh_opts)
         except PlmrError:
             raise
         except Exception as e:
             spec = "convert-loop-to-tile{blocking search}"
             raise PassFailed(spec, e, module_text(module)) from e
-        checker.apply(Stage.of_pass(loop_to_tile_pass(opts, sizes, bands)), ctx, module)
+        blocking = loop_to_tile_pass(opts, sizes, bands, spread)
+        checker.apply(Stage.of_pass(blocking), ctx, module)
     elif not _has(module, (tile.ForOp, tile.LookupOp)):
         checker.current = "plmr compile"
         raise nothing_to_compile(module)

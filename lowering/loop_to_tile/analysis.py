@@ -72,12 +72,14 @@ class Analysis:
         fit: bool = False,
         grid: Sequence[int] = (),
         bands: bool = False,
+        spread: bool = False,
     ):
         self.nest = nest
         self.sizes = sizes
         self.fit = fit
         self.grid = tuple(grid)
         self.bands = bands
+        self.spread = spread
         self.order = order
         self.dims: dict[SSAValue, Dim] = {} if dims is None else dims
 
@@ -205,7 +207,10 @@ class Analysis:
         blocks is one block (a head of 128 on 1,024 PEs: one block instead of 32
         allreduces); failing that, the largest divisor whose blocks split unevenly over
         an axis, each PE's share its block of the padded layout (`ceil(extent / n)`
-        elements: 11,264 columns over 420 PEs, 27 blocks of 1).
+        elements: 11,264 columns over 420 PEs, 27 blocks of 1). With `spread`, a
+        dimension at least as long as an axis splits unevenly so before it is kept
+        whole (an LM head of 128 columns on 3x3: 43 per PE, where whole it does not fit
+        a PE's SRAM).
         """
         if not self.fit or extent <= size:
             return min(size, extent)
@@ -223,7 +228,8 @@ class Analysis:
         ]
         if any(extent < n <= extent * SPLIT_FRACTION for n in axes):
             return 1
-        if extent <= WHOLE_BLOCKS * size:
+        spreads = self.spread and any(extent >= n for n in axes)
+        if extent <= WHOLE_BLOCKS * size and not (spreads and padded):
             return extent
         if padded:
             return max(padded)

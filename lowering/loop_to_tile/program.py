@@ -132,6 +132,11 @@ class ConvertLoopToTilePass(ModulePass):
     heads on 420 PEs) is cut in blocks of 1 instead of kept whole, a loop the mesh
     partitioner can put over bands of PEs (`analysis.BAND_MIN_WIDTH`)."""
 
+    spread: bool = False
+    """With `fit-grid`: a dimension at least as long as an axis that no axis divides is
+    split unevenly over it (each PE's share a block of the padded layout) rather than
+    kept whole (`WHOLE_BLOCKS`): for a nest that does not fit a PE whole."""
+
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         sizes = _sizes(self.tile_sizes, "tile-sizes")
         overrides = parse_nest_sizes(self.nest_tile_sizes)
@@ -144,7 +149,13 @@ class ConvertLoopToTilePass(ModulePass):
         for fn in op.ops:
             if isinstance(fn, func.FuncOp) and fn.body.blocks:
                 lower_function(
-                    fn, sizes, overrides, self.fit, self.fit_grid, bands=self.bands
+                    fn,
+                    sizes,
+                    overrides,
+                    self.fit,
+                    self.fit_grid,
+                    bands=self.bands,
+                    spread=self.spread,
                 )
 
 
@@ -206,6 +217,7 @@ def lower_function(
     fit: bool = False,
     grid: Sequence[int] = (),
     bands: bool = False,
+    spread: bool = False,
 ) -> None:
     """Replaces every top-level nest of `fn` that can be blocked by its tile program."""
     block = fn.body.block
@@ -219,7 +231,9 @@ def lower_function(
             if overrides and result.name_hint in overrides:
                 chosen = overrides[result.name_hint]
                 break
-        analysis = _Analysis(nest, chosen, order, fit=fit, grid=grid, bands=bands)
+        analysis = _Analysis(
+            nest, chosen, order, fit=fit, grid=grid, bands=bands, spread=spread
+        )
         keyed = _key(nest, analysis) if memo.enabled() else None
         found = None if keyed is None else memo.lookup(keyed[0])
         if isinstance(found, str):
@@ -253,7 +267,7 @@ def _key(nest: NestOp, analysis: _Analysis) -> tuple[Key, Structure] | None:
         blocks = analysis.top_blocks()
     except Untileable:
         return None
-    options = (analysis.fit, analysis.grid, analysis.bands)
+    options = (analysis.fit, analysis.grid, analysis.bands, analysis.spread)
     return memo.nest_key(nest, memo.candidate_epilogue(nest), blocks, options)
 
 

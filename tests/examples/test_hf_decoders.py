@@ -17,7 +17,6 @@ import pytest
 from xdsl.dialects.builtin import ModuleOp
 
 from plmr.dialects.context import make_context
-from plmr.errors import PlmrError
 from plmr.frontend.onnx import import_onnx_file
 from plmr.passes.pipeline import CompileOptions, compile_module
 from plmr.runtime.interpreter import run_mesh
@@ -116,34 +115,9 @@ def compiled(name: str, grid: tuple[int, int]) -> ModuleOp:
     return compile_module(make_context(), import_onnx_file(str(HF / f"{name}.onnx")), opts)
 
 
-def _compiled_cases() -> list[Any]:
-    """
-    Every export on every grid, but the prefills on 3x3: their LM head does not fit a PE
-    there. The three families' prefills have the same LM head (8 rows of logits over the
-    same vocabulary), so one of them stands for the limit.
-    """
-    cases: list[Any] = []
-    for name in EXPORTS:
-        for grid in GRIDS:
-            if not (name.endswith("_prefill") and grid == (3, 3)):
-                cases.append((name, grid))
-            elif name == "llama_prefill":
-                cases.append(
-                    pytest.param(
-                        name,
-                        grid,
-                        marks=pytest.mark.xfail(
-                            raises=PlmrError,
-                            strict=True,
-                            reason="the prompt's LM head (8 rows of logits) needs 55,568 "
-                            "B per PE on 3x3, more than a PE's 48 KiB",
-                        ),
-                    )
-                )
-    return cases
-
-
-@pytest.mark.parametrize(("name", "grid"), _compiled_cases(), ids=str)
+@pytest.mark.parametrize(
+    ("name", "grid"), [(n, g) for n in EXPORTS for g in GRIDS], ids=str
+)
 def test_compiled_export_gives_torch_outputs(name: str, grid: tuple[int, int], hf: Any):
     inputs, want = hf.stored(name)
     module = compiled(name, grid)

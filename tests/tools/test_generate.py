@@ -15,6 +15,7 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "decode"
 PREFILL = str(EXAMPLES / "tiny_prefill.onnx")
 DECODE = str(EXAMPLES / "tiny_decode.onnx")
 TOKENS = str(EXAMPLES / "tiny_tokens.npz")
+HF = EXAMPLES.parent / "hf"
 
 
 def test_generate_at_graph_level_equals_the_reference(cli: Any):
@@ -132,3 +133,57 @@ def test_bad_prompts_are_one_error(cli: Any):
     )
     assert code == 1
     assert "exceed the cache of 32 rows" in err
+
+
+def test_expect_reads_the_prompt_from_input_ids(cli: Any):
+    prefill, decode = (str(HF / f"llama_{k}.onnx") for k in ("prefill", "decode"))
+    expect = str(HF / "llama_greedy.npz")
+    code, out, err = cli.run(
+        [
+            "generate",
+            prefill,
+            decode,
+            "--grid",
+            "graph",
+            "--steps",
+            "20",
+            "--expect",
+            expect,
+        ]
+    )
+    assert code == 0, err
+    assert "prompt of 8 tokens, KV cache of 72 rows as state" in out
+    assert f"tokens      {' '.join(map(str, np.load(expect)['tokens'][:21]))}" in out
+    assert f"all 21 tokens equal {expect}" in out
+    code, _, err = cli.run(
+        [
+            "generate",
+            prefill,
+            decode,
+            "--grid",
+            "graph",
+            "--prompt",
+            "1,2,3,4,5,6,7,8",
+            "--expect",
+            expect,
+        ]
+    )
+    assert code == 1
+    assert err.count("error:") == 1
+    assert f"--prompt differs from the prompt 'input_ids' of {expect}" in err
+    code, out, err = cli.run(
+        [
+            "generate",
+            prefill,
+            decode,
+            "--grid",
+            "graph",
+            "--steps",
+            "64",
+            "--expect",
+            expect,
+        ]
+    )
+    assert code == 1
+    assert out == ""
+    assert f"{expect} holds 64 tokens, 64 steps generate 65; run at most --steps 63" in err
