@@ -69,6 +69,12 @@ class CompileOptions:
     relay: bool = False
     pack_allreduces: bool = True
     """One allreduce for independent sibling nests (mesh-pack-allreduces)."""
+    outline_layers: bool = True
+    """Compile repeated layers once (graph-outline-layers, `passes/layer_programs.py`)."""
+    layers: int = 0
+    """The number of repeated layers required (0: whatever repeats)."""
+    layer_min_ops: int = 8
+    """The smallest repeated subgraph compiled once."""
 
 
 def _has(module: ModuleOp, dialect_ops: tuple[type[Operation], ...]) -> bool:
@@ -94,6 +100,11 @@ def compile_module(
 
     mesh_opts = _check_options(opts)
     check_sizes(module)
+    if opts.outline_layers and _graph_ops(module):
+        from plmr.passes.layer_programs import compile_layered
+
+        if compile_layered(ctx, module, opts, plans):
+            return module
     hits, misses = memo.stats()
     tile_hits, tile_misses = tile_memo.stats()
     to_loop_level(ctx, module, opts)

@@ -76,6 +76,11 @@ def result_names(fn: Entry) -> list[str]:
     return [_named(attrs, i) or f"out{i}" for i in range(n)]
 
 
+def on_wafer(fn: Entry) -> bool:
+    """Whether `fn` runs on the modelled wafer: a mesh program or a sequence of them."""
+    return isinstance(fn, mesh.ProgramOp) or mesh.runs_programs(fn)
+
+
 def functions(module: ModuleOp) -> list[func.FuncOp]:
     return [op for op in module.ops if isinstance(op, func.FuncOp) and op.body.blocks]
 
@@ -288,6 +293,12 @@ def run_entry(
     `state`, a mesh program's named state stays on the wafer (`args`: its host inputs).
     """
     if isinstance(fn, func.FuncOp):
+        if mesh.runs_programs(fn):
+            from plmr.runtime.sequence import run_sequence
+
+            return run_sequence(
+                fn, args, device=device, mode=mode, relay=relay, exact=exact
+            )
         return run_function(module, fn, args), None
     from plmr.runtime.device import get_device
     from plmr.runtime.interpreter import MeshRuntime
