@@ -8,8 +8,8 @@ Compiling a model layer by layer: its repeated layers compiled once.
    `func.call` per layer, passing that layer's weights;
 2. the ops before the first layer become `@F.pre` and those after the last `@F.post`
    (each with the weights it reads);
-3. the three functions are compiled together by the whole pipeline, to three
-   `mesh.program`s: the body's program is compiled once, whatever the depth;
+3. each of the three functions is compiled by the whole pipeline (its own blocking
+   search) to a `mesh.program`: the body's program is compiled once, whatever the depth;
 4. `@F` becomes a sequence of program runs: `mesh.run @F.pre`, `mesh.run @F.layer`
    once per layer with that layer's weights (references, `arith.constant`s of a
    `dense_resource`), `mesh.run @F.post`.
@@ -32,6 +32,7 @@ from xdsl.rewriter import InsertPoint, Rewriter
 
 from plmr.dialects import graph, mesh
 from plmr.dialects.graph_weights import lowered_weight, weight_ref
+from plmr.errors import PlmrError
 from plmr.passes.outline_layers import LAYER_ATTR, LEAVES, outline_function
 
 if TYPE_CHECKING:
@@ -163,26 +164,46 @@ def compile_layered(
 ) -> bool:
     """
     Compiles `module` with its repeated layers compiled once (see the module docstring);
-    False (and `module` untouched) when it has no one graph function whose layers repeat.
+    False (and `module` untouched) when it has no one graph function whose layers
+    repeat, or when a part does not compile on its own (then the caller compiles the
+    function whole; with `opts.layers` set, that error is raised).
     """
     from plmr.passes.pipeline import compile_module
 
-    fns = [op for op in module.ops if isinstance(op, func.FuncOp) and op.body.blocks]
+    trial = module.clone()
+    fns = [op for op in trial.ops if isinstance(op, func.FuncOp) and op.body.blocks]
     if len(fns) != 1 or not any(o.name.startswith("graph.") for o in fns[0].walk()):
         return False
     fn = fns[0]
-    body = outline_function(fn, module, opts.layer_min_ops, opts.layers)
+    body = outline_function(fn, trial, opts.layer_min_ops, opts.layers)
     if body is None:
         return False
     parts = split_layers(fn, body)
     body.detach()
     body.sym_visibility = None
-    sub = ModuleOp([body, *(p for p in parts)])
-    compile_module(ctx, sub, dataclasses.replace(opts, outline_layers=False), plans)
-    for op in reversed(list(sub.ops)):
+    inner = dataclasses.replace(opts, outline_layers=False)
+    where = InsertPoint.after(fn)
+    try:
+        for part in (body, *parts):
+            # Each part has its own blocking search: one blocking need not suit them all.
+            sub = ModuleOp([part])
+            compile_module(ctx, sub, inner, plans)
+            for op in list(sub.ops):
+                op.detach()
+                Rewriter.insert_op(op, where)
+                where = InsertPoint.after(op)
+    except PlmrError:
+        if opts.layers:
+            raise
+        # A part that does not compile on its own: the function is compiled whole.
+        return False
+    _sequence(fn, trial)
+    for op in list(module.ops):
         op.detach()
-        Rewriter.insert_op(op, InsertPoint.after(fn))
-    _sequence(fn, module)
+        op.erase()
+    for op in list(trial.ops):
+        op.detach()
+        module.body.block.add_op(op)
     return True
 
 

@@ -20,6 +20,11 @@ A result that is used outside its copy becomes a result of the body.
 %r1 = func.call @main.layer(%r0, %w1) {plmr.layer = 1 : i64} : (...) -> tensor<4x8xf32>
 ```
 
+When no run repeats in the function's order, the same search runs on the order in which
+every op follows its latest operand at once (`hoisted_order`): an exporter that computes
+a value all layers share inside the first layer (a RoPE table unsqueezed, a padding mask)
+leaves that value out of the other layers, and this order moves it before the layers.
+
 Copies that differ in structure are not merged: the function stays as it is. `layers=N`
 asks for exactly N copies and is an error when the function does not hold them;
 `min-ops` is the smallest body outlined (8 ops).
@@ -286,18 +291,54 @@ def _replace(
             leaf.erase()
 
 
-def outline_function(
-    fn: func.FuncOp, module: ModuleOp, min_ops: int = 8, layers: int = 0
-) -> func.FuncOp | None:
-    """Outlines `fn`'s repeated layers (see the module docstring); returns the body."""
-    ops = computing_ops(fn.body.block)
-    where = f"graph-outline-layers: @{fn.sym_name.data}"
-    tried: list[Repeat] = []
+def hoisted_order(ops: list[Operation], rounds: int = 4) -> list[Operation]:
+    """
+    `ops` in a dependence order where every op follows its latest operand at once
+    (ties in their original order): an exporter computes a value the layers share (a
+    RoPE table unsqueezed, a padding mask) in the first layer that needs it, and this
+    order moves it before that layer, so that every layer is the same sequence. Each
+    round places the ops after their operands' places in the previous round.
+    """
+    orig = {op: i for i, op in enumerate(ops)}
+    order = ops
+    for _ in range(rounds):
+        pos = {op: i for i, op in enumerate(order)}
+
+        def key(op: Operation) -> tuple[int, int]:
+            defs = [
+                pos[v.owner]
+                for v in op.operands
+                if isinstance(v.owner, Operation) and v.owner in pos
+            ]
+            return (max(defs, default=-1), orig[op])
+
+        new = sorted(ops, key=key)
+        if new == order:
+            break
+        order = new
+    return order
+
+
+def _reorder(fn: func.FuncOp, order: list[Operation]) -> None:
+    """Puts `fn`'s leaves first, then its computing ops in `order`, then the return."""
+    block = fn.body.block
+    terminator = block.last_op
+    assert terminator is not None
+    leaves = [op for op in block.ops if isinstance(op, LEAVES)]
+    for op in [*leaves, *order]:
+        op.detach()
+        block.insert_op_before(op, terminator)
+
+
+def _outline(
+    fn: func.FuncOp, module: ModuleOp, ops: list[Operation], min_ops: int, layers: int
+) -> tuple[func.FuncOp, list[list[Operation]], _Plan] | None:
+    tried = 0
     for rep in candidates(ops, min_ops):
         if layers and rep.count != layers:
             continue
-        tried.append(rep)
-        if len(tried) > MAX_TRIES:
+        tried += 1
+        if tried > MAX_TRIES:
             break
         blocks = [
             ops[rep.start + i * rep.period : rep.start + (i + 1) * rep.period]
@@ -307,16 +348,33 @@ def outline_function(
         if plan is None or not _has_layer_weights(blocks, plan):
             continue
         name = _free_name(module, f"{fn.sym_name.data}.layer")
-        body = _build_body(name, blocks, plan)
+        return _build_body(name, blocks, plan), blocks, plan
+    return None
+
+
+def outline_function(
+    fn: func.FuncOp, module: ModuleOp, min_ops: int = 8, layers: int = 0
+) -> func.FuncOp | None:
+    """Outlines `fn`'s repeated layers (see the module docstring); returns the body."""
+    ops = computing_ops(fn.body.block)
+    found = _outline(fn, module, ops, min_ops, layers)
+    if found is None:
+        hoisted = hoisted_order(ops)
+        if hoisted != ops:
+            found = _outline(fn, module, hoisted, min_ops, layers)
+            if found is not None:
+                _reorder(fn, hoisted)
+    if found is not None:
+        body, blocks, plan = found
         _replace(fn, body, blocks, plan)
         Rewriter.insert_op(body, InsertPoint.after(fn))
         return body
     if layers:
         raise PlmrError(
-            f"{where}: layers={layers} was asked, but the function holds no "
-            f"{layers} consecutive copies of one subgraph of at least {min_ops} ops that "
-            "differ only in their weights; drop `layers` to outline what repeats, or "
-            "check that every layer has the same structure"
+            f"graph-outline-layers: @{fn.sym_name.data}: layers={layers} was asked, but "
+            f"the function holds no {layers} consecutive copies of one subgraph of at "
+            f"least {min_ops} ops that differ only in their weights; drop `layers` to "
+            "outline what repeats, or check that every layer has the same structure"
         )
     return None
 
@@ -372,5 +430,6 @@ __all__ = [
     "Repeat",
     "candidates",
     "computing_ops",
+    "hoisted_order",
     "outline_function",
 ]
