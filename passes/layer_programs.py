@@ -156,6 +156,29 @@ def _sequence(fn: func.FuncOp, module: ModuleOp) -> None:
     del module
 
 
+def _compile_part(
+    ctx: Context, part: func.FuncOp, opts: CompileOptions, plans: list[NestPlan] | None
+) -> ModuleOp:
+    """
+    `part` compiled in a module of its own. A part cut out of a model may hold nests
+    that no fixed blocking divides (a split-K chunk of a 72-row cache: 18 rows), which
+    the whole model, fused otherwise, did not: such a part is blocked as `--fit-tiles`
+    blocks, each block shrunk to a divisor of its dimension.
+    """
+    from plmr.passes.pipeline import compile_module
+
+    sub = ModuleOp([part])
+    if opts.fit_tiles:
+        return compile_module(ctx, sub, opts, plans)
+    kept = sub.clone()
+    try:
+        return compile_module(ctx, sub, opts, plans)
+    except PlmrError as e:
+        if "does not divide" not in str(e):
+            raise
+    return compile_module(ctx, kept, dataclasses.replace(opts, fit_tiles=True), plans)
+
+
 def compile_layered(
     ctx: Context,
     module: ModuleOp,
@@ -168,8 +191,6 @@ def compile_layered(
     repeat, or when a part does not compile on its own (then the caller compiles the
     function whole; with `opts.layers` set, that error is raised).
     """
-    from plmr.passes.pipeline import compile_module
-
     trial = module.clone()
     fns = [op for op in trial.ops if isinstance(op, func.FuncOp) and op.body.blocks]
     if len(fns) != 1 or not any(o.name.startswith("graph.") for o in fns[0].walk()):
@@ -186,8 +207,7 @@ def compile_layered(
     try:
         for part in (body, *parts):
             # Each part has its own blocking search: one blocking need not suit them all.
-            sub = ModuleOp([part])
-            compile_module(ctx, sub, inner, plans)
+            sub = _compile_part(ctx, part, inner, plans)
             for op in list(sub.ops):
                 op.detach()
                 Rewriter.insert_op(op, where)
