@@ -232,6 +232,8 @@ def _build_body(name: str, blocks: list[list[Operation]], plan: _Plan) -> func.F
                     clone = leaf.clone()
                     block.add_op(clone)
                     cloned_leaves[leaf] = clone.results[0]
+                    copies = [b[j].operands[m] for b in blocks]
+                    clone.results[0].name_hint = _body_name(copies, v.name_hint or "")
                 operands.append(cloned_leaves[leaf])
                 continue
             # An argument: the slot that stands for this operand's tuple of values.
@@ -245,8 +247,10 @@ def _build_body(name: str, blocks: list[list[Operation]], plan: _Plan) -> func.F
         clone = op.clone()
         clone.operands = operands
         block.add_op(clone)
-        for old, new in zip(op.results, clone.results, strict=True):
+        for r, (old, new) in enumerate(zip(op.results, clone.results, strict=True)):
             mapping[old] = new
+            copies = [b[j].results[r] for b in blocks]
+            new.name_hint = _body_name(copies, old.name_hint or "")
     results = [mapping[first[j].results[r]] for j, r in plan.outputs]
     block.add_op(func.ReturnOp(*results))
     body = func.FuncOp(
