@@ -194,6 +194,12 @@ def compile_layered(
     trial = module.clone()
     fns = [op for op in trial.ops if isinstance(op, func.FuncOp) and op.body.blocks]
     if len(fns) != 1 or not any(o.name.startswith("graph.") for o in fns[0].walk()):
+        if opts.layers:
+            raise PlmrError(
+                f"plmr compile: layers={opts.layers} asks for repeated layers of one "
+                f"graph function, but the program has {len(fns)} function(s) "
+                f"{'without graph ops' if len(fns) == 1 else ''}".rstrip()
+            )
         return False
     fn = fns[0]
     body = outline_function(fn, trial, opts.layer_min_ops, opts.layers)

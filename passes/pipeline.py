@@ -69,8 +69,9 @@ class CompileOptions:
     relay: bool = False
     pack_allreduces: bool = True
     """One allreduce for independent sibling nests (mesh-pack-allreduces)."""
-    outline_layers: bool = True
-    """Compile repeated layers once (graph-outline-layers, `passes/layer_programs.py`)."""
+    outline_layers: bool = False
+    """Compile repeated layers once (graph-outline-layers, `passes/layer_programs.py`):
+    the result is a sequence of program runs (`mesh.run`) when layers repeat."""
     layers: int = 0
     """The number of repeated layers required (0: whatever repeats)."""
     layer_min_ops: int = 8
@@ -124,6 +125,15 @@ def _check_options(opts: CompileOptions) -> Options:
     mesh_opts = parse_options(
         opts.grid, opts.device, opts.gemm, opts.gemv, opts.k, opts.groups
     )
+    if opts.layers < 0 or opts.layers == 1:
+        raise PassOptionError(
+            f"plmr compile: layers must be 0 (whatever repeats) or >= 2, got {opts.layers}"
+        )
+    if opts.layers and not opts.outline_layers:
+        raise PassOptionError(
+            "plmr compile: a number of layers asks for repeated layers compiled once; "
+            "drop it or the option that compiles every layer"
+        )
     if opts.budget < 0:
         raise PassOptionError(f"plmr compile: budget must be >= 0, got {opts.budget}")
     if opts.fuse not in ("auto", "rolling", "split-k"):
