@@ -21,10 +21,8 @@ holds the body once plus per layer the references to place.
 
 from __future__ import annotations
 
-import dataclasses
-from typing import TYPE_CHECKING
+from collections.abc import Callable
 
-from xdsl.context import Context
 from xdsl.dialects import arith, func
 from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, ModuleOp
 from xdsl.ir import Block, Operation, Region, SSAValue
@@ -34,10 +32,6 @@ from plmr.dialects import graph, mesh
 from plmr.dialects.graph_weights import lowered_weight, weight_ref
 from plmr.errors import PlmrError
 from plmr.passes.outline_layers import LAYER_ATTR, LEAVES, outline_function
-
-if TYPE_CHECKING:
-    from plmr.lowering.tile_to_mesh import NestPlan
-    from plmr.passes.pipeline import CompileOptions
 
 
 def _part(fn: func.FuncOp, name: str, ops: list[Operation]) -> func.FuncOp | None:
@@ -156,8 +150,12 @@ def _sequence(fn: func.FuncOp, module: ModuleOp) -> None:
     del module
 
 
+CompilePart = Callable[[ModuleOp, bool], ModuleOp]
+"""Compiles a module of one function by the whole pipeline (True: with `--fit-tiles`)."""
+
+
 def _compile_part(
-    ctx: Context, part: func.FuncOp, opts: CompileOptions, plans: list[NestPlan] | None
+    part: func.FuncOp, compile_part: CompilePart, fit_tiles: bool
 ) -> ModuleOp:
     """
     `part` compiled in a module of its own. A part cut out of a model may hold nests
@@ -165,61 +163,60 @@ def _compile_part(
     the whole model, fused otherwise, did not: such a part is blocked as `--fit-tiles`
     blocks, each block shrunk to a divisor of its dimension.
     """
-    from plmr.passes.pipeline import compile_module
-
     sub = ModuleOp([part])
-    if opts.fit_tiles:
-        return compile_module(ctx, sub, opts, plans)
+    if fit_tiles:
+        return compile_part(sub, True)
     kept = sub.clone()
     try:
-        return compile_module(ctx, sub, opts, plans)
+        return compile_part(sub, False)
     except PlmrError as e:
         if "does not divide" not in str(e):
             raise
-    return compile_module(ctx, kept, dataclasses.replace(opts, fit_tiles=True), plans)
+    return compile_part(kept, True)
 
 
 def compile_layered(
-    ctx: Context,
     module: ModuleOp,
-    opts: CompileOptions,
-    plans: list[NestPlan] | None = None,
+    compile_part: CompilePart,
+    *,
+    fit_tiles: bool = False,
+    min_ops: int = 8,
+    layers: int = 0,
 ) -> bool:
     """
-    Compiles `module` with its repeated layers compiled once (see the module docstring);
-    False (and `module` untouched) when it has no one graph function whose layers
-    repeat, or when a part does not compile on its own (then the caller compiles the
-    function whole; with `opts.layers` set, that error is raised).
+    Compiles `module` with its repeated layers compiled once (see the module docstring),
+    each part by `compile_part`; False (and `module` untouched) when it has no one graph
+    function whose layers repeat, or when a part does not compile on its own (then the
+    caller compiles the function whole; with `layers` set, that error is raised).
     """
     trial = module.clone()
     fns = [op for op in trial.ops if isinstance(op, func.FuncOp) and op.body.blocks]
     if len(fns) != 1 or not any(o.name.startswith("graph.") for o in fns[0].walk()):
-        if opts.layers:
+        if layers:
             raise PlmrError(
-                f"plmr compile: layers={opts.layers} asks for repeated layers of one "
-                f"graph function, but the program has {len(fns)} function(s) "
-                f"{'without graph ops' if len(fns) == 1 else ''}".rstrip()
+                f"plmr compile: layers={layers} asks for the repeated layers of one graph "
+                f"function, but the program has {len(fns)} function(s)"
+                + (" without graph ops" if len(fns) == 1 else "")
             )
         return False
     fn = fns[0]
-    body = outline_function(fn, trial, opts.layer_min_ops, opts.layers)
+    body = outline_function(fn, trial, min_ops, layers)
     if body is None:
         return False
     parts = split_layers(fn, body)
     body.detach()
     body.sym_visibility = None
-    inner = dataclasses.replace(opts, outline_layers=False)
     where = InsertPoint.after(fn)
     try:
         for part in (body, *parts):
             # Each part has its own blocking search: one blocking need not suit them all.
-            sub = _compile_part(ctx, part, inner, plans)
+            sub = _compile_part(part, compile_part, fit_tiles)
             for op in list(sub.ops):
                 op.detach()
                 Rewriter.insert_op(op, where)
                 where = InsertPoint.after(op)
     except PlmrError:
-        if opts.layers:
+        if layers:
             raise
         # A part that does not compile on its own: the function is compiled whole.
         return False
@@ -233,4 +230,4 @@ def compile_layered(
     return True
 
 
-__all__ = ["compile_layered", "split_layers"]
+__all__ = ["CompilePart", "compile_layered", "split_layers"]

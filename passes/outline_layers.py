@@ -33,13 +33,14 @@ asks for exactly N copies and is an error when the function does not hold them;
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 from xdsl.context import Context
 from xdsl.dialects import func
 from xdsl.dialects.builtin import IntegerAttr, ModuleOp, StringAttr, i64
-from xdsl.ir import Block, Operation, Region, SSAValue
+from xdsl.ir import Block, Operation, OpResult, Region, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
@@ -124,7 +125,7 @@ def _same_leaf(values: list[SSAValue]) -> Operation | None:
     return first
 
 
-def _body_name(values: list[SSAValue], layer0: str) -> str | None:
+def _body_name(values: Sequence[SSAValue], layer0: str) -> str | None:
     """`model.layers.N.mlp.up` from the layers' `model.layers.0.mlp.up`, ..."""
     hints = [v.name_hint for v in values]
     if any(h is None for h in hints):
@@ -176,9 +177,7 @@ def _plan(blocks: list[list[Operation]]) -> _Plan | None:
                 for i, v in enumerate(values)
             ]
             if inside[0] is not None or any(k is not None for k in inside):
-                if len(set(inside)) != 1 or any(
-                    values[i].index != values[0].index for i in range(len(values))
-                ):
+                if len(set(inside)) != 1 or len({_result_index(v) for v in values}) != 1:
                     return None
                 continue
             leaf = _same_leaf(values)
@@ -383,12 +382,16 @@ def outline_function(
     return None
 
 
+def _result_index(value: SSAValue) -> int:
+    return value.index if isinstance(value, OpResult) else -1
+
+
 def _free_name(module: ModuleOp, base: str) -> str:
-    names = {
-        op.properties["sym_name"].data
-        for op in module.ops
-        if isinstance(op.properties.get("sym_name"), StringAttr)
-    }
+    names: set[str] = set()
+    for op in module.ops:
+        sym = op.properties.get("sym_name")
+        if isinstance(sym, StringAttr):
+            names.add(sym.data)
     name, k = base, 1
     while name in names:
         name, k = f"{base}{k}", k + 1

@@ -16,6 +16,7 @@ ties going to larger blocks.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -104,7 +105,19 @@ def compile_module(
     if opts.outline_layers and _graph_ops(module):
         from plmr.passes.layer_programs import compile_layered
 
-        if compile_layered(ctx, module, opts, plans):
+        def compile_part(part: ModuleOp, fit: bool) -> ModuleOp:
+            inner = dataclasses.replace(
+                opts, outline_layers=False, fit_tiles=opts.fit_tiles or fit
+            )
+            return compile_module(ctx, part, inner, plans)
+
+        if compile_layered(
+            module,
+            compile_part,
+            fit_tiles=opts.fit_tiles,
+            min_ops=opts.layer_min_ops,
+            layers=opts.layers,
+        ):
             return module
     hits, misses = memo.stats()
     tile_hits, tile_misses = tile_memo.stats()

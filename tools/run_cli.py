@@ -113,7 +113,8 @@ def run_cmd(
 ) -> None:
     """
     Run PROGRAM (an .mlir file at any level) with plmr's reference semantics; a
-    mesh.program runs on the modelled wafer and prints its report."""
+    mesh.program (or a function of mesh.runs, a model compiled with its repeated layers
+    once) runs on the modelled wafer and prints its report."""
     from plmr.dialects.context import load_module
     from plmr.runtime.running import (
         check_entry_memory,
@@ -162,7 +163,7 @@ def run_cmd(
     ):
         raise PlmrError(
             "--device, --mode, --relay, --report, --trace, --heatmap and --exact apply to "
-            "mesh.program entries only"
+            "mesh.program entries only (and functions of mesh.run)"
         )
     results, report = run_entry(
         module,

@@ -74,12 +74,14 @@ def test_compiled_layers_equal_the_reference(
     )
     src_fn = select_entry(source, None)
     fn = select_entry(module, None)
-    assert isinstance(src_fn, func.FuncOp) and isinstance(fn, func.FuncOp)
+    assert isinstance(src_fn, func.FuncOp)
+    assert isinstance(fn, func.FuncOp)
     for seed in range(2):
         inputs = random_inputs(src_fn, seed)
         want = run_function(source, src_fn, inputs)
         got, report = run_entry(module, fn, inputs)
-        assert report is not None and report.cycles > 0
+        assert report is not None
+        assert report.cycles > 0
         scale = float(np.abs(want[0]).max())
         assert float(np.abs(got[0] - want[0]).max()) <= 1e-5 * scale
 
@@ -117,7 +119,8 @@ def test_timing_runs_the_layer_program_once(compiled: dict[int, tuple[ModuleOp, 
     inputs = random_inputs(fn, 0)
     _, functional = run_entry(module, fn, inputs)
     _, timing = run_entry(module, fn, inputs, mode="timing")
-    assert functional is not None and timing is not None
+    assert functional is not None
+    assert timing is not None
     assert timing.simulated_layers == 1
     assert timing.extrapolated_layers >= 3
     assert abs(timing.cycles - functional.cycles) <= 0.01 * functional.cycles
@@ -162,6 +165,6 @@ def test_a_run_of_a_missing_program_is_refused():
     }
     """
     with pytest.raises(
-        PlmrError, match="runs @nowhere, but the module has no mesh.program"
+        PlmrError, match=r"runs @nowhere, but the module has no mesh\.program"
     ):
         parse_module(text)

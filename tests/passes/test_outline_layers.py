@@ -77,7 +77,8 @@ def test_outlined_export_computes_what_the_export_computes(tmp_path: Path, layer
     assert len({id(op) for w in leaves for op in w}) == 7 * layers
     for i, w in enumerate(leaves):
         names = [str(op.properties["name"]) for op in w if op.name == "graph.weight"]
-        assert names and all(f"layers.{i}." in n for n in names)
+        assert names
+        assert all(f"layers.{i}." in n for n in names)
     assert not any(op.name == "graph.weight" for op in body.walk())
 
 
@@ -94,7 +95,8 @@ def test_depth_does_not_grow_the_body(tmp_path: Path):
 
 @pytest.mark.parametrize("name", ["llama_prefill", "qwen2_decode", "mistral_decode"])
 def test_hf_export_outlined_gives_torch_outputs(name: str):
-    """The exports of examples/hf (2 layers; the RoPE tables and the mask are computed
+    """
+    The exports of examples/hf (2 layers; the RoPE tables and the mask are computed
     inside the first layer and reused by the second) outline into one body."""
     module = import_onnx_file(str(HF / f"{name}.onnx"))
     GraphOutlineLayersPass().apply(make_context(), module)
@@ -154,7 +156,8 @@ def test_layers_that_differ_in_structure_are_not_merged():
 
 
 def test_layers_with_weights_as_arguments_are_not_layers():
-    """The same ops on weights the caller passes are not a layer's weights: no weight of
+    """
+    The same ops on weights the caller passes are not a layer's weights: no weight of
     the function differs between the copies, so nothing is outlined."""
     module = parse_module(layers_text("silu", weights_as_arguments=True))
     before = str(module)
