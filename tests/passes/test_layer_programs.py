@@ -168,3 +168,24 @@ def test_a_run_of_a_missing_program_is_refused():
         PlmrError, match=r"runs @nowhere, but the module has no mesh\.program"
     ):
         parse_module(text)
+
+
+def test_plmr_compile_refuses_a_layer_count_the_model_lacks(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+):
+    from plmr.tools.cli import main as plmr_main
+
+    model = tmp_path / "m.onnx"
+    write_llama_onnx(
+        model, LlamaOnnxConfig(hidden=32, heads=4, kv_heads=2, ffn=64, vocab=64, layers=2)
+    )
+    out = tmp_path / "m.mesh.mlir"
+    fast = ["--grid", "2x2", "--no-substitute", "--tile-sizes", "8,8", "--fit-tiles"]
+    assert plmr_main(["compile", str(model), *fast, "--layers", "3", "-o", str(out)]) != 0
+    err = capsys.readouterr().err
+    assert "layers=3 was asked, but the function holds no 3 consecutive copies" in err
+    assert "Traceback" not in err
+    assert not out.exists()
+    assert plmr_main(["compile", str(model), *fast, "--layers", "1", "-o", str(out)]) != 0
+    assert "layers must be 0 (whatever repeats) or >= 2, got 1" in capsys.readouterr().err
+    assert not out.exists()
