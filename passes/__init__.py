@@ -63,6 +63,11 @@ def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
 
         return GraphKvStatePass
 
+    def graph_outline_layers() -> type[ModulePass]:
+        from plmr.passes.outline_layers import GraphOutlineLayersPass
+
+        return GraphOutlineLayersPass
+
     def transpose_elim() -> type[ModulePass]:
         from plmr.passes.transpose_elim import TransposeElimPass
 
@@ -110,6 +115,7 @@ def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
         "graph-defer-norm-scale": graph_defer_norm_scale,
         "graph-merge-matmuls": graph_merge_matmuls,
         "graph-kv-state": graph_kv_state,
+        "graph-outline-layers": graph_outline_layers,
         "mesh-route": mesh_route,
         "mesh-pack-allreduces": mesh_pack_allreduces,
         "mesh-fuse-softmax": mesh_fuse_softmax,

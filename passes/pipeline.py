@@ -16,6 +16,7 @@ ties going to larger blocks.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -75,6 +76,13 @@ class CompileOptions:
     """One allreduce for independent sibling nests (mesh-pack-allreduces)."""
     fuse_softmax: bool = True
     """One softmax allreduce for a split-K softmax's max and sums (mesh-fuse-softmax)."""
+    outline_layers: bool = False
+    """Compile repeated layers once (graph-outline-layers, `passes/layer_programs.py`):
+    the result is a sequence of program runs (`mesh.run`) when layers repeat."""
+    layers: int = 0
+    """The number of repeated layers required (0: whatever repeats)."""
+    layer_min_ops: int = 8
+    """The smallest repeated subgraph compiled once."""
 
 
 def _has(module: ModuleOp, dialect_ops: tuple[type[Operation], ...]) -> bool:
@@ -100,6 +108,23 @@ def compile_module(
 
     mesh_opts = _check_options(opts)
     check_sizes(module)
+    if opts.outline_layers and _graph_ops(module):
+        from plmr.passes.layer_programs import compile_layered
+
+        def compile_part(part: ModuleOp, fit: bool) -> ModuleOp:
+            inner = dataclasses.replace(
+                opts, outline_layers=False, fit_tiles=opts.fit_tiles or fit
+            )
+            return compile_module(ctx, part, inner, plans)
+
+        if compile_layered(
+            module,
+            compile_part,
+            fit_tiles=opts.fit_tiles,
+            min_ops=opts.layer_min_ops,
+            layers=opts.layers,
+        ):
+            return module
     hits, misses = memo.stats()
     tile_hits, tile_misses = tile_memo.stats()
     to_loop_level(ctx, module, opts)
@@ -119,6 +144,15 @@ def _check_options(opts: CompileOptions) -> Options:
     mesh_opts = parse_options(
         opts.grid, opts.device, opts.gemm, opts.gemv, opts.k, opts.groups
     )
+    if opts.layers < 0 or opts.layers == 1:
+        raise PassOptionError(
+            f"plmr compile: layers must be 0 (whatever repeats) or >= 2, got {opts.layers}"
+        )
+    if opts.layers and not opts.outline_layers:
+        raise PassOptionError(
+            "plmr compile: a number of layers asks for repeated layers compiled once; "
+            "drop it or the option that compiles every layer"
+        )
     if opts.budget < 0:
         raise PassOptionError(f"plmr compile: budget must be >= 0, got {opts.budget}")
     if opts.fuse not in ("auto", "rolling", "split-k"):

@@ -22,7 +22,7 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Attribute, SSAValue
 from xdsl.utils.hints import isa
 
-from plmr.dialects import graph, mesh
+from plmr.dialects import graph, mesh, tile
 from plmr.errors import PlmrError
 from plmr.runtime.reference import Array, ReferenceEvaluator, tensor_dtype
 from plmr.runtime.report import Report
@@ -74,6 +74,11 @@ def result_names(fn: Entry) -> list[str]:
         ]
     attrs = None if fn.res_attrs is None else list(fn.res_attrs.data)
     return [_named(attrs, i) or f"out{i}" for i in range(n)]
+
+
+def on_wafer(fn: Entry) -> bool:
+    """Whether `fn` runs on the modelled wafer: a mesh program or a sequence of them."""
+    return isinstance(fn, mesh.ProgramOp) or mesh.runs_programs(fn)
 
 
 def functions(module: ModuleOp) -> list[func.FuncOp]:
@@ -201,8 +206,19 @@ def _index_bound(value: SSAValue, depth: int = 0) -> int | None:
         if isinstance(op, graph.GatherOp | graph.GatherElementsOp) and use.index == 1:
             shape = graph.static_shape(op.data, "data")
             size = shape[op.axis.value.data % len(shape)]
+        elif isinstance(op, tile.LookupOp) and use.index == 1:
+            shape = graph.static_shape(op.table, "table")
+            size = shape[op.axis.value.data % len(shape)]
         elif isinstance(op, _VALUE_PRESERVING) and depth < 8:
             size = _index_bound(op.results[0], depth + 1)
+        elif isinstance(op, mesh.RunOp | mesh.ScatterOp) and depth < 8:
+            # Through a program run (a sequence of programs) to the program's input.
+            inner = (
+                op.program().body.block.args[use.index]
+                if isinstance(op, mesh.RunOp)
+                else op.result
+            )
+            size = _index_bound(inner, depth + 1)
         if size is not None:
             bound = size if bound is None else min(bound, size)
     return bound
@@ -288,6 +304,12 @@ def run_entry(
     `state`, a mesh program's named state stays on the wafer (`args`: its host inputs).
     """
     if isinstance(fn, func.FuncOp):
+        if mesh.runs_programs(fn):
+            from plmr.runtime.sequence import run_sequence
+
+            return run_sequence(
+                fn, args, device=device, mode=mode, relay=relay, exact=exact
+            )
         return run_function(module, fn, args), None
     from plmr.runtime.device import get_device
     from plmr.runtime.interpreter import MeshRuntime

@@ -70,6 +70,20 @@ if TYPE_CHECKING:
     "user's export of full width compiles on a large grid (plmr bench pads its own "
     "models instead).",
 )
+@click.option(
+    "--no-outline-layers",
+    is_flag=True,
+    help="Compile every layer of a model whose layers repeat (by default a repeated "
+    "layer is compiled once and run once per layer with its weights).",
+)
+@click.option(
+    "--layers",
+    type=int,
+    default=0,
+    show_default=True,
+    help="The number of repeated layers the model must hold (0: whatever repeats); "
+    "an error if it does not hold them.",
+)
 @click.option("--no-substitute", is_flag=True, help="Skip the TASO graph substitutions.")
 @click.option(
     "--no-defer-norm-scale",
@@ -187,6 +201,8 @@ def compile_cmd(
     k: int,
     tile_sizes: str | None,
     fit_tiles: bool,
+    no_outline_layers: bool,
+    layers: int,
     no_substitute: bool,
     no_defer_norm_scale: bool,
     no_pack: bool,
@@ -243,6 +259,8 @@ def compile_cmd(
         k=k,
         tile_sizes=sizes,
         fit_tiles=fit_tiles,
+        outline_layers=not no_outline_layers,
+        layers=layers,
         substitute=not no_substitute,
         defer_norm_scale=not no_defer_norm_scale,
         pack_allreduces=not no_pack,

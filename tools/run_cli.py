@@ -113,12 +113,13 @@ def run_cmd(
 ) -> None:
     """
     Run PROGRAM (an .mlir file at any level) with plmr's reference semantics; a
-    mesh.program runs on the modelled wafer and prints its report."""
+    mesh.program (or a function of mesh.runs, a model compiled with its repeated layers
+    once) runs on the modelled wafer and prints its report."""
     from plmr.dialects.context import load_module
     from plmr.runtime.running import (
-        MeshEntry,
         check_entry_memory,
         load_inputs,
+        on_wafer,
         random_inputs,
         result_names,
         run_entry,
@@ -143,7 +144,7 @@ def run_cmd(
     if inputs is not None:
         args = load_inputs(fn, inputs)
         origin = f"inputs from {inputs}"
-    elif isinstance(fn, MeshEntry) and mode == "timing":
+    elif on_wafer(fn) and mode == "timing":
         # Timing mode carries shapes only: zero-stride inputs, whatever the sizes.
         args = zero_inputs(fn, broadcast=True)
         origin = "shapes only (timing mode)"
@@ -151,7 +152,7 @@ def run_cmd(
         seed = 0 if seed is None else seed
         args = random_inputs(fn, seed)
         origin = f"random inputs (seed {seed})"
-    if not isinstance(fn, MeshEntry) and (
+    if not on_wafer(fn) and (
         device
         or relay
         or report_path
@@ -162,7 +163,7 @@ def run_cmd(
     ):
         raise PlmrError(
             "--device, --mode, --relay, --report, --trace, --heatmap and --exact apply to "
-            "mesh.program entries only"
+            "mesh.program entries only (and functions of mesh.run)"
         )
     results, report = run_entry(
         module,

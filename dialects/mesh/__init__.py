@@ -12,7 +12,8 @@ local blocks, computes with `tile` ops, and communicates with collectives —
 `mesh.shift` (on a linear, torus or interleaved ring), `mesh.broadcast`, `mesh.reduce`,
 `mesh.allreduce` (K-tree, pipeline or ring; the last three also within segments of
 consecutive PEs) — or point to point with `mesh.send` /
-`mesh.recv` on a color. `mesh-route` lowers collectives to colors and explicit route
+`mesh.recv` on a color. `mesh.run` runs a program from a host function: a model whose
+repeated layers were outlined runs one layer's program once per layer. `mesh-route` lowers collectives to colors and explicit route
 rules (`mesh.route`): which routers forward which color from which port to which ports.
 """
 
@@ -62,6 +63,7 @@ from plmr.dialects.mesh.program import (
     enclosing_program,
     grid_of,
 )
+from plmr.dialects.mesh.sequence import RunOp, runs_programs
 
 __all__ = [
     "LAYOUT_MODES",
@@ -89,6 +91,7 @@ __all__ = [
     "Ring",
     "RingAttr",
     "RouteOp",
+    "RunOp",
     "ScatterOp",
     "SendOp",
     "ShiftOp",
@@ -99,6 +102,7 @@ __all__ = [
     "enclosing_program",
     "grid_of",
     "i64_attr",
+    "runs_programs",
     "segment_of",
     "split_counts",
 ]
@@ -119,6 +123,7 @@ Mesh = Dialect(
         SendOp,
         RecvOp,
         RouteOp,
+        RunOp,
     ],
     [
         AxisAttr,

@@ -1,0 +1,233 @@
+"""
+Compiling a model layer by layer: its repeated layers compiled once.
+
+`compile_layered` is what `plmr compile` does with a graph function whose layers repeat
+(`graph-outline-layers` finds them):
+
+1. the function's repeated layers become one body function `@F.layer` and one
+   `func.call` per layer, passing that layer's weights;
+2. the ops before the first layer become `@F.pre` and those after the last `@F.post`
+   (each with the weights it reads);
+3. each of the three functions is compiled by the whole pipeline (its own blocking
+   search) to a `mesh.program`: the body's program is compiled once, whatever the depth;
+4. `@F` becomes a sequence of program runs: `mesh.run @F.pre`, `mesh.run @F.layer`
+   once per layer with that layer's weights (references, `arith.constant`s of a
+   `dense_resource`), `mesh.run @F.post`.
+
+The weight arguments of `@F.layer` are placed by the body program's `mesh.scatter`s, so
+every layer's weights take the layout the one compiled body chose for them: the program
+holds the body once plus per layer the references to place.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from xdsl.dialects import arith, func
+from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, ModuleOp
+from xdsl.ir import Block, Operation, Region, SSAValue
+from xdsl.rewriter import InsertPoint, Rewriter
+
+from plmr.dialects import graph, mesh
+from plmr.dialects.graph_weights import lowered_weight, weight_ref
+from plmr.errors import PlmrError
+from plmr.passes.outline_layers import LAYER_ATTR, LEAVES, outline_function
+
+
+def _part(fn: func.FuncOp, name: str, ops: list[Operation]) -> func.FuncOp | None:
+    """
+    Moves `ops` (computing ops of `fn`, in order) into a new function `name` and calls
+    it in their place; the leaves they read are cloned in. None if `ops` is empty.
+    """
+    if not ops:
+        return None
+    members = set(ops)
+    inputs: list[SSAValue] = []
+    leaves: list[Operation] = []
+    for op in ops:
+        for v in op.operands:
+            owner = v.owner
+            if isinstance(owner, Operation) and owner in members:
+                continue
+            if isinstance(owner, LEAVES):
+                if owner not in leaves:
+                    leaves.append(owner)
+            elif v not in inputs:
+                inputs.append(v)
+    outputs = [
+        r
+        for op in ops
+        for r in op.results
+        if any(use.operation not in members for use in r.uses)
+    ]
+    block = Block(arg_types=[v.type for v in inputs])
+    mapping: dict[SSAValue, SSAValue] = {}
+    for arg, v in zip(block.args, inputs, strict=True):
+        mapping[v] = arg
+        if v.name_hint:
+            arg.name_hint = v.name_hint
+    for leaf in leaves:
+        clone = leaf.clone()
+        block.add_op(clone)
+        mapping[leaf.results[0]] = clone.results[0]
+        clone.results[0].name_hint = leaf.results[0].name_hint
+    for op in ops:
+        clone = op.clone()
+        clone.operands = [mapping.get(v, v) for v in op.operands]
+        block.add_op(clone)
+        for old, new in zip(op.results, clone.results, strict=True):
+            mapping[old] = new
+            new.name_hint = old.name_hint
+    block.add_op(func.ReturnOp(*[mapping[v] for v in outputs]))
+    part = func.FuncOp(
+        name, ([v.type for v in inputs], [v.type for v in outputs]), Region(block)
+    )
+    # The names of the model's inputs, for the programs' records.
+    if fn.arg_attrs is not None:
+        by_arg = {a: attrs for a, attrs in zip(fn.args, fn.arg_attrs.data, strict=True)}
+        part.arg_attrs = ArrayAttr(
+            [by_arg.get(v, DictionaryAttr({})) for v in inputs]  # type: ignore[arg-type]
+        )
+    call = func.CallOp(name, inputs, [v.type for v in outputs])
+    Rewriter.insert_op(call, InsertPoint.after(ops[-1]))
+    for old, new in zip(outputs, call.results, strict=True):
+        if old.name_hint:
+            new.name_hint = old.name_hint
+        for use in list(old.uses):
+            if use.operation not in members:
+                use.operation.operands[use.index] = new
+    for op in reversed(ops):
+        op.detach()
+        op.erase()
+    for leaf in leaves:
+        if not leaf.results[0].uses:
+            leaf.detach()
+            leaf.erase()
+    return part
+
+
+def split_layers(fn: func.FuncOp, body: func.FuncOp) -> list[func.FuncOp]:
+    """
+    Splits an outlined `fn` into `@F.pre` and `@F.post` around its layer calls; `fn`
+    is left calling them. Returns the new functions.
+    """
+    ops = list(fn.body.block.ops)
+    callee = body.sym_name.data
+    calls = [
+        i
+        for i, op in enumerate(ops)
+        if isinstance(op, func.CallOp) and op.callee.string_value() == callee
+    ]
+    first, last = calls[0], calls[-1]
+
+    def computing(op: Operation) -> bool:
+        return not isinstance(op, (*LEAVES, func.ReturnOp, func.CallOp))
+
+    stray = [op for op in ops[first:last] if computing(op)]
+    assert not stray, "outlined layers are consecutive"
+    name = fn.sym_name.data
+    pre = _part(fn, f"{name}.pre", [op for op in ops[:first] if computing(op)])
+    post = _part(fn, f"{name}.post", [op for op in ops[last:] if computing(op)])
+    return [p for p in (pre, post) if p is not None]
+
+
+def _sequence(fn: func.FuncOp, module: ModuleOp) -> None:
+    """`fn`'s calls become `mesh.run`s, its leaves host constants (weights by reference)."""
+    for op in list(fn.body.block.ops):
+        if isinstance(op, func.CallOp):
+            run = mesh.RunOp(
+                op.callee.string_value(), list(op.arguments), list(op.res.types)
+            )
+            if LAYER_ATTR in op.attributes:
+                run.attributes[LAYER_ATTR] = op.attributes[LAYER_ATTR]
+            Rewriter.replace_op(op, run)
+        elif isinstance(op, graph.WeightOp):
+            ref = weight_ref(op)
+            assert ref is not None
+            Rewriter.replace_op(op, lowered_weight(ref))
+        elif isinstance(op, graph.ConstantOp):
+            Rewriter.replace_op(op, arith.ConstantOp(op.value))
+    del module
+
+
+CompilePart = Callable[[ModuleOp, bool], ModuleOp]
+"""Compiles a module of one function by the whole pipeline (True: with `--fit-tiles`)."""
+
+
+def _compile_part(
+    part: func.FuncOp, compile_part: CompilePart, fit_tiles: bool
+) -> ModuleOp:
+    """
+    `part` compiled in a module of its own. A part cut out of a model may hold nests
+    that no fixed blocking divides (a split-K chunk of a 72-row cache: 18 rows), which
+    the whole model, fused otherwise, did not: such a part is blocked as `--fit-tiles`
+    blocks, each block shrunk to a divisor of its dimension.
+    """
+    sub = ModuleOp([part])
+    if fit_tiles:
+        return compile_part(sub, True)
+    kept = sub.clone()
+    try:
+        return compile_part(sub, False)
+    except PlmrError as e:
+        if "does not divide" not in str(e):
+            raise
+    return compile_part(kept, True)
+
+
+def compile_layered(
+    module: ModuleOp,
+    compile_part: CompilePart,
+    *,
+    fit_tiles: bool = False,
+    min_ops: int = 8,
+    layers: int = 0,
+) -> bool:
+    """
+    Compiles `module` with its repeated layers compiled once (see the module docstring),
+    each part by `compile_part`; False (and `module` untouched) when it has no one graph
+    function whose layers repeat, or when a part does not compile on its own (then the
+    caller compiles the function whole; with `layers` set, that error is raised).
+    """
+    trial = module.clone()
+    fns = [op for op in trial.ops if isinstance(op, func.FuncOp) and op.body.blocks]
+    if len(fns) != 1 or not any(o.name.startswith("graph.") for o in fns[0].walk()):
+        if layers:
+            raise PlmrError(
+                f"plmr compile: layers={layers} asks for the repeated layers of one graph "
+                f"function, but the program has {len(fns)} function(s)"
+                + (" without graph ops" if len(fns) == 1 else "")
+            )
+        return False
+    fn = fns[0]
+    body = outline_function(fn, trial, min_ops, layers)
+    if body is None:
+        return False
+    parts = split_layers(fn, body)
+    body.detach()
+    body.sym_visibility = None
+    where = InsertPoint.after(fn)
+    try:
+        for part in (body, *parts):
+            # Each part has its own blocking search: one blocking need not suit them all.
+            sub = _compile_part(part, compile_part, fit_tiles)
+            for op in list(sub.ops):
+                op.detach()
+                Rewriter.insert_op(op, where)
+                where = InsertPoint.after(op)
+    except PlmrError:
+        if layers:
+            raise
+        # A part that does not compile on its own: the function is compiled whole.
+        return False
+    _sequence(fn, trial)
+    for op in list(module.ops):
+        op.detach()
+        op.erase()
+    for op in list(trial.ops):
+        op.detach()
+        module.body.block.add_op(op)
+    return True
+
+
+__all__ = ["CompilePart", "compile_layered", "split_layers"]

@@ -1,0 +1,161 @@
+"""
+Running a sequence of mesh programs: a model compiled with its repeated layers outlined
+(`mesh.run`, `passes/layer_programs.py`).
+
+The function's ops run in order: a host constant is its value (a weight by reference is
+mapped from its file, and a timing run never opens it), a `mesh.run` runs its program on
+the modelled wafer with the values of its operands. Each layer runs the one layer
+program with its own weights, one after the other, so in functional mode every layer's
+results are computed. The programs run one after another, so the step's time is the sum
+of their times. In timing mode a program run again on inputs of the same shapes takes
+the same time (the wafer model is deterministic and programs do not overlap): the first
+run of the layer program is simulated and the later layers reuse its figures, the
+steady state of `plmr bench` reached at once.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from xdsl.dialects import arith, func
+from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, TensorType
+from xdsl.ir import SSAValue
+
+from plmr.dialects import mesh
+from plmr.dialects.graph_weights import weight_ref
+from plmr.errors import PlmrError
+from plmr.runtime.reference import Array, dense_to_numpy, tensor_dtype
+from plmr.runtime.report import OpTime, Report
+from plmr.runtime.weights import load_weight
+
+
+def _constant(op: arith.ConstantOp, mode: str) -> Array:
+    ref = weight_ref(op)
+    t = op.result.type
+    assert isinstance(t, TensorType)
+    if ref is not None:
+        if mode == "timing":
+            dtype = tensor_dtype(t)  # pyright: ignore[reportUnknownArgumentType]
+            return np.broadcast_to(np.zeros((), dtype), tuple(t.get_shape()))
+        return load_weight(ref)
+    if not isinstance(op.value, DenseIntOrFPElementsAttr):
+        raise PlmrError(f"a host constant of a program sequence must be dense: {op.value}")
+    return dense_to_numpy(op.value)
+
+
+def combine(program: str, runs: Sequence[Report]) -> Report:
+    """One report of programs run one after the other (times and bytes add up)."""
+    last = runs[0]
+    ops: dict[str, OpTime] = {}
+    for r in runs:
+        for o in r.ops:
+            acc = ops.setdefault(o.name, OpTime(o.name))
+            acc.count += o.count
+            acc.cycles += o.cycles
+    peak = max(runs, key=lambda r: r.max_sram_bytes)
+    slowest = max(runs, key=lambda r: r.cycles)
+    means = [r.mean_comm_cycles for r in runs]
+    return dataclasses.replace(
+        last,
+        program=program,
+        cycles=sum(r.cycles for r in runs),
+        seconds=sum(r.seconds for r in runs),
+        compute_cycles=sum(r.compute_cycles for r in runs),
+        comm_cycles=sum(r.comm_cycles for r in runs),
+        idle_cycles=sum(r.idle_cycles for r in runs),
+        comm_busy_cycles=sum(r.comm_busy_cycles for r in runs),
+        mean_compute_cycles=sum(r.mean_compute_cycles for r in runs),
+        mean_comm_cycles=None
+        if any(m is None for m in means)
+        else sum(m or 0.0 for m in means),
+        bytes_moved=sum(r.bytes_moved for r in runs),
+        hop_bytes=sum(r.hop_bytes for r in runs),
+        max_sram_bytes=peak.max_sram_bytes,
+        sram_peak_at=peak.sram_peak_at,
+        max_routes=max(r.max_routes for r in runs),
+        critical_pe=slowest.critical_pe,
+        ops=sorted(ops.values(), key=lambda o: -o.cycles),
+        simulation_seconds=sum(r.simulation_seconds for r in runs),
+        host_lookup_bytes=sum(r.host_lookup_bytes for r in runs),
+        host_lookup_cycles=sum(r.host_lookup_cycles for r in runs),
+        relayed_collectives=sum(r.relayed_collectives for r in runs),
+        exact=all(r.exact for r in runs),
+        extrapolated_loops=sum(r.extrapolated_loops for r in runs),
+        extrapolated_iterations=sum(r.extrapolated_iterations for r in runs),
+        extrapolated_layers=sum(r.extrapolated_layers for r in runs),
+        extrapolated_stages=sum(r.extrapolated_stages for r in runs),
+        simulated_layers=sum(r.simulated_layers for r in runs),
+        host_in_bytes=sum(r.host_in_bytes for r in runs),
+        host_out_bytes=sum(r.host_out_bytes for r in runs),
+        resident_bytes=max(r.resident_bytes for r in runs),
+        state_moved_bytes=sum(r.state_moved_bytes for r in runs),
+        finish=None,
+        compute=None,
+    )
+
+
+def run_sequence(
+    fn: func.FuncOp,
+    args: Sequence[Array],
+    *,
+    device: str | None = None,
+    mode: str = "functional",
+    relay: bool = False,
+    exact: bool = False,
+) -> tuple[list[Array], Report]:
+    """
+    Runs `fn`, a sequence of `mesh.run`s (see the module docstring): its results and
+    the report of the whole step. In timing mode a layer program's later runs reuse the
+    figures of its first.
+    """
+    from plmr.runtime.device import get_device
+    from plmr.runtime.interpreter import MeshRuntime
+
+    inputs = fn.function_type.inputs.data
+    if len(args) != len(inputs):
+        raise PlmrError(
+            f"@{fn.sym_name.data} takes {len(inputs)} arguments, got {len(args)}"
+        )
+    env: dict[SSAValue, Any] = dict(zip(fn.args, args, strict=True))
+    runs: list[Report] = []
+    timed: dict[str, tuple[list[Array], Report]] = {}
+    layers_simulated = layers_reused = 0
+    for op in fn.body.block.ops:
+        if isinstance(op, func.ReturnOp):
+            report = combine(fn.sym_name.data, runs)
+            report.simulated_layers = layers_simulated
+            report.extrapolated_layers += layers_reused
+            return [env[v] for v in op.arguments], report
+        if isinstance(op, arith.ConstantOp):
+            env[op.result] = _constant(op, mode)
+            continue
+        if not isinstance(op, mesh.RunOp):
+            raise PlmrError(
+                f"'{op.name}' in @{fn.sym_name.data}: a program sequence holds host "
+                "constants and mesh.run only"
+            )
+        program = op.program()
+        name = program.sym_name.data
+        is_layer = "plmr.layer" in op.attributes
+        if mode == "timing" and name in timed:
+            results, report = timed[name]
+            layers_reused += int(is_layer)
+        else:
+            dev = get_device(device if device is not None else program.device.spec.data)
+            runtime = MeshRuntime(dev, mode, relay, exact=exact)
+            with np.errstate(all="ignore"):
+                results, report = runtime.run_program(
+                    program, [env[v] for v in op.arguments]
+                )
+            timed[name] = (results, report)
+            layers_simulated += int(is_layer)
+        runs.append(report)
+        for value, result in zip(op.results, results, strict=True):
+            env[value] = result
+    raise PlmrError(f"@{fn.sym_name.data} has no func.return")
+
+
+__all__ = ["combine", "run_sequence"]

@@ -1,0 +1,191 @@
+"""
+`plmr compile` of a decoder whose layers repeat: one layer program, run once per layer
+with that layer's weights, equal to the reference semantics; the IR does not grow with
+depth but by the weights' references; timing runs the layer program once.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from xdsl.dialects import arith, func
+from xdsl.dialects.builtin import ModuleOp
+
+from plmr.dialects import mesh
+from plmr.dialects.context import make_context, parse_module
+from plmr.dialects.graph_weights import weight_ref
+from plmr.errors import PassOptionError, PlmrError
+from plmr.frontend.onnx import import_onnx_file
+from plmr.models.llama_onnx import LlamaOnnxConfig, write_llama_onnx
+from plmr.passes.pipeline import CompileOptions, compile_module
+from plmr.runtime.running import random_inputs, run_entry, run_function, select_entry
+
+OPTIONS = CompileOptions(
+    grid=(2, 2), outline_layers=True, substitute=False, tile_sizes=(8, 8), fit_tiles=True
+)
+
+
+def export(tmp_path: Path, layers: int) -> ModuleOp:
+    """A LLaMA decoder of `layers` layers, width 32: every projection by reference."""
+    path = tmp_path / f"llama{layers}.onnx"
+    config = LlamaOnnxConfig(
+        hidden=32, heads=4, kv_heads=2, ffn=64, vocab=64, seq=8, layers=layers, seed=layers
+    )
+    write_llama_onnx(path, config)
+    return import_onnx_file(str(path))
+
+
+def runs(module: ModuleOp) -> list[mesh.RunOp]:
+    return [op for op in module.walk() if isinstance(op, mesh.RunOp)]
+
+
+def programs(module: ModuleOp) -> dict[str, mesh.ProgramOp]:
+    return {p.sym_name.data: p for p in module.ops if isinstance(p, mesh.ProgramOp)}
+
+
+@pytest.fixture(scope="module")
+def compiled(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> dict[int, tuple[ModuleOp, ModuleOp]]:
+    """Source and compiled module of the 2- and 4-layer exports."""
+    out: dict[int, tuple[ModuleOp, ModuleOp]] = {}
+    for layers in (2, 4):
+        tmp = tmp_path_factory.mktemp(f"l{layers}")
+        source = export(tmp, layers)
+        out[layers] = (source, compile_module(make_context(), source.clone(), OPTIONS))
+    return out
+
+
+@pytest.mark.parametrize("layers", [2, 4])
+def test_compiled_layers_equal_the_reference(
+    compiled: dict[int, tuple[ModuleOp, ModuleOp]], layers: int
+):
+    source, module = compiled[layers]
+    assert set(programs(module)) == {"main.pre", "main.layer", "main.post"}
+    assert [r.callee.string_value() for r in runs(module)] == [
+        "main.pre",
+        *["main.layer"] * layers,
+        "main.post",
+    ]
+    assert [int(r.attributes["plmr.layer"].value.data) for r in runs(module)[1:-1]] == list(
+        range(layers)
+    )
+    src_fn = select_entry(source, None)
+    fn = select_entry(module, None)
+    assert isinstance(src_fn, func.FuncOp)
+    assert isinstance(fn, func.FuncOp)
+    for seed in range(2):
+        inputs = random_inputs(src_fn, seed)
+        want = run_function(source, src_fn, inputs)
+        got, report = run_entry(module, fn, inputs)
+        assert report is not None
+        assert report.cycles > 0
+        scale = float(np.abs(want[0]).max())
+        assert float(np.abs(got[0] - want[0]).max()) <= 1e-5 * scale
+
+
+def test_each_layer_runs_with_its_own_weights(
+    compiled: dict[int, tuple[ModuleOp, ModuleOp]],
+):
+    _, module = compiled[4]
+    layer_runs = runs(module)[1:-1]
+    refs: list[set[str]] = []
+    for run in layer_runs:
+        owners = [v.owner for v in run.arguments if isinstance(v.owner, arith.ConstantOp)]
+        names = {ref.name for o in owners if (ref := weight_ref(o)) is not None}
+        assert len(names) == 7
+        refs.append(names)
+    for i, names in enumerate(refs):
+        assert all(f"layers.{i}." in n for n in names)
+
+
+def test_the_mesh_ir_holds_the_body_once(compiled: dict[int, tuple[ModuleOp, ModuleOp]]):
+    two, four = compiled[2][1], compiled[4][1]
+    # The layer program is the same text whatever the depth.
+    assert str(programs(two)["main.layer"]) == str(programs(four)["main.layer"])
+    body = len(str(programs(two)["main.layer"]))
+    per_layer = (len(str(four)) - len(str(two))) / 2
+    # A layer more costs its weights' references and one mesh.run, not a body.
+    assert 0 < per_layer < 0.05 * body
+    assert per_layer < 3000
+
+
+def test_timing_runs_the_layer_program_once(compiled: dict[int, tuple[ModuleOp, ModuleOp]]):
+    _, module = compiled[4]
+    fn = select_entry(module, None)
+    assert isinstance(fn, func.FuncOp)
+    inputs = random_inputs(fn, 0)
+    _, functional = run_entry(module, fn, inputs)
+    _, timing = run_entry(module, fn, inputs, mode="timing")
+    assert functional is not None
+    assert timing is not None
+    assert timing.simulated_layers == 1
+    assert timing.extrapolated_layers >= 3
+    assert abs(timing.cycles - functional.cycles) <= 0.01 * functional.cycles
+    # Each layer takes the same time: the step is the parts' sum.
+    parts = {}
+    for name, program in programs(module).items():
+        args = [
+            np.zeros(t.get_shape(), np.float32) for t in program.function_type.inputs.data
+        ]
+        if name == "main.pre":
+            args = [np.zeros((1, 8), np.int64)]
+        _, rep = run_entry(module, program, args, mode="timing")
+        assert rep is not None
+        parts[name] = rep.cycles
+    total = parts["main.pre"] + 4 * parts["main.layer"] + parts["main.post"]
+    assert timing.cycles == pytest.approx(total, rel=1e-9)
+
+
+def test_asking_for_layers_the_model_lacks_is_one_error(tmp_path: Path):
+    source = export(tmp_path, 2)
+    with pytest.raises(PlmrError, match="layers=3 was asked"):
+        compile_module(
+            make_context(),
+            source,
+            CompileOptions(grid=(2, 2), outline_layers=True, layers=3),
+        )
+    with pytest.raises(PassOptionError, match="layers must be 0"):
+        compile_module(
+            make_context(),
+            source,
+            CompileOptions(grid=(2, 2), outline_layers=True, layers=1),
+        )
+    with pytest.raises(PassOptionError, match="compiles every layer"):
+        compile_module(make_context(), source, CompileOptions(grid=(2, 2), layers=2))
+
+
+def test_a_run_of_a_missing_program_is_refused():
+    text = """
+    func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {
+      %y = mesh.run @nowhere(%x) : (tensor<4xf32>) -> tensor<4xf32>
+      func.return %y : tensor<4xf32>
+    }
+    """
+    with pytest.raises(
+        PlmrError, match=r"runs @nowhere, but the module has no mesh\.program"
+    ):
+        parse_module(text)
+
+
+def test_plmr_compile_refuses_a_layer_count_the_model_lacks(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+):
+    from plmr.tools.cli import main as plmr_main
+
+    model = tmp_path / "m.onnx"
+    write_llama_onnx(
+        model, LlamaOnnxConfig(hidden=32, heads=4, kv_heads=2, ffn=64, vocab=64, layers=2)
+    )
+    out = tmp_path / "m.mesh.mlir"
+    fast = ["--grid", "2x2", "--no-substitute", "--tile-sizes", "8,8", "--fit-tiles"]
+    assert plmr_main(["compile", str(model), *fast, "--layers", "3", "-o", str(out)]) != 0
+    err = capsys.readouterr().err
+    assert "layers=3 was asked, but the function holds no 3 consecutive copies" in err
+    assert "Traceback" not in err
+    assert not out.exists()
+    assert plmr_main(["compile", str(model), *fast, "--layers", "1", "-o", str(out)]) != 0
+    assert "layers must be 0 (whatever repeats) or >= 2, got 1" in capsys.readouterr().err
+    assert not out.exists()
