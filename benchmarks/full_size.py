@@ -289,6 +289,7 @@ def report(case: Case, depths: list[Depth], b: dict[str, Any] | None) -> list[st
                 theirs = slowest(b["layer_nests"])
                 for a, z in zip(slowest(mine), theirs, strict=False):
                     lines.append(f"| {a} | {z} |")
+                lines.append("")
         else:
             lines.append(f"Cycles per layer: export {per:,.0f}; the bench did not run.")
         if b is not None and two.layers > 2:
