@@ -48,6 +48,13 @@ class LlamaOnnxConfig:
     rotary_dim: int | None = None
     """Partial rotary embeddings (GPT-NeoX, Phi, StableLM): RoPE turns the first
     `rotary_dim` features of each head and passes the others through; None: all of them."""
+    past: int = 0
+    """A decode step: the tokens already in the KV cache (each layer's keys and values are
+    inputs `past_key_values.{i}.key|value` of `past` positions, the new `seq` tokens at
+    positions `past, past + 1, ...` attend to them; the caches with the new tokens appended
+    are outputs `present.{i}.key|value`), as Hugging Face exports a step with a cache."""
+    present: bool = False
+    """Whether a prompt's graph (`past` 0) outputs its caches too (a decode step always does)."""
 
     @property
     def head_dim(self) -> int:
@@ -79,6 +86,8 @@ class _Writer:
         self.data = data_path.open("wb")
         self.rng = np.random.default_rng(seed)
         self.count = 0
+        self.outputs: list[tuple[str, str]] = []
+        """Outputs besides the logits (the present caches): (name, value)."""
 
     def fresh(self, hint: str) -> str:
         self.count += 1
@@ -170,17 +179,24 @@ def _layer(w: _Writer, c: LlamaOnnxConfig, i: int, x: str, k: dict[str, str]) ->
         return w.node("Transpose", [r], f"{name}_t", perm=[0, 2, 1, 3])
 
     def repeat(t: str, name: str) -> str:
-        """The KV heads repeated for their groups of query heads: [1, nh, s, hd]."""
+        """The KV heads repeated for their groups of query heads: [1, nh, t, hd]."""
         if nkv == nh:
             return t
-        r = w.node("Reshape", [t, w.ints(w.fresh("shape"), [1, nkv, 1, s, hd])], name)
-        group = w.ints(w.fresh("shape"), [1, nkv, nh // nkv, s, hd])
+        n = c.past + s
+        r = w.node("Reshape", [t, w.ints(w.fresh("shape"), [1, nkv, 1, n, hd])], name)
+        group = w.ints(w.fresh("shape"), [1, nkv, nh // nkv, n, hd])
         e = w.node("Expand", [r, group], f"{name}_e")
-        return w.node("Reshape", [e, w.ints(w.fresh("shape"), [1, nh, s, hd])], f"{name}_r")
+        return w.node("Reshape", [e, w.ints(w.fresh("shape"), [1, nh, n, hd])], f"{name}_r")
 
     qh = _rope(w, heads(q, nh, "qh"), k["cos"], k["sin"], k)
-    kh = repeat(_rope(w, heads(kk, nkv, "kh"), k["cos"], k["sin"], k), "krep")
-    vh = repeat(heads(v, nkv, "vh"), "vrep")
+    kh = _rope(w, heads(kk, nkv, "kh"), k["cos"], k["sin"], k)
+    vh = heads(v, nkv, "vh")
+    if c.past:
+        kh = w.node("Concat", [f"past_key_values.{i}.key", kh], "kcat", axis=2)
+        vh = w.node("Concat", [f"past_key_values.{i}.value", vh], "vcat", axis=2)
+    if c.past or c.present:
+        w.outputs += [(f"present.{i}.key", kh), (f"present.{i}.value", vh)]
+    kh, vh = repeat(kh, "krep"), repeat(vh, "vrep")
     kt = w.node("Transpose", [kh], "kt", perm=[0, 1, 3, 2])
     scores = w.node("Mul", [w.node("MatMul", [qh, kt], "qk"), k["attn_scale"]], "scores")
     probs = w.node(
@@ -218,11 +234,11 @@ def write_llama_onnx(path: Path, config: LlamaOnnxConfig) -> Path:
     data_path = path.with_name(path.name + ".data")
     w = _Writer(data_path, c.seed)
     try:
-        hd, s, rd = c.head_dim, c.seq, c.rotary
+        hd, s, rd, past = c.head_dim, c.seq, c.rotary, c.past
         inv = 1.0 / (10000.0 ** (np.arange(0, rd, 2, dtype=np.float64) / rd))
-        angles = np.outer(np.arange(s, dtype=np.float64), inv)
+        angles = np.outer(np.arange(past, past + s, dtype=np.float64), inv)
         angles = np.concatenate([angles, angles], axis=-1)
-        mask = np.triu(np.full((s, s), -1e9, dtype=np.float32), k=1)
+        mask = np.triu(np.full((s, past + s), -1e9, dtype=np.float32), k=past + 1)
         k = {
             "eps": w.const("eps", np.asarray(c.eps, dtype=np.float32)),
             "axes": w.ints("norm_axes", [-1]),
@@ -257,11 +273,28 @@ def write_llama_onnx(path: Path, config: LlamaOnnxConfig) -> Path:
             "inputs_embeds", TensorProto.FLOAT, [1, c.seq, c.hidden]
         )
     )
+    caches = [
+        helper.make_tensor_value_info(
+            f"past_key_values.{i}.{kind}",
+            TensorProto.FLOAT,
+            [1, c.kv_heads, c.past, c.head_dim],
+        )
+        for i in range(c.layers if c.past else 0)
+        for kind in ("key", "value")
+    ]
+    present_shape = [1, c.kv_heads, c.past + c.seq, c.head_dim]
+    w.nodes.extend(helper.make_node("Identity", [v], [n]) for n, v in w.outputs)
     graph = helper.make_graph(
         w.nodes,
         "llama",
-        [source],
-        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [1, c.seq, c.vocab])],
+        [source, *caches],
+        [
+            helper.make_tensor_value_info("logits", TensorProto.FLOAT, [1, c.seq, c.vocab]),
+            *(
+                helper.make_tensor_value_info(n, TensorProto.FLOAT, present_shape)
+                for n, _ in w.outputs
+            ),
+        ],
         w.inits,
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])

@@ -215,3 +215,28 @@ def test_a_wide_layer_imports_in_little_time_and_memory(tmp_path: Path):
     assert measured["ir"] < 64 * 1024, measured
     assert measured["peak"] < 8e6, measured  # bytes allocated at most, weights: 126e6
     assert measured["seconds"] < 30, measured
+
+
+def test_the_ir_of_a_layer_does_not_grow_with_its_width(tmp_path: Path):
+    """
+    The same decoder step (a token over a cache of 16 positions) at hidden sizes 384 and
+    1536: 4 times the width, about 10 times the weights (by reference at both widths), an
+    IR no larger.
+    """
+    from plmr.dialects.printing import module_text
+    from plmr.models.llama_onnx import LlamaOnnxConfig, write_llama_onnx
+
+    texts: list[str] = []
+    for hidden in (384, 1536):
+        config = LlamaOnnxConfig(
+            hidden=hidden, heads=4, kv_heads=2, ffn=1024, vocab=512, seq=1, past=16
+        )
+        path = tmp_path / f"h{hidden}.onnx"
+        write_llama_onnx(path, config)
+        module = import_onnx_file(str(path))
+        assert len(list(weight_ops(module))) >= 12  # 9 in the layer, embedding, norm, head
+        texts.append(module_text(module))
+    narrow, wide = texts
+    assert len(wide) < 16 * 1024
+    # Wider, the rotary tables (head_dim 384) go by reference too: no larger an IR.
+    assert len(wide) <= 1.05 * len(narrow), (len(narrow), len(wide))
