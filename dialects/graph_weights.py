@@ -11,6 +11,16 @@ external data (`model.onnx.data`; the reference then carries the byte offset):
 %e = graph.weight "val_88" in "model.onnx.data" at 32768 : tensor<64x64xf32>
 ```
 
+A weight may be derived from references without their bytes: `rotate B` (rotate-half of
+each block of `B` along the last axis, from `graph-fold-rotate-half`) and `concat AXIS
+(...)` (the weights of merged projections, from `graph-merge-matmuls`); the runtime
+computes them from the parts when it needs the values:
+
+```mlir
+%r = graph.weight "q" in "model.onnx.data" at 0 rotate 16 : tensor<64x64xf32>
+%m = graph.weight concat 1 ("q" in "model.onnx.data" at 0 : tensor<64x64xf32>, "k" in "model.onnx.data" at 16384 : tensor<64x32xf32>) : tensor<64x96xf32>
+```
+
 Passes treat a weight as an opaque value: nothing reads its bytes at compile time.
 Below the graph level (`convert-graph-to-loop` and after) a weight is an
 `arith.constant` whose value is a `dense_resource` and whose `plmr.weight` attribute holds

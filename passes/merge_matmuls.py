@@ -26,6 +26,7 @@ from xdsl.rewriter import InsertPoint, Rewriter
 
 from plmr.dialects import graph
 from plmr.dialects.graph_weights import concat_refs, weight_ref
+from plmr.passes.timing import count
 from plmr.runtime.reference import dense_to_numpy
 from plmr.runtime.values import constant_attr
 
@@ -115,5 +116,5 @@ class GraphMergeMatmulsPass(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         blocks = [b for o in op.walk() for r in o.regions for b in r.blocks]
-        for block in blocks:
-            merge_block(block)
+        removed = sum(merge_block(block) for block in blocks)
+        count("graph-merge-matmuls: matmuls merged away", removed)

@@ -28,6 +28,7 @@ from xdsl.rewriter import InsertPoint, Rewriter
 
 from plmr.dialects import graph
 from plmr.dialects.graph_weights import weight_ref
+from plmr.passes.timing import count
 from plmr.runtime.reference import dense_to_numpy
 from plmr.runtime.values import constant_attr
 from plmr.runtime.weights import rotate_half
@@ -230,7 +231,7 @@ class GraphFoldRotateHalfPass(ModulePass):
     name = "graph-fold-rotate-half"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        fold_module(op)
+        count("graph-fold-rotate-half: rotations folded", fold_module(op))
 
 
 def fold_module(module: ModuleOp) -> int:

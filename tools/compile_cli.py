@@ -78,6 +78,16 @@ if TYPE_CHECKING:
     "(skip graph-defer-norm-scale).",
 )
 @click.option(
+    "--no-fold-rotate-half",
+    is_flag=True,
+    help="Keep RoPE's rotate_half as a product at run time (skip graph-fold-rotate-half).",
+)
+@click.option(
+    "--no-merge-matmuls",
+    is_flag=True,
+    help="Keep one matmul per projection of an input (skip graph-merge-matmuls).",
+)
+@click.option(
     "--no-pack",
     is_flag=True,
     help="Keep one allreduce per nest (skip mesh-pack-allreduces).",
@@ -174,6 +184,8 @@ def compile_cmd(
     fit_tiles: bool,
     no_substitute: bool,
     no_defer_norm_scale: bool,
+    no_fold_rotate_half: bool,
+    no_merge_matmuls: bool,
     no_pack: bool,
     budget: int,
     engine: str,
@@ -228,6 +240,8 @@ def compile_cmd(
         fit_tiles=fit_tiles,
         substitute=not no_substitute,
         defer_norm_scale=not no_defer_norm_scale,
+        fold_rotate_half=not no_fold_rotate_half,
+        merge_matmuls=not no_merge_matmuls,
         pack_allreduces=not no_pack,
         budget=budget,
         engine=engine,
@@ -346,6 +360,8 @@ SCHEDULE_REPLACES = (
     "fit_tiles",
     "no_substitute",
     "no_defer_norm_scale",
+    "no_fold_rotate_half",
+    "no_merge_matmuls",
     "no_pack",
     "budget",
     "engine",
