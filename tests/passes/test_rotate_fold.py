@@ -38,7 +38,7 @@ def ops(module: ModuleOp) -> Counter[str]:
 
 
 def test_the_filecheck_inputs_are_all_found():
-    assert len(chunks()) == 4
+    assert len(chunks()) == 5
 
 
 def test_rotate_half_is_the_signed_permutation():

@@ -77,6 +77,29 @@ func.func @canonical(%x: tensor<3x2xf32>) -> tensor<3x2x4xf32> {
 
 // -----
 
+// Qwen2's biased projection, x·W + b: the bias is rotated with the weight.
+
+// CHECK-LABEL: func.func @biased
+// CHECK:         %0 = graph.constant dense<[[-3.000000e+00, -4.000000e+00, 1.000000e+00, 2.000000e+00], [-7.000000e+00, -8.000000e+00, 5.000000e+00, 6.000000e+00]]> : tensor<2x4xf32>
+// CHECK-NEXT:    %r_proj = graph.matmul %x, %0 : (tensor<1x2xf32>, tensor<2x4xf32>) -> tensor<1x4xf32>
+// CHECK-NEXT:    %1 = graph.constant dense<[-3.000000e-01, -4.000000e-01, 1.000000e-01, 2.000000e-01]> : tensor<4xf32>
+// CHECK-NEXT:    %r = graph.add %r_proj, %1 : (tensor<1x4xf32>, tensor<4xf32>) -> tensor<1x4xf32>
+// CHECK-NEXT:    %y = graph.add %q, %r : (tensor<1x4xf32>, tensor<1x4xf32>) -> tensor<1x4xf32>
+func.func @biased(%x: tensor<1x2xf32>) -> tensor<1x4xf32> {
+  %w = graph.constant dense<[[1.0, 2.0, 3.0, 4.0], [5.0, 6.0, 7.0, 8.0]]> : tensor<2x4xf32>
+  %b = graph.constant dense<[0.1, 0.2, 0.3, 0.4]> : tensor<4xf32>
+  %p = graph.matmul %x, %w : (tensor<1x2xf32>, tensor<2x4xf32>) -> tensor<1x4xf32>
+  %q = graph.add %p, %b : (tensor<1x4xf32>, tensor<4xf32>) -> tensor<1x4xf32>
+  %lo = graph.slice %q starts = [0, 0] ends = [1, 2] steps = [1, 1] : tensor<1x4xf32> -> tensor<1x2xf32>
+  %hi = graph.slice %q starts = [0, 2] ends = [1, 4] steps = [1, 1] : tensor<1x4xf32> -> tensor<1x2xf32>
+  %n = graph.neg %hi : tensor<1x2xf32>
+  %r = graph.concat %n, %lo axis = 1 : (tensor<1x2xf32>, tensor<1x2xf32>) -> tensor<1x4xf32>
+  %y = graph.add %q, %r : (tensor<1x4xf32>, tensor<1x4xf32>) -> tensor<1x4xf32>
+  func.return %y : tensor<1x4xf32>
+}
+
+// -----
+
 // Left alone: a transpose that moves the last axis (the rotation would not be per
 // column of the weight), halves swapped the other way, a computed right operand, and
 // products by permutations that are not rotate_half (the inverse rotation among them).
