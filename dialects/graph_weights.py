@@ -234,7 +234,7 @@ def ref_from_dict(attr: DictionaryAttr, t: TensorType | None = None) -> WeightRe
     return WeightRef(name.data, file.data, _int_field(attr, "offset"), t, rotate)
 
 
-def _parse_ref(parser: Parser) -> tuple[WeightRef, DictionaryAttr]:
+def _parse_ref(parser: Parser) -> tuple[WeightRef, dict[str, Attribute]]:
     """`"name" in "file" [at N] [rotate B]` or `concat AXIS (part, ...)  [rotate B]`."""
     if parser.parse_optional_keyword("concat") is not None:
         axis = parser.parse_integer(allow_boolean=False, allow_negative=False)
