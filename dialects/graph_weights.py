@@ -11,6 +11,16 @@ external data (`model.onnx.data`; the reference then carries the byte offset):
 %e = graph.weight "val_88" in "model.onnx.data" at 32768 : tensor<64x64xf32>
 ```
 
+A weight may be derived from references without their bytes: `rotate B` (rotate-half of
+each block of `B` along the last axis, from `graph-fold-rotate-half`) and `concat AXIS
+(...)` (the weights of merged projections, from `graph-merge-matmuls`); the runtime
+computes them from the parts when it needs the values:
+
+```mlir
+%r = graph.weight "q" in "model.onnx.data" at 0 rotate 16 : tensor<64x64xf32>
+%m = graph.weight concat 1 ("q" in "model.onnx.data" at 0 : tensor<64x64xf32>, "k" in "model.onnx.data" at 16384 : tensor<64x32xf32>) : tensor<64x96xf32>
+```
+
 Passes treat a weight as an opaque value: nothing reads its bytes at compile time.
 Below the graph level (`convert-graph-to-loop` and after) a weight is an
 `arith.constant` whose value is a `dense_resource` and whose `plmr.weight` attribute holds
@@ -32,13 +42,14 @@ from __future__ import annotations
 import math
 import os
 import re
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import cast
 
 from xdsl.dialects import arith
 from xdsl.dialects.builtin import (
+    ArrayAttr,
     DenseResourceAttr,
     DictionaryAttr,
     IntegerAttr,
@@ -67,15 +78,234 @@ WEIGHT_ATTR = "plmr.weight"
 """The attribute of a lowered weight (`arith.constant`) holding its reference."""
 
 
+@dataclass(frozen=True)
+class WeightRef:
+    """
+    A weight reference: tensor name, file, byte offset (raw data) and tensor type; or,
+    with `parts`, the concatenation of other references along `axis` (its name then
+    lists theirs and its file is empty). `rotate` > 0 applies rotate-half to blocks of
+    `rotate` along the last axis (`[a, b] -> [-b, a]` in each block): the weight times
+    RoPE's signed permutation.
+    """
+
+    name: str
+    file: str
+    offset: int | None
+    type: TensorType
+    rotate: int = 0
+    parts: tuple[WeightRef, ...] = ()
+    axis: int = 0
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(self.type.get_shape())
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+    def leaves(self) -> Iterator[WeightRef]:
+        """The references to file data this one is made of (itself for a plain one)."""
+        if not self.parts:
+            yield self
+            return
+        for part in self.parts:
+            yield from part.leaves()
+
+    def with_files(self, move: Callable[[str], str]) -> WeightRef:
+        """The same reference with every file `f` replaced by `move(f)`."""
+        if not self.parts:
+            return replace(self, file=move(self.file))
+        return replace(self, parts=tuple(p.with_files(move) for p in self.parts))
+
+    def check(self) -> None:
+        """Raises a VerifyException if the reference is malformed."""
+        label = self.name or "<concatenation>"
+        if any(d < 0 for d in self.shape):
+            raise VerifyException(f"weight '{label}' needs a static shape, got {self.type}")
+        if self.rotate < 0 or self.rotate % 2:
+            raise VerifyException(
+                f"weight '{label}': rotate takes an even block size, got {self.rotate}"
+            )
+        if self.rotate and (not self.shape or self.shape[-1] % self.rotate):
+            raise VerifyException(
+                f"weight '{label}': rotate {self.rotate} does not divide its last "
+                f"dimension ({self.type})"
+            )
+        if self.parts:
+            self._check_concat(label)
+            return
+        if not self.name:
+            raise VerifyException("a weight needs a non-empty tensor name")
+        if not self.file:
+            raise VerifyException(f"weight '{self.name}' names no file")
+        if self.offset is not None and self.offset < 0:
+            raise VerifyException(
+                f"weight '{self.name}' has a negative offset {self.offset}"
+            )
+
+    def _check_concat(self, label: str) -> None:
+        if len(self.parts) < 2:
+            raise VerifyException(f"weight '{label}': a concatenation needs two parts")
+        if self.file or self.offset is not None:
+            raise VerifyException(f"weight '{label}': a concatenation names no file")
+        rank = len(self.shape)
+        if not 0 <= self.axis < rank:
+            raise VerifyException(
+                f"weight '{label}': axis {self.axis} is out of range for rank {rank}"
+            )
+        for part in self.parts:
+            part.check()
+            if part.type.element_type != self.type.element_type or len(part.shape) != rank:
+                raise VerifyException(
+                    f"weight '{label}': part '{part.name}' ({part.type}) does not match "
+                    f"{self.type} in rank and element type"
+                )
+            others = [d for i, d in enumerate(part.shape) if i != self.axis]
+            if others != [d for i, d in enumerate(self.shape) if i != self.axis]:
+                raise VerifyException(
+                    f"weight '{label}': part '{part.name}' ({part.type}) differs from "
+                    f"{self.type} off axis {self.axis}"
+                )
+        total = sum(p.shape[self.axis] for p in self.parts)
+        if total != self.shape[self.axis]:
+            raise VerifyException(
+                f"weight '{label}': its parts give {total} along axis {self.axis}, "
+                f"its type {self.shape[self.axis]}"
+            )
+
+
+def concat_refs(refs: Sequence[WeightRef], axis: int) -> WeightRef:
+    """The reference to the concatenation of `refs` along `axis` (checked)."""
+    shape = list(refs[0].shape)
+    shape[axis] = sum(r.shape[axis] for r in refs)
+    t = TensorType(refs[0].type.element_type, shape)
+    ref = WeightRef(
+        "+".join(r.name for r in refs), "", None, t, parts=tuple(refs), axis=axis
+    )
+    ref.check()
+    return ref
+
+
+def ref_to_dict(ref: WeightRef, with_type: bool = False) -> DictionaryAttr:
+    """The reference as the dictionary a lowered weight carries (`plmr.weight`)."""
+    fields: dict[str, Attribute] = {"name": StringAttr(ref.name)}
+    if ref.parts:
+        fields["parts"] = ArrayAttr([ref_to_dict(p, True) for p in ref.parts])
+        fields["axis"] = IntegerAttr(ref.axis, i64)
+    else:
+        fields["file"] = StringAttr(ref.file)
+    if ref.offset is not None:
+        fields["offset"] = IntegerAttr(ref.offset, i64)
+    if ref.rotate:
+        fields["rotate"] = IntegerAttr(ref.rotate, i64)
+    if with_type:
+        fields["type"] = ref.type
+    return DictionaryAttr(fields)
+
+
+def _int_field(attr: DictionaryAttr, key: str) -> int | None:
+    value = attr.data.get(key)
+    return value.value.data if isinstance(value, IntegerAttr) else None
+
+
+def ref_from_dict(attr: DictionaryAttr, t: TensorType | None = None) -> WeightRef | None:
+    """The reference a dictionary of `ref_to_dict` holds; None if it is not one."""
+    name = attr.data.get("name")
+    if t is None:
+        typed = attr.data.get("type")
+        t = cast(TensorType, typed) if isinstance(typed, TensorType) else None
+    if not isinstance(name, StringAttr) or t is None:
+        return None
+    rotate = _int_field(attr, "rotate") or 0
+    parts_attr = attr.data.get("parts")
+    if isinstance(parts_attr, ArrayAttr):
+        parts: list[WeightRef] = []
+        for p in cast(ArrayAttr[Attribute], parts_attr).data:
+            part = ref_from_dict(p) if isinstance(p, DictionaryAttr) else None
+            if part is None:
+                return None
+            parts.append(part)
+        axis = _int_field(attr, "axis") or 0
+        return WeightRef(name.data, "", None, t, rotate, tuple(parts), axis)
+    file = attr.data.get("file")
+    if not isinstance(file, StringAttr):
+        return None
+    return WeightRef(name.data, file.data, _int_field(attr, "offset"), t, rotate)
+
+
+def _parse_ref(parser: Parser) -> tuple[WeightRef, dict[str, Attribute]]:
+    """`"name" in "file" [at N] [rotate B]` or `concat AXIS (part, ...)  [rotate B]`."""
+    if parser.parse_optional_keyword("concat") is not None:
+        axis = parser.parse_integer(allow_boolean=False, allow_negative=False)
+
+        def part() -> WeightRef:
+            ref, attrs = _parse_ref(parser)
+            parser.parse_punctuation(":")
+            pos = parser.pos
+            t = parser.parse_type()
+            if not isinstance(t, TensorType):
+                parser.raise_error("a weight's type must be a tensor type", pos, parser.pos)
+            del attrs
+            return replace(ref, type=cast(TensorType, t))
+
+        parts = parser.parse_comma_separated_list(parser.Delimiter.PAREN, part)
+        name = "+".join(p.name for p in parts)
+        ref = WeightRef(name, "", None, _NO_TYPE, parts=tuple(parts), axis=axis)
+    else:
+        name = parser.parse_str_literal("the weight's tensor name")
+        parser.parse_keyword("in")
+        file = parser.parse_str_literal("the weights file")
+        offset: int | None = None
+        if parser.parse_optional_keyword("at") is not None:
+            offset = parser.parse_integer(allow_boolean=False, allow_negative=False)
+        ref = WeightRef(name, file, offset, _NO_TYPE)
+    if parser.parse_optional_keyword("rotate") is not None:
+        rotate = parser.parse_integer(allow_boolean=False, allow_negative=False)
+        ref = replace(ref, rotate=rotate)
+    return ref, parser.parse_optional_attr_dict()
+
+
+def _print_ref(printer: Printer, ref: WeightRef) -> None:
+    if ref.parts:
+        printer.print_string(f"concat {ref.axis} (")
+        for i, part in enumerate(ref.parts):
+            if i:
+                printer.print_string(", ")
+            _print_ref(printer, part)
+            printer.print_string(" : ")
+            printer.print_attribute(part.type)
+        printer.print_string(")")
+    else:
+        printer.print_string_literal(ref.name)
+        printer.print_string(" in ")
+        printer.print_string_literal(ref.file)
+        if ref.offset is not None:
+            printer.print_string(f" at {ref.offset}")
+    if ref.rotate:
+        printer.print_string(f" rotate {ref.rotate}")
+
+
+_NO_TYPE = TensorType(i64, [0])
+"""A placeholder type while a reference is parsed (its type follows it)."""
+
+
 @irdl_op_definition
 class WeightOp(GraphOp):
     """
     A tensor whose values are the tensor `name` of the weights file `file` (at byte
-    `offset` of a raw data file); its values are never written in the IR.
+    `offset` of a raw data file); its values are never written in the IR. A weight may
+    also be derived from references without reading them: `rotate B` is the weight with
+    rotate-half applied to each block of `B` along its last axis (a projection folded
+    with RoPE's `rotate_half`), `concat AXIS (...)` the concatenation of references (the
+    weights of merged projections). The runtime reads and combines them when it needs
+    the values.
 
     ```mlir
     %w = graph.weight "fc.weight" in "mlp.safetensors" : tensor<16x32xf32>
     %v = graph.weight "fc.bias" in "mlp.onnx.data" at 2048 : tensor<32xf32>
+    %r = graph.weight "q.weight" in "m.onnx.data" at 0 rotate 16 : tensor<64x64xf32>
+    %qk = graph.weight concat 1 ("q" in "m.onnx.data" at 0 : tensor<64x64xf32>, "k" in "m.onnx.data" at 16384 : tensor<64x32xf32>) : tensor<64x96xf32>
     ```
     """
 
@@ -84,6 +314,9 @@ class WeightOp(GraphOp):
     tensor_name = prop_def(StringAttr, prop_name="name")
     file = prop_def(StringAttr)
     offset = opt_prop_def(IntegerAttr)
+    rotate = opt_prop_def(IntegerAttr)
+    parts = opt_prop_def(ArrayAttr[DictionaryAttr])
+    axis = opt_prop_def(IntegerAttr)
     result = result_def(TensorType)
 
     traits = traits_def(Pure())
@@ -96,49 +329,49 @@ class WeightOp(GraphOp):
             props["offset"] = IntegerAttr(offset, i64)
         super().__init__(result_types=[result_type], properties=props)
 
+    @classmethod
+    def of(cls, ref: WeightRef) -> WeightOp:
+        """The op of a reference (plain or derived)."""
+        op = cls(ref.name, ref.file, ref.type, ref.offset)
+        if ref.rotate:
+            op.rotate = IntegerAttr(ref.rotate, i64)
+        if ref.parts:
+            op.parts = ArrayAttr([ref_to_dict(p, True) for p in ref.parts])
+            op.axis = IntegerAttr(ref.axis, i64)
+        return op
+
+    def ref(self) -> WeightRef | None:
+        """The reference this op holds; None if its parts are malformed."""
+        return weight_ref(self)
+
     def infer_result_types(self) -> Sequence[Attribute]:
         """The declared type, once the reference itself is checked."""
-        t = self.result.type
-        if not self.tensor_name.data:
-            raise VerifyException("a weight needs a non-empty tensor name")
-        if not self.file.data:
-            raise VerifyException(f"weight '{self.tensor_name.data}' names no file")
-        if any(d < 0 for d in t.get_shape()):
+        ref = weight_ref(self)
+        if ref is None:
             raise VerifyException(
-                f"weight '{self.tensor_name.data}' needs a static shape, got {t}"
+                f"weight '{self.tensor_name.data}': malformed parts (each needs a name, "
+                "a file or parts, and a type)"
             )
-        if self.offset is not None and self.offset.value.data < 0:
-            raise VerifyException(
-                f"weight '{self.tensor_name.data}' has a negative offset "
-                f"{self.offset.value.data}"
-            )
-        return [t]
+        ref.check()
+        return [self.result.type]
 
     @classmethod
     def parse(cls, parser: Parser) -> WeightOp:
-        name = parser.parse_str_literal("the weight's tensor name")
-        parser.parse_keyword("in")
-        file = parser.parse_str_literal("the weights file")
-        offset: int | None = None
-        if parser.parse_optional_keyword("at") is not None:
-            offset = parser.parse_integer(allow_boolean=False, allow_negative=False)
-        attrs = parser.parse_optional_attr_dict()
+        ref, attrs = _parse_ref(parser)
         parser.parse_punctuation(":")
         pos = parser.pos
         t = parser.parse_type()
         if not isinstance(t, TensorType):
             parser.raise_error("a weight's type must be a tensor type", pos, parser.pos)
-        op = cls(name, file, cast(TensorType, t), offset)
+        op = cls.of(replace(ref, type=cast(TensorType, t)))
         op.attributes |= attrs
         return op
 
     def print(self, printer: Printer) -> None:
+        ref = weight_ref(self)
+        assert ref is not None
         printer.print_string(" ")
-        printer.print_string_literal(self.tensor_name.data)
-        printer.print_string(" in ")
-        printer.print_string_literal(self.file.data)
-        if self.offset is not None:
-            printer.print_string(f" at {self.offset.value.data}")
+        _print_ref(printer, ref)
         printer.print_op_attributes(self.attributes)
         printer.print_string(" : ")
         printer.print_attribute(self.result.type)
@@ -149,40 +382,28 @@ class WeightOp(GraphOp):
 # ---------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class WeightRef:
-    """A weight reference: tensor name, file, byte offset (raw data) and tensor type."""
-
-    name: str
-    file: str
-    offset: int | None
-    type: TensorType
-
-    @property
-    def shape(self) -> tuple[int, ...]:
-        return tuple(self.type.get_shape())
-
-    @property
-    def size(self) -> int:
-        return math.prod(self.shape)
-
-
 def weight_ref(op: Operation) -> WeightRef | None:
     """The reference of a `graph.weight` or of a lowered weight; None for other ops."""
     if isinstance(op, WeightOp):
+        t = op.result.type
+        rotate = 0 if op.rotate is None else op.rotate.value.data
         offset = None if op.offset is None else op.offset.value.data
-        return WeightRef(op.tensor_name.data, op.file.data, offset, op.result.type)
+        if op.parts is None:
+            return WeightRef(op.tensor_name.data, op.file.data, offset, t, rotate)
+        fields: dict[str, Attribute] = {
+            "name": op.tensor_name,
+            "parts": op.parts,
+            "axis": op.axis or IntegerAttr(0, i64),
+        }
+        if op.rotate is not None:
+            fields["rotate"] = op.rotate
+        return ref_from_dict(DictionaryAttr(fields), t)
     if not isinstance(op, arith.ConstantOp) or not isinstance(op.value, DenseResourceAttr):
         return None
     attr = op.attributes.get(WEIGHT_ATTR)
     if not isinstance(attr, DictionaryAttr):
         return None
-    name, file = attr.data.get("name"), attr.data.get("file")
-    offset = attr.data.get("offset")
-    if not isinstance(name, StringAttr) or not isinstance(file, StringAttr):
-        return None
-    at = offset.value.data if isinstance(offset, IntegerAttr) else None
-    return WeightRef(name.data, file.data, at, cast(TensorType, op.result.type))
+    return ref_from_dict(attr, cast(TensorType, op.result.type))
 
 
 _HANDLE = re.compile(r"[^A-Za-z0-9_.]")
@@ -193,14 +414,8 @@ def lowered_weight(ref: WeightRef) -> arith.ConstantOp:
     handle = _HANDLE.sub("_", ref.name).strip("_.") or "weight"
     if not handle[0].isalpha():
         handle = f"w{handle}"
-    fields: dict[str, Attribute] = {
-        "name": StringAttr(ref.name),
-        "file": StringAttr(ref.file),
-    }
-    if ref.offset is not None:
-        fields["offset"] = IntegerAttr(ref.offset, i64)
     op = arith.ConstantOp(DenseResourceAttr.from_params(handle, ref.type))
-    op.attributes[WEIGHT_ATTR] = DictionaryAttr(fields)
+    op.attributes[WEIGHT_ATTR] = ref_to_dict(ref)
     return op
 
 
@@ -212,18 +427,23 @@ def weight_ops(root: Operation) -> Iterator[tuple[Operation, WeightRef]]:
             yield op, ref
 
 
-def _set_file(op: Operation, file: str) -> None:
+def _move_files(op: Operation, ref: WeightRef, move: Callable[[str], str]) -> None:
+    """Rewrites the files `op` (a weight at any level) names with `move`."""
+    moved = ref.with_files(move)
     if isinstance(op, WeightOp):
-        op.file = StringAttr(file)
+        if moved.parts:
+            op.parts = ArrayAttr([ref_to_dict(p, True) for p in moved.parts])
+        else:
+            op.file = StringAttr(moved.file)
         return
-    attr = op.attributes[WEIGHT_ATTR]
-    assert isinstance(attr, DictionaryAttr)
-    op.attributes[WEIGHT_ATTR] = DictionaryAttr({**attr.data, "file": StringAttr(file)})
+    op.attributes[WEIGHT_ATTR] = ref_to_dict(moved)
 
 
 def weight_files(root: Operation) -> list[str]:
     """The distinct files the weights under `root` name, in order of appearance."""
-    return list(dict.fromkeys(ref.file for _, ref in weight_ops(root)))
+    return list(
+        dict.fromkeys(leaf.file for _, ref in weight_ops(root) for leaf in ref.leaves())
+    )
 
 
 def anchor_weights(module: ModuleOp, base: Path, moved_to: Path | None = None) -> None:
@@ -257,28 +477,35 @@ def anchor_weights(module: ModuleOp, base: Path, moved_to: Path | None = None) -
                 f"which {moved_to.name} is not named as; pass the moved {Path(named).name} "
                 "or its directory"
             )
-    for op, ref in weight_ops(module):
-        if not ref.file:
-            continue  # invalid: the verifier reports it
+
+    def anchor(file: str) -> str:
+        if not file:
+            return file  # invalid: the verifier reports it
         if moved_to is None:
-            path = Path(ref.file) if os.path.isabs(ref.file) else base / ref.file
+            path = Path(file) if os.path.isabs(file) else base / file
         elif moved_to.is_dir():
-            path = moved_to / Path(ref.file).name
+            path = moved_to / Path(file).name
         else:
             path = moved_to
-        _set_file(op, str(path.resolve()))
+        return str(path.resolve())
+
+    for op, ref in list(weight_ops(module)):
+        _move_files(op, ref, anchor)
 
 
 def relocate_weights(module: ModuleOp, directory: Path) -> None:
     """Makes the weights files of `module` relative to `directory` (an output's)."""
-    for op, ref in weight_ops(module):
-        if not os.path.isabs(ref.file):
-            continue
+
+    def relocate(file: str) -> str:
+        if not os.path.isabs(file):
+            return file
         try:
-            rel = os.path.relpath(ref.file, directory.resolve())
+            return os.path.relpath(file, directory.resolve())
         except ValueError:  # another drive: keep it absolute
-            continue
-        _set_file(op, rel)
+            return file
+
+    for op, ref in list(weight_ops(module)):
+        _move_files(op, ref, relocate)
 
 
 __all__ = [
@@ -286,7 +513,10 @@ __all__ = [
     "WeightOp",
     "WeightRef",
     "anchor_weights",
+    "concat_refs",
     "lowered_weight",
+    "ref_from_dict",
+    "ref_to_dict",
     "relocate_weights",
     "weight_files",
     "weight_ops",

@@ -58,6 +58,11 @@ def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
 
         return GraphMergeMatmulsPass
 
+    def graph_fold_rotate_half() -> type[ModulePass]:
+        from plmr.passes.rotate_fold import GraphFoldRotateHalfPass
+
+        return GraphFoldRotateHalfPass
+
     def graph_kv_state() -> type[ModulePass]:
         from plmr.passes.kv_state import GraphKvStatePass
 
@@ -114,6 +119,7 @@ def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
         "transpose-elim": transpose_elim,
         "graph-defer-norm-scale": graph_defer_norm_scale,
         "graph-merge-matmuls": graph_merge_matmuls,
+        "graph-fold-rotate-half": graph_fold_rotate_half,
         "graph-kv-state": graph_kv_state,
         "graph-outline-layers": graph_outline_layers,
         "mesh-route": mesh_route,

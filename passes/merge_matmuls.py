@@ -3,12 +3,14 @@
 one matmul with the weights concatenated, its result split back (Q, K and V projections).
 
 Two or more `graph.matmul` ops merge when they share their left operand and transpose
-flags, their right operands are rank-2 `graph.constant`s of one element type and the same
-contraction size. The concatenated weight is computed at compile time, so the merged
-program reads the input once and runs one matmul nest in place of several; a
+flags, their right operands are rank-2 constants of one element type and the same
+contraction size: all `graph.constant`s, or all weights by reference (`graph.weight`).
+The merged program reads the input once and runs one matmul nest in place of several; a
 `graph.split` along the output dimension gives each former result back to its users.
-Weights by reference (`graph.weight`) are left alone: their concatenation would be a
-copy at every run.
+Inline constants are concatenated at compile time. Weights by reference stay
+references: the merged weight is `graph.weight concat AXIS (...)` of their references,
+which nothing reads at compile time; the runtime reads and concatenates the parts when it
+places the weight on the wafer, as it places any weight.
 """
 
 from __future__ import annotations
@@ -23,37 +25,34 @@ from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from plmr.dialects import graph
+from plmr.dialects.graph_weights import concat_refs, weight_ref
+from plmr.passes.timing import count
 from plmr.runtime.reference import dense_to_numpy
 from plmr.runtime.values import constant_attr
 
-GroupKey = tuple[SSAValue, bool, bool, int, Any]
+GroupKey = tuple[SSAValue, bool, bool, int, Any, bool]
 
 
 def _group_key(op: graph.MatmulOp) -> GroupKey | None:
     """What a matmul must share with another to merge; None when it cannot merge."""
     weight = op.rhs.owner
-    if not isinstance(weight, graph.ConstantOp):
+    if not isinstance(weight, graph.ConstantOp | graph.WeightOp):
         return None
     shape = graph.static_shape(op.rhs, "rhs")
     if len(shape) != 2:
         return None
     flip_a, flip_b = op.transpose_a is not None, op.transpose_b is not None
     contraction = shape[1] if flip_b else shape[0]
-    return (op.lhs, flip_a, flip_b, contraction, graph.element_type(op.rhs))
+    by_reference = isinstance(weight, graph.WeightOp)
+    return (op.lhs, flip_a, flip_b, contraction, graph.element_type(op.rhs), by_reference)
 
 
 def _merge(group: list[graph.MatmulOp]) -> None:
     first = group[0]
     flip_a, flip_b = first.transpose_a is not None, first.transpose_b is not None
     axis = 0 if flip_b else 1
-    weights: list[np.ndarray[Any, Any]] = []
-    for op in group:
-        owner = op.rhs.owner
-        assert isinstance(owner, graph.ConstantOp)
-        weights.append(dense_to_numpy(owner.value))
-    sizes = [w.shape[axis] for w in weights]
-    merged = np.concatenate(weights, axis=axis)
-    const = graph.ConstantOp(constant_attr(merged, graph.element_type(first.rhs)))
+    sizes = [graph.static_shape(op.rhs, "rhs")[axis] for op in group]
+    const = _merged_weight(group, axis)
     matmul = graph.MatmulOp(first.lhs, const, flip_a, flip_b)
     out_rank = len(graph.static_shape(first.result, "result"))
     split = graph.SplitOp(matmul, out_rank - 1, sizes)
@@ -64,9 +63,23 @@ def _merge(group: list[graph.MatmulOp]) -> None:
         op.result.replace_all_uses_with(res)
         op.detach()
         op.erase()
-        if isinstance(owner, graph.ConstantOp) and not owner.result.uses:
+        if isinstance(owner, graph.ConstantOp | graph.WeightOp) and not owner.result.uses:
             owner.detach()
             owner.erase()
+
+
+def _merged_weight(group: list[graph.MatmulOp], axis: int) -> graph.GraphOp:
+    """The right operands of `group` concatenated: a constant, or a reference."""
+    owners = [op.rhs.owner for op in group]
+    refs = [weight_ref(o) for o in owners if isinstance(o, graph.WeightOp)]
+    if refs:
+        return graph.WeightOp.of(concat_refs([r for r in refs if r is not None], axis))
+    weights: list[np.ndarray[Any, Any]] = []
+    for owner in owners:
+        assert isinstance(owner, graph.ConstantOp)
+        weights.append(dense_to_numpy(owner.value))
+    merged = np.concatenate(weights, axis=axis)
+    return graph.ConstantOp(constant_attr(merged, graph.element_type(group[0].rhs)))
 
 
 def merge_block(block: Block) -> int:
@@ -103,5 +116,5 @@ class GraphMergeMatmulsPass(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         blocks = [b for o in op.walk() for r in o.regions for b in r.blocks]
-        for block in blocks:
-            merge_block(block)
+        removed = sum(merge_block(block) for block in blocks)
+        count("graph-merge-matmuls: matmuls merged away", removed)

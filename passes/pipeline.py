@@ -1,8 +1,8 @@
 """
 `plmr-compile`: the whole default pipeline, from any level down to a routed mesh program.
 
-    graph-canonicalize → transpose-elim → graph-defer-norm-scale → taso-substitute
-      → convert-graph-to-loop → neptune-fuse
+    graph-canonicalize → graph-fold-rotate-half → transpose-elim → graph-defer-norm-scale
+      → taso-substitute → graph-merge-matmuls → convert-graph-to-loop → neptune-fuse
       → loop-simplify-indices → loop-materialize-indices → convert-loop-to-tile
       → convert-tile-to-mesh
       → mesh-fuse-softmax → mesh-pack-allreduces → mesh-route → mesh-verify-plmr
@@ -61,6 +61,10 @@ class CompileOptions:
     eliminate_transposes: bool = True
     defer_norm_scale: bool = True
     """Scale by each RMSNorm's inverse RMS after the matmul that reads it (graph-defer-norm-scale)."""
+    fold_rotate_half: bool = True
+    """Fold RoPE's rotate_half of a projection into its weights (graph-fold-rotate-half)."""
+    merge_matmuls: bool = True
+    """One matmul for the projections of one input (graph-merge-matmuls)."""
     chunks: int = 4
     budget: int = 100
     engine: str = "eqsat"
@@ -87,6 +91,10 @@ class CompileOptions:
 
 def _has(module: ModuleOp, dialect_ops: tuple[type[Operation], ...]) -> bool:
     return any(isinstance(op, dialect_ops) for op in module.walk())
+
+
+def _matmuls(module: ModuleOp) -> int:
+    return sum(op.name == "graph.matmul" for op in module.walk())
 
 
 def _graph_ops(module: ModuleOp) -> bool:
@@ -166,12 +174,16 @@ def graph_passes(opts: CompileOptions) -> list[ModulePass]:
     """The graph passes `plmr compile` runs, ending with the lowering to loops."""
     from plmr.lowering.graph_to_loop import ConvertGraphToLoopPass
     from plmr.passes.graph_canonicalize import GraphCanonicalizePass
+    from plmr.passes.merge_matmuls import GraphMergeMatmulsPass
     from plmr.passes.norm_defer import GraphDeferNormScalePass
+    from plmr.passes.rotate_fold import GraphFoldRotateHalfPass
     from plmr.passes.taso.substitute import TasoSubstitutePass
     from plmr.passes.transpose_elim import TransposeElimPass
 
     # Repeated K/V heads are index maps at the loop level already (no copy).
     passes: list[ModulePass] = [GraphCanonicalizePass(unrepeat_kv=False)]
+    if opts.fold_rotate_half:
+        passes.append(GraphFoldRotateHalfPass())
     if opts.eliminate_transposes:
         passes.append(TransposeElimPass())
     if opts.defer_norm_scale:
@@ -191,6 +203,10 @@ def graph_passes(opts: CompileOptions) -> list[ModulePass]:
                 ilp_time=opts.extraction_time,
             )
         )
+    if opts.merge_matmuls:
+        # After the substitutions: the merged weights (concatenated references for
+        # weights by reference) are what the search would have to find otherwise.
+        passes.append(GraphMergeMatmulsPass())
     passes.append(ConvertGraphToLoopPass())
     return passes
 
@@ -208,9 +224,12 @@ def loop_passes(opts: CompileOptions) -> list[ModulePass]:
 def to_loop_level(ctx: Context, module: ModuleOp, opts: CompileOptions) -> ModuleOp:
     """The graph part of the pipeline and fusion: graph passes, to loops, neptune-fuse."""
     if _graph_ops(module):
+        count("graph.matmul imported", _matmuls(module))
         for p in graph_passes(opts):
             with step(p.name):
                 p.apply(ctx, module)
+            if p.name != "convert-graph-to-loop":
+                count(f"graph.matmul after {p.name}", _matmuls(module))
     if _has(module, (loop.NestOp,)):
         for p in loop_passes(opts):
             with step(p.name):

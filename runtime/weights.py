@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 from xdsl.ir import Operation
 
 from plmr.dialects.graph_weights import WeightRef, weight_ops
@@ -27,8 +28,23 @@ def _request(ref: WeightRef) -> TensorRequest:
 
 
 def load_weight(ref: WeightRef) -> Array:
-    """The weight's values: a read-only memory map of its file (checked first)."""
-    return _FILES.map(_request(ref))
+    """
+    The weight's values: a read-only memory map of its file (checked first); a derived
+    weight (`concat`, `rotate`) is computed from the maps of its parts, here, when its
+    values are needed.
+    """
+    if ref.parts:
+        arr = np.concatenate([load_weight(p) for p in ref.parts], axis=ref.axis)
+    else:
+        arr = _FILES.map(_request(ref))
+    return rotate_half(arr, ref.rotate) if ref.rotate else arr
+
+
+def rotate_half(arr: Array, block: int) -> Array:
+    """`[a, b] -> [-b, a]` in each block of `block` along the last axis."""
+    blocks = arr.reshape(*arr.shape[:-1], arr.shape[-1] // block, 2, block // 2)
+    out = np.stack([-blocks[..., 1, :], blocks[..., 0, :]], axis=-2)
+    return out.reshape(arr.shape)
 
 
 def check_weights(root: Operation) -> int:
@@ -39,9 +55,10 @@ def check_weights(root: Operation) -> int:
     """
     count = 0
     for _, ref in weight_ops(root):
-        _FILES.locate(_request(ref))
+        for leaf in ref.leaves():
+            _FILES.locate(_request(leaf))
         count += 1
     return count
 
 
-__all__ = ["check_weights", "load_weight"]
+__all__ = ["check_weights", "load_weight", "rotate_half"]

@@ -92,6 +92,16 @@ if TYPE_CHECKING:
     "(skip graph-defer-norm-scale).",
 )
 @click.option(
+    "--no-fold-rotate-half",
+    is_flag=True,
+    help="Keep RoPE's rotate_half as a product at run time (skip graph-fold-rotate-half).",
+)
+@click.option(
+    "--no-merge-matmuls",
+    is_flag=True,
+    help="Keep one matmul per projection of an input (skip graph-merge-matmuls).",
+)
+@click.option(
     "--no-pack",
     is_flag=True,
     help="Keep one allreduce per nest (skip mesh-pack-allreduces).",
@@ -205,6 +215,8 @@ def compile_cmd(
     layers: int,
     no_substitute: bool,
     no_defer_norm_scale: bool,
+    no_fold_rotate_half: bool,
+    no_merge_matmuls: bool,
     no_pack: bool,
     budget: int,
     engine: str,
@@ -263,6 +275,8 @@ def compile_cmd(
         layers=layers,
         substitute=not no_substitute,
         defer_norm_scale=not no_defer_norm_scale,
+        fold_rotate_half=not no_fold_rotate_half,
+        merge_matmuls=not no_merge_matmuls,
         pack_allreduces=not no_pack,
         budget=budget,
         engine=engine,
@@ -383,6 +397,8 @@ SCHEDULE_REPLACES = (
     "fit_tiles",
     "no_substitute",
     "no_defer_norm_scale",
+    "no_fold_rotate_half",
+    "no_merge_matmuls",
     "no_pack",
     "budget",
     "engine",

@@ -14,9 +14,11 @@ import pytest
 from xdsl.dialects.builtin import ModuleOp
 
 from plmr.dialects.context import make_context, parse_module
+from plmr.dialects.graph_weights import anchor_weights, weight_ops
 from plmr.frontend.onnx import import_onnx_file
 from plmr.passes.graph_canonicalize import GraphCanonicalizePass
 from plmr.passes.merge_matmuls import GraphMergeMatmulsPass
+from plmr.passes.rotate_fold import GraphFoldRotateHalfPass
 from plmr.runtime.reference import evaluate_function
 from plmr.runtime.running import functions, random_inputs, select_function
 
@@ -35,12 +37,16 @@ def matmuls(module: ModuleOp) -> int:
 
 
 def test_the_filecheck_inputs_are_all_found():
-    assert len(chunks()) == 3
+    assert len(chunks()) == 4
 
 
 @pytest.mark.parametrize("text", chunks())
-def test_filecheck_inputs_keep_their_semantics(text: str):
+def test_filecheck_inputs_keep_their_semantics(text: str, tmp_path: Path):
     module = parse_module(text)
+    # The weights by reference of the inputs: a raw data file of 24 values.
+    data = np.random.default_rng(0).standard_normal(24).astype("<f4")
+    (tmp_path / "w.onnx.data").write_bytes(data.tobytes())
+    anchor_weights(module, tmp_path)
     names = [fn.sym_name.data for fn in functions(module)]
     args = {n: random_inputs(select_function(module, n), i) for i, n in enumerate(names)}
     before = {n: evaluate_function(module, n, args[n]) for n in names}
@@ -75,3 +81,25 @@ def test_decode_exports_keep_torch_outputs(model: str):
     for g, w in zip(got, want, strict=True):
         assert g.shape == w.shape
         assert float(np.max(np.abs(g - w))) <= 1e-4 * max(1.0, float(np.max(np.abs(w))))
+
+
+def test_by_reference_export_merges_references_and_gives_torch_logits():
+    module = import_onnx_file(str(HF / "llama_external.onnx"))
+    constants = Counter(op.name for op in module.walk())["graph.constant"]
+    GraphFoldRotateHalfPass().apply(make_context(), module)
+    before = matmuls(module)
+    GraphMergeMatmulsPass().apply(make_context(), module)
+    module.verify()
+    # Two layers: Q, K, V and rotated Q, K -> one (4 fewer), gate and up -> one.
+    assert before - matmuls(module) == 2 * (4 + 1)
+    merged = [r for _, r in weight_ops(module) if r.parts]
+    assert [len(r.parts) for r in merged] == [5, 2, 5, 2]
+    data = (HF / "llama_external.onnx.data").resolve()
+    assert {Path(leaf.file) for r in merged for leaf in r.leaves()} == {data}
+    # Nothing was read into the IR: no new constants.
+    assert Counter(op.name for op in module.walk())["graph.constant"] == constants
+    fn = select_function(module, None)
+    with np.load(HF / "llama_external.npz") as npz:
+        args, want = [np.asarray(npz["input_ids"])], np.asarray(npz["logits"])
+    (got,) = evaluate_function(module, fn.sym_name.data, args)
+    assert float(np.max(np.abs(got - want))) <= 1e-4 * max(1.0, float(np.max(np.abs(want))))

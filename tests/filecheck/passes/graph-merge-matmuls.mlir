@@ -54,6 +54,29 @@ func.func @apart(%x: tensor<1x4xf32>, %y: tensor<1x4xf32>, %w: tensor<4x2xf32>) 
   func.return %a, %b, %e, %f : tensor<1x2xf32>, tensor<1x2xf32>, tensor<1x2xf32>, tensor<1x2xf32>
 }
 
+// -----
+
+// Weights by reference stay references: the merged weight is their concatenation,
+// `graph.weight concat`, which nothing reads at compile time (the runtime concatenates
+// the parts when it places the weight). A by-reference weight and an inline constant do
+// not merge with each other.
+
+// CHECK-LABEL: func.func @by_reference
+// CHECK-NEXT:    %c = graph.constant dense<1.000000e+00> : tensor<4x2xf32>
+// CHECK-NEXT:    %0 = graph.weight concat 1 ("q" in "{{.*}}w.onnx.data" at 0 : tensor<4x4xf32>, "k" in "{{.*}}w.onnx.data" at 64 rotate 2 : tensor<4x2xf32>) : tensor<4x6xf32>
+// CHECK-NEXT:    %1 = graph.matmul %x, %0 : (tensor<1x4xf32>, tensor<4x6xf32>) -> tensor<1x6xf32>
+// CHECK-NEXT:    %q, %k = graph.split %1 axis = 1 sizes = [4, 2] : tensor<1x6xf32> -> (tensor<1x4xf32>, tensor<1x2xf32>)
+// CHECK-NEXT:    %e = graph.matmul %x, %c : (tensor<1x4xf32>, tensor<4x2xf32>) -> tensor<1x2xf32>
+func.func @by_reference(%x: tensor<1x4xf32>) -> (tensor<1x4xf32>, tensor<1x2xf32>, tensor<1x2xf32>) {
+  %wq = graph.weight "q" in "w.onnx.data" at 0 : tensor<4x4xf32>
+  %wk = graph.weight "k" in "w.onnx.data" at 64 rotate 2 : tensor<4x2xf32>
+  %c = graph.constant dense<1.0> : tensor<4x2xf32>
+  %q = graph.matmul %x, %wq : (tensor<1x4xf32>, tensor<4x4xf32>) -> tensor<1x4xf32>
+  %k = graph.matmul %x, %wk : (tensor<1x4xf32>, tensor<4x2xf32>) -> tensor<1x2xf32>
+  %e = graph.matmul %x, %c : (tensor<1x4xf32>, tensor<4x2xf32>) -> tensor<1x2xf32>
+  func.return %q, %k, %e : tensor<1x4xf32>, tensor<1x2xf32>, tensor<1x2xf32>
+}
+
 // The decode export (2 layers): per layer, Q, K and V become one matmul, gate and up
 // another.
 

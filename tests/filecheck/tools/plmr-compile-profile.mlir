@@ -5,11 +5,13 @@
 
 // CHECK:      step {{ +}}wall s    CPU s   runs
 // CHECK-NEXT: graph-canonicalize {{ +[0-9]+\.[0-9]{3} +[0-9]+\.[0-9]{3} +}}1
+// CHECK-NEXT: graph-fold-rotate-half {{ +[0-9.]+ +[0-9.]+ +}}1
 // CHECK-NEXT: transpose-elim {{ +[0-9.]+ +[0-9.]+ +}}1
 // CHECK-NEXT: graph-defer-norm-scale {{ +[0-9.]+ +[0-9.]+ +}}1
 // CHECK-NEXT: taso-substitute {{ +[0-9.]+ +[0-9.]+ +}}1
 // CHECK-NEXT:   rules {{ +[0-9.]+ +[0-9.]+ +}}1
 // CHECK-NEXT:   search {{ +[0-9.]+ +[0-9.]+ +}}1
+// CHECK-NEXT: graph-merge-matmuls {{ +[0-9.]+ +[0-9.]+ +}}1
 // CHECK-NEXT: convert-graph-to-loop {{ +[0-9.]+ +[0-9.]+ +}}1
 // CHECK-NEXT: neptune-fuse {{ +[0-9.]+ +[0-9.]+ +}}1
 // CHECK-NEXT: loop-simplify-indices {{ +[0-9.]+ +[0-9.]+ +}}1
@@ -21,6 +23,15 @@
 // CHECK-NEXT:   mesh-route {{ +[0-9.]+ +[0-9.]+ +}}[[LOWERED]]
 // CHECK-NEXT:   mesh-verify-plmr {{ +[0-9.]+ +[0-9.]+ +}}[[LOWERED]]
 // CHECK-NEXT: total {{ +[0-9.]+ +[0-9.]+ +}}1
+// CHECK-NEXT: graph.matmul imported: 2
+// CHECK-NEXT: graph.matmul after graph-canonicalize: 2
+// CHECK-NEXT: graph-fold-rotate-half: rotations folded: 0
+// CHECK-NEXT: graph.matmul after graph-fold-rotate-half: 2
+// CHECK-NEXT: graph.matmul after transpose-elim: 2
+// CHECK-NEXT: graph.matmul after graph-defer-norm-scale: 2
+// CHECK-NEXT: graph.matmul after taso-substitute: 2
+// CHECK-NEXT: graph-merge-matmuls: matmuls merged away: 0
+// CHECK-NEXT: graph.matmul after graph-merge-matmuls: 2
 // CHECK-NEXT: nest tile programs found in the memo: {{[1-9][0-9]*}}
 // CHECK-NEXT: nest tile programs blocked: {{[1-9][0-9]*}}
 // CHECK-NEXT: nest mappings found in the memo: {{[0-9]+}}

@@ -26,11 +26,13 @@
 // The same values at the graph level and on the wafer (same random inputs).
 // GRAPH:     y: 1x8x16 float32 [-0.290938, -1.20226, 0.214709, -1.90341, ...]
 
-// The compiled program keeps the reference, relative to the output's directory, and
-// scatters the weight from the host.
+// The compiled program keeps the references, relative to the output's directory, and
+// scatters the weights from the host; up and gate read the same input, so they are one
+// weight (graph-merge-matmuls), a concatenation of the two references.
 // MESH:      mesh.program @main
-// MESH:      %ffn.up.weight = arith.constant {plmr.weight = {name = "ffn.up.weight", file = "../a/tb.safetensors"}} dense_resource<ffn.up.weight> : tensor<16x32xf32>
-// MESH:      mesh.scatter %ffn.up.weight
+// MESH:      %[[UG:.*]] = arith.constant {plmr.weight = {name = "ffn.up.weight+ffn.gate.weight", parts = [{name = "ffn.up.weight", file = "../a/tb.safetensors", type = tensor<16x32xf32>}, {name = "ffn.gate.weight", file = "../a/tb.safetensors", type = tensor<16x32xf32>}], axis = 1 : i64}} dense_resource<{{.*}}> : tensor<16x64xf32>
+// MESH:      %ffn.down.weight = arith.constant {plmr.weight = {name = "ffn.down.weight", file = "../a/tb.safetensors"}} dense_resource<ffn.down.weight> : tensor<32x16xf32>
+// MESH:      mesh.scatter %[[UG]]
 
 // WAFER:     y: 1x8x16 float32 [-0.290938, -1.20226, 0.214709, -1.90341, ...]
 // WAFER:     program @main on wse2 2x2 (functional mode)

@@ -1157,6 +1157,19 @@ func.func @f(%d: tensor<4x8xf32>, %i: tensor<4x3xi64>) {
 
 // -----
 
+// A derived weight: rotate blocks that divide the last axis, parts that add up.
+%w = graph.weight "q" in "m.onnx.data" rotate 6 : tensor<4x8xf32>
+// CHECK:      {{^}}//{{ -----$}}
+// CHECK-NEXT: weight 'q': rotate 6 does not divide its last dimension (tensor<4x8xf32>)
+
+// -----
+
+%w = graph.weight concat 1 ("q" in "m.onnx.data" : tensor<4x8xf32>, "k" in "m.onnx.data" : tensor<4x4xf32>) : tensor<4x16xf32>
+// CHECK:      {{^}}//{{ -----$}}
+// CHECK-NEXT: weight 'q+k': its parts give 12 along axis 1, its type 16
+
+// -----
+
 // graph.constant's custom syntax only accepts dense elements (parse errors).
 %c = graph.constant 1.0 : f32
 // CHECK:      {{^}}//{{ -----$}}

@@ -38,4 +38,23 @@ func.func @mlp(%x: tensor<2x16xf32>) -> tensor<2x32xf32> {
 // MOVED-NEXT:    %b = graph.weight "onnx::fc.bias/1" in "{{/.*}}/filecheck/dialects/mlp.onnx.data" at 2048 : tensor<32xf32>
 
 // One file for --weights only fits a program whose weights are all in one file.
-// ONE-FILE: plmr-opt: error: --weights {{.*}}weight.mlir: the program names 2 weights files (mlp.safetensors, data/mlp.onnx.data); pass the directory that holds them instead
+// ONE-FILE: plmr-opt: error: --weights {{.*}}weight.mlir: the program names 3 weights files (mlp.safetensors, data/mlp.onnx.data, m.onnx.data); pass the directory that holds them instead
+
+// Derived weights name their parts' files and are anchored and moved like them: `rotate`
+// (rotate-half in blocks of the last axis) and `concat` (merged projections).
+func.func @derived(%x: tensor<2x16xf32>) -> tensor<2x48xf32> {
+  %r = graph.weight "q" in "m.onnx.data" at 0 rotate 8 : tensor<16x32xf32>
+  %qk = graph.weight concat 1 ("q" in "m.onnx.data" at 0 rotate 8 : tensor<16x32xf32>, "k" in "m.onnx.data" at 2048 : tensor<16x16xf32>) : tensor<16x48xf32>
+  %y = graph.matmul %x, %qk : (tensor<2x16xf32>, tensor<16x48xf32>) -> tensor<2x48xf32>
+  func.return %y : tensor<2x48xf32>
+}
+
+// CHECK-LABEL: func.func @derived
+// CHECK-NEXT:    %r = graph.weight "q" in "{{/.*}}/filecheck/dialects/graph/m.onnx.data" at 0 rotate 8 : tensor<16x32xf32>
+// CHECK-NEXT:    %qk = graph.weight concat 1 ("q" in "{{/.*}}/filecheck/dialects/graph/m.onnx.data" at 0 rotate 8 : tensor<16x32xf32>, "k" in "{{/.*}}/filecheck/dialects/graph/m.onnx.data" at 2048 : tensor<16x16xf32>) : tensor<16x48xf32>
+
+// CHECK-GENERIC: "graph.weight"() <{name = "q", file = "{{/.*}}/m.onnx.data", offset = 0 : i64, rotate = 8 : i64}> : () -> tensor<16x32xf32>
+// CHECK-GENERIC: "graph.weight"() <{name = "q+k", file = "", parts = [{name = "q", file = "{{/.*}}/m.onnx.data", offset = 0 : i64, rotate = 8 : i64, type = tensor<16x32xf32>}, {name = "k", file = "{{/.*}}/m.onnx.data", offset = 2048 : i64, type = tensor<16x16xf32>}], axis = 1 : i64}> : () -> tensor<16x48xf32>
+
+// WRITTEN:       %qk = graph.weight concat 1 ("q" in "../m.onnx.data" at 0 rotate 8 : tensor<16x32xf32>, "k" in "../m.onnx.data" at 2048 : tensor<16x16xf32>) : tensor<16x48xf32>
+// MOVED:         %qk = graph.weight concat 1 ("q" in "{{/.*}}/filecheck/dialects/m.onnx.data" at 0 rotate 8 : tensor<16x32xf32>, "k" in "{{/.*}}/filecheck/dialects/m.onnx.data" at 2048 : tensor<16x16xf32>) : tensor<16x48xf32>
