@@ -51,19 +51,17 @@ def compiled(cache: Any, name: str, options: CompileOptions) -> ModuleOp:
     return cache.compile(make_context(), module, options)
 
 
+TINY_OPTIONS = CompileOptions(grid=(4, 4), tile_sizes=(8, 8))
+
 PROGRAMS: dict[str, Callable[[Any], ModuleOp]] = {
     "meshgemm": lambda _: gemm("meshgemm", 12, 12, 12, (6, 6), "wse2").module,
     "summa": lambda _: gemm("summa", 12, 12, 12, (3, 4), "wse2").module,
     "gemv-ktree": lambda _: gemv("ktree", 16, 16, (8, 4), "wse2", k=3).module,
-    # The decode step carries TASO's fused projections, compiled as test_steady's tiny
-    # LLaMA programs are (fixed blocks: one compile for both in a session); the prefill,
-    # its GEMMs (without TASO, which leaves the bodies the sweep walks alike).
-    "tiny-decode": lambda cache: compiled(
-        cache, "llama/tiny_decode.mlir", CompileOptions(grid=(4, 4), tile_sizes=(8, 8))
-    ),
-    "tiny-prefill": lambda cache: compiled(
-        cache, "llama/tiny_prefill.mlir", CompileOptions(grid=(2, 2), substitute=False)
-    ),
+    # The decode step with TASO's fused projections and the prefill with its GEMMs,
+    # compiled as test_steady's tiny LLaMA programs are (fixed blocks: one compile for
+    # both tests in a session).
+    "tiny-decode": lambda cache: compiled(cache, "llama/tiny_decode.mlir", TINY_OPTIONS),
+    "tiny-prefill": lambda cache: compiled(cache, "llama/tiny_prefill.mlir", TINY_OPTIONS),
 }
 
 
