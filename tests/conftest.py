@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -105,3 +105,17 @@ _COMPILE_CACHE = CompileCache()
 def compile_cache() -> CompileCache:
     """The session's `CompileCache`."""
     return _COMPILE_CACHE
+
+
+@pytest.fixture(scope="module")
+def cached_bench_compiles(compile_cache: CompileCache) -> Iterator[None]:
+    """
+    `plmr bench` (`models/bench.py`) compiles through the session's `CompileCache` in
+    a module: its tests bench the same tiny programs many times over, and what they
+    check is the bench's counts and timings of a compiled program, not its compile.
+    """
+    from plmr.models import bench
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(bench, "compile_module", compile_cache.compile)
+        yield

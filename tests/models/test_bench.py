@@ -54,6 +54,8 @@ from plmr.runtime.device import get_device
 from plmr.runtime.interpreter import find_program, run_mesh
 from plmr.tools.cli import main as plmr_main
 
+pytestmark = pytest.mark.usefixtures("cached_bench_compiles")
+
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "llm.py"
 
 

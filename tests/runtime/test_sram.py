@@ -7,7 +7,9 @@ examples and of the mesh kernels (peak, where, and the live set).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from xdsl.dialects.builtin import ModuleOp
@@ -15,7 +17,7 @@ from xdsl.dialects.builtin import ModuleOp
 from plmr.dialects import mesh
 from plmr.dialects.context import make_context, parse_module
 from plmr.lowering.kernels import gemm, gemv
-from plmr.passes.pipeline import CompileOptions, compile_module
+from plmr.passes.pipeline import CompileOptions
 from plmr.runtime import sram
 from plmr.runtime.device import Device, get_device
 from plmr.runtime.sram import SramReport, device_bytes, spmd_sram
@@ -43,26 +45,29 @@ def reference_sram(spmd: mesh.SpmdOp, device: Device) -> SramReport:
     return report
 
 
-def compiled(name: str, grid: tuple[int, int], substitute: bool = True) -> ModuleOp:
+def compiled(cache: Any, name: str, options: CompileOptions) -> ModuleOp:
+    """`name` compiled with `options`, once per test session (the `compile_cache`)."""
     module = parse_module((EXAMPLES / name).read_text())
-    options = CompileOptions(grid=grid, substitute=substitute)
-    return compile_module(make_context(), module, options)
+    return cache.compile(make_context(), module, options)
 
 
-PROGRAMS = {
-    "meshgemm": lambda: gemm("meshgemm", 12, 12, 12, (6, 6), "wse2").module,
-    "summa": lambda: gemm("summa", 12, 12, 12, (3, 4), "wse2").module,
-    "gemv-ktree": lambda: gemv("ktree", 16, 16, (8, 4), "wse2", k=3).module,
-    # The decode step carries TASO's fused projections; the prefill, its GEMMs (without
-    # TASO, which halves its compile and leaves the bodies the sweep walks alike).
-    "tiny-decode": lambda: compiled("llama/tiny_decode.mlir", (4, 4)),
-    "tiny-prefill": lambda: compiled("llama/tiny_prefill.mlir", (2, 2), substitute=False),
+TINY_OPTIONS = CompileOptions(grid=(4, 4), tile_sizes=(8, 8))
+
+PROGRAMS: dict[str, Callable[[Any], ModuleOp]] = {
+    "meshgemm": lambda _: gemm("meshgemm", 12, 12, 12, (6, 6), "wse2").module,
+    "summa": lambda _: gemm("summa", 12, 12, 12, (3, 4), "wse2").module,
+    "gemv-ktree": lambda _: gemv("ktree", 16, 16, (8, 4), "wse2", k=3).module,
+    # The decode step with TASO's fused projections and the prefill with its GEMMs,
+    # compiled as test_steady's tiny LLaMA programs are (fixed blocks: one compile for
+    # both tests in a session).
+    "tiny-decode": lambda cache: compiled(cache, "llama/tiny_decode.mlir", TINY_OPTIONS),
+    "tiny-prefill": lambda cache: compiled(cache, "llama/tiny_prefill.mlir", TINY_OPTIONS),
 }
 
 
 @pytest.mark.parametrize("name", PROGRAMS)
-def test_sweep_equals_the_live_set_op_by_op(name: str):
-    module = PROGRAMS[name]()
+def test_sweep_equals_the_live_set_op_by_op(name: str, compile_cache: Any):
+    module = PROGRAMS[name](compile_cache)
     spmds = [op for op in module.walk() if isinstance(op, mesh.SpmdOp)]
     assert spmds
     for device in (get_device("wse2"), get_device("wse2:elem_bytes=4")):

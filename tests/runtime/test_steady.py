@@ -255,12 +255,13 @@ def test_compiled_rotations_extrapolate_to_the_exact_report():
 
 
 @pytest.fixture(scope="module")
-def tiny_llama() -> dict[str, ModuleOp]:
+def tiny_llama(compile_cache: Any) -> dict[str, ModuleOp]:
+    """The tiny LLaMA's programs for 4x4, compiled once a session (test_sram's too)."""
     options = CompileOptions(grid=(4, 4), tile_sizes=(8, 8))
     out: dict[str, ModuleOp] = {}
     for kind in ("prefill", "decode"):
         text = (EXAMPLES / "llama" / f"tiny_{kind}.mlir").read_text()
-        out[kind] = compile_module(make_context(), parse_module(text), options)
+        out[kind] = compile_cache.compile(make_context(), parse_module(text), options)
     return out
 
 

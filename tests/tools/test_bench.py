@@ -18,6 +18,8 @@ from plmr.lowering.kernels import gemm
 from plmr.runtime import interpreter
 from plmr.runtime.device import get_device
 
+pytestmark = pytest.mark.usefixtures("cached_bench_compiles")
+
 REPORT_KEYS = {
     "cycles",
     "seconds",

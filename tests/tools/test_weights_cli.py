@@ -34,6 +34,8 @@ def _compile_and_run(cli: Any, program: Path, tmp: Path, tag: str) -> dict[str, 
         "2x2",
         "--tile-sizes",
         "8,8",
+        # TASO with weights by reference: the hf export llama_external's test.
+        "--no-substitute",
         "-o",
         str(mesh),
     ]
