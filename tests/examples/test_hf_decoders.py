@@ -3,8 +3,7 @@ The decoder exports with a KV cache (`examples/hf/<family>_prefill.onnx` and
 `<family>_decode.onnx`, tiny LLaMA, Qwen2 and Mistral models written by
 `torch.onnx.export(..., dynamo=True)` with the position an input): imported and run with
 plmr's reference semantics against torch's stored outputs, and compiled for grids of
-2x2, 3x3 and 2x4 PEs and run on the modelled wafer (every family on 2x2, LLaMA on all
-three).
+2x2, 3x3 and 2x4 PEs (every export on every grid) and run on the modelled wafer.
 """
 
 from __future__ import annotations

@@ -19,6 +19,7 @@
 // CHECK-NEXT: blocking search {{ +[0-9.]+ +[0-9.]+ +}}1
 // CHECK-NEXT:   convert-loop-to-tile {{ +[0-9.]+ +[0-9.]+ +}}[[TRIALS:[0-9]+]]
 // CHECK-NEXT:   convert-tile-to-mesh {{ +[0-9.]+ +[0-9.]+ +}}[[LOWERED:[0-9]+]]
+// CHECK-NEXT:   mesh-fuse-softmax {{ +[0-9.]+ +[0-9.]+ +}}[[LOWERED]]
 // CHECK-NEXT:   mesh-pack-allreduces {{ +[0-9.]+ +[0-9.]+ +}}[[LOWERED]]
 // CHECK-NEXT:   mesh-route {{ +[0-9.]+ +[0-9.]+ +}}[[LOWERED]]
 // CHECK-NEXT:   mesh-verify-plmr {{ +[0-9.]+ +[0-9.]+ +}}[[LOWERED]]
