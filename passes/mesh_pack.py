@@ -15,7 +15,8 @@ with A's results then B's. A pair merges when
 
 - each body has exactly one `mesh.allreduce`, outside loops or in loops of one trip only
   (the blocked nests' `0 to 8 step 8`: those are inlined first),
-- both allreduces have the same combine kind, axis, segment, algorithm, K and groups and
+- both allreduces have the same elementwise combine kind (`sum`, `max`, `min`: not
+  `softmax`, whose rows a flat packing would mix), axis, segment, algorithm, K and groups and
   element type, their payloads together hold at most `max-elements` values, and the
   packed allreduce with the packing's copies (a fill, a store and a load of each payload)
   is faster than the two by the runtime's timing of a line (`saved_cycles`): on a short
@@ -336,6 +337,10 @@ class _Packer:
     def try_merge(self, a: mesh.SpmdOp, b: mesh.SpmdOp) -> mesh.SpmdOp | None:
         ra, rb = self.allreduce_of(a), self.allreduce_of(b)
         if ra is None or rb is None or _key(ra) != _key(rb):
+            return None
+        if ra.kind.data == mesh.CombineKind.SOFTMAX:
+            # Its combine works on rows [m, x...], not elementwise: packed flat, rows of
+            # different payloads would mix.
             return None
         n = _elements(ra) + _elements(rb)
         if n > self.max_elements or saved_cycles(ra, rb, self.device) <= 0:

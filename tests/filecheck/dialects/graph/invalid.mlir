@@ -1170,6 +1170,48 @@ func.func @f(%d: tensor<4x8xf32>, %i: tensor<4x3xi64>) {
 
 // -----
 
+%w = graph.weight "q" in "m.onnx.data" rotate 3 : tensor<4x6xf32>
+// CHECK:      {{^}}//{{ -----$}}
+// CHECK-NEXT: weight 'q': rotate takes an even block size, got 3
+
+// -----
+
+%w = graph.weight concat 1 ("q" in "m.onnx.data" : f32, "k" in "m.onnx.data" : tensor<4x8xf32>) : tensor<4x16xf32>
+// CHECK:      {{^}}//{{ -----$}}
+// CHECK:      a weight's type must be a tensor type
+
+// -----
+
+%w = "graph.weight"() <{name = "q+k", file = "", parts = [{name = "q"}, {name = "k", file = "m.onnx.data", type = tensor<4x8xf32>}], axis = 1 : i64}> : () -> tensor<4x16xf32>
+// CHECK:      {{^}}//{{ -----$}}
+// CHECK-NEXT: weight 'q+k': malformed parts (each needs a name, a file or parts, and a type)
+
+// -----
+
+%w = graph.weight concat 1 ("q" in "m.onnx.data" : tensor<4x8xf32>) : tensor<4x8xf32>
+// CHECK:      {{^}}//{{ -----$}}
+// CHECK-NEXT: weight 'q': a concatenation needs two parts
+
+// -----
+
+%w = graph.weight concat 2 ("q" in "m.onnx.data" : tensor<4x8xf32>, "k" in "m.onnx.data" : tensor<4x8xf32>) : tensor<4x16xf32>
+// CHECK:      {{^}}//{{ -----$}}
+// CHECK-NEXT: weight 'q+k': axis 2 is out of range for rank 2
+
+// -----
+
+%w = graph.weight concat 1 ("q" in "m.onnx.data" : tensor<4x8xf16>, "k" in "m.onnx.data" : tensor<4x8xf32>) : tensor<4x16xf32>
+// CHECK:      {{^}}//{{ -----$}}
+// CHECK-NEXT: weight 'q+k': part 'q' (tensor<4x8xf16>) does not match tensor<4x16xf32> in rank and element type
+
+// -----
+
+%w = graph.weight concat 1 ("q" in "m.onnx.data" : tensor<4x8xf32>, "k" in "m.onnx.data" : tensor<2x8xf32>) : tensor<4x16xf32>
+// CHECK:      {{^}}//{{ -----$}}
+// CHECK-NEXT: weight 'q+k': part 'k' (tensor<2x8xf32>) differs from tensor<4x16xf32> off axis 1
+
+// -----
+
 // graph.constant's custom syntax only accepts dense elements (parse errors).
 %c = graph.constant 1.0 : f32
 // CHECK:      {{^}}//{{ -----$}}
