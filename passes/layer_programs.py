@@ -179,13 +179,15 @@ def compile_layered(
     module: ModuleOp,
     compile_part: CompilePart,
     *,
+    prepare: Callable[[ModuleOp], None] | None = None,
     fit_tiles: bool = False,
     min_ops: int = 8,
     layers: int = 0,
 ) -> bool:
     """
     Compiles `module` with its repeated layers compiled once (see the module docstring),
-    each part by `compile_part`; False (and `module` untouched) when it has no one graph
+    each part by `compile_part`, after `prepare` rewrote a copy of the whole program
+    (the weight rewrites); False (and `module` untouched) when it has no one graph
     function whose layers repeat, or when a part does not compile on its own (then the
     caller compiles the function whole; with `layers` set, that error is raised).
     """
@@ -199,6 +201,9 @@ def compile_layered(
                 + (" without graph ops" if len(fns) == 1 else "")
             )
         return False
+    if prepare is not None:
+        prepare(trial)
+    fns = [op for op in trial.ops if isinstance(op, func.FuncOp) and op.body.blocks]
     fn = fns[0]
     body = outline_function(fn, trial, min_ops, layers)
     if body is None:

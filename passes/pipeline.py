@@ -31,7 +31,7 @@ from xdsl.utils.hints import isa
 
 from plmr.dialects import loop, tile
 from plmr.errors import PassOptionError, PlmrError
-from plmr.passes.timing import count, step
+from plmr.passes.timing import count, step, timing
 
 if TYPE_CHECKING:
     from plmr.lowering.loop_to_tile import ConvertLoopToTilePass
@@ -119,11 +119,13 @@ def compile_module(
     if opts.outline_layers and _graph_ops(module):
         from plmr.passes.layer_programs import compile_layered
 
-        # The rewrites of weights first: inside a layer body the weights are arguments,
-        # which folding rotations into them and merging projections cannot see.
-        for rewrite in weight_passes(opts):
-            with step(rewrite.name):
-                rewrite.apply(ctx, module)
+        def prepare(whole: ModuleOp) -> None:
+            # The rewrites of weights first: inside a layer body the weights are
+            # arguments, which folding rotations and merging projections cannot see.
+            # Their counters are the parts' to report (`timing()` keeps these apart).
+            with timing():
+                for rewrite in weight_passes(opts):
+                    rewrite.apply(ctx, whole)
 
         def compile_part(part: ModuleOp, fit: bool) -> ModuleOp:
             inner = dataclasses.replace(
@@ -134,6 +136,7 @@ def compile_module(
         if compile_layered(
             module,
             compile_part,
+            prepare=prepare,
             fit_tiles=opts.fit_tiles,
             min_ops=opts.layer_min_ops,
             layers=opts.layers,
