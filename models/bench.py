@@ -532,12 +532,12 @@ def simulate_whole_model(
     """
     Simulates every layer of an `n_layers` model from its one- and two-layer programs
     (timing mode): the two-layer program runs with its second layer's nests (found by
-    `layer_window`) once for each of the layers 2..n (`plmr.runtime.steady.LayerRepeat`:
+    `layer_window`) once for each of the layers 2..n (`plmr.runtime.layer_repeat.LayerRepeat`:
     each run reads the run before's outputs, with fresh collectives), then the head.
     Layers that repeat with a uniform period are extrapolated unless `exact`.
     """
     from plmr.runtime.interpreter import find_program
-    from plmr.runtime.steady import layer_repeat
+    from plmr.runtime.layer_repeat import layer_repeat
 
     program = find_program(two.module, None)
     window = layer_window(one.signatures, two.signatures)

@@ -43,6 +43,7 @@ from plmr.runtime.collective_stages import (
     stage_arrays,
 )
 from plmr.runtime.device import Device, get_device
+from plmr.runtime.layer_repeat import LayerRepeat, LayerRunner, chain_power, chain_run
 from plmr.runtime.memory import check_host_memory
 from plmr.runtime.op_cost import op_cycles
 from plmr.runtime.placement import chunk_index, gather_array, scatter_array, skew_index
@@ -63,10 +64,6 @@ from plmr.runtime.steady import (
     STAGES,
     Extrapolated,
     ExtrapolationLog,
-    LayerRepeat,
-    LayerRunner,
-    chain_power,
-    chain_run,
     external_operands,
     iteration_invariant,
 )
@@ -130,7 +127,7 @@ class MeshRuntime:
     """Their cycles on the host link (one wavelet per cycle)."""
     layers: LayerRepeat | None = None
     """Timing mode: run the program's window of one layer for every further layer of
-    the model (`plmr.runtime.steady.LayerRepeat`), extrapolating once layers repeat."""
+    the model (`plmr.runtime.layer_repeat.LayerRepeat`), extrapolating once layers repeat."""
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:

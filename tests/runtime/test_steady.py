@@ -26,7 +26,7 @@ from plmr.dialects.context import make_context, parse_module
 from plmr.dialects.graph import static_shape
 from plmr.lowering.kernels import Kernel, gemm, gemv
 from plmr.passes.pipeline import CompileOptions, compile_module
-from plmr.runtime import steady
+from plmr.runtime import layer_repeat, steady
 from plmr.runtime.device import get_device
 from plmr.runtime.interpreter import MeshRuntime, find_program, run_mesh
 from plmr.runtime.report import Report
@@ -178,7 +178,7 @@ def test_chain_power_is_the_stepped_chain(m: int, pos_axis: int):
         delay_of = rng.uniform(0, 10, n)
         delay_of[rng.random(n) < 0.2] = -np.inf  # nothing arrives
         add = float(rng.choice([0.0, 2.5]))
-        got = steady.chain_power(now, src_of, delay_of, add, m, pos_axis)
+        got = layer_repeat.chain_power(now, src_of, delay_of, add, m, pos_axis)
         want = step_chain(now, src_of, delay_of, add, m, pos_axis)
         np.testing.assert_allclose(got, want, rtol=1e-12)
 
@@ -192,14 +192,14 @@ def test_only_runs_of_the_same_uniform_stage_are_chained():
     stages = stage_arrays(plan_of(allreduce, (11, 5), None))
     n = 11 if allreduce.axis.data == "y" else 5
     assert len(stages) == 2 * (n - 1)
-    assert steady.chain_run(stages, 0) == 1  # the first stage pays no step overhead
-    assert steady.chain_run(stages, 1) == n - 2  # the rest of the reduce-scatter
-    assert steady.chain_run(stages, n - 1) == n - 1  # the allgather
+    assert layer_repeat.chain_run(stages, 0) == 1  # the first stage pays no step overhead
+    assert layer_repeat.chain_run(stages, 1) == n - 2  # the rest of the reduce-scatter
+    assert layer_repeat.chain_run(stages, n - 1) == n - 1  # the allgather
     pipeline = gemv("pipeline", 36, 36, (9, 4), "wse2")
     (chain,) = [op for op in pipeline.module.walk() if isinstance(op, mesh.AllreduceOp)]
     stages = stage_arrays(plan_of(chain, (9, 4), None))
     # A pipeline's chain moves one link further each stage: no two stages are the same.
-    assert all(steady.chain_run(stages, i) == 1 for i in range(len(stages)))
+    assert all(layer_repeat.chain_run(stages, i) == 1 for i in range(len(stages)))
 
 
 def test_extrapolation_skips_most_of_a_long_rotation():

@@ -1,5 +1,5 @@
 """
-Whole models in the mesh runtime (runtime/steady.py, `LayerRepeat`): the two-layer
+Whole models in the mesh runtime (runtime/layer_repeat.py, `LayerRepeat`): the two-layer
 program with its second layer run again for every further layer times the same as the
 model compiled with all its layers; repeating layers are extrapolated to the stepped
 result; windows that are not a layer, and functional runs, are refused.
@@ -22,7 +22,7 @@ from plmr.models.bench import bench_config, default_options, default_tokens
 from plmr.models.llama import ProgramBuilder, get_config
 from plmr.models.nests import layer_window, program_signatures
 from plmr.passes.pipeline import compile_module
-from plmr.runtime import steady
+from plmr.runtime import layer_repeat, steady
 from plmr.runtime.interpreter import find_program, run_mesh
 from plmr.runtime.report import Report
 
@@ -62,7 +62,7 @@ def programs(request: pytest.FixtureRequest) -> dict[str, Any]:
         "kind": kind,
         "two": two,
         "all": build(list(range(LAYERS))),
-        "plan": steady.layer_repeat(find_program(two, None), window, LAYERS - 1),
+        "plan": layer_repeat.layer_repeat(find_program(two, None), window, LAYERS - 1),
     }
 
 
@@ -101,9 +101,9 @@ def test_a_window_that_is_not_a_layer_is_refused(programs: dict[str, Any]):
     program = find_program(programs["two"], None)
     nests = [op for op in program.body.block.ops if isinstance(op, mesh.SpmdOp)]
     with pytest.raises(PlmrError, match="not a layer"):
-        steady.layer_repeat(program, range(0, 2), 4)
+        layer_repeat.layer_repeat(program, range(0, 2), 4)
     with pytest.raises(PlmrError, match="not a layer"):
-        steady.layer_repeat(program, range(len(nests), len(nests) + 3), 4)
+        layer_repeat.layer_repeat(program, range(len(nests), len(nests) + 3), 4)
 
 
 def test_layers_are_repeated_in_timing_mode_only(programs: dict[str, Any]):
@@ -147,7 +147,9 @@ class _Runtime:
 def layer_jump(increments: list[list[float]]) -> int | None:
     """Per-layer increments of two PEs' clocks; the layer after which layers jump."""
     rt: Any = _Runtime((1, 2))
-    watch = steady.LoopWatch(rt, [], 0.0, what=steady.LAYERS, window=steady.LAYER_WINDOW)
+    watch = steady.LoopWatch(
+        rt, [], 0.0, what=steady.LAYERS, window=layer_repeat.LAYER_WINDOW
+    )
     clock = np.array([[100.0, 100.0]])
     for i, inc in enumerate(increments):
         watch.begin_iteration()
