@@ -26,47 +26,21 @@ from __future__ import annotations
 
 import argparse
 import resource
-import subprocess
 import sys
 import tempfile
 import time
 from dataclasses import replace
 from pathlib import Path
 
+from full_size import measured  # the sibling benchmark's fresh-process runner
+
 from plmr.models.llama_onnx import LlamaOnnxConfig, write_llama_onnx
 
-PLMR = str(Path(sys.executable).parent / "plmr")
 
-_RUN = """
-import runpy, sys, time
-start = time.perf_counter()
-sys.argv = sys.argv[1:]
-code = 0
-try:
-    runpy.run_path(sys.argv[0], run_name="__main__")
-except SystemExit as e:
-    code = e.code if isinstance(e.code, int) else 1
-seconds = time.perf_counter() - start
-# The process's own high-water mark (ru_maxrss would include the parent's, kept across exec).
-with open("/proc/self/status") as f:
-    peak = next(int(line.split()[1]) for line in f if line.startswith("VmHWM:"))
-print(f"@@ {seconds} {peak} {code}", file=sys.stderr)
-"""
-
-
-def measured(argv: list[str]) -> tuple[float, float, str]:
-    """(seconds, peak MB, error or '') of `plmr argv...` in a fresh process."""
-    proc = subprocess.run(
-        [sys.executable, "-c", _RUN, PLMR, *argv], capture_output=True, text=True
-    )
-    lines = proc.stderr.strip().splitlines()
-    tail = [line for line in lines if line.startswith("@@ ")]
-    if not tail:
-        return float("nan"), float("nan"), proc.stderr.strip()[-300:]
-    seconds, peak_kb, code = tail[-1].split()[1:]
-    errors = [line for line in lines if line.startswith("error:")]
-    error = "" if code == "0" else (errors[-1] if errors else f"exit status {code}")
-    return float(seconds), int(peak_kb) / 1024, error
+def _figures(argv: list[str]) -> tuple[float, float, str]:
+    """(wall seconds, peak MB, error or '') of `plmr argv...` in a fresh process."""
+    step = measured(argv)
+    return step.seconds, step.peak_mb, step.error
 
 
 def mb(path: Path) -> str:
@@ -111,7 +85,7 @@ def main() -> None:
         base.mkdir(parents=True, exist_ok=True)
         rows: list[list[str]] = []
         # What starting the tool costs (Python, numpy, onnx, xDSL, the dialects).
-        s, peak, err = measured(["import", "--help"])
+        s, peak, err = _figures(["import", "--help"])
         rows.append(
             ["-", "plmr import --help (start-up)", f"{s:.2f}", f"{peak:.0f}", "-", err]
         )
@@ -133,12 +107,12 @@ def main() -> None:
                 file=sys.stderr,
             )
             ir, mesh = d / "model.mlir", d / "model.mesh.mlir"
-            s, peak, err = measured(["import", str(model), "-o", str(ir)])
+            s, peak, err = _figures(["import", str(model), "-o", str(ir)])
             rows.append([what, "plmr import", f"{s:.2f}", f"{peak:.0f}", mb(ir), err])
             if args.no_compile or err:
                 continue
             argv = ["compile", str(ir), "--grid", args.grid, "-o", str(mesh)]
-            s, peak, err = measured(argv)
+            s, peak, err = _figures(argv)
             out = "-" if err else mb(mesh)
             rows.append(
                 [
