@@ -30,8 +30,8 @@ from pathlib import Path
 import numpy as np
 
 from plmr.lowering.kernels import gemm, gemv
-from plmr.runtime.device import WSE3, Device
 from plmr.runtime.interpreter import run_mesh
+from plmr.target.device import WSE3, Device
 
 # (kernel, P, t or g, measured cycles)
 GEMM_POINTS: list[tuple[int, int, float]] = [

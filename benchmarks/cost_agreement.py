@@ -39,7 +39,7 @@ from plmr.passes.taso.matcher import apply_match, directions, find_matches
 from plmr.passes.taso.rules import load_rules
 from plmr.passes.taso.search import folded_concats_only
 from plmr.passes.taso.substitute import cleanup, substitute_module
-from plmr.runtime.device import get_device
+from plmr.target.device import get_device
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "benchmarks" / "README.md"
@@ -203,7 +203,7 @@ The model prices a graph on the grid it is compiled for (`CostModel(device, grid
 lowering runs it: `convert-loop-to-tile` cuts the output into 16 x 16 blocks (its first
 parallel tile) and the reduction into chunks, `convert-tile-to-mesh` spreads the blocks of
 one dimension over each grid axis, a PE runs its blocks one after the other, each block
-product at the runtime's PE dot cycles (`plmr.runtime.op_cost`: a row overhead per block
+product at the runtime's PE dot cycles (`plmr.target.op_cost`: a row overhead per block
 row, an instruction per scalar of the left block streaming a row of the right one), and
 a reduction split over an axis pays the partitioner's allreduce (`2·log2(p)` messages).
 So a merged matmul is no faster than its parts once every PE holds a block, and a

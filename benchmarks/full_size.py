@@ -72,7 +72,7 @@ from plmr.dialects import mesh
 from plmr.dialects.context import load_module
 from plmr.dialects.graph import static_shape
 from plmr.models.nests import program_signatures, run_nests
-from plmr.runtime.device import get_device
+from plmr.target.device import get_device
 module = load_module(sys.argv[1])
 program = next(op for op in module.ops if isinstance(op, mesh.ProgramOp))
 inputs = [

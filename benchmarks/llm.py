@@ -37,7 +37,7 @@ from plmr.errors import PlmrError
 from plmr.models.bench import WAFERLLM, bench_llm
 from plmr.models.llama import get_config
 from plmr.models.reference_layer import hand_composed_layer
-from plmr.runtime.device import get_device
+from plmr.target.device import get_device
 
 README = Path(__file__).resolve().parent / "README.md"
 BEGIN = "<!-- llm:begin (benchmarks/llm.py --readme writes this section) -->"

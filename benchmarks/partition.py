@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from plmr.lowering.kv_cache import get_model, kv_capacity
-from plmr.runtime.device import get_device
+from plmr.target.device import get_device
 
 # The kernel cases and their runs are the script's sibling (benchmarks/ is no package).
 sys.path.insert(0, str(Path(__file__).resolve().parent))

@@ -186,7 +186,7 @@ def llm_rows() -> list[str]:
         simulate_whole_model,
     )
     from plmr.models.llama import ProgramBuilder
-    from plmr.runtime.device import get_device
+    from plmr.target.device import get_device
 
     dev = get_device("wse2")
     out = [

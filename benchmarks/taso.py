@@ -34,9 +34,9 @@ from plmr.dialects.context import load_module
 from plmr.errors import PlmrError
 from plmr.passes.taso.dag import constant_attr
 from plmr.passes.taso.substitute import substitute_module
-from plmr.runtime.device import get_device
 from plmr.runtime.reference import evaluate_function
 from plmr.runtime.running import random_inputs, select_function
+from plmr.target.device import get_device
 
 ROOT = Path(__file__).resolve().parent.parent
 RNG = np.random.default_rng(0)

@@ -38,7 +38,6 @@ import numpy as np
 
 from plmr.dialects.context import load_module
 from plmr.dialects.printing import module_text
-from plmr.runtime.device import get_device
 from plmr.schedule.cost_model import CostModel, spearman
 from plmr.schedule.db import PerfDB
 from plmr.schedule.evolution import Space
@@ -55,6 +54,7 @@ from plmr.schedule.transforms import (
 )
 from plmr.schedule.trials import Measurement, front
 from plmr.schedule.tuner import tune
+from plmr.target.device import get_device
 
 ROOT = Path(__file__).resolve().parents[1]
 README = Path(__file__).resolve().parent / "README.md"

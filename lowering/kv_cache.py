@@ -45,7 +45,7 @@ from xdsl.ir import Attribute, Block, Region
 from plmr.dialects import mesh, tile
 from plmr.errors import PlmrError
 from plmr.lowering.kernels import Kernel
-from plmr.runtime.device import Device, get_device
+from plmr.target.device import Device, get_device
 
 SCHEMES = ("shift", "concat")
 

@@ -72,8 +72,8 @@ from plmr.models.reference_layer import (
 )
 from plmr.models.wafers import Hop, Placement, WaferStep, hops, place_stages, wafer_step
 from plmr.passes.pipeline import CompileOptions, compile_module
-from plmr.runtime.device import Device, get_device
 from plmr.runtime.report import Report
+from plmr.target.device import Device, get_device
 
 KINDS = ("decode", "prefill")
 

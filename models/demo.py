@@ -73,7 +73,7 @@ def run_llm_demo(
     from plmr.models.generate import MeshLlama
     from plmr.models.llama import NumpyLlama, get_config, random_weights
     from plmr.passes.pipeline import CompileOptions
-    from plmr.runtime.device import get_device
+    from plmr.target.device import get_device
 
     config = get_config("tiny")
     device = get_device("wse2")

@@ -39,7 +39,7 @@ from xdsl.ir import Operation
 
 from plmr.dialects import mesh
 from plmr.dialects.graph import static_shape
-from plmr.runtime.device import Device
+from plmr.target.device import Device
 
 COLLECTIVES = (mesh.AllreduceOp, mesh.ReduceOp, mesh.BroadcastOp)
 """The collectives a floor is derived for (a shift's cost is its distance, not a floor)."""

@@ -71,7 +71,7 @@ from plmr.lowering.kernels import (
     vector_allreduce,
 )
 from plmr.models.llama import LlamaConfig
-from plmr.runtime.device import Device, get_device
+from plmr.target.device import Device, get_device
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from plmr.errors import PlmrError
-from plmr.runtime.device import Device
+from plmr.target.device import Device
 
 
 @dataclass(frozen=True)

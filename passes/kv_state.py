@@ -60,7 +60,7 @@ from plmr.dialects.graph import element_type, static_shape
 from plmr.errors import PlmrError
 from plmr.runtime.running import arg_names, result_names
 from plmr.runtime.state import STATE_ATTR
-from plmr.runtime.values import constant_attr
+from plmr.values import constant_attr
 
 PASS = "graph-kv-state"
 

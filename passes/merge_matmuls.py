@@ -28,7 +28,7 @@ from plmr.dialects import graph
 from plmr.dialects.graph_weights import concat_refs, weight_ref
 from plmr.passes.timing import count
 from plmr.runtime.reference import dense_to_numpy
-from plmr.runtime.values import constant_attr
+from plmr.values import constant_attr
 
 GroupKey = tuple[SSAValue, bool, bool, int, Any, bool]
 

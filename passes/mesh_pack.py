@@ -70,11 +70,11 @@ from xdsl.passes import ModulePass
 from plmr.dialects import mesh, tile
 from plmr.dialects.graph import element_type, static_shape
 from plmr.errors import PassOptionError
-from plmr.runtime.collective_stages import line_cycles
-from plmr.runtime.device import Device, get_device
-from plmr.runtime.op_cost import vector_op_cycles
-from plmr.runtime.route_plan import plan_of
-from plmr.runtime.sram import spmd_sram
+from plmr.target.collective_stages import line_cycles
+from plmr.target.device import Device, get_device
+from plmr.target.op_cost import vector_op_cycles
+from plmr.target.route_plan import plan_of
+from plmr.target.sram import spmd_sram
 
 if TYPE_CHECKING:
     from plmr.lowering.tile_to_mesh import NestPlan
@@ -135,7 +135,7 @@ def _allreduce_cycles(op: mesh.AllreduceOp, elems: int, device: Device) -> float
 
 def _copy_cycles(device: Device, na: int, nb: int) -> float:
     """
-    The packing's compute (`runtime/op_cost.py`): a fill of the buffer, a store and a
+    The packing's compute (`target/op_cost.py`): a fill of the buffer, a store and a
     load of each payload.
     """
     e = device.elem_bytes

@@ -3,14 +3,14 @@
 rules (`mesh.route`) that carry its transfers, router by router.
 
 Each collective is planned as stages of point-to-point transfers along its axis
-(`plmr.runtime.collectives`); every transfer becomes router entries (source ramp → out
+(`plmr.target.collectives`); every transfer becomes router entries (source ramp → out
 port, pass-through routers, destination port → ramp, multicasts merged). Colors are
 assigned greedily: a transfer reuses the first color whose existing entries do not
 conflict with its own at any router. Collectives with the same pattern share colors.
 The result is checked against the device's color budget; with `relay = true`, transfers
 that do not fit are marked to be relayed in software (each extra hop costs β).
 
-The planning lives in `plmr.runtime.route_plan` (the mesh runtime times unrouted programs
+The planning lives in `plmr.target.route_plan` (the mesh runtime times unrouted programs
 with it); this module emits its rules and lowers collectives to explicit sends/receives.
 """
 
@@ -35,7 +35,7 @@ from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from plmr.dialects import mesh, tile
-from plmr.runtime.route_plan import (
+from plmr.target.route_plan import (
     COLLECTIVES,
     GENERATED,
     Routing,
@@ -47,7 +47,7 @@ from plmr.runtime.route_plan import (
     route_program,
     triple,
 )
-from plmr.runtime.routing import Rule, compress_positions
+from plmr.target.routing import Rule, compress_positions
 
 # ---------------------------------------------------------------------------------------
 # Explicit lowering: collectives -> stages of mesh.send / mesh.recv

@@ -55,10 +55,10 @@ from xdsl.passes import ModulePass
 
 from plmr.dialects import mesh, tile
 from plmr.dialects.graph import element_type, static_shape
-from plmr.runtime.collective_stages import line_cycles
-from plmr.runtime.device import Device, get_device
-from plmr.runtime.op_cost import vector_op_cycles
-from plmr.runtime.route_plan import plan_of
+from plmr.target.collective_stages import line_cycles
+from plmr.target.device import Device, get_device
+from plmr.target.op_cost import vector_op_cycles
+from plmr.target.route_plan import plan_of
 
 
 @dataclass

@@ -19,9 +19,9 @@ from xdsl.utils.exceptions import DiagnosticException
 from plmr.dialects import mesh
 from plmr.errors import PlmrError
 from plmr.passes.mesh_route import collectives_of, plan_of
-from plmr.runtime.device import get_device
-from plmr.runtime.route_plan import program_routing
-from plmr.runtime.sram import spmd_sram
+from plmr.target.device import get_device
+from plmr.target.route_plan import program_routing
+from plmr.target.sram import spmd_sram
 
 
 @dataclass(frozen=True)

@@ -30,8 +30,8 @@ from plmr.dialects import graph
 from plmr.dialects.graph_weights import weight_ref
 from plmr.passes.timing import count
 from plmr.runtime.reference import dense_to_numpy
-from plmr.runtime.values import constant_attr
 from plmr.runtime.weights import rotate_half
+from plmr.values import constant_attr
 
 
 def _halves(concat: graph.ConcatOp) -> tuple[SSAValue, int] | None:

@@ -24,7 +24,7 @@ from xdsl.traits import IsTerminator
 
 from plmr.dialects import graph
 from plmr.errors import PlmrError
-from plmr.runtime.values import Array, numpy_dtype, tensor_dtype
+from plmr.values import Array, numpy_dtype, tensor_dtype
 
 OpImpl = Callable[[Operation, list[Array]], list[Array]]
 """A pure implementation: (op, operand arrays) -> result arrays."""

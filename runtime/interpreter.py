@@ -9,7 +9,7 @@ reference semantics with `lead = (rows, cols)`). Two modes share the interpreter
 
 Time: every PE has a clock. A compute op advances it by its per-op overhead plus
 `ceil(flops / SIMD width)` (or its SRAM traffic, if larger). A collective runs its plan
-(`plmr.runtime.collectives`) stage by stage: a message leaves when its sender reaches
+(`plmr.target.collectives`) stage by stage: a message leaves when its sender reaches
 the op, pays the send overhead, the ramp twice, one `hop_cycles` per router, and one
 cycle per 32-bit wavelet (times the load of the busiest link on its path, for
 contention; once per chain for streamed chains); a receiver waits for its message and
@@ -35,24 +35,13 @@ from plmr.dialects import mesh, tile
 from plmr.dialects.graph import normalize_axis, static_shape
 from plmr.dialects.graph_weights import weight_ref
 from plmr.errors import PlmrError
-from plmr.runtime.collective_stages import (
-    StageArrays,
-    combine_along,
-    combine_cycles,
-    segmented_data,
-    stage_arrays,
-)
-from plmr.runtime.device import Device, get_device
 from plmr.runtime.layer_repeat import LayerRepeat, LayerRunner, chain_power, chain_run
 from plmr.runtime.memory import check_host_memory
-from plmr.runtime.op_cost import op_cycles
 from plmr.runtime.placement import chunk_index, gather_array, scatter_array, skew_index
 from plmr.runtime.reference import Array, dense_to_numpy, tensor_dtype
 from plmr.runtime.report import OpTime, Report
-from plmr.runtime.routing import RouteTable
 from plmr.runtime.spmd import CLOCK, Clocks, FloatArray, Ready, SpmdEvaluator, Traffic
 from plmr.runtime.spmd import Pending as _Pending
-from plmr.runtime.sram import SramReport, spmd_sram
 from plmr.runtime.state import (
     Resident,
     StateInput,
@@ -70,6 +59,17 @@ from plmr.runtime.steady import (
 from plmr.runtime.tile_ops import lookup_rows
 from plmr.runtime.trace import TraceRecorder
 from plmr.runtime.weights import load_weight
+from plmr.target.collective_stages import (
+    StageArrays,
+    combine_along,
+    combine_cycles,
+    segmented_data,
+    stage_arrays,
+)
+from plmr.target.device import Device, get_device
+from plmr.target.op_cost import op_cycles
+from plmr.target.routing import RouteTable
+from plmr.target.sram import SramReport, spmd_sram
 
 MODES = ("functional", "timing")
 
@@ -144,7 +144,7 @@ class MeshRuntime:
     def run_program(
         self, program: mesh.ProgramOp, inputs: Sequence[Array]
     ) -> tuple[list[Array], Report]:
-        from plmr.runtime.route_plan import program_routing
+        from plmr.target.route_plan import program_routing
 
         started = time.perf_counter()
         self.grid = program.grid_shape
@@ -486,7 +486,7 @@ class MeshRuntime:
         lines = self._line_view(np.asarray(x), axis)
         n = lines.shape[1]
         if isinstance(op, mesh.ShiftOp):
-            from plmr.runtime.collectives import shift_plan
+            from plmr.target.collectives import shift_plan
 
             plan = shift_plan(op.ring.data, n, op.distance.value.data)
             out = lines
@@ -516,7 +516,7 @@ class MeshRuntime:
         return self._line_view(result, axis)
 
     def _stages(self, op: Operation, root: int | None) -> list[StageArrays]:
-        from plmr.runtime.route_plan import plan_of
+        from plmr.target.route_plan import plan_of
 
         key = (id(op), root)
         cached = self._plans.get(key)

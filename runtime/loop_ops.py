@@ -34,7 +34,7 @@ from plmr.dialects import loop
 from plmr.dialects.graph import static_shape
 from plmr.errors import PlmrError
 from plmr.runtime.evaluator import EvalImpl, ReferenceEvaluator
-from plmr.runtime.values import Array, numpy_dtype, tensor_dtype
+from plmr.values import Array, numpy_dtype, tensor_dtype
 
 BOX_ELEMENTS = 1 << 22
 """Largest number of iteration points (times the yielded value size) evaluated at once."""

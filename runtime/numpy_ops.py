@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from plmr.errors import PlmrError
-from plmr.runtime.values import Array
+from plmr.values import Array
 
 # ---------------------------------------------------------------------------------------
 # Elementwise helpers

@@ -84,7 +84,7 @@ def chunk_index(
     layout: mesh.LayoutAttr, grid: tuple[int, int]
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
     """For a chunked skew: (row, col, local chunk) of the standard placement per chunk."""
-    from plmr.runtime.collectives import ring_order
+    from plmr.target.collectives import ring_order
 
     ny, nx = grid
     ring = layout.ring.data
@@ -106,7 +106,7 @@ def skew_index(
     layout: mesh.LayoutAttr, grid: tuple[int, int]
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
     """For a skewed layout: the standard-placement PE whose block each PE holds."""
-    from plmr.runtime.collectives import ring_order
+    from plmr.target.collectives import ring_order
 
     ny, nx = grid
     ring = layout.ring.data

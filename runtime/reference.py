@@ -54,8 +54,8 @@ from plmr.runtime.numpy_ops import (
     split,
 )
 from plmr.runtime.tile_ops import EVAL_IMPLS, TileStats, count_op, global_values
-from plmr.runtime.values import Array, dense_to_numpy, numpy_dtype, tensor_dtype
 from plmr.runtime.weights import load_weight
+from plmr.values import Array, dense_to_numpy, numpy_dtype, tensor_dtype
 
 # ---------------------------------------------------------------------------------------
 # Op dispatch

@@ -14,8 +14,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from plmr.runtime.device import Device
-from plmr.runtime.sram import SramReport
+from plmr.target.device import Device
+from plmr.target.sram import SramReport
 
 FloatArray = npt.NDArray[np.floating[Any]]
 

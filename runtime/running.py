@@ -311,9 +311,9 @@ def run_entry(
                 fn, args, device=device, mode=mode, relay=relay, exact=exact
             )
         return run_function(module, fn, args), None
-    from plmr.runtime.device import get_device
     from plmr.runtime.interpreter import MeshRuntime
     from plmr.runtime.trace import TraceRecorder, default_pes, parse_pes, write_heatmap
+    from plmr.target.device import get_device
 
     dev = get_device(device if device is not None else fn.device.spec.data)
     recorder = None

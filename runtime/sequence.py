@@ -111,8 +111,8 @@ def run_sequence(
     the report of the whole step. In timing mode a layer program's later runs reuse the
     figures of its first.
     """
-    from plmr.runtime.device import get_device
     from plmr.runtime.interpreter import MeshRuntime
+    from plmr.target.device import get_device
 
     inputs = fn.function_type.inputs.data
     if len(args) != len(inputs):

@@ -35,8 +35,8 @@ from plmr.dialects.graph_weights import weight_ref
 from plmr.errors import PlmrError
 from plmr.runtime.evaluator import EvalImpl, ReferenceEvaluator
 from plmr.runtime.numpy_ops import erf, gelu, sigmoid, silu
-from plmr.runtime.values import Array, dense_to_numpy, numpy_dtype, tensor_dtype
 from plmr.runtime.weights import load_weight
+from plmr.values import Array, dense_to_numpy, numpy_dtype, tensor_dtype
 
 Impl = EvalImpl
 

@@ -12,7 +12,7 @@ import numpy as np
 from xdsl.ir import Operation
 
 from plmr.dialects.graph_weights import WeightRef, weight_ops
-from plmr.runtime.values import Array, tensor_dtype
+from plmr.values import Array, tensor_dtype
 from plmr.weight_io import TensorRequest, WeightFiles, is_safetensors
 
 _FILES = WeightFiles()

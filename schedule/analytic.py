@@ -25,10 +25,10 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 
-from plmr.runtime.device import WSE2, Device
-from plmr.runtime.op_cost import block_product_cycles
 from plmr.schedule.features import NestInfo
 from plmr.schedule.transforms import Compound, Knob
+from plmr.target.device import WSE2, Device
+from plmr.target.op_cost import block_product_cycles
 
 Json = object
 

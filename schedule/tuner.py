@@ -341,8 +341,8 @@ def _evolve(
     transfer: bool,
     result: TuneResult,
 ) -> list[Measurement]:
-    from plmr.runtime.device import get_device
     from plmr.schedule.analytic import generate
+    from plmr.target.device import get_device
 
     if start.cycles is None:
         raise PlmrError(
@@ -416,7 +416,7 @@ def _transfer_data(run: _Run, table: list[NestInfo], grid: tuple[int, ...]) -> T
     empty = Transfer.empty(FEATURE_COUNT)
     if run.db is None:
         return empty
-    from plmr.runtime.device import get_device
+    from plmr.target.device import get_device
 
     here = program_vector(table, (grid[0], grid[1]))
     xs: list[np.ndarray] = []

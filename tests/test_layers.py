@@ -56,7 +56,7 @@ def test_lint_imports_keeps_every_contract():
 @pytest.mark.parametrize(
     ("contract_id", "importer", "imported"),
     [
-        ("layers", "plmr.runtime.values", "plmr.tools.cli"),
+        ("layers", "plmr.values", "plmr.tools.cli"),
         ("layers", "plmr.dialects.graph", "plmr.runtime.reference"),
         ("layers", "plmr.passes.pipeline", "plmr.models.llama"),
         ("layers", "plmr.errors", "plmr.dialects.context"),
@@ -153,7 +153,5 @@ def test_no_module_imports_itself_through_a_cycle(options: Any, graph: grimp.Imp
 
 def test_the_cycle_finder_finds_a_cycle(graph: grimp.ImportGraph):
     # running imports values (through reference): values importing running closes it.
-    graph.add_import(importer="plmr.runtime.values", imported="plmr.runtime.running")
-    assert any(
-        {"plmr.runtime.values", "plmr.runtime.running"} <= set(c) for c in _cycles(graph)
-    )
+    graph.add_import(importer="plmr.values", imported="plmr.runtime.running")
+    assert any({"plmr.values", "plmr.runtime.running"} <= set(c) for c in _cycles(graph))

@@ -358,7 +358,7 @@ def compile_cmd(
     if explain:
         from plmr.models.explain import explain as explain_nests
         from plmr.models.explain import format_explain
-        from plmr.runtime.device import get_device
+        from plmr.target.device import get_device
 
         rows = explain_nests(module, plans, get_device(opts.device), relay=relay)
         click.echo(format_explain(rows), nl=False)

@@ -16,7 +16,7 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Block, BlockArgument, Operation, SSAValue
 
 from plmr.dialects import tile
-from plmr.runtime.device import Device
+from plmr.target.device import Device
 
 GEMM_CHOICES = ("meshgemm", "cannon", "summa")
 GEMV_CHOICES = ("ktree", "pipeline", "ring", "auto")

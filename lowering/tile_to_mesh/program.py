@@ -45,20 +45,20 @@ from plmr.lowering.tile_to_mesh.mapping import Mapping
 from plmr.lowering.tile_to_mesh.planning import NestPlan
 from plmr.lowering.tile_to_mesh.planning import Planner as _Planner
 from plmr.lowering.tile_to_mesh.planning import split_entries as _entries
-from plmr.runtime.device import get_device
 from plmr.runtime.running import (
     ARG_NAMES_ATTR,
     RESULT_NAMES_ATTR,
     arg_names,
     result_names,
 )
-from plmr.runtime.sram import spmd_sram
 from plmr.runtime.state import (
     STATE_ARGS_ATTR,
     STATE_RESULTS_ATTR,
     state_args,
     state_results,
 )
+from plmr.target.device import get_device
+from plmr.target.sram import spmd_sram
 
 
 class FunctionLowering:
@@ -349,7 +349,7 @@ def lower_module(
 
 def routable(programs: Sequence[mesh.ProgramOp], opts: Options) -> bool:
     """Whether every collective of `programs` routes within the device's colors."""
-    from plmr.runtime.route_plan import route_program
+    from plmr.target.route_plan import route_program
 
     for program in programs:
         try:

@@ -23,9 +23,9 @@ from plmr.dialects import mesh, tile
 from plmr.dialects.graph import static_shape
 from plmr.lowering.tile_to_mesh.analysis import Options
 from plmr.lowering.tile_to_mesh.builders import const_index, ktree_groups
-from plmr.runtime.collective_stages import line_cycles
-from plmr.runtime.collectives import allreduce_plan, broadcast_plan, segmented_plan
-from plmr.runtime.device import Device, get_device
+from plmr.target.collective_stages import line_cycles
+from plmr.target.collectives import allreduce_plan, broadcast_plan, segmented_plan
+from plmr.target.device import Device, get_device
 
 
 def data_positions(loop: tile.ForOp, n: int) -> int:

@@ -10,7 +10,7 @@ from xdsl.ir import Attribute, Operation, SSAValue
 
 from plmr.dialects import graph
 from plmr.runtime.reference import dense_to_numpy
-from plmr.runtime.values import constant_attr
+from plmr.values import constant_attr
 
 Array = npt.NDArray[Any]
 OpT = TypeVar("OpT", bound=Operation)

@@ -38,7 +38,7 @@ from xdsl.rewriter import InsertPoint
 from xdsl.traits import Commutative, IsTerminator, Pure
 
 from plmr.dialects.loop import IteratorKind, NestOp, ReadOp, YieldOp
-from plmr.runtime.values import dense_to_numpy
+from plmr.values import dense_to_numpy
 
 # ---------------------------------------------------------------------------------------
 # Queries

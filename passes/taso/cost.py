@@ -8,7 +8,7 @@ Every op runs on the block of cores its partitioning uses and pays:
 - **data movement** its partitioning implies: a matmul runs as the mesh lowering runs it,
   in `16 x 16` output blocks and reduction chunks, the blocks of one dimension spread
   over each grid axis, each block product priced as the runtime's PE dot
-  (`block_product`, the formula of `plmr.runtime.op_cost`), a split reduction paying
+  (`block_product`, the formula of `plmr.target.op_cost`), a split reduction paying
   the partitioner's allreduce (`2·log2(p)` messages); a
   transpose moves the data corner to corner across its block; a concat or split moves
   each core's share one hop; reductions cross the block; a broadcast operand is
@@ -35,8 +35,8 @@ from functools import lru_cache
 from plmr.errors import PlmrError
 from plmr.passes.taso.dag import Dag, Node
 from plmr.passes.taso.ops import Params, Shape
-from plmr.runtime.device import Device
-from plmr.runtime.op_cost import block_product_cycles
+from plmr.target.device import Device
+from plmr.target.op_cost import block_product_cycles
 
 EPILOGUE_KINDS = frozenset({"relu", "scale", "sigmoid", "tanh", "gelu", "silu", "neg"})
 """Unary ops a matmul or conv applies to its result before storing it."""
@@ -160,7 +160,7 @@ class CostModel:
 
     def block_product(self, rows: int, k: int, n: int) -> float:
         """
-        One block product on a PE as the mesh runtime times it (`runtime.op_cost`): a
+        One block product on a PE as the mesh runtime times it (`target.op_cost`): a
         vector instruction per scalar of the left block, streaming a row of `n`.
         """
         return block_product_cycles(self.device, rows, k, n)

@@ -43,9 +43,9 @@ from plmr.passes.transpose_elim import (
     ComposeTransposes,
     FoldConstantTranspose,
 )
-from plmr.runtime.device import get_device
 from plmr.runtime.reference import GRAPH_IMPLS, dense_to_numpy
-from plmr.runtime.values import constant_attr
+from plmr.target.device import get_device
+from plmr.values import constant_attr
 
 
 class FoldConstantOps(RewritePattern):

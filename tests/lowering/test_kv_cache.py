@@ -18,8 +18,8 @@ from plmr.lowering.kv_cache import (
     kv_append,
     kv_capacity,
 )
-from plmr.runtime.device import WSE2
 from plmr.runtime.interpreter import run_mesh
+from plmr.target.device import WSE2
 
 # ---------------------------------------------------------------------------------------
 # Capacity model

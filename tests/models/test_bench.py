@@ -50,8 +50,8 @@ from plmr.models.reference_layer import (
     head_tiles,
     layer_macs,
 )
-from plmr.runtime.device import get_device
 from plmr.runtime.interpreter import find_program, run_mesh
+from plmr.target.device import get_device
 from plmr.tools.cli import main as plmr_main
 
 pytestmark = pytest.mark.usefixtures("cached_bench_compiles")

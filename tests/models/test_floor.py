@@ -15,9 +15,9 @@ from plmr.models.bench import LlmBench, bench_llm
 from plmr.models.floor import collective_floor
 from plmr.models.llama import get_config
 from plmr.models.reference_layer import compute_floor, layer_macs
-from plmr.runtime.collective_stages import line_cycles
-from plmr.runtime.collectives import allreduce_plan, broadcast_plan, reduce_plan
-from plmr.runtime.device import Device, get_device
+from plmr.target.collective_stages import line_cycles
+from plmr.target.collectives import allreduce_plan, broadcast_plan, reduce_plan
+from plmr.target.device import Device, get_device
 
 SMALL = Device(
     name="floor-test",

@@ -18,7 +18,7 @@ from plmr.lowering.kv_cache import kv_capacity
 from plmr.models.bench import bench_llm
 from plmr.models.llama import get_config
 from plmr.models.wafers import Placement, hops, place_stages, wafer_step
-from plmr.runtime.device import Device, get_device
+from plmr.target.device import Device, get_device
 
 WAFER16 = "wse2:height=16,width=16"
 

@@ -17,9 +17,9 @@ from plmr.dialects.context import parse_module
 from plmr.passes.taso.cost import ELEMENT_WORK, CostModel
 from plmr.passes.taso.substitute import TasoSubstitutePass
 from plmr.passes.transpose_elim import TransposeElimPass
-from plmr.runtime.device import get_device
 from plmr.runtime.reference import evaluate_function
 from plmr.runtime.running import random_inputs
+from plmr.target.device import get_device
 
 PROGRAM = """
 func.func @main(%a: tensor<4x6xf32>, %b: tensor<6xf32>, %m: tensor<4x6xi1>,

@@ -26,10 +26,10 @@ from plmr.dialects import mesh
 from plmr.dialects.context import parse_module
 from plmr.errors import PlmrError
 from plmr.lowering.kernels import Kernel, gemm, gemv
-from plmr.runtime.collectives import ring_order
-from plmr.runtime.device import get_device
 from plmr.runtime.interpreter import gather_array, run_mesh, scatter_array
 from plmr.runtime.report import Report
+from plmr.target.collectives import ring_order
+from plmr.target.device import get_device
 
 Array = npt.NDArray[Any]
 

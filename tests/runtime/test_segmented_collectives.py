@@ -8,8 +8,8 @@ from plmr.dialects.context import make_context, parse_module
 from plmr.dialects.printing import module_text
 from plmr.errors import PlmrError
 from plmr.passes.mesh_route import MeshRoutePass
-from plmr.runtime.collectives import allreduce_plan, segmented_plan
 from plmr.runtime.interpreter import run_mesh
+from plmr.target.collectives import allreduce_plan, segmented_plan
 
 
 def program(op: str, rows: int, cols: int, root: int = 0, grid_x: int = 2) -> str:
@@ -144,8 +144,8 @@ def test_segment_of():
 def test_line_cycles_is_the_runtime_timing_of_one_collective(
     n: int, elems: int, segment: int | None
 ):
-    from plmr.runtime.collective_stages import line_cycles
-    from plmr.runtime.device import get_device
+    from plmr.target.collective_stages import line_cycles
+    from plmr.target.device import get_device
 
     op = "mesh.allreduce sum %b axis y"
     plan = allreduce_plan(segment or n, "ktree", 2, None)

@@ -4,10 +4,10 @@ import numpy as np
 import pytest
 
 from plmr.dialects.context import parse_module
-from plmr.runtime.collective_stages import combine_cycles, line_cycles
-from plmr.runtime.collectives import allreduce_plan
-from plmr.runtime.device import get_device
 from plmr.runtime.interpreter import run_mesh
+from plmr.target.collective_stages import combine_cycles, line_cycles
+from plmr.target.collectives import allreduce_plan
+from plmr.target.device import get_device
 
 
 def program(pes: int, rows: int, width: int, attrs: str) -> str:

@@ -27,10 +27,10 @@ from plmr.dialects.graph import static_shape
 from plmr.lowering.kernels import Kernel, gemm, gemv
 from plmr.passes.pipeline import CompileOptions, compile_module
 from plmr.runtime import layer_repeat, steady
-from plmr.runtime.device import get_device
 from plmr.runtime.interpreter import MeshRuntime, find_program, run_mesh
 from plmr.runtime.report import Report
 from plmr.runtime.trace import TraceRecorder
+from plmr.target.device import get_device
 
 REL = 1e-9
 
@@ -187,7 +187,7 @@ def test_only_runs_of_the_same_uniform_stage_are_chained():
     kernel = gemv("ring", 55, 44, (11, 5), "wse2")
     (allreduce,) = [op for op in kernel.module.walk() if isinstance(op, mesh.AllreduceOp)]
     from plmr.runtime.interpreter import stage_arrays
-    from plmr.runtime.route_plan import plan_of
+    from plmr.target.route_plan import plan_of
 
     stages = stage_arrays(plan_of(allreduce, (11, 5), None))
     n = 11 if allreduce.axis.data == "y" else 5

@@ -16,7 +16,7 @@ import pytest
 
 from plmr.lowering.kernels import gemm
 from plmr.runtime import interpreter
-from plmr.runtime.device import get_device
+from plmr.target.device import get_device
 
 pytestmark = pytest.mark.usefixtures("cached_bench_compiles")
 

@@ -10,7 +10,7 @@
 // A router holds one configuration per color: one input port and its output ports. A
 // transfer takes the first color on which every router of its path is free or already
 // configured exactly as it needs. The expected tables were derived by hand from the plans
-// (runtime/collectives.py), transfers in plan order:
+// (target/collectives.py), transfers in plan order:
 // - linear shift on 5 PEs: p -> p+1 for p < 4. 0->1 takes color 0 (router 0 ramp->east,
 //   router 1 west->ramp); 1->2 needs ramp->east at router 1: color 1; 2->3 fits color 0,
 //   3->4 color 1. Even steps on color 0, odd steps on color 1.

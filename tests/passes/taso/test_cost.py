@@ -6,7 +6,7 @@ from plmr.dialects.context import parse_module
 from plmr.errors import PlmrError
 from plmr.passes.taso.cost import CostModel
 from plmr.passes.taso.dag import DagContext, import_function
-from plmr.runtime.device import get_device
+from plmr.target.device import get_device
 
 
 @pytest.fixture(scope="module")
@@ -41,7 +41,7 @@ def test_a_block_product_is_the_runtimes_dot(rows: int, k: int, n: int):
     from xdsl.ir import Block
 
     from plmr.dialects import tile
-    from plmr.runtime.op_cost import op_cycles
+    from plmr.target.op_cost import op_cycles
 
     dev = get_device("wse2")
     block = Block(arg_types=[TensorType(f16, [rows, k]), TensorType(f16, [k, n])])

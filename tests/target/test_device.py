@@ -3,7 +3,7 @@
 import pytest
 
 from plmr.errors import PlmrError
-from plmr.runtime.device import PRESETS, WSE2, WSE3, get_device
+from plmr.target.device import PRESETS, WSE2, WSE3, get_device
 
 
 def test_presets_match_the_published_figures():

@@ -1,6 +1,6 @@
 """
 Routing plans of mesh programs: the stages of point-to-point transfers each collective
-makes (`plmr.runtime.collectives`), turned into router entries (source ramp → out port,
+makes (`plmr.target.collectives`), turned into router entries (source ramp → out port,
 pass-through routers, destination port → ramp, multicasts merged) with colors assigned
 greedily: a transfer reuses the first color whose existing entries do not conflict with
 its own at any router, and collectives with the same pattern share colors. The result is
@@ -26,7 +26,7 @@ from xdsl.ir import Attribute, Operation
 
 from plmr.dialects import mesh
 from plmr.errors import PlmrError
-from plmr.runtime.collectives import (
+from plmr.target.collectives import (
     Plan,
     Stage,
     Transfer,
@@ -38,8 +38,8 @@ from plmr.runtime.collectives import (
     shift_plan,
     transfer_path,
 )
-from plmr.runtime.device import Device, get_device
-from plmr.runtime.routing import PORT_INDEX, RouteTable, Rule, compress_positions
+from plmr.target.device import Device, get_device
+from plmr.target.routing import PORT_INDEX, RouteTable, Rule, compress_positions
 
 COLLECTIVES = (mesh.ShiftOp, mesh.BroadcastOp, mesh.AllreduceOp, mesh.ReduceOp)
 

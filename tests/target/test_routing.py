@@ -29,9 +29,9 @@ from plmr.passes.mesh_route import (
     plan_of,
     route_program,
 )
-from plmr.runtime.collectives import Transfer
-from plmr.runtime.device import get_device
-from plmr.runtime.routing import PORT_INDEX, RouteTable, Rule, compress_positions
+from plmr.target.collectives import Transfer
+from plmr.target.device import get_device
+from plmr.target.routing import PORT_INDEX, RouteTable, Rule, compress_positions
 
 # ---------------------------------------------------------------------------------------
 # Helpers

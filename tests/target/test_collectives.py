@@ -1,5 +1,5 @@
 """
-Structural properties of the collective plans (runtime/collectives.py).
+Structural properties of the collective plans (target/collectives.py).
 
 The plans are simulated on numpy data (every stage's transfers read the values at the
 start of the stage; `combine` receivers add, the others replace) and compared with what
@@ -17,7 +17,7 @@ import numpy.typing as npt
 import pytest
 
 from plmr.errors import PlmrError
-from plmr.runtime.collectives import (
+from plmr.target.collectives import (
     Plan,
     Transfer,
     allreduce_plan,

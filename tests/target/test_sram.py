@@ -18,9 +18,9 @@ from plmr.dialects import mesh
 from plmr.dialects.context import make_context, parse_module
 from plmr.lowering.kernels import gemm, gemv
 from plmr.passes.pipeline import CompileOptions
-from plmr.runtime import sram
-from plmr.runtime.device import Device, get_device
-from plmr.runtime.sram import SramReport, device_bytes, spmd_sram
+from plmr.target import sram
+from plmr.target.device import Device, get_device
+from plmr.target.sram import SramReport, device_bytes, spmd_sram
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 

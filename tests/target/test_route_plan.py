@@ -21,17 +21,17 @@ from xdsl.rewriter import Rewriter
 from plmr.dialects import mesh
 from plmr.lowering.kernels import gemm, gemv
 from plmr.passes.mesh_route import MeshRoutePass
-from plmr.runtime import route_plan
-from plmr.runtime.collectives import Plan, Stage, Transfer, shift_plan
-from plmr.runtime.device import get_device
-from plmr.runtime.route_plan import (
+from plmr.target import route_plan
+from plmr.target.collectives import Plan, Stage, Transfer, shift_plan
+from plmr.target.device import get_device
+from plmr.target.route_plan import (
     Routing,
     attached_routing,
     collectives_of,
     program_routing,
     route_program,
 )
-from plmr.runtime.routing import PORT_INDEX, PORTS, RouteTable
+from plmr.target.routing import PORT_INDEX, PORTS, RouteTable
 
 
 def routed(module: ModuleOp, relay: bool = False) -> mesh.ProgramOp:

@@ -14,8 +14,8 @@ from xdsl.ir import Attribute, Operation
 
 from plmr.dialects import tile
 from plmr.dialects.graph import static_shape
-from plmr.runtime.device import Device
-from plmr.runtime.reference import tensor_dtype
+from plmr.target.device import Device
+from plmr.values import tensor_dtype
 
 
 def op_cycles(dev: Device, op: Operation) -> float:

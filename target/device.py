@@ -15,7 +15,7 @@ cycle counts of WaferLLM's MeshGEMM and MeshGEMV (mean error 1.7%, max 3.7% over
 points; leave-one-out in `benchmarks/README.md`); WSE-2 shares them and differs in SIMD
 width. A block product costs ≈42 cycles per row of its left block (one `@map` over the
 row, with its own DSD setup) and, per scalar of it, ≈1.4 plus the row's streaming time,
-bounded by SRAM bandwidth (`runtime/op_cost.py`): most of a small block's cost is per
+bounded by SRAM bandwidth (`target/op_cost.py`): most of a small block's cost is per
 row, not per instruction.
 """
 

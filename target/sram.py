@@ -19,7 +19,7 @@ from xdsl.ir import Block, Operation, SSAValue
 
 from plmr.dialects import mesh
 from plmr.dialects.graph import static_shape
-from plmr.runtime.device import Device
+from plmr.target.device import Device
 
 
 def device_bytes(value: SSAValue, device: Device) -> int:

@@ -1,5 +1,5 @@
 """
-The stages of a collective's plan (`plmr.runtime.collectives`) as arrays over the grid:
+The stages of a collective's plan (`plmr.target.collectives`) as arrays over the grid:
 who sends to whom at each stage, for the mesh runtime's vectorised timing and data.
 """
 
@@ -13,8 +13,8 @@ import numpy.typing as npt
 from xdsl.ir import Operation
 
 from plmr.dialects import mesh
-from plmr.runtime.collectives import Plan
-from plmr.runtime.device import Device
+from plmr.target.collectives import Plan
+from plmr.target.device import Device
 
 
 @dataclass

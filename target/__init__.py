@@ -1,0 +1,1 @@
+"""The machine model: device, costs, routes, SRAM and collective timing."""
