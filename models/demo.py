@@ -160,13 +160,8 @@ def _row(
 def run_demo(seed: int, echo: Callable[[str], None]) -> bool:
     """Runs every bundled ONNX model and the Hugging Face export; True when all match."""
     from plmr.frontend.onnx import import_onnx_file
-    from plmr.runtime.running import (
-        arg_names,
-        random_inputs,
-        result_names,
-        run_function,
-        select_function,
-    )
+    from plmr.runtime.running import random_inputs, run_function, select_function
+    from plmr.target.interface import arg_names, result_names
 
     models = example_models()
     if not models:

@@ -58,8 +58,7 @@ from xdsl.passes import ModulePass
 from plmr.dialects import graph
 from plmr.dialects.graph import element_type, static_shape
 from plmr.errors import PlmrError
-from plmr.runtime.running import arg_names, result_names
-from plmr.runtime.state import STATE_ATTR
+from plmr.target.interface import STATE_ATTR, arg_names, result_names
 from plmr.values import constant_attr
 
 PASS = "graph-kv-state"

@@ -27,8 +27,7 @@ from xdsl.rewriter import InsertPoint, Rewriter
 from plmr.dialects import graph
 from plmr.dialects.graph_weights import concat_refs, weight_ref
 from plmr.passes.timing import count
-from plmr.runtime.reference import dense_to_numpy
-from plmr.values import constant_attr
+from plmr.values import constant_attr, dense_to_numpy
 
 GroupKey = tuple[SSAValue, bool, bool, int, Any, bool]
 

@@ -29,9 +29,8 @@ from xdsl.rewriter import InsertPoint, Rewriter
 from plmr.dialects import graph
 from plmr.dialects.graph_weights import weight_ref
 from plmr.passes.timing import count
-from plmr.runtime.reference import dense_to_numpy
 from plmr.runtime.weights import rotate_half
-from plmr.values import constant_attr
+from plmr.values import constant_attr, dense_to_numpy
 
 
 def _halves(concat: graph.ConcatOp) -> tuple[SSAValue, int] | None:

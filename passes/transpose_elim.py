@@ -33,8 +33,7 @@ from xdsl.pattern_rewriter import (
 )
 
 from plmr.dialects import graph
-from plmr.runtime.reference import dense_to_numpy
-from plmr.values import constant_attr
+from plmr.values import constant_attr, dense_to_numpy
 
 UNARY_ELEMENTWISE = (
     graph.ReluOp,

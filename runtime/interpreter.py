@@ -42,13 +42,7 @@ from plmr.runtime.reference import Array, dense_to_numpy, tensor_dtype
 from plmr.runtime.report import OpTime, Report
 from plmr.runtime.spmd import CLOCK, Clocks, FloatArray, Ready, SpmdEvaluator, Traffic
 from plmr.runtime.spmd import Pending as _Pending
-from plmr.runtime.state import (
-    Resident,
-    StateInput,
-    WaferState,
-    state_args,
-    state_results,
-)
+from plmr.runtime.state import Resident, StateInput, WaferState
 from plmr.runtime.steady import (
     STAGES,
     Extrapolated,
@@ -67,6 +61,7 @@ from plmr.target.collective_stages import (
     stage_arrays,
 )
 from plmr.target.device import Device, get_device
+from plmr.target.interface import state_args, state_results
 from plmr.target.op_cost import op_cycles
 from plmr.target.routing import RouteTable
 from plmr.target.sram import SramReport, spmd_sram
@@ -839,7 +834,6 @@ __all__ = [
     "chunk_index",
     "find_program",
     "gather_array",
-    "op_cycles",
     "run_mesh",
     "scatter_array",
     "skew_index",

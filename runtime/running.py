@@ -14,9 +14,7 @@ from typing import Any, TypeVar
 import numpy as np
 from xdsl.dialects import func
 from xdsl.dialects.builtin import (
-    DictionaryAttr,
     ModuleOp,
-    StringAttr,
     TensorType,
 )
 from xdsl.ir import Attribute, SSAValue
@@ -26,54 +24,13 @@ from plmr.dialects import graph, mesh, tile
 from plmr.errors import PlmrError
 from plmr.runtime.reference import Array, ReferenceEvaluator, tensor_dtype
 from plmr.runtime.report import Report
-from plmr.runtime.state import WaferState, program_names
-
-NAME_ATTR = "plmr.name"
-"""Argument/result attribute holding the tensor's name in the source model."""
-
-
-def _named(attrs: Sequence[DictionaryAttr] | None, index: int) -> str | None:
-    if attrs is None or index >= len(attrs):
-        return None
-    name = attrs[index].data.get(NAME_ATTR)
-    return name.data if isinstance(name, StringAttr) else None
-
+from plmr.runtime.state import WaferState
+from plmr.target.interface import Entry, arg_names
 
 MeshEntry = mesh.ProgramOp
 """A mesh program as a `plmr run` entry (runs on the modelled wafer)."""
 
-Entry = func.FuncOp | mesh.ProgramOp
-"""What `plmr run` can execute: a function (reference semantics) or a mesh program."""
-
 E = TypeVar("E", bound=func.FuncOp | mesh.ProgramOp)
-
-
-ARG_NAMES_ATTR = "plmr.arg_names"
-RESULT_NAMES_ATTR = "plmr.result_names"
-"""A mesh.program's record of its source function's input / output names."""
-
-
-def arg_names(fn: Entry) -> list[str]:
-    """Input names: the recorded `plmr.name`s, else `arg0, arg1, ...`."""
-    n = len(fn.function_type.inputs.data)
-    if isinstance(fn, mesh.ProgramOp):
-        return [
-            name or f"arg{i}" for i, name in enumerate(program_names(fn, ARG_NAMES_ATTR, n))
-        ]
-    attrs = None if fn.arg_attrs is None else list(fn.arg_attrs.data)
-    return [_named(attrs, i) or f"arg{i}" for i in range(n)]
-
-
-def result_names(fn: Entry) -> list[str]:
-    """Output names: the recorded `plmr.name`s, else `out0, out1, ...`."""
-    n = len(fn.function_type.outputs.data)
-    if isinstance(fn, mesh.ProgramOp):
-        return [
-            name or f"out{i}"
-            for i, name in enumerate(program_names(fn, RESULT_NAMES_ATTR, n))
-        ]
-    attrs = None if fn.res_attrs is None else list(fn.res_attrs.data)
-    return [_named(attrs, i) or f"out{i}" for i in range(n)]
 
 
 def on_wafer(fn: Entry) -> bool:

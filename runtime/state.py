@@ -16,70 +16,14 @@ hold yet starts as zeros (an empty cache).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import cast
 
 import numpy as np
-from xdsl.dialects import func
-from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, StringAttr
-from xdsl.ir import Attribute
 
 from plmr.dialects import mesh
 from plmr.errors import PlmrError
 from plmr.runtime.placement import gather_array, scatter_array
 from plmr.runtime.reference import Array
-
-STATE_ATTR = "plmr.state"
-"""Argument/result attribute: the value is the named state that stays on the wafer across
-runs (`graph-kv-state`); a mesh.program records them as `plmr.state_args` /
-`plmr.state_results` (the state's name, or "" for a host value)."""
-STATE_ARGS_ATTR = "plmr.state_args"
-STATE_RESULTS_ATTR = "plmr.state_results"
-
-
-def program_names(program: mesh.ProgramOp, key: str, n: int) -> list[str | None]:
-    """The `n` names a mesh.program records under `key` (None where none is given)."""
-    names = program.attributes.get(key)
-    if not isinstance(names, ArrayAttr):
-        return [None] * n
-    values = cast(ArrayAttr[Attribute], names).data
-    if len(values) != n:
-        return [None] * n
-    return [v.data if isinstance(v, StringAttr) and v.data else None for v in values]
-
-
-def _states(
-    fn: func.FuncOp | mesh.ProgramOp,
-    attrs: Sequence[DictionaryAttr] | None,
-    key: str,
-    n: int,
-) -> list[str | None]:
-    if isinstance(fn, mesh.ProgramOp):
-        return program_names(fn, key, n)
-    out: list[str | None] = []
-    for i in range(n):
-        value = (
-            attrs[i].data.get(STATE_ATTR) if attrs is not None and i < len(attrs) else None
-        )
-        out.append(value.data if isinstance(value, StringAttr) else None)
-    return out
-
-
-def state_args(fn: func.FuncOp | mesh.ProgramOp) -> list[str | None]:
-    """Per input: the name of the wafer-resident state it is, or None (a host input)."""
-    attrs = None
-    if isinstance(fn, func.FuncOp) and fn.arg_attrs is not None:
-        attrs = list(fn.arg_attrs.data)
-    return _states(fn, attrs, STATE_ARGS_ATTR, len(fn.function_type.inputs.data))
-
-
-def state_results(fn: func.FuncOp | mesh.ProgramOp) -> list[str | None]:
-    """Per output: the name of the wafer-resident state it is, or None (to the host)."""
-    attrs = None
-    if isinstance(fn, func.FuncOp) and fn.res_attrs is not None:
-        attrs = list(fn.res_attrs.data)
-    return _states(fn, attrs, STATE_RESULTS_ATTR, len(fn.function_type.outputs.data))
 
 
 @dataclass
@@ -157,12 +101,7 @@ class WaferState:
 
 
 __all__ = [
-    "STATE_ARGS_ATTR",
-    "STATE_ATTR",
-    "STATE_RESULTS_ATTR",
     "Resident",
     "StateInput",
     "WaferState",
-    "state_args",
-    "state_results",
 ]

@@ -16,6 +16,7 @@ import pytest
 from importlinter import api as _configure  # noqa: F401  (registers the readers)
 from importlinter.application.use_cases import read_user_options
 from importlinter.contracts.acyclic_siblings import AcyclicSiblingsContract
+from importlinter.contracts.forbidden import ForbiddenContract
 from importlinter.contracts.layers import LayersContract
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -61,6 +62,9 @@ def test_lint_imports_keeps_every_contract():
         ("layers", "plmr.passes.pipeline", "plmr.models.llama"),
         ("layers", "plmr.errors", "plmr.dialects.context"),
         ("layers", "plmr.models.llama", "plmr.schedule.tuner"),
+        ("layers", "plmr.target.route_plan", "plmr.runtime.interpreter"),
+        ("layers", "plmr.target.device", "plmr.lowering.kv_cache"),
+        ("layers", "plmr.values", "plmr.dialects.graph"),
         ("dialects", "plmr.dialects.tile", "plmr.dialects.mesh"),
         ("dialects", "plmr.dialects.graph", "plmr.dialects.loop"),
         ("reference", "plmr.runtime.tile_ops", "plmr.runtime.loop_ops"),
@@ -71,6 +75,26 @@ def test_a_layers_contract_refuses_an_upward_or_sideways_import(
     options: Any, graph: grimp.ImportGraph, contract_id: str, importer: str, imported: str
 ):
     contract = _contract(options, contract_id, LayersContract)
+    assert contract.check(graph, verbose=False).kept
+    graph.add_import(importer=importer, imported=imported)
+    assert not contract.check(graph, verbose=False).kept
+
+
+@pytest.mark.parametrize(
+    ("importer", "imported"),
+    [
+        ("plmr.passes.mesh_pack", "plmr.runtime.interpreter"),
+        ("plmr.lowering.tile_to_mesh.program", "plmr.runtime.state"),
+        ("plmr.lowering.tile_to_mesh.cost", "plmr.runtime.steady"),
+        # Indirectly: the compiler imports the reference semantics, which may not reach
+        # the mesh machine either.
+        ("plmr.runtime.reference", "plmr.runtime.running"),
+    ],
+)
+def test_the_compiler_contract_refuses_an_import_of_the_simulator(
+    options: Any, graph: grimp.ImportGraph, importer: str, imported: str
+):
+    contract = _contract(options, "compiler", ForbiddenContract)
     assert contract.check(graph, verbose=False).kept
     graph.add_import(importer=importer, imported=imported)
     assert not contract.check(graph, verbose=False).kept

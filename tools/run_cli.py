@@ -121,13 +121,13 @@ def run_cmd(
         load_inputs,
         on_wafer,
         random_inputs,
-        result_names,
         run_entry,
         select_entry,
         summarize,
         zero_inputs,
     )
     from plmr.runtime.weights import check_weights
+    from plmr.target.interface import result_names
 
     if inputs is not None and seed is not None:
         raise PlmrError("give either --inputs or --random, not both")

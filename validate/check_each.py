@@ -37,14 +37,8 @@ from plmr.dialects.context import parse_module
 from plmr.dialects.printing import module_text
 from plmr.errors import PlmrError
 from plmr.runtime.reference import Array
-from plmr.runtime.running import (
-    Entry,
-    entries,
-    random_inputs,
-    result_names,
-    run_entry,
-    select_entry,
-)
+from plmr.runtime.running import entries, random_inputs, run_entry, select_entry
+from plmr.target.interface import Entry, result_names
 
 DEFAULT_TOLERANCE = 1e-4
 """Largest accepted |after - before| / max(1, max |before|) of any result."""

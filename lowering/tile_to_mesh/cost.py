@@ -26,7 +26,7 @@ from plmr.lowering.tile_to_mesh.segments import (
     line_cycles_of,
     segment_of,
 )
-from plmr.runtime.interpreter import op_cycles
+from plmr.target.op_cost import op_cycles
 
 
 class CostModel:

@@ -45,19 +45,17 @@ from plmr.lowering.tile_to_mesh.mapping import Mapping
 from plmr.lowering.tile_to_mesh.planning import NestPlan
 from plmr.lowering.tile_to_mesh.planning import Planner as _Planner
 from plmr.lowering.tile_to_mesh.planning import split_entries as _entries
-from plmr.runtime.running import (
+from plmr.target.device import get_device
+from plmr.target.interface import (
     ARG_NAMES_ATTR,
     RESULT_NAMES_ATTR,
-    arg_names,
-    result_names,
-)
-from plmr.runtime.state import (
     STATE_ARGS_ATTR,
     STATE_RESULTS_ATTR,
+    arg_names,
+    result_names,
     state_args,
     state_results,
 )
-from plmr.target.device import get_device
 from plmr.target.sram import spmd_sram
 
 

@@ -9,8 +9,7 @@ import numpy.typing as npt
 from xdsl.ir import Attribute, Operation, SSAValue
 
 from plmr.dialects import graph
-from plmr.runtime.reference import dense_to_numpy
-from plmr.values import constant_attr
+from plmr.values import constant_attr, dense_to_numpy
 
 Array = npt.NDArray[Any]
 OpT = TypeVar("OpT", bound=Operation)

@@ -42,7 +42,8 @@ from plmr.passes.canonicalize.match import (
     shape_of,
 )
 from plmr.passes.transpose_elim import UNARY_ELEMENTWISE, perm_of, rebuild_unary
-from plmr.runtime.reference import GRAPH_IMPLS, tensor_dtype
+from plmr.runtime.reference import GRAPH_IMPLS
+from plmr.values import tensor_dtype
 
 FOLD_LIMIT = 1024
 """Results of at most this many elements are always folded."""

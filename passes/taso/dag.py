@@ -24,8 +24,7 @@ from xdsl.utils.hints import isa
 
 from plmr.dialects import graph
 from plmr.passes.taso.ops import Params, Shape, build_op, op_key
-from plmr.runtime.reference import dense_to_numpy
-from plmr.values import constant_attr
+from plmr.values import constant_attr, dense_to_numpy
 
 Val = tuple[int, int]
 """A value of the DAG: (node id, result index)."""

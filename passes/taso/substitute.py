@@ -43,9 +43,9 @@ from plmr.passes.transpose_elim import (
     ComposeTransposes,
     FoldConstantTranspose,
 )
-from plmr.runtime.reference import GRAPH_IMPLS, dense_to_numpy
+from plmr.runtime.reference import GRAPH_IMPLS
 from plmr.target.device import get_device
-from plmr.values import constant_attr
+from plmr.values import constant_attr, dense_to_numpy
 
 
 class FoldConstantOps(RewritePattern):

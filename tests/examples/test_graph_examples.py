@@ -5,7 +5,8 @@ from pathlib import Path
 import numpy as np
 
 from plmr.dialects.context import load_module
-from plmr.runtime.running import arg_names, random_inputs, run_function, select_function
+from plmr.runtime.running import random_inputs, run_function, select_function
+from plmr.target.interface import arg_names
 
 EXAMPLES = Path(__file__).resolve().parent.parent.parent / "examples" / "graph"
 

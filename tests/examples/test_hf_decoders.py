@@ -20,7 +20,8 @@ from plmr.dialects.context import make_context
 from plmr.frontend.onnx import import_onnx_file
 from plmr.passes.pipeline import CompileOptions, compile_module
 from plmr.runtime.interpreter import run_mesh
-from plmr.runtime.running import arg_names, result_names, run_function, select_function
+from plmr.runtime.running import run_function, select_function
+from plmr.target.interface import arg_names, result_names
 
 HF = Path(__file__).resolve().parents[2] / "examples" / "hf"
 FAMILIES = ("llama", "qwen2", "mistral")

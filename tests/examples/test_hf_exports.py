@@ -16,7 +16,8 @@ import pytest
 from onnx.numpy_helper import to_array
 
 from plmr.frontend.onnx import import_onnx_file
-from plmr.runtime.running import arg_names, result_names, run_function, select_function
+from plmr.runtime.running import run_function, select_function
+from plmr.target.interface import arg_names, result_names
 from plmr.tools.cli import main as plmr_main
 
 HF = Path(__file__).resolve().parents[2] / "examples" / "hf"

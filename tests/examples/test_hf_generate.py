@@ -20,8 +20,8 @@ from plmr.frontend.onnx import import_onnx_file
 from plmr.models.export_decode import ExportDecoder
 from plmr.passes.kv_state import kv_state
 from plmr.passes.pipeline import CompileOptions
-from plmr.runtime.running import arg_names, result_names, run_function, select_entry
-from plmr.runtime.state import state_args
+from plmr.runtime.running import run_function, select_entry
+from plmr.target.interface import arg_names, result_names, state_args
 
 HF = Path(__file__).resolve().parents[2] / "examples" / "hf"
 FAMILIES = ("llama", "qwen2", "mistral")

@@ -23,14 +23,9 @@ from plmr.errors import PlmrError
 from plmr.frontend.onnx import import_onnx
 from plmr.passes.kv_state import StatePair, find_pairs, kv_state, parse_state_pairs
 from plmr.passes.pipeline import CompileOptions, compile_module
-from plmr.runtime.running import (
-    arg_names,
-    result_names,
-    run_entry,
-    run_function,
-    select_entry,
-)
-from plmr.runtime.state import Resident, WaferState, state_args, state_results
+from plmr.runtime.running import run_entry, run_function, select_entry
+from plmr.runtime.state import Resident, WaferState
+from plmr.target.interface import arg_names, result_names, state_args, state_results
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "decode"
 

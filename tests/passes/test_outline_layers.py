@@ -18,13 +18,8 @@ from plmr.errors import PassOptionError, PlmrError
 from plmr.frontend.onnx import import_onnx_file
 from plmr.models.llama_onnx import LlamaOnnxConfig, write_llama_onnx
 from plmr.passes.outline_layers import BODY_ATTR, LAYER_ATTR, GraphOutlineLayersPass
-from plmr.runtime.running import (
-    arg_names,
-    random_inputs,
-    result_names,
-    run_function,
-    select_function,
-)
+from plmr.runtime.running import random_inputs, run_function, select_function
+from plmr.target.interface import arg_names, result_names
 
 HF = Path(__file__).resolve().parents[2] / "examples" / "hf"
 
