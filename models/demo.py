@@ -23,7 +23,7 @@ from typing import Any, cast
 
 import numpy as np
 
-from plmr.runtime.reference import Array
+from plmr.values import Array
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "onnx"
 HF_EXPORT = EXAMPLES.parent / "hf" / "llama.onnx"

@@ -28,11 +28,11 @@ from plmr.dialects.graph import static_shape
 from plmr.errors import PlmrError
 from plmr.passes.kv_state import POSITION, StatePair, kv_state
 from plmr.passes.pipeline import CompileOptions, compile_module
-from plmr.runtime.reference import Array, tensor_dtype
 from plmr.runtime.report import Report
 from plmr.runtime.running import run_entry, run_function, select_entry
 from plmr.runtime.state import WaferState
 from plmr.target.interface import arg_names, result_names, state_args, state_results
+from plmr.values import Array, tensor_dtype
 
 IDS = "input_ids"
 LOGITS = "logits"

@@ -38,7 +38,6 @@ from plmr.errors import PlmrError
 from plmr.runtime.layer_repeat import LayerRepeat, LayerRunner, chain_power, chain_run
 from plmr.runtime.memory import check_host_memory
 from plmr.runtime.placement import chunk_index, gather_array, scatter_array, skew_index
-from plmr.runtime.reference import Array, dense_to_numpy, tensor_dtype
 from plmr.runtime.report import OpTime, Report
 from plmr.runtime.spmd import CLOCK, Clocks, FloatArray, Ready, SpmdEvaluator, Traffic
 from plmr.runtime.spmd import Pending as _Pending
@@ -65,6 +64,7 @@ from plmr.target.interface import state_args, state_results
 from plmr.target.op_cost import op_cycles
 from plmr.target.routing import RouteTable
 from plmr.target.sram import SramReport, spmd_sram
+from plmr.values import Array, dense_to_numpy, tensor_dtype
 
 MODES = ("functional", "timing")
 
@@ -829,7 +829,6 @@ __all__ = [
     "MeshRuntime",
     "Ready",
     "SpmdEvaluator",
-    "StageArrays",
     "Traffic",
     "chunk_index",
     "find_program",
@@ -837,5 +836,4 @@ __all__ = [
     "run_mesh",
     "scatter_array",
     "skew_index",
-    "stage_arrays",
 ]

@@ -22,7 +22,7 @@ from xdsl.ir import Attribute, SSAValue
 
 from plmr.dialects import mesh
 from plmr.errors import PlmrError
-from plmr.runtime.reference import tensor_dtype
+from plmr.values import tensor_dtype
 
 
 @dataclass(frozen=True)

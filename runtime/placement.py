@@ -11,7 +11,7 @@ import numpy as np
 import numpy.typing as npt
 
 from plmr.dialects import mesh
-from plmr.runtime.reference import Array
+from plmr.values import Array
 
 
 def scatter_array(

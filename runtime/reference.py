@@ -55,7 +55,7 @@ from plmr.runtime.numpy_ops import (
 )
 from plmr.runtime.tile_ops import EVAL_IMPLS, TileStats, count_op, global_values
 from plmr.runtime.weights import load_weight
-from plmr.values import Array, dense_to_numpy, numpy_dtype, tensor_dtype
+from plmr.values import Array, dense_to_numpy, tensor_dtype
 
 # ---------------------------------------------------------------------------------------
 # Op dispatch
@@ -338,13 +338,11 @@ def run_tile_function(
 
 __all__ = [
     "GRAPH_IMPLS",
-    "Array",
     "EvalImpl",
     "OpImpl",
     "ReferenceEvaluator",
     "cast_to",
     "conv2d",
-    "dense_to_numpy",
     "erf",
     "evaluate_function",
     "gather",
@@ -352,7 +350,6 @@ __all__ = [
     "gelu",
     "layernorm",
     "matmul",
-    "numpy_dtype",
     "pad",
     "pool",
     "reduce",
@@ -364,5 +361,4 @@ __all__ = [
     "slice_",
     "softmax",
     "split",
-    "tensor_dtype",
 ]

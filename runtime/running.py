@@ -22,10 +22,11 @@ from xdsl.utils.hints import isa
 
 from plmr.dialects import graph, mesh, tile
 from plmr.errors import PlmrError
-from plmr.runtime.reference import Array, ReferenceEvaluator, tensor_dtype
+from plmr.runtime.reference import ReferenceEvaluator
 from plmr.runtime.report import Report
 from plmr.runtime.state import WaferState
 from plmr.target.interface import Entry, arg_names
+from plmr.values import Array, tensor_dtype
 
 MeshEntry = mesh.ProgramOp
 """A mesh program as a `plmr run` entry (runs on the modelled wafer)."""

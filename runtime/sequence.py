@@ -27,9 +27,9 @@ from xdsl.ir import SSAValue
 from plmr.dialects import mesh
 from plmr.dialects.graph_weights import weight_ref
 from plmr.errors import PlmrError
-from plmr.runtime.reference import Array, dense_to_numpy, tensor_dtype
 from plmr.runtime.report import OpTime, Report
 from plmr.runtime.weights import load_weight
+from plmr.values import Array, dense_to_numpy, tensor_dtype
 
 
 def _constant(op: arith.ConstantOp, mode: str) -> Array:

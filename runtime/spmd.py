@@ -16,12 +16,13 @@ from xdsl.ir import Operation, SSAValue
 
 from plmr.dialects import mesh, tile
 from plmr.errors import PlmrError
-from plmr.runtime.reference import Array, ReferenceEvaluator
+from plmr.runtime.reference import ReferenceEvaluator
 from plmr.runtime.steady import MeshRuntime as SteadyRuntime
 from plmr.runtime.steady import (
     watch_loop,
 )
 from plmr.runtime.trace import TraceRecorder
+from plmr.values import Array
 
 FloatArray = npt.NDArray[np.floating[Any]]
 

@@ -23,7 +23,7 @@ import numpy as np
 from plmr.dialects import mesh
 from plmr.errors import PlmrError
 from plmr.runtime.placement import gather_array, scatter_array
-from plmr.runtime.reference import Array
+from plmr.values import Array
 
 
 @dataclass

@@ -33,7 +33,7 @@ from xdsl.interpreters.shaped_array import ShapedArray
 from xdsl.interpreters.utils.ptr import TypedPtr
 from xdsl.ir import Operation
 
-from plmr.runtime.reference import Array
+from plmr.values import Array
 
 Impl = Callable[[Any, Interpreter, Operation, PythonValues], PythonValues]
 

@@ -36,9 +36,9 @@ from xdsl.utils.exceptions import DiagnosticException
 from plmr.dialects.context import parse_module
 from plmr.dialects.printing import module_text
 from plmr.errors import PlmrError
-from plmr.runtime.reference import Array
 from plmr.runtime.running import entries, random_inputs, run_entry, select_entry
 from plmr.target.interface import Entry, result_names
+from plmr.values import Array
 
 DEFAULT_TOLERANCE = 1e-4
 """Largest accepted |after - before| / max(1, max |before|) of any result."""

@@ -103,7 +103,8 @@ from plmr.dialects.graph import (
     WhereOp,
     XorOp,
 )
-from plmr.runtime.reference import GRAPH_IMPLS, evaluate_function, tensor_dtype
+from plmr.runtime.reference import GRAPH_IMPLS, evaluate_function
+from plmr.values import tensor_dtype
 from plmr.weight_io import SafetensorsWriter
 
 INVALID_MLIR = (

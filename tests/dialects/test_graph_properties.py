@@ -54,8 +54,8 @@ from plmr.dialects.graph import (
     SubOp,
     TransposeOp,
 )
-from plmr.runtime import reference
 from plmr.runtime.reference import evaluate_function
+from plmr.values import tensor_dtype
 
 Shape = tuple[int, ...]
 Array = np.ndarray[Any, Any]
@@ -80,7 +80,7 @@ def shape_of(v: SSAValue | Attribute) -> Shape:
 
 def random_array(t: Attribute, rng: np.random.Generator) -> Array:
     shape = shape_of(t)
-    dtype = reference.tensor_dtype(t)
+    dtype = tensor_dtype(t)
     if dtype.kind in "iu":
         return rng.integers(-5, 6, size=shape).astype(dtype)
     return rng.standard_normal(shape).astype(dtype)
@@ -107,7 +107,7 @@ def run_one(
     assert len(outputs) == len(op.results)
     for out, result in zip(outputs, op.results, strict=True):
         assert out.shape == shape_of(result)
-        assert out.dtype == reference.tensor_dtype(result.type)
+        assert out.dtype == tensor_dtype(result.type)
     return op, outputs
 
 

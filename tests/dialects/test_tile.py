@@ -69,8 +69,9 @@ from plmr.dialects.tile import (
     map_kind_cost,
     nbytes,
 )
-from plmr.runtime.reference import ReferenceEvaluator, tensor_dtype
+from plmr.runtime.reference import ReferenceEvaluator
 from plmr.runtime.tile_ops import EVAL_IMPLS
+from plmr.values import tensor_dtype
 
 INVALID_MLIR = (
     Path(__file__).parents[1] / "filecheck" / "dialects" / "tile" / "invalid.mlir"

@@ -8,7 +8,7 @@ import numpy as np
 import onnx
 import pytest
 
-from plmr.runtime.reference import Array
+from plmr.values import Array
 
 HF = Path(__file__).resolve().parents[2] / "examples" / "hf"
 

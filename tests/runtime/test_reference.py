@@ -37,6 +37,7 @@ from xdsl.ir import Attribute, Operation
 from plmr.dialects import graph
 from plmr.errors import PlmrError
 from plmr.runtime import reference as ref
+from plmr.values import dense_to_numpy, numpy_dtype
 
 Array = npt.NDArray[Any]
 
@@ -402,12 +403,12 @@ def test_split(axis: int, sizes: list[int]):
     ],
 )
 def test_numpy_dtype(elt: Attribute, dtype: Any):
-    assert ref.numpy_dtype(elt) == np.dtype(dtype)
+    assert numpy_dtype(elt) == np.dtype(dtype)
 
 
 def test_numpy_dtype_rejects_non_numeric():
     with pytest.raises(PlmrError, match="no numpy equivalent"):
-        ref.numpy_dtype(TensorType(f32, [2]))
+        numpy_dtype(TensorType(f32, [2]))
 
 
 @pytest.mark.parametrize(
@@ -418,23 +419,21 @@ def test_dense_to_numpy_round_trips_raw_bytes(elt: Attribute, dtype: str):
     arr = (np.arange(6).reshape(2, 3) * 1.5 - 4).astype(dtype)
     t = TensorType(elt, [2, 3])
     attr = DenseIntOrFPElementsAttr(t, BytesAttr(arr.tobytes()))
-    got = ref.dense_to_numpy(attr)
+    got = dense_to_numpy(attr)
     assert got.dtype == np.dtype(dtype).newbyteorder("=")
     np.testing.assert_array_equal(got, arr)
 
 
 def test_dense_to_numpy_splat():
     attr = DenseIntOrFPElementsAttr.from_list(TensorType(f32, [2, 2]), [0.5])
-    np.testing.assert_array_equal(
-        ref.dense_to_numpy(attr), np.full((2, 2), 0.5, np.float32)
-    )
+    np.testing.assert_array_equal(dense_to_numpy(attr), np.full((2, 2), 0.5, np.float32))
 
 
 def test_dense_to_numpy_matches_onnx_numpy_helper():
     arr = rand(3, 4)
     proto = numpy_helper.from_array(arr, "w")
     attr = DenseIntOrFPElementsAttr(TensorType(f32, [3, 4]), BytesAttr(proto.raw_data))
-    np.testing.assert_array_equal(ref.dense_to_numpy(attr), numpy_helper.to_array(proto))
+    np.testing.assert_array_equal(dense_to_numpy(attr), numpy_helper.to_array(proto))
 
 
 # ---------------------------------------------------------------------------------------

@@ -186,7 +186,7 @@ def test_chain_power_is_the_stepped_chain(m: int, pos_axis: int):
 def test_only_runs_of_the_same_uniform_stage_are_chained():
     kernel = gemv("ring", 55, 44, (11, 5), "wse2")
     (allreduce,) = [op for op in kernel.module.walk() if isinstance(op, mesh.AllreduceOp)]
-    from plmr.runtime.interpreter import stage_arrays
+    from plmr.target.collective_stages import stage_arrays
     from plmr.target.route_plan import plan_of
 
     stages = stage_arrays(plan_of(allreduce, (11, 5), None))
