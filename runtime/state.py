@@ -3,9 +3,10 @@ State that lives on the wafer across runs of mesh programs (a decoder's KV cache
 
 A mesh program records which of its inputs and outputs are named state
 (`plmr.state_args` / `plmr.state_results`, from `graph-kv-state`'s `plmr.state`
-attributes). Run with a `WaferState`, such an output is not handed to the host: its
-per-PE blocks stay where the program left them, under the state's name, and the next
-run's input of that name is those blocks, placed by no transfer. Only the other inputs
+attributes; `plmr.target.interface` reads them). Run with a `WaferState`, such an
+output is not handed to the host: its per-PE blocks stay where the program left them,
+under the state's name, and the next run's input of that name is those blocks, placed
+by no transfer. Only the other inputs
 and outputs cross the host link, and the report counts their bytes.
 
 A state input whose blocks were left in another layout (e.g. the prefill's buffer read
