@@ -1,6 +1,7 @@
 """
 What the tests of the graph rewrites share: their FileCheck inputs run on random inputs
-before and after the rewrite, and the Hugging Face exports compared with torch.
+before and after the rewrite, the Hugging Face exports compared with torch, and small
+LLaMA exports written and imported.
 
 A test module that sets `FILECHECK_INPUT` (a file under tests/filecheck/passes) gets its
 tests taking `filecheck_chunk` run once per `// -----` chunk of that file.
@@ -8,7 +9,7 @@ tests taking `filecheck_chunk` run once per `// -----` chunk of that file.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,6 +17,8 @@ import numpy as np
 import pytest
 from xdsl.dialects.builtin import ModuleOp
 
+from plmr.frontend.onnx import import_onnx_file
+from plmr.models.llama_onnx import LlamaOnnxConfig, write_llama_onnx
 from plmr.runtime.reference import Array, evaluate_function
 from plmr.runtime.running import functions, random_inputs, select_function
 
@@ -101,3 +104,19 @@ class RewriteCheck:
 def rewrite_check() -> type[RewriteCheck]:
     """`RewriteCheck`: FileCheck chunks, semantics kept, torch's outputs."""
     return RewriteCheck
+
+
+def import_llama_export(directory: Path, config: LlamaOnnxConfig) -> ModuleOp:
+    """
+    `config` exported to `directory` (named by its layer count, random weights in
+    external data) and imported: every projection a weight by reference.
+    """
+    path = directory / f"llama{config.layers}.onnx"
+    write_llama_onnx(path, config)
+    return import_onnx_file(str(path))
+
+
+@pytest.fixture(scope="session")
+def llama_export() -> Callable[[Path, LlamaOnnxConfig], ModuleOp]:
+    """`llama_export(directory, config)`: `import_llama_export`."""
+    return import_llama_export
