@@ -23,11 +23,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from export_shape import Shape, add_shape_arguments, export_config
+from export_shape import add_shape_arguments, export_config
 
-from plmr.models.llama_onnx import write_llama_onnx
+from plmr.models.llama_onnx import LlamaOnnxConfig, write_llama_onnx
 
 BIN = Path(sys.executable).parent
+WIDTH = LlamaOnnxConfig(hidden=32, heads=4, kv_heads=2, ffn=64, vocab=64)
 
 
 def _plmr(*args: str) -> str:
@@ -43,7 +44,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--layers", default="1,2,4,8")
     parser.add_argument("--grid", default="2x2")
-    add_shape_arguments(parser, Shape(hidden=32, heads=4, kv_heads=2, ffn=64, vocab=64))
+    add_shape_arguments(parser, WIDTH)
     parser.add_argument("flags", nargs="*", help="more `plmr compile` flags (after --)")
     args = parser.parse_args()
     print(
@@ -57,7 +58,7 @@ def main() -> None:
     )
     with tempfile.TemporaryDirectory() as tmp:
         for layers in (int(n) for n in args.layers.split(",")):
-            config = export_config(args, layers)
+            config = export_config(args, WIDTH, layers)
             onnx_path = Path(tmp) / f"llama{layers}.onnx"
             write_llama_onnx(onnx_path, config)
             mlir = Path(tmp) / f"llama{layers}.mlir"
