@@ -101,7 +101,12 @@ def test_llama_export_keeps_torch_logits(rewrite_check: Any):
     rewrite_check.torch_outputs(module, "llama", ["logits"], rtol=1e-3)
 
 
-@pytest.mark.parametrize("grid", [(2, 2), (3, 3)])
+@pytest.mark.parametrize(
+    "grid",
+    # The rewrite is a graph's: one grid by default, an uneven one with `-m slow`.
+    [(2, 2), pytest.param((3, 3), marks=pytest.mark.slow)],
+    ids=["2x2", "3x3"],
+)
 def test_compiled_decode_is_the_same_with_and_without_the_pass(grid: tuple[int, int]):
     from plmr.models.generate import ProgramBuilder
     from plmr.models.llama_config import LlamaConfig
