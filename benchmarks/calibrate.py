@@ -21,13 +21,12 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import math
-import re
 import sys
 import time
 from collections.abc import Sequence
-from pathlib import Path
 
 import numpy as np
+from readme_section import write_section
 
 from plmr.lowering.kernels import gemm, gemv
 from plmr.runtime.interpreter import run_mesh
@@ -196,11 +195,6 @@ def leave_one_out(device: Device, steps: int = 3) -> list[tuple[str, float, floa
     return out
 
 
-README = Path(__file__).resolve().parent / "README.md"
-BEGIN = "<!-- calibrate:begin (benchmarks/calibrate.py --readme writes this section) -->"
-END = "<!-- calibrate:end -->"
-
-
 def readme_section(device: Device) -> str:
     fitted = evaluate(device)
     held = leave_one_out(device)
@@ -251,12 +245,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.readme:
         text = readme_section(WSE3)
         print(text)
-        readme = README.read_text()
-        pattern = re.compile(re.escape(BEGIN) + ".*?" + re.escape(END), re.S)
-        if not pattern.search(readme):
-            print(f"no section {BEGIN} ... {END} in {README}", file=sys.stderr)
+        if not write_section("calibrate", "calibrate.py", text):
             return 1
-        README.write_text(pattern.sub(lambda _: f"{BEGIN}\n{text}{END}", readme))
         return 0
     start = time.perf_counter()
     device = gauss_newton(WSE3, args.steps, verbose=True)

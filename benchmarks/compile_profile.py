@@ -37,16 +37,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from readme_section import write_section
+
 from plmr.dialects.context import make_context, parse_module
 from plmr.models.bench import bench_config, default_options, default_tokens, resolve_model
 from plmr.models.llama import ProgramBuilder
 from plmr.passes.pipeline import compile_module
 
-README = Path(__file__).resolve().parent / "README.md"
 NAMED = ("hf/llama_prefill.onnx", "hf/llama.onnx")
 """The exports `--small` names whatever their rank: the tiny LLaMA prefill and model."""
-BEGIN = "<!-- compile-profile:begin (benchmarks/compile_profile.py --readme writes this section) -->"
-END = "<!-- compile-profile:end -->"
 
 
 @dataclass(frozen=True)
@@ -232,12 +231,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         text = "\n".join(table) + "\n\n" + "\n".join(details) + "\n"
         if small:
             text += "\n" + "\n".join(small) + "\n"
-        readme = README.read_text()
-        pattern = re.compile(re.escape(BEGIN) + ".*?" + re.escape(END), re.S)
-        if not pattern.search(readme):
-            print(f"no section {BEGIN} ... {END} in {README}", file=sys.stderr)
+        if not write_section("compile-profile", "compile_profile.py", text):
             return 1
-        README.write_text(pattern.sub(lambda _: f"{BEGIN}\n{text}{END}", readme))
     return 0
 
 

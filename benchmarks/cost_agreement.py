@@ -18,13 +18,13 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import re
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from readme_section import write_section
 from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp
 
@@ -42,9 +42,6 @@ from plmr.passes.taso.substitute import cleanup, substitute_module
 from plmr.target.device import get_device
 
 ROOT = Path(__file__).resolve().parent.parent
-README = ROOT / "benchmarks" / "README.md"
-BEGIN = "<!-- cost-agreement:begin (benchmarks/cost_agreement.py --readme writes this section) -->"
-END = "<!-- cost-agreement:end -->"
 
 
 @dataclass
@@ -229,17 +226,6 @@ faster (the guard, see "Graph substitutions").
 """
 
 
-def write_readme(text: str) -> None:
-    readme = README.read_text()
-    block = f"{BEGIN}\n## Substitution cost model against the wafer\n\n{text}{NOTES}{END}"
-    pattern = re.compile(re.escape(BEGIN) + r".*?" + re.escape(END), re.S)
-    if pattern.search(readme):
-        readme = pattern.sub(lambda _: block, readme)
-    else:
-        readme = readme.rstrip("\n") + "\n\n" + block + "\n"
-    README.write_text(readme)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[1])
     parser.add_argument("--grid", default="4x4")
@@ -271,7 +257,8 @@ def main(argv: list[str] | None = None) -> int:
     print(text)
     print(f"({time.perf_counter() - start:.0f} s)")
     if args.readme:
-        write_readme(text)
+        section = f"## Substitution cost model against the wafer\n\n{text}{NOTES}"
+        write_section("cost-agreement", "cost_agreement.py", section, append=True)
     return 0
 
 

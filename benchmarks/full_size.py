@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import subprocess
 import sys
 import tempfile
@@ -42,12 +41,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from readme_section import write_section
+
 from plmr.models.llama_onnx import LLAMA3_8B_LAYER, LlamaOnnxConfig, write_llama_onnx
 
 PLMR = str(Path(sys.executable).parent / "plmr")
-README = Path(__file__).resolve().parent / "README.md"
-BEGIN = "<!-- full-size:begin (benchmarks/full_size.py --readme writes this section) -->"
-END = "<!-- full-size:end -->"
 
 _MEASURE = """
 import resource, runpy, sys, time
@@ -330,12 +328,8 @@ def main(argv: list[str] | None = None) -> int:
             out += lines
     if args.readme:
         text = "\n".join(out)
-        readme = README.read_text()
-        pattern = re.compile(re.escape(BEGIN) + ".*?" + re.escape(END), re.S)
-        if not pattern.search(readme):
-            print(f"no section {BEGIN} ... {END} in {README}", file=sys.stderr)
+        if not write_section("full-size", "full_size.py", text):
             return 1
-        README.write_text(pattern.sub(lambda _: f"{BEGIN}\n{text}{END}", readme))
     return 0
 
 

@@ -32,9 +32,12 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+from export_shape import add_shape_arguments, export_config
 from full_size import measured  # the sibling benchmark's fresh-process runner
 
 from plmr.models.llama_onnx import LlamaOnnxConfig, write_llama_onnx
+
+WIDTH = LlamaOnnxConfig(hidden=4096, heads=32, kv_heads=8, ffn=14336, vocab=2048)
 
 
 def _figures(argv: list[str]) -> tuple[float, float, str]:
@@ -55,13 +58,8 @@ def main() -> None:
     p.add_argument(
         "--dir", type=Path, default=None, help="Where to write (default: a temp dir)."
     )
-    p.add_argument("--seq", type=int, default=8, help="Prompt length (tokens).")
     p.add_argument("--grid", default="480x480")
-    p.add_argument("--hidden", type=int, default=4096)
-    p.add_argument("--heads", type=int, default=32)
-    p.add_argument("--kv-heads", type=int, default=8)
-    p.add_argument("--ffn", type=int, default=14336)
-    p.add_argument("--vocab", type=int, default=2048)
+    add_shape_arguments(p, WIDTH)
     p.add_argument("--layers", type=int, default=1)
     p.add_argument("--no-compile", action="store_true", help="Import only.")
     p.add_argument(
@@ -71,15 +69,7 @@ def main() -> None:
         help="The graph with the token embedding, the one from embeddings, or both.",
     )
     args = p.parse_args()
-    config = LlamaOnnxConfig(
-        hidden=args.hidden,
-        heads=args.heads,
-        kv_heads=args.kv_heads,
-        ffn=args.ffn,
-        vocab=args.vocab,
-        seq=args.seq,
-        layers=args.layers,
-    )
+    config = export_config(args, WIDTH, args.layers)
     with tempfile.TemporaryDirectory() as tmp:
         base = args.dir or Path(tmp)
         base.mkdir(parents=True, exist_ok=True)

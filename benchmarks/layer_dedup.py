@@ -23,9 +23,12 @@ import tempfile
 import time
 from pathlib import Path
 
+from export_shape import add_shape_arguments, export_config
+
 from plmr.models.llama_onnx import LlamaOnnxConfig, write_llama_onnx
 
 BIN = Path(sys.executable).parent
+WIDTH = LlamaOnnxConfig(hidden=32, heads=4, kv_heads=2, ffn=64, vocab=64)
 
 
 def _plmr(*args: str) -> str:
@@ -41,12 +44,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--layers", default="1,2,4,8")
     parser.add_argument("--grid", default="2x2")
-    parser.add_argument("--hidden", type=int, default=32)
-    parser.add_argument("--heads", type=int, default=4)
-    parser.add_argument("--kv-heads", type=int, default=2)
-    parser.add_argument("--ffn", type=int, default=64)
-    parser.add_argument("--vocab", type=int, default=64)
-    parser.add_argument("--seq", type=int, default=8)
+    add_shape_arguments(parser, WIDTH)
     parser.add_argument("flags", nargs="*", help="more `plmr compile` flags (after --)")
     args = parser.parse_args()
     print(
@@ -60,15 +58,7 @@ def main() -> None:
     )
     with tempfile.TemporaryDirectory() as tmp:
         for layers in (int(n) for n in args.layers.split(",")):
-            config = LlamaOnnxConfig(
-                hidden=args.hidden,
-                heads=args.heads,
-                kv_heads=args.kv_heads,
-                ffn=args.ffn,
-                vocab=args.vocab,
-                seq=args.seq,
-                layers=layers,
-            )
+            config = export_config(args, WIDTH, layers)
             onnx_path = Path(tmp) / f"llama{layers}.onnx"
             write_llama_onnx(onnx_path, config)
             mlir = Path(tmp) / f"llama{layers}.mlir"

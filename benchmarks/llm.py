@@ -24,13 +24,11 @@ Independent runs go to `--jobs` processes.
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 import time
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from plmr.errors import PlmrError
@@ -38,10 +36,6 @@ from plmr.models.bench import WAFERLLM, bench_llm
 from plmr.models.llama import get_config
 from plmr.models.reference_layer import hand_composed_layer
 from plmr.target.device import get_device
-
-README = Path(__file__).resolve().parent / "README.md"
-BEGIN = "<!-- llm:begin (benchmarks/llm.py --readme writes this section) -->"
-END = "<!-- llm:end -->"
 
 
 @dataclass(frozen=True)
@@ -376,12 +370,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     text = "\n".join(lines) + "\n"
     sys.stdout.write(text)
     if args.readme:
-        readme = README.read_text()
-        pattern = re.compile(re.escape(BEGIN) + ".*?" + re.escape(END), re.S)
-        if not pattern.search(readme):
-            print(f"{README}: no '{BEGIN}' ... '{END}' section", file=sys.stderr)
+        from readme_section import write_section
+
+        if not write_section("llm", "llm.py", text):
             return 1
-        README.write_text(pattern.sub(lambda _: f"{BEGIN}\n{text}{END}", readme))
     return 0
 
 

@@ -22,13 +22,12 @@ arithmetic (`--layers-extrapolated`).
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 import time
 from collections.abc import Callable, Sequence
-from pathlib import Path
 
 import numpy as np
+from readme_section import write_section
 from xdsl.dialects.builtin import ModuleOp
 
 from plmr.dialects.context import make_context, parse_module
@@ -37,8 +36,6 @@ from plmr.lowering.kernels import gemm
 from plmr.passes.pipeline import CompileOptions, compile_module
 from plmr.runtime.interpreter import find_program, run_mesh
 from plmr.runtime.report import Report
-
-README = Path(__file__).resolve().parent / "README.md"
 
 
 def meshgemm(p: int) -> tuple[str, ModuleOp]:
@@ -265,24 +262,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             + f"\n\nWall time of this table: {time.perf_counter() - started:.0f} s "
             + f"(CPU: {time.process_time() - cpu:.0f} s).\n"
         )
-        if args.readme and not write_section(key, text):
+        if args.readme and not write_section(key, "steady_state.py", text):
             return 1
     return 0
-
-
-def write_section(key: str, text: str) -> bool:
-    """Rewrites the README's section `key`; False if it has none."""
-    begin = (
-        f"<!-- {key}:begin (benchmarks/steady_state.py --readme writes this section) -->"
-    )
-    end = f"<!-- {key}:end -->"
-    readme = README.read_text()
-    pattern = re.compile(re.escape(begin) + ".*?" + re.escape(end), re.S)
-    if not pattern.search(readme):
-        print(f"no section {begin} ... {end} in {README}", file=sys.stderr)
-        return False
-    README.write_text(pattern.sub(lambda _: f"{begin}\n{text}{end}", readme))
-    return True
 
 
 if __name__ == "__main__":

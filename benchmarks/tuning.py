@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import re
 import sys
 import time
 import warnings
@@ -57,10 +56,7 @@ from plmr.schedule.tuner import tune
 from plmr.target.device import get_device
 
 ROOT = Path(__file__).resolve().parents[1]
-README = Path(__file__).resolve().parent / "README.md"
 PNG = Path(__file__).resolve().parent / "tuning.png"
-BEGIN = "<!-- tuning:begin (benchmarks/tuning.py --readme writes this section) -->"
-END = "<!-- tuning:end -->"
 SAMPLERS = ("random", "tpe", "evolutionary")
 CASES = (
     ("transformer block", "examples/onnx/transformer_block.mlir", 4),
@@ -385,12 +381,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     text = "\n".join(lines) + "\n"
     sys.stdout.write(text)
     if args.readme:
-        readme = README.read_text()
-        pattern = re.compile(re.escape(BEGIN) + ".*?" + re.escape(END), re.S)
-        if not pattern.search(readme):
-            print(f"{README}: no '{BEGIN}' ... '{END}' section", file=sys.stderr)
+        from readme_section import write_section
+
+        if not write_section("tuning", "tuning.py", text):
             return 1
-        README.write_text(pattern.sub(lambda _: f"{BEGIN}\n{text}{END}", readme))
     return 0
 
 

@@ -382,16 +382,33 @@ def _route(ctx: Context, module: ModuleOp, opts: CompileOptions) -> None:
         raise PlmrError(str(e)) from e
 
 
-def _tile_for_grid(
-    ctx: Context,
-    module: ModuleOp,
-    opts: CompileOptions,
-    mesh_opts: Options,
-    plans: list[NestPlan] | None = None,
-) -> None:
+@dataclass
+class Blocking:
+    """The blocking the search keeps for a loop-level module, and its lowering."""
+
+    sizes: tuple[int, int]
+    bands: bool
+    spread: bool
+    cost: float
+    """The partitioner's estimate of the lowered program."""
+    module: ModuleOp
+    """The module blocked, partitioned, packed and routed with this blocking."""
+    plans: list[NestPlan]
+
+
+def search_blocking(
+    ctx: Context, module: ModuleOp, opts: CompileOptions, mesh_opts: Options
+) -> Blocking:
+    """
+    The blocking `plmr compile` picks for a loop-level `module` (left unchanged): each
+    of `blocking_trials` (for each of `spread_choices`, the next only when no trial
+    fitted SRAM) lowered on a copy to the mesh, packed and routed, the one with the
+    lowest estimate kept (ties to the earlier). Raises the first trial's error (one out
+    of SRAM preferred) when none lowers.
+    """
     from plmr.lowering.tile_to_mesh import lower_module
 
-    best: tuple[float, ModuleOp, list[NestPlan]] | None = None
+    best: Blocking | None = None
     first_error: PlmrError | None = None
     for spread in spread_choices(opts):
         if best is not None or (spread and not _out_of_sram(first_error)):
@@ -410,14 +427,25 @@ def _tile_for_grid(
                 if first_error is None or (not spread and "SRAM" in str(e)):
                     first_error = e
                 continue
-            if best is None or cost < best[0] * 0.999:
-                best = (cost, trial, trial_plans)
+            if best is None or cost < best.cost * 0.999:
+                best = Blocking(sizes, bands, spread, cost, trial, trial_plans)
     if best is None:
         assert first_error is not None
         raise first_error
-    _replace_body(module, best[1])
+    return best
+
+
+def _tile_for_grid(
+    ctx: Context,
+    module: ModuleOp,
+    opts: CompileOptions,
+    mesh_opts: Options,
+    plans: list[NestPlan] | None = None,
+) -> None:
+    best = search_blocking(ctx, module, opts, mesh_opts)
+    _replace_body(module, best.module)
     if plans is not None:
-        plans.extend(best[2])
+        plans.extend(best.plans)
 
 
 def blocking_trials(
@@ -598,4 +626,10 @@ class PlmrCompilePass(ModulePass):
         )
 
 
-__all__ = ["CompileOptions", "PlmrCompilePass", "compile_module"]
+__all__ = [
+    "Blocking",
+    "CompileOptions",
+    "PlmrCompilePass",
+    "compile_module",
+    "search_blocking",
+]

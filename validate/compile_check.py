@@ -38,6 +38,7 @@ from plmr.passes.pipeline import (
     loop_passes,
     loop_to_tile_pass,
     nothing_to_compile,
+    search_blocking,
     spread_choices,
 )
 from plmr.validate.check_each import Checker, CheckOptions, PassFailed, Stage
@@ -63,53 +64,19 @@ def _route_passes(opts: CompileOptions) -> list[ModulePass]:
     return [MeshRoutePass(relay=opts.relay), MeshVerifyPlmrPass(relay=opts.relay)]
 
 
-def _route(ctx: Context, module: ModuleOp, opts: CompileOptions) -> None:
-    try:
-        for p in _route_passes(opts):
-            p.apply(ctx, module)
-    except DiagnosticException as e:
-        raise PlmrError(str(e)) from e
-
-
 def choose_blocking(
     ctx: Context, module: ModuleOp, opts: CompileOptions, mesh_opts: Options
 ) -> tuple[tuple[int, int], bool, bool]:
     """
     The blocking (blocks, bands, spread) `compile_module` picks for a loop-level
-    `module` (left unchanged): the same trials, kept by the same estimate.
+    `module` (left unchanged): its own search (`search_blocking`), run only when there
+    is a choice, so that a single blocking's refusal is reported by its own stage.
     """
     trials = blocking_trials(module, opts)
-    spreads = spread_choices(opts)
-    if len(trials) == 1 and len(spreads) == 1:
-        # Nothing to choose: the stages after it report their own refusals.
+    if len(trials) == 1 and len(spread_choices(opts)) == 1:
         return trials[0][0], trials[0][1], False
-    best: tuple[float, tuple[int, int], bool, bool] | None = None
-    first_error: PlmrError | None = None
-    for spread in spreads:
-        if best is not None or (spread and not _out_of_sram(first_error)):
-            break
-        for sizes, bands in trials:
-            trial = module.clone()
-            try:
-                loop_to_tile_pass(opts, sizes, bands, spread).apply(ctx, trial)
-                cost = lower_module(trial, mesh_opts)
-                if opts.pack_allreduces:
-                    pack_allreduces(trial)
-                _route(ctx, trial, opts)
-            except PlmrError as e:
-                if first_error is None or (not spread and "SRAM" in str(e)):
-                    first_error = e
-                continue
-            if best is None or cost < best[0] * 0.999:
-                best = (cost, sizes, bands, spread)
-    if best is None:
-        assert first_error is not None
-        raise first_error
-    return best[1], best[2], best[3]
-
-
-def _out_of_sram(error: PlmrError | None) -> bool:
-    return error is not None and "SRAM" in str(error)
+    best = search_blocking(ctx, module, opts, mesh_opts)
+    return best.sizes, best.bands, best.spread
 
 
 def _wrap_diagnostics(p: ModulePass) -> Stage:

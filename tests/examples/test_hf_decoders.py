@@ -3,7 +3,9 @@ The decoder exports with a KV cache (`examples/hf/<family>_prefill.onnx` and
 `<family>_decode.onnx`, tiny LLaMA, Qwen2 and Mistral models written by
 `torch.onnx.export(..., dynamo=True)` with the position an input): imported and run with
 plmr's reference semantics against torch's stored outputs, and compiled for grids of
-2x2, 3x3 and 2x4 PEs (every export on every grid) and run on the modelled wafer.
+2x2, 3x3 and 2x4 PEs and run on the modelled wafer: by default each export on one grid,
+each grid with a prefill and a decode step of two families; every export on every grid
+with `pytest -m slow`.
 """
 
 from __future__ import annotations
@@ -116,9 +118,19 @@ def compiled(name: str, grid: tuple[int, int]) -> ModuleOp:
     return compile_module(make_context(), import_onnx_file(str(HF / f"{name}.onnx")), opts)
 
 
-@pytest.mark.parametrize(
-    ("name", "grid"), [(n, g) for n in EXPORTS for g in GRIDS], ids=str
-)
+def compiled_cases() -> list[object]:
+    """Every export on every grid; family f's kind k on grid (f + k) mod 3 by default."""
+    cases: list[object] = []
+    for f, family in enumerate(FAMILIES):
+        for k, kind in enumerate(("prefill", "decode")):
+            for g, grid in enumerate(GRIDS):
+                marks = () if g == (f + k) % len(GRIDS) else pytest.mark.slow
+                name = f"{family}_{kind}"
+                cases.append(pytest.param(name, grid, marks=marks, id=f"{name}-{grid}"))
+    return cases
+
+
+@pytest.mark.parametrize(("name", "grid"), compiled_cases())
 def test_compiled_export_gives_torch_outputs(name: str, grid: tuple[int, int], hf: Any):
     inputs, want = hf.stored(name)
     module = compiled(name, grid)

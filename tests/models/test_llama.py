@@ -241,8 +241,25 @@ def _on_mesh(text: str, grid: tuple[int, int], args: list[np.ndarray]) -> list[n
     return list(outs)
 
 
-@pytest.mark.parametrize("kv_heads", [1, 2, 8])
-@pytest.mark.parametrize("grid", [(2, 2), (3, 3), (2, 4)])
+GQA_KV_HEADS = (1, 2, 8)
+GQA_GRIDS = ((2, 2), (3, 3), (2, 4))
+
+
+@pytest.mark.parametrize(
+    ("kv_heads", "grid"),
+    [
+        # Each KV head count and each grid once by default; the rest of the product
+        # with `pytest -m slow`.
+        pytest.param(
+            kv,
+            grid,
+            marks=() if i == j else pytest.mark.slow,
+            id=f"kv{kv}-{grid[0]}x{grid[1]}",
+        )
+        for i, kv in enumerate(GQA_KV_HEADS)
+        for j, grid in enumerate(GQA_GRIDS)
+    ],
+)
 def test_grouped_query_attention_on_the_mesh_equals_numpy(
     kv_heads: int, grid: tuple[int, int]
 ):

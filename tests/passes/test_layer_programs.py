@@ -7,6 +7,7 @@ depth but by the weights' references; timing runs the layer program once.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -17,7 +18,6 @@ from plmr.dialects import mesh
 from plmr.dialects.context import make_context, parse_module
 from plmr.dialects.graph_weights import weight_ref
 from plmr.errors import PassOptionError, PlmrError
-from plmr.frontend.onnx import import_onnx_file
 from plmr.models.llama_onnx import LlamaOnnxConfig, write_llama_onnx
 from plmr.passes.pipeline import CompileOptions, compile_module
 from plmr.runtime.running import random_inputs, run_entry, run_function, select_entry
@@ -27,14 +27,11 @@ OPTIONS = CompileOptions(
 )
 
 
-def export(tmp_path: Path, layers: int) -> ModuleOp:
-    """A LLaMA decoder of `layers` layers, width 32: every projection by reference."""
-    path = tmp_path / f"llama{layers}.onnx"
-    config = LlamaOnnxConfig(
+def width32(layers: int) -> LlamaOnnxConfig:
+    """A LLaMA decoder of `layers` layers, width 32."""
+    return LlamaOnnxConfig(
         hidden=32, heads=4, kv_heads=2, ffn=64, vocab=64, seq=8, layers=layers, seed=layers
     )
-    write_llama_onnx(path, config)
-    return import_onnx_file(str(path))
 
 
 def runs(module: ModuleOp) -> list[mesh.RunOp]:
@@ -47,13 +44,13 @@ def programs(module: ModuleOp) -> dict[str, mesh.ProgramOp]:
 
 @pytest.fixture(scope="module")
 def compiled(
-    tmp_path_factory: pytest.TempPathFactory,
+    tmp_path_factory: pytest.TempPathFactory, llama_export: Any
 ) -> dict[int, tuple[ModuleOp, ModuleOp]]:
     """Source and compiled module of the 2- and 4-layer exports."""
     out: dict[int, tuple[ModuleOp, ModuleOp]] = {}
     for layers in (2, 4):
         tmp = tmp_path_factory.mktemp(f"l{layers}")
-        source = export(tmp, layers)
+        source = llama_export(tmp, width32(layers))
         out[layers] = (source, compile_module(make_context(), source.clone(), OPTIONS))
     return out
 
@@ -141,8 +138,8 @@ def test_timing_runs_the_layer_program_once(compiled: dict[int, tuple[ModuleOp, 
     assert timing.cycles == pytest.approx(total, rel=1e-9)
 
 
-def test_asking_for_layers_the_model_lacks_is_one_error(tmp_path: Path):
-    source = export(tmp_path, 2)
+def test_asking_for_layers_the_model_lacks_is_one_error(tmp_path: Path, llama_export: Any):
+    source = llama_export(tmp_path, width32(2))
     with pytest.raises(PlmrError, match="layers=3 was asked"):
         compile_module(
             make_context(),
@@ -178,9 +175,7 @@ def test_plmr_compile_refuses_a_layer_count_the_model_lacks(
     from plmr.tools.cli import main as plmr_main
 
     model = tmp_path / "m.onnx"
-    write_llama_onnx(
-        model, LlamaOnnxConfig(hidden=32, heads=4, kv_heads=2, ffn=64, vocab=64, layers=2)
-    )
+    write_llama_onnx(model, width32(2))
     out = tmp_path / "m.mesh.mlir"
     fast = ["--grid", "2x2", "--no-substitute", "--tile-sizes", "8,8", "--fit-tiles"]
     assert plmr_main(["compile", str(model), *fast, "--layers", "3", "-o", str(out)]) != 0

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -19,41 +20,27 @@ from plmr.frontend.onnx import import_onnx_file
 from plmr.passes.graph_canonicalize import GraphCanonicalizePass
 from plmr.passes.norm_defer import GraphDeferNormScalePass, defer_norm_scales
 from plmr.runtime.reference import evaluate_function
-from plmr.runtime.running import functions, random_inputs, select_function
+from plmr.runtime.running import random_inputs, select_function
 
-ROOT = Path(__file__).resolve().parents[2]
-FILECHECK = ROOT / "tests" / "filecheck" / "passes" / "graph-defer-norm-scale.mlir"
-HF = ROOT / "examples" / "hf"
-
-
-def chunks() -> list[object]:
-    texts = FILECHECK.read_text().split("// -----")
-    return [pytest.param(t, id=f"chunk{i}") for i, t in enumerate(texts)]
+FILECHECK_INPUT = "graph-defer-norm-scale.mlir"
+HF = Path(__file__).resolve().parents[2] / "examples" / "hf"
 
 
 def op_counts(module: ModuleOp) -> Counter[str]:
     return Counter(op.name for op in module.walk() if op.name.startswith("graph."))
 
 
-def test_the_filecheck_inputs_are_all_found():
-    assert len(chunks()) == 6
+def test_the_filecheck_inputs_are_all_found(rewrite_check: Any):
+    assert len(rewrite_check.chunks(FILECHECK_INPUT)) == 6
 
 
-@pytest.mark.parametrize("text", chunks())
-def test_filecheck_inputs_keep_their_semantics(text: str):
-    module = parse_module(text)
-    names = [fn.sym_name.data for fn in functions(module)]
-    args = {n: random_inputs(select_function(module, n), i) for i, n in enumerate(names)}
-    before = {n: evaluate_function(module, n, args[n]) for n in names}
+def test_filecheck_inputs_keep_their_semantics(filecheck_chunk: str, rewrite_check: Any):
+    module = parse_module(filecheck_chunk)
+    before = rewrite_check.semantics(module)
     GraphDeferNormScalePass(max_rows=8).apply(make_context(), module)
     module.verify()
-    for n in names:
-        after = evaluate_function(module, n, args[n])
-        for a, b in zip(before[n], after, strict=True):
-            assert a.shape == b.shape
-            assert a.dtype == b.dtype
-            # float32: the scale applied after the sum instead of to each term.
-            np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-5 * float(np.abs(a).max()))
+    # float32: the scale applied after the sum instead of to each term.
+    before.assert_kept(module)
 
 
 def test_rows_of_different_scale_keep_their_own_factor():
@@ -99,7 +86,7 @@ def test_decode_program_moves_the_layer_norms():
         np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5 * float(np.abs(w).max()))
 
 
-def test_llama_export_keeps_torch_logits():
+def test_llama_export_keeps_torch_logits(rewrite_check: Any):
     module = import_onnx_file(str(HF / "llama.onnx"))
     GraphCanonicalizePass().apply(make_context(), module)
     norms = op_counts(module)["graph.rmsnorm"]
@@ -111,13 +98,15 @@ def test_llama_export_keeps_torch_logits():
     module.verify()
     assert norms == 5
     assert op_counts(module)["graph.rmsnorm"] == 1
-    with np.load(HF / "llama.npz") as data:
-        ids, logits = np.asarray(data["input_ids"]), np.asarray(data["logits"])
-    (got,) = evaluate_function(module, "main", [ids])
-    assert float(np.max(np.abs(got - logits))) <= 1e-3 * float(np.max(np.abs(logits)))
+    rewrite_check.torch_outputs(module, "llama", ["logits"], rtol=1e-3)
 
 
-@pytest.mark.parametrize("grid", [(2, 2), (3, 3)])
+@pytest.mark.parametrize(
+    "grid",
+    # The rewrite is a graph's: one grid by default, an uneven one with `-m slow`.
+    [(2, 2), pytest.param((3, 3), marks=pytest.mark.slow)],
+    ids=["2x2", "3x3"],
+)
 def test_compiled_decode_is_the_same_with_and_without_the_pass(grid: tuple[int, int]):
     from plmr.models.generate import ProgramBuilder
     from plmr.models.llama_config import LlamaConfig

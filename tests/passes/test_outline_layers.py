@@ -7,6 +7,7 @@ the functions it must leave alone.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -16,7 +17,7 @@ from xdsl.dialects.builtin import ModuleOp
 from plmr.dialects.context import make_context, parse_module
 from plmr.errors import PassOptionError, PlmrError
 from plmr.frontend.onnx import import_onnx_file
-from plmr.models.llama_onnx import LlamaOnnxConfig, write_llama_onnx
+from plmr.models.llama_onnx import LlamaOnnxConfig
 from plmr.passes.outline_layers import BODY_ATTR, LAYER_ATTR, GraphOutlineLayersPass
 from plmr.runtime.running import random_inputs, run_function, select_function
 from plmr.target.interface import arg_names, result_names
@@ -24,14 +25,11 @@ from plmr.target.interface import arg_names, result_names
 HF = Path(__file__).resolve().parents[2] / "examples" / "hf"
 
 
-def export(tmp_path: Path, layers: int, seed: int = 0) -> ModuleOp:
-    """A LLaMA decoder of `layers` layers (width 16), imported with its weights by reference."""
-    path = tmp_path / f"llama{layers}.onnx"
-    config = LlamaOnnxConfig(
+def width16(layers: int, seed: int = 0) -> LlamaOnnxConfig:
+    """A LLaMA decoder of `layers` layers, width 16."""
+    return LlamaOnnxConfig(
         hidden=16, heads=2, kv_heads=1, ffn=32, vocab=32, seq=4, layers=layers, seed=seed
     )
-    write_llama_onnx(path, config)
-    return import_onnx_file(str(path))
 
 
 def calls(module: ModuleOp) -> list[func.CallOp]:
@@ -47,8 +45,10 @@ def bodies(module: ModuleOp) -> list[func.FuncOp]:
 
 
 @pytest.mark.parametrize("layers", [2, 3, 4])
-def test_outlined_export_computes_what_the_export_computes(tmp_path: Path, layers: int):
-    module = export(tmp_path, layers, seed=layers)
+def test_outlined_export_computes_what_the_export_computes(
+    tmp_path: Path, layers: int, llama_export: Any
+):
+    module = llama_export(tmp_path, width16(layers, seed=layers))
     fn = select_function(module, None)
     for seed in range(3):
         inputs = random_inputs(fn, seed)
@@ -77,10 +77,10 @@ def test_outlined_export_computes_what_the_export_computes(tmp_path: Path, layer
     assert not any(op.name == "graph.weight" for op in body.walk())
 
 
-def test_depth_does_not_grow_the_body(tmp_path: Path):
+def test_depth_does_not_grow_the_body(tmp_path: Path, llama_export: Any):
     texts: list[str] = []
     for layers in (2, 4):
-        module = export(tmp_path, layers)
+        module = llama_export(tmp_path, width16(layers))
         GraphOutlineLayersPass().apply(make_context(), module)
         (body,) = bodies(module)
         assert int(body.attributes.pop(BODY_ATTR).value.data) == layers
@@ -160,8 +160,10 @@ def test_layers_with_weights_as_arguments_are_not_layers():
     assert str(module) == before
 
 
-def test_forcing_a_count_the_model_does_not_hold_is_one_error(tmp_path: Path):
-    module = export(tmp_path, 2)
+def test_forcing_a_count_the_model_does_not_hold_is_one_error(
+    tmp_path: Path, llama_export: Any
+):
+    module = llama_export(tmp_path, width16(2))
     with pytest.raises(PlmrError, match=r"layers=3 was asked, but the function holds no 3"):
         GraphOutlineLayersPass(layers=3).apply(make_context(), module)
     with pytest.raises(PassOptionError, match="layers must be 0"):
