@@ -1,0 +1,111 @@
+// RUN: plmr-opt %s -p graph-fold-repeat-kv --split-input-file | filecheck %s
+// RUN: plmr import %examples/hf/llama_decode.onnx | plmr-opt -p 'graph-canonicalize{unrepeat-kv=false},graph-fold-repeat-kv' | filecheck %s --check-prefix=EXPORT
+
+// A decode step's attention, 4 query heads over 2 K/V heads, as exports write it: K and
+// V repeated by unsqueeze, expand and reshape. The one query row of each of the 2 heads
+// of a group become the 2 rows of one matmul against the un-repeated K (Kᵀ as
+// `transpose_b`) and V; the repetitions go.
+
+// CHECK-LABEL: func.func @decode
+// CHECK-NEXT:    %0 = graph.reshape %q : tensor<1x4x1x16xf32> -> tensor<1x2x2x16xf32>
+// CHECK-NEXT:    %s_grouped = graph.matmul %0, %k transpose_b : (tensor<1x2x2x16xf32>, tensor<1x2x8x16xf32>) -> tensor<1x2x2x8xf32>
+// CHECK-NEXT:    %s = graph.reshape %s_grouped : tensor<1x2x2x8xf32> -> tensor<1x4x1x8xf32>
+// CHECK-NEXT:    %p = graph.softmax %s : tensor<1x4x1x8xf32>
+// CHECK-NEXT:    %1 = graph.reshape %p : tensor<1x4x1x8xf32> -> tensor<1x2x2x8xf32>
+// CHECK-NEXT:    %o_grouped = graph.matmul %1, %v : (tensor<1x2x2x8xf32>, tensor<1x2x8x16xf32>) -> tensor<1x2x2x16xf32>
+// CHECK-NEXT:    %o = graph.reshape %o_grouped : tensor<1x2x2x16xf32> -> tensor<1x4x1x16xf32>
+// CHECK-NEXT:    func.return %o : tensor<1x4x1x16xf32>
+func.func @decode(%q: tensor<1x4x1x16xf32>, %k: tensor<1x2x8x16xf32>, %v: tensor<1x2x8x16xf32>) -> tensor<1x4x1x16xf32> {
+  %ku = graph.reshape %k : tensor<1x2x8x16xf32> -> tensor<1x2x1x8x16xf32>
+  %ke = graph.expand %ku : tensor<1x2x1x8x16xf32> -> tensor<1x2x2x8x16xf32>
+  %kr = graph.reshape %ke : tensor<1x2x2x8x16xf32> -> tensor<1x4x8x16xf32>
+  %s = graph.matmul %q, %kr transpose_b : (tensor<1x4x1x16xf32>, tensor<1x4x8x16xf32>) -> tensor<1x4x1x8xf32>
+  %p = graph.softmax %s : tensor<1x4x1x8xf32>
+  %vu = graph.reshape %v : tensor<1x2x8x16xf32> -> tensor<1x2x1x8x16xf32>
+  %ve = graph.expand %vu : tensor<1x2x1x8x16xf32> -> tensor<1x2x2x8x16xf32>
+  %vr = graph.reshape %ve : tensor<1x2x2x8x16xf32> -> tensor<1x4x8x16xf32>
+  %o = graph.matmul %p, %vr : (tensor<1x4x1x8xf32>, tensor<1x4x8x16xf32>) -> tensor<1x4x1x16xf32>
+  func.return %o : tensor<1x4x1x16xf32>
+}
+
+// -----
+
+// A prefill of 3 tokens with 6 query heads over 2 K/V heads (groups of 3): each group's
+// [3 heads, 3 tokens] query rows are 9 rows of one matmul. The queries come from a
+// reshape, which the regrouping reads from its source; a repetition that something else
+// reads stays for it.
+
+// CHECK-LABEL: func.func @prefill
+// CHECK-NEXT:    %ku = graph.reshape %k : tensor<1x2x3x4xf32> -> tensor<1x2x1x3x4xf32>
+// CHECK-NEXT:    %ke = graph.expand %ku : tensor<1x2x1x3x4xf32> -> tensor<1x2x3x3x4xf32>
+// CHECK-NEXT:    %kr = graph.reshape %ke : tensor<1x2x3x3x4xf32> -> tensor<1x6x3x4xf32>
+// CHECK-NEXT:    %0 = graph.reshape %x : tensor<1x3x6x4xf32> -> tensor<1x2x9x4xf32>
+// CHECK-NEXT:    %s_grouped = graph.matmul %0, %k transpose_b : (tensor<1x2x9x4xf32>, tensor<1x2x3x4xf32>) -> tensor<1x2x9x3xf32>
+// CHECK-NEXT:    %s = graph.reshape %s_grouped : tensor<1x2x9x3xf32> -> tensor<1x6x3x3xf32>
+// CHECK-NEXT:    func.return %s, %kr : tensor<1x6x3x3xf32>, tensor<1x6x3x4xf32>
+func.func @prefill(%x: tensor<1x3x6x4xf32>, %k: tensor<1x2x3x4xf32>) -> (tensor<1x6x3x3xf32>, tensor<1x6x3x4xf32>) {
+  %q = graph.reshape %x : tensor<1x3x6x4xf32> -> tensor<1x6x3x4xf32>
+  %ku = graph.reshape %k : tensor<1x2x3x4xf32> -> tensor<1x2x1x3x4xf32>
+  %ke = graph.expand %ku : tensor<1x2x1x3x4xf32> -> tensor<1x2x3x3x4xf32>
+  %kr = graph.reshape %ke : tensor<1x2x3x3x4xf32> -> tensor<1x6x3x4xf32>
+  %s = graph.matmul %q, %kr transpose_b : (tensor<1x6x3x4xf32>, tensor<1x6x3x4xf32>) -> tensor<1x6x3x3xf32>
+  func.return %s, %kr : tensor<1x6x3x3xf32>, tensor<1x6x3x4xf32>
+}
+
+// -----
+
+// A repetition by concatenating one value along its unit dimension, in 3-D (heads
+// first, no batch): regrouped the same way.
+
+// CHECK-LABEL: func.func @concat
+// CHECK-NEXT:    %0 = graph.reshape %p : tensor<4x2x3xf32> -> tensor<2x4x3xf32>
+// CHECK-NEXT:    %1 = graph.reshape %u : tensor<2x1x3x8xf32> -> tensor<2x3x8xf32>
+// CHECK-NEXT:    %o_grouped = graph.matmul %0, %1 : (tensor<2x4x3xf32>, tensor<2x3x8xf32>) -> tensor<2x4x8xf32>
+// CHECK-NEXT:    %o = graph.reshape %o_grouped : tensor<2x4x8xf32> -> tensor<4x2x8xf32>
+// CHECK-NEXT:    func.return %o : tensor<4x2x8xf32>
+func.func @concat(%p: tensor<4x2x3xf32>, %u: tensor<2x1x3x8xf32>) -> tensor<4x2x8xf32> {
+  %c = graph.concat %u, %u axis = 1 : (tensor<2x1x3x8xf32>, tensor<2x1x3x8xf32>) -> tensor<2x2x3x8xf32>
+  %r = graph.reshape %c : tensor<2x2x3x8xf32> -> tensor<4x3x8xf32>
+  %o = graph.matmul %p, %r : (tensor<4x2x3xf32>, tensor<4x3x8xf32>) -> tensor<4x2x8xf32>
+  func.return %o : tensor<4x2x8xf32>
+}
+
+// -----
+
+// Left alone: as many query heads as K/V heads (nothing repeated, H == Hkv), an expand
+// that repeats the sequence rather than the heads, a transposed query operand (its rows
+// are not consecutive per group), and queries that broadcast over the heads.
+
+// CHECK-LABEL: func.func @not_repeat_kv
+// CHECK-NEXT:    %s1 = graph.matmul %q2, %k transpose_b : (tensor<1x2x1x16xf32>, tensor<1x2x8x16xf32>) -> tensor<1x2x1x8xf32>
+// CHECK-NEXT:    %e = graph.expand %w : tensor<1x2x1x4x8xf32> -> tensor<1x2x2x4x8xf32>
+// CHECK-NEXT:    %r = graph.reshape %e : tensor<1x2x2x4x8xf32> -> tensor<1x2x8x8xf32>
+// CHECK-NEXT:    %s2 = graph.matmul %p, %r : (tensor<1x2x8x8xf32>, tensor<1x2x8x8xf32>) -> tensor<1x2x8x8xf32>
+// CHECK-NEXT:    %ku = graph.reshape %k : tensor<1x2x8x16xf32> -> tensor<1x2x1x8x16xf32>
+// CHECK-NEXT:    %ke = graph.expand %ku : tensor<1x2x1x8x16xf32> -> tensor<1x2x2x8x16xf32>
+// CHECK-NEXT:    %kr = graph.reshape %ke : tensor<1x2x2x8x16xf32> -> tensor<1x4x8x16xf32>
+// CHECK-NEXT:    %s3 = graph.matmul %qt, %kr transpose_a transpose_b : (tensor<1x4x16x1xf32>, tensor<1x4x8x16xf32>) -> tensor<1x4x1x8xf32>
+// CHECK-NEXT:    %s4 = graph.matmul %b, %kr transpose_b : (tensor<1x1x1x16xf32>, tensor<1x4x8x16xf32>) -> tensor<1x4x1x8xf32>
+func.func @not_repeat_kv(%q2: tensor<1x2x1x16xf32>, %k: tensor<1x2x8x16xf32>, %p: tensor<1x2x8x8xf32>, %w: tensor<1x2x1x4x8xf32>, %qt: tensor<1x4x16x1xf32>, %b: tensor<1x1x1x16xf32>) -> (tensor<1x2x1x8xf32>, tensor<1x2x8x8xf32>, tensor<1x4x1x8xf32>, tensor<1x4x1x8xf32>) {
+  %s1 = graph.matmul %q2, %k transpose_b : (tensor<1x2x1x16xf32>, tensor<1x2x8x16xf32>) -> tensor<1x2x1x8xf32>
+  %e = graph.expand %w : tensor<1x2x1x4x8xf32> -> tensor<1x2x2x4x8xf32>
+  %r = graph.reshape %e : tensor<1x2x2x4x8xf32> -> tensor<1x2x8x8xf32>
+  %s2 = graph.matmul %p, %r : (tensor<1x2x8x8xf32>, tensor<1x2x8x8xf32>) -> tensor<1x2x8x8xf32>
+  %ku = graph.reshape %k : tensor<1x2x8x16xf32> -> tensor<1x2x1x8x16xf32>
+  %ke = graph.expand %ku : tensor<1x2x1x8x16xf32> -> tensor<1x2x2x8x16xf32>
+  %kr = graph.reshape %ke : tensor<1x2x2x8x16xf32> -> tensor<1x4x8x16xf32>
+  %s3 = graph.matmul %qt, %kr transpose_a transpose_b : (tensor<1x4x16x1xf32>, tensor<1x4x8x16xf32>) -> tensor<1x4x1x8xf32>
+  %s4 = graph.matmul %b, %kr transpose_b : (tensor<1x1x1x16xf32>, tensor<1x4x8x16xf32>) -> tensor<1x4x1x8xf32>
+  func.return %s1, %s2, %s3, %s4 : tensor<1x2x1x8xf32>, tensor<1x2x8x8xf32>, tensor<1x4x1x8xf32>, tensor<1x4x1x8xf32>
+}
+
+// The LLaMA decode export (2 layers, 4 query heads over 2 K/V heads of 16): in each
+// layer the scores and P·V read the cache with the new row, `present`, as it is; no
+// expand is left.
+
+// EXPORT-LABEL: func.func @main
+// EXPORT:         graph.matmul %{{.*}}, %{{.*}} transpose_b : (tensor<1x2x2x16xf32>, tensor<1x2x72x16xf32>) -> tensor<1x2x2x72xf32>
+// EXPORT:         graph.matmul %{{.*}}, %present.0.value : (tensor<1x2x2x72xf32>, tensor<1x2x72x16xf32>) -> tensor<1x2x2x16xf32>
+// EXPORT:         graph.matmul %{{.*}}, %{{.*}} transpose_b : (tensor<1x2x2x16xf32>, tensor<1x2x72x16xf32>) -> tensor<1x2x2x72xf32>
+// EXPORT:         graph.matmul %{{.*}}, %present.1.value : (tensor<1x2x2x72xf32>, tensor<1x2x72x16xf32>) -> tensor<1x2x2x16xf32>
+// EXPORT-NOT:     graph.expand

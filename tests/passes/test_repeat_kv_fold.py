@@ -1,0 +1,64 @@
+"""
+`graph-fold-repeat-kv`: every FileCheck input keeps its semantics on random inputs; on
+the Hugging Face exports every repeated K/V goes, each layer's scores and P·V read the
+K/V heads as they are, and the exports still give torch's outputs.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+from xdsl.dialects.builtin import ModuleOp
+
+from plmr.dialects import graph
+from plmr.dialects.context import make_context, parse_module
+from plmr.frontend.onnx import import_onnx_file
+from plmr.passes.graph_canonicalize import GraphCanonicalizePass
+from plmr.passes.repeat_kv_fold import GraphFoldRepeatKvPass, fold_module
+
+from .conftest import HF, Rewrites
+
+FILECHECK_NAME = "graph-fold-repeat-kv"
+
+
+def ops(module: ModuleOp) -> Counter[str]:
+    return Counter(op.name for op in module.walk())
+
+
+def test_the_filecheck_inputs_are_all_found():
+    assert len(Rewrites.chunks(FILECHECK_NAME)) == 4
+
+
+def test_filecheck_inputs_keep_their_semantics(chunk: str, rewrites: type[Rewrites]):
+    module = parse_module(chunk)
+    before = ops(module)
+    rewrites.assert_keeps_semantics(module, GraphFoldRepeatKvPass())
+    changed = ops(module) != before
+    assert changed == ("not_repeat_kv" not in chunk)
+
+
+@pytest.mark.parametrize(
+    "export", ["llama_decode", "qwen2_decode", "mistral_decode", "llama_prefill"]
+)
+def test_exports_read_the_kv_heads_as_they_are(export: str, rewrites: type[Rewrites]):
+    module = import_onnx_file(str(HF / f"{export}.onnx"))
+    GraphCanonicalizePass(unrepeat_kv=False).apply(make_context(), module)
+    assert ops(module)["graph.expand"] == 4
+    # Two layers: the scores and P·V of each.
+    assert fold_module(module) == 4
+    module.verify()
+    assert ops(module)["graph.expand"] == 0
+    grouped = [
+        op
+        for op in module.walk()
+        if isinstance(op, graph.MatmulOp)
+        and op.result.name_hint
+        and op.result.name_hint.endswith("_grouped")
+    ]
+    assert len(grouped) == 4
+    for op in grouped:
+        # [1, 2 K/V heads, 2 query heads x rows, ...] against [1, 2 K/V heads, S, 16].
+        assert graph.static_shape(op.rhs, "rhs")[:2] == (1, 2)
+        assert graph.static_shape(op.lhs, "lhs")[:2] == (1, 2)
+    rewrites.assert_torch_outputs(module, export)
