@@ -28,7 +28,7 @@ anything but the heads (`H == hkv` has nothing to repeat).
 from __future__ import annotations
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects.builtin import ModuleOp, TensorType
 from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
@@ -38,6 +38,9 @@ from plmr.passes.canonicalize.attention import repeated_heads
 from plmr.passes.canonicalize.match import owner_of, shape_of
 from plmr.passes.rotate_fold import erase_dead
 from plmr.passes.timing import count
+from plmr.passes.transpose_elim import UNARY_ELEMENTWISE
+
+_ROWWISE = (graph.BinaryElementwiseOp, graph.CmpOp, graph.WhereOp, *UNARY_ELEMENTWISE)
 
 
 def _reshaped(value: SSAValue, shape: tuple[int, ...]) -> tuple[SSAValue, list[Operation]]:
@@ -53,24 +56,27 @@ def _reshaped(value: SSAValue, shape: tuple[int, ...]) -> tuple[SSAValue, list[O
     return op.result, [op]
 
 
-def fold_matmul(op: graph.MatmulOp) -> bool:
-    """Regroups `op` if its right operand is `repeat_kv(u)`; returns whether it did."""
+def fold_matmul(op: graph.MatmulOp) -> graph.ReshapeOp | None:
+    """
+    Regroups `op` if its right operand is `repeat_kv(u)`; returns the reshape of the
+    grouped product back to heads, or None when it leaves `op` alone.
+    """
     found = repeated_heads(op.rhs)
     if found is None or op.transpose_a is not None:
-        return False
+        return None
     u, j = found
     a_shape, rhs_shape = shape_of(op.lhs), shape_of(op.rhs)
     rank = len(rhs_shape)
     if len(a_shape) != rank or j - 1 != rank - 3:
-        return False  # the repeated dimension must be the heads, just before the rows
+        return None  # the repeated dimension must be the heads, just before the rows
     heads, hkv = rhs_shape[j - 1], shape_of(u)[j - 1]
     if a_shape[j - 1] != heads or hkv == heads:
-        return False
+        return None
     g = heads // hkv
     lead, (m, k) = a_shape[: j - 1], a_shape[-2:]
     kv_shape = (*lead, hkv, *rhs_shape[-2:])
     if rhs_shape[: j - 1] != lead:
-        return False  # the other batch dimensions broadcast
+        return None  # the other batch dimensions broadcast
     queries, made = _reshaped(op.lhs, (*lead, hkv, g * m, k))
     kv, more = _reshaped(u, kv_shape)
     matmul = graph.MatmulOp(queries, kv, False, op.transpose_b is not None)
@@ -80,13 +86,154 @@ def fold_matmul(op: graph.MatmulOp) -> bool:
     Rewriter.insert_op([*made, *more, matmul, back], InsertPoint.before(op))
     op.result.replace_all_uses_with(back.result)
     erase_dead(op)
-    return True
+    return back
+
+
+def _row_wise(op: Operation, rank: int) -> bool:
+    """Whether `op` maps each row (last axis) of its operands to the same row of its result."""
+    if isinstance(op, graph.SoftmaxOp):
+        return op.axis.value.data % rank == rank - 1
+    return isinstance(op, _ROWWISE)
+
+
+def _regrouped(
+    value: SSAValue, heads: tuple[int, int, int], rank: int
+) -> tuple[SSAValue, list[Operation]] | None:
+    """
+    `value`, an operand broadcast against `[.., H, m, n]`, seen against the grouped
+    `[.., hkv, g·m, n]` (`heads` is `(H, hkv, m)`); None if it cannot be.
+    """
+    h, hkv, m = heads
+    shape = shape_of(value)
+    if len(shape) < 2:
+        return value, []  # the same for every head and row
+    full = (1,) * (rank - len(shape)) + shape
+    lead, (hd, md, n) = full[:-3], full[-3:]
+    if hd == 1 and md == 1:
+        return value, []
+    if hd == h and md == m:
+        return _reshaped(value, (*lead, hkv, h // hkv * m, n))
+    if hd != 1 or md != m:
+        return None
+    # The same rows for every head (a mask over positions): repeated over a group's
+    # heads, an index map like the repetition it replaces.
+    unit = graph.ReshapeOp(value, (*lead, 1, 1, m, n))
+    spread = graph.ExpandOp(unit, (*lead, 1, h // hkv, m, n))
+    rows = graph.ReshapeOp(spread, (*lead, 1, h // hkv * m, n))
+    return rows.result, [unit, spread, rows]
+
+
+def _region(back: graph.ReshapeOp) -> list[Operation]:
+    """The row-wise ops that read `back` (the heads' view of a grouped product), in order."""
+    rank = len(shape_of(back.result))
+    members: set[Operation] = set()
+    pending = [back.result]
+    while pending:
+        value = pending.pop()
+        for use in value.uses:
+            user = use.operation
+            if user in members or not _row_wise(user, rank):
+                continue
+            if shape_of(user.results[0]) != shape_of(back.result):
+                continue
+            members.add(user)
+            pending.append(user.results[0])
+    block = back.parent_block()
+    assert block is not None
+    return [op for op in block.ops if op in members]
+
+
+def sink_regrouping(back: graph.ReshapeOp) -> int:
+    """
+    Moves `back` (grouped `[.., hkv, g·m, n]` to heads `[.., H, m, n]`) below the row-wise
+    ops that read it (the mask, the softmax, the NaN guard), so that the scores stay in
+    the grouped shape up to P·V; returns how many ops moved (0 if any operand of them
+    cannot be regrouped).
+    """
+    region = _region(back)
+    if not region:
+        return 0
+    grouped, heads_shape = back.input, shape_of(back.result)
+    rank = len(heads_shape)
+    h, m = heads_shape[-3], heads_shape[-2]
+    hkv = shape_of(grouped)[-3]
+    mapping: dict[SSAValue, SSAValue] = {back.result: grouped}
+    made: list[tuple[Operation, list[Operation]]] = []
+    for op in region:
+        operands: list[SSAValue] = []
+        extra: list[Operation] = []
+        for v in op.operands:
+            if v in mapping:
+                operands.append(mapping[v])
+                continue
+            found = _regrouped(v, (h, hkv, m), rank)
+            if found is None:
+                for _, ops in made:
+                    for o in reversed(ops):
+                        o.erase()
+                return 0
+            operands.append(found[0])
+            extra += found[1]
+        result_type = TensorType(graph.element_type(op.results[0]), shape_of(grouped))
+        new = type(op).create(
+            operands=operands,
+            result_types=[result_type],
+            properties=dict(op.properties),
+            attributes=dict(op.attributes),
+        )
+        new.results[0].name_hint = op.results[0].name_hint
+        mapping[op.results[0]] = new.results[0]
+        made.append((op, [*extra, new]))
+    for op, ops in made:
+        Rewriter.insert_op(ops, InsertPoint.before(op))
+    members = set(region)
+    for op in reversed(region):
+        old, new = op.results[0], mapping[op.results[0]]
+        _reshape_users_read(old, new)
+        outside = [u for u in old.uses if u.operation not in members]
+        if outside:
+            view = graph.ReshapeOp(new, heads_shape)
+            view.result.name_hint = old.name_hint
+            Rewriter.insert_op(view, InsertPoint.after(new.owner))  # pyright: ignore[reportArgumentType]
+            for use in outside:
+                use.operation.operands[use.index] = view.result
+    for op in reversed(region):
+        erase_dead(op)
+    return len(region)
+
+
+def _reshape_users_read(value: SSAValue, source: SSAValue) -> None:
+    """
+    Reshapes of `value`, itself a reshape of `source`, read `source` instead (a reshape
+    depends only on the element order); those that give `source`'s shape go.
+    """
+    for use in list(value.uses):
+        user = use.operation
+        if not isinstance(user, graph.ReshapeOp):
+            continue
+        if shape_of(user.result) == shape_of(source):
+            user.result.replace_all_uses_with(source)
+            user.detach()
+            user.erase()
+        else:
+            user.operands[use.index] = source
 
 
 def fold_module(module: ModuleOp) -> int:
-    """Regroups every matmul against a `repeat_kv` in `module`; returns how many."""
+    """
+    Regroups every matmul against a `repeat_kv` in `module`, then keeps the scores
+    grouped through the row-wise ops up to P·V; returns how many matmuls it regrouped.
+    """
     matmuls = [op for op in module.walk() if isinstance(op, graph.MatmulOp)]
-    return sum(fold_matmul(op) for op in matmuls)
+    backs = [b for b in map(fold_matmul, matmuls) if b is not None]
+    for back in backs:
+        if back.parent is not None:
+            sink_regrouping(back)
+    for back in backs:
+        if back.parent is not None:
+            _reshape_users_read(back.result, back.input)
+            erase_dead(back)
+    return len(backs)
 
 
 class GraphFoldRepeatKvPass(ModulePass):
