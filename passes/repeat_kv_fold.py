@@ -127,7 +127,7 @@ def _region(back: graph.ReshapeOp) -> list[Operation]:
     """The row-wise ops that read `back` (the heads' view of a grouped product), in order."""
     rank = len(shape_of(back.result))
     members: set[Operation] = set()
-    pending = [back.result]
+    pending: list[SSAValue] = [back.result]
     while pending:
         value = pending.pop()
         for use in value.uses:
@@ -194,7 +194,9 @@ def sink_regrouping(back: graph.ReshapeOp) -> int:
         if outside:
             view = graph.ReshapeOp(new, heads_shape)
             view.result.name_hint = old.name_hint
-            Rewriter.insert_op(view, InsertPoint.after(new.owner))  # pyright: ignore[reportArgumentType]
+            owner = new.owner
+            assert isinstance(owner, Operation)
+            Rewriter.insert_op(view, InsertPoint.after(owner))
             for use in outside:
                 use.operation.operands[use.index] = view.result
     for op in reversed(region):

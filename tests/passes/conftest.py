@@ -70,10 +70,3 @@ class Rewrites:
 def rewrites() -> type[Rewrites]:
     """The shared checks of the graph rewrites' tests (`Rewrites`)."""
     return Rewrites
-
-
-def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    """A test taking `chunk` runs on each chunk of its module's `FILECHECK_NAME` file."""
-    if "chunk" in metafunc.fixturenames:
-        name: str = metafunc.module.FILECHECK_NAME
-        metafunc.parametrize("chunk", Rewrites.chunks(name))

@@ -30,6 +30,7 @@ def test_the_filecheck_inputs_are_all_found():
     assert len(Rewrites.chunks(FILECHECK_NAME)) == 5
 
 
+@pytest.mark.parametrize("chunk", Rewrites.chunks(FILECHECK_NAME))
 def test_filecheck_inputs_keep_their_semantics(chunk: str, rewrites: type[Rewrites]):
     module = parse_module(chunk)
     before = ops(module)
