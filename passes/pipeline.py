@@ -216,7 +216,8 @@ def graph_passes(opts: CompileOptions) -> list[ModulePass]:
     if opts.fold_rotate_half:
         passes.append(GraphFoldRotateHalfPass())
     if opts.fold_repeat_kv:
-        passes.append(GraphFoldRepeatKvPass())
+        # Decode steps (one query row per head); a prefill's grouped scores blocked worse.
+        passes.append(GraphFoldRepeatKvPass(max_rows=1))
     if opts.eliminate_transposes:
         passes.append(TransposeElimPass())
     if opts.defer_norm_scale:

@@ -67,3 +67,11 @@ def test_exports_read_the_kv_heads_as_they_are(export: str, rewrites: type[Rewri
         assert graph.static_shape(op.rhs, "rhs")[:2] == (1, 2)
         assert graph.static_shape(op.lhs, "lhs")[:2] == (1, 2)
     rewrites.assert_torch_outputs(module, export)
+
+
+def test_one_row_per_head_leaves_the_prefill_alone():
+    # plmr compile regroups decode steps only (`max-rows=1`).
+    module = import_onnx_file(str(HF / "llama_prefill.onnx"))
+    GraphCanonicalizePass(unrepeat_kv=False).apply(make_context(), module)
+    assert fold_module(module, max_rows=1) == 0
+    assert ops(module)["graph.expand"] == 4

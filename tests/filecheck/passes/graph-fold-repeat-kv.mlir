@@ -1,4 +1,7 @@
 // RUN: plmr-opt %s -p graph-fold-repeat-kv --split-input-file | filecheck %s
+// RUN: plmr-opt %s -p 'graph-fold-repeat-kv{max-rows=1}' --split-input-file | filecheck %s --check-prefix=ROWS
+// RUN: not plmr-opt %s -p 'graph-fold-repeat-kv{max-rows=-1}' 2>&1 | filecheck %s --check-prefix=ERR
+// ERR: graph-fold-repeat-kv: max-rows must be 0 (any) or more, got -1
 // RUN: plmr import %examples/hf/llama_decode.onnx | plmr-opt -p 'graph-canonicalize{unrepeat-kv=false},graph-fold-repeat-kv' | filecheck %s --check-prefix=EXPORT
 
 // A decode step's attention, 4 query heads over 2 K/V heads, as exports write it: K and
@@ -7,6 +10,8 @@
 // `transpose_b`) and V; the repetitions go. The mask over positions, the softmax and
 // the NaN guard run on the grouped scores, so nothing is reshaped between the matmuls.
 
+// ROWS-LABEL: func.func @decode
+// ROWS:         %s_grouped = graph.matmul %0, %k transpose_b
 // CHECK-LABEL: func.func @decode
 // CHECK-NEXT:    %0 = graph.reshape %q : tensor<1x4x1x16xf32> -> tensor<1x2x2x16xf32>
 // CHECK-NEXT:    %s_grouped = graph.matmul %0, %k transpose_b : (tensor<1x2x2x16xf32>, tensor<1x2x8x16xf32>) -> tensor<1x2x2x8xf32>
@@ -61,6 +66,10 @@ func.func @decode(%q: tensor<1x4x1x16xf32>, %k: tensor<1x2x8x16xf32>, %v: tensor
 // CHECK-NEXT:    %o_grouped = graph.matmul %p, %v : (tensor<1x2x9x3xf32>, tensor<1x2x3x4xf32>) -> tensor<1x2x9x4xf32>
 // CHECK-NEXT:    %o = graph.reshape %o_grouped : tensor<1x2x9x4xf32> -> tensor<1x6x3x4xf32>
 // CHECK-NEXT:    func.return %o, %t_1, %kr : tensor<1x6x3x4xf32>, tensor<1x6x3x3xf32>, tensor<1x6x3x4xf32>
+// With `max-rows=1` (as in plmr compile) the 3-row queries are left alone.
+// ROWS-LABEL: func.func @prefill
+// ROWS:         %s = graph.matmul %q, %kr transpose_b
+// ROWS:         %o = graph.matmul %p, %vr
 func.func @prefill(%x: tensor<1x3x6x4xf32>, %k: tensor<1x2x3x4xf32>, %v: tensor<1x2x3x4xf32>) -> (tensor<1x6x3x4xf32>, tensor<1x6x3x3xf32>, tensor<1x6x3x4xf32>) {
   %q = graph.reshape %x : tensor<1x3x6x4xf32> -> tensor<1x6x3x4xf32>
   %ku = graph.reshape %k : tensor<1x2x3x4xf32> -> tensor<1x2x1x3x4xf32>
