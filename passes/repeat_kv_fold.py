@@ -19,6 +19,14 @@ reshapes keep the element order, so they are index maps at the loop level, and t
 result is exact (the same products summed in the same order). The repetition is erased
 when nothing else reads it.
 
+The reshape of the scores back to heads then moves below the row-wise ops that read them
+(the mask, a last-axis softmax, the NaN guard), so P·V reads the grouped probabilities
+directly and `neptune-fuse` fuses the attention as before. Their other operands are seen
+in groups: unchanged when they broadcast over heads and rows, reshaped when they are per
+head and row, repeated over a group's heads (reshape, expand, reshape: an index map)
+when they are the same for every head (a prefill's mask over positions). If one cannot
+be (per head, broadcast over rows), the scores stay in heads there.
+
 With `max-rows N` (N > 0) only queries of at most N rows per head are regrouped:
 `plmr compile` regroups decode steps (one row per head, `max-rows 1`), where a group's
 rows were a broadcast of K/V otherwise; a prefill's grouped scores nest blocked worse
