@@ -63,6 +63,11 @@ def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
 
         return GraphFoldRotateHalfPass
 
+    def graph_fold_repeat_kv() -> type[ModulePass]:
+        from plmr.passes.repeat_kv_fold import GraphFoldRepeatKvPass
+
+        return GraphFoldRepeatKvPass
+
     def graph_kv_state() -> type[ModulePass]:
         from plmr.passes.kv_state import GraphKvStatePass
 
@@ -120,6 +125,7 @@ def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
         "graph-defer-norm-scale": graph_defer_norm_scale,
         "graph-merge-matmuls": graph_merge_matmuls,
         "graph-fold-rotate-half": graph_fold_rotate_half,
+        "graph-fold-repeat-kv": graph_fold_repeat_kv,
         "graph-kv-state": graph_kv_state,
         "graph-outline-layers": graph_outline_layers,
         "mesh-route": mesh_route,

@@ -1,7 +1,8 @@
 """
 `plmr-compile`: the whole default pipeline, from any level down to a routed mesh program.
 
-    graph-canonicalize → graph-fold-rotate-half → transpose-elim → graph-defer-norm-scale
+    graph-canonicalize → graph-fold-rotate-half → graph-fold-repeat-kv → transpose-elim
+      → graph-defer-norm-scale
       → taso-substitute → graph-merge-matmuls → convert-graph-to-loop → neptune-fuse
       → loop-simplify-indices → loop-materialize-indices → convert-loop-to-tile
       → convert-tile-to-mesh
@@ -63,6 +64,8 @@ class CompileOptions:
     """Scale by each RMSNorm's inverse RMS after the matmul that reads it (graph-defer-norm-scale)."""
     fold_rotate_half: bool = True
     """Fold RoPE's rotate_half of a projection into its weights (graph-fold-rotate-half)."""
+    fold_repeat_kv: bool = True
+    """GQA's queries regrouped against the un-repeated K/V heads (graph-fold-repeat-kv)."""
     merge_matmuls: bool = True
     """One matmul for the projections of one input (graph-merge-matmuls)."""
     chunks: int = 4
@@ -203,14 +206,18 @@ def graph_passes(opts: CompileOptions) -> list[ModulePass]:
     from plmr.passes.graph_canonicalize import GraphCanonicalizePass
     from plmr.passes.merge_matmuls import GraphMergeMatmulsPass
     from plmr.passes.norm_defer import GraphDeferNormScalePass
+    from plmr.passes.repeat_kv_fold import GraphFoldRepeatKvPass
     from plmr.passes.rotate_fold import GraphFoldRotateHalfPass
     from plmr.passes.taso.substitute import TasoSubstitutePass
     from plmr.passes.transpose_elim import TransposeElimPass
 
-    # Repeated K/V heads are index maps at the loop level already (no copy).
+    # graph-fold-repeat-kv, not unrepeat-kv's broadcast `[hkv, g]` form, regroups GQA.
     passes: list[ModulePass] = [GraphCanonicalizePass(unrepeat_kv=False)]
     if opts.fold_rotate_half:
         passes.append(GraphFoldRotateHalfPass())
+    if opts.fold_repeat_kv:
+        # Decode steps (one query row per head); a prefill's grouped scores blocked worse.
+        passes.append(GraphFoldRepeatKvPass(max_rows=1))
     if opts.eliminate_transposes:
         passes.append(TransposeElimPass())
     if opts.defer_norm_scale:

@@ -154,7 +154,7 @@ def _rotated(weight: Operation, h: int) -> Operation:
     return graph.WeightOp.of(replace(ref, rotate=h))
 
 
-def _erase_dead(op: Operation) -> None:
+def erase_dead(op: Operation) -> None:
     """Erases `op` and then its operands' owners that are left without uses."""
     pending = [op]
     while pending:
@@ -205,7 +205,7 @@ def fold_block(ops: list[Operation]) -> int:
         value.name_hint = op.result.name_hint
         Rewriter.insert_op(made, InsertPoint.before(op))
         op.result.replace_all_uses_with(value)
-        _erase_dead(op)
+        erase_dead(op)
         folded += 1
     return folded
 

@@ -97,6 +97,12 @@ if TYPE_CHECKING:
     help="Keep RoPE's rotate_half as a product at run time (skip graph-fold-rotate-half).",
 )
 @click.option(
+    "--no-fold-repeat-kv",
+    is_flag=True,
+    help="Keep GQA's repeat_kv of K and V before the attention's matmuls "
+    "(skip graph-fold-repeat-kv).",
+)
+@click.option(
     "--no-merge-matmuls",
     is_flag=True,
     help="Keep one matmul per projection of an input (skip graph-merge-matmuls).",
@@ -216,6 +222,7 @@ def compile_cmd(
     no_substitute: bool,
     no_defer_norm_scale: bool,
     no_fold_rotate_half: bool,
+    no_fold_repeat_kv: bool,
     no_merge_matmuls: bool,
     no_pack: bool,
     budget: int,
@@ -276,6 +283,7 @@ def compile_cmd(
         substitute=not no_substitute,
         defer_norm_scale=not no_defer_norm_scale,
         fold_rotate_half=not no_fold_rotate_half,
+        fold_repeat_kv=not no_fold_repeat_kv,
         merge_matmuls=not no_merge_matmuls,
         pack_allreduces=not no_pack,
         budget=budget,
@@ -398,6 +406,7 @@ SCHEDULE_REPLACES = (
     "no_substitute",
     "no_defer_norm_scale",
     "no_fold_rotate_half",
+    "no_fold_repeat_kv",
     "no_merge_matmuls",
     "no_pack",
     "budget",

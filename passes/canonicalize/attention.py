@@ -48,8 +48,10 @@ plmr itself never copies a repeated K/V: `convert-graph-to-loop` turns the resha
 expand into index maps (`k[b, h // g, s, d]`). Measured on an 8-head attention with 2
 K/V heads (s = d = 32), the grouped shape takes 92,342 cycles against 88,233 on a 2×2
 grid but 46,898 against 22,834 on 4×4 (the partitioner spreads `[hkv, g] = [2, 4]`
-over the grid less well than 8 heads), so `plmr compile` leaves the repetition as it is
-and these patterns run only with the pass's `unrepeat-kv` option (on by default).
+over the grid less well than 8 heads), so `plmr compile` does not use this form: it
+runs these patterns off and `graph-fold-repeat-kv` (`passes/repeat_kv_fold.py`) instead,
+which puts a group's query rows in one matrix (`[b, hkv, g·m, k]`, no broadcast
+dimension). These patterns run with the pass's `unrepeat-kv` option (on by default).
 """
 
 from __future__ import annotations

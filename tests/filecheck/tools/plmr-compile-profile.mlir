@@ -6,6 +6,7 @@
 // CHECK:      step {{ +}}wall s    CPU s   runs
 // CHECK-NEXT: graph-canonicalize {{ +[0-9]+\.[0-9]{3} +[0-9]+\.[0-9]{3} +}}1
 // CHECK-NEXT: graph-fold-rotate-half {{ +[0-9.]+ +[0-9.]+ +}}1
+// CHECK-NEXT: graph-fold-repeat-kv {{ +[0-9.]+ +[0-9.]+ +}}1
 // CHECK-NEXT: transpose-elim {{ +[0-9.]+ +[0-9.]+ +}}1
 // CHECK-NEXT: graph-defer-norm-scale {{ +[0-9.]+ +[0-9.]+ +}}1
 // CHECK-NEXT: taso-substitute {{ +[0-9.]+ +[0-9.]+ +}}1
@@ -28,6 +29,8 @@
 // CHECK-NEXT: graph.matmul after graph-canonicalize: 2
 // CHECK-NEXT: graph-fold-rotate-half: rotations folded: 0
 // CHECK-NEXT: graph.matmul after graph-fold-rotate-half: 2
+// CHECK-NEXT: graph-fold-repeat-kv: matmuls regrouped: 0
+// CHECK-NEXT: graph.matmul after graph-fold-repeat-kv: 2
 // CHECK-NEXT: graph.matmul after transpose-elim: 2
 // CHECK-NEXT: graph.matmul after graph-defer-norm-scale: 2
 // CHECK-NEXT: graph.matmul after taso-substitute: 2
