@@ -55,6 +55,7 @@ from xdsl.passes import ModulePass
 
 from plmr.dialects import mesh, tile
 from plmr.dialects.graph import element_type, static_shape
+from plmr.passes.mesh_softmax_nests import fuse_softmax_nests
 from plmr.runtime.collective_stages import line_cycles
 from plmr.runtime.device import Device, get_device
 from plmr.runtime.op_cost import vector_op_cycles
@@ -363,6 +364,7 @@ class MeshFuseSoftmaxPass(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         fuse_softmax(op, self.always)
+        fuse_softmax_nests(op, self.always)
 
 
 __all__ = [
