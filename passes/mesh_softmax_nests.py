@@ -417,9 +417,10 @@ def _merged(chain: NestChain) -> mesh.SpmdOp:
             new.add_op(op)
     last = chain.sum_nest
     merged = mesh.SpmdOp(inputs, list(last.result_types), Region(new))
-    program = chain.maximum_nest.parent_block()
+    program = last.parent_block()
     assert program is not None
-    program.insert_op_before(merged, chain.maximum_nest)
+    # Where the last one ran: every operand of the three is defined by then.
+    program.insert_op_before(merged, last)
     for old, result in zip(last.results, merged.results, strict=True):
         result.name_hint = old.name_hint
         old.replace_all_uses_with(result)
@@ -489,10 +490,27 @@ def fuse_nests(chain: NestChain) -> mesh.SpmdOp:
     block.insert_ops_before(ops, total)
     total.result.replace_all_uses_with(out)
     maximum.result.replace_all_uses_with(m)
+    payload_value = total.input
     for op in (total, maximum):
         op.detach()
         op.erase()
+    _erase_dead(payload_value)
     return _merged(chain)
+
+
+_PURE = (tile.StoreOp, tile.FillOp, tile.ReshapeOp, arith.ConstantOp)
+
+
+def _erase_dead(value: SSAValue) -> None:
+    """Erases the packing of the old payload (stores, fills, reshapes) left unused."""
+    owner = value.owner
+    if not isinstance(owner, _PURE) or any(r.uses for r in owner.results):
+        return
+    operands = list(owner.operands)
+    owner.detach()
+    owner.erase()
+    for operand in operands:
+        _erase_dead(operand)
 
 
 def fuse_softmax_nests(module: ModuleOp, always: bool = False) -> list[Merge]:
