@@ -5,7 +5,8 @@
       → taso-substitute → graph-merge-matmuls → convert-graph-to-loop → neptune-fuse
       → loop-simplify-indices → loop-materialize-indices → convert-loop-to-tile
       → convert-tile-to-mesh
-      → mesh-fuse-softmax → mesh-pack-allreduces → mesh-route → mesh-verify-plmr
+      → mesh-fuse-softmax → mesh-pack-allreduces → mesh-fuse-softmax (three-nest form)
+      → mesh-route → mesh-verify-plmr
 
 Stages whose input level is absent are skipped (a tile program starts at
 `convert-tile-to-mesh`). With `tile-sizes` unset, the blocking of the loop nests is
