@@ -39,6 +39,10 @@ is exactly what each sum allreduce returned, and `M` the maximum. A chain matche
   of one, so on short lines (a few PEs) the latency saved does not pay for them.
 
 Exponentials with other uses stay (they read the combined maximum, unchanged).
+
+The pass then fuses the same softmax written as three nests (the maximum's, the
+exponentials', the sums'), as a decode step's attention reaches the mesh:
+`passes/mesh_softmax_nests.py`.
 """
 
 from __future__ import annotations
