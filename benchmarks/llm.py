@@ -241,6 +241,12 @@ def section(
             parts = ", ".join(
                 f"{c['kind']} {c['combine']} {c['axis']} over {c['pes']} "
                 f"({c['elems']} values) {c['floor_cycles']:,.0f}".replace("  ", " ")
+                + (
+                    f" (compiled {c['compiled_cycles']:,.0f}, "
+                    f"{c['compiled_over_floor']:,.2f}×)"
+                    if c.get("compiled_over_floor")
+                    else ""
+                )
                 for c in floor["collectives"]
             )
             notes.append(

@@ -39,7 +39,9 @@ from xdsl.ir import Operation
 
 from plmr.dialects import mesh
 from plmr.dialects.graph import static_shape
+from plmr.target.collective_stages import line_cycles
 from plmr.target.device import Device
+from plmr.target.route_plan import plan_of
 
 COLLECTIVES = (mesh.AllreduceOp, mesh.ReduceOp, mesh.BroadcastOp)
 """The collectives a floor is derived for (a shift's cost is its distance, not a floor)."""
@@ -91,6 +93,12 @@ class CollectiveFloor:
     elems: int
     """Values of each PE's block."""
     floor_cycles: float
+    compiled_cycles: float = 0.0
+    """The runtime's timing of the compiled collective (its plan) on one line."""
+
+    @property
+    def compiled_over_floor(self) -> float | None:
+        return self.compiled_cycles / self.floor_cycles if self.floor_cycles else None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -102,6 +110,8 @@ class CollectiveFloor:
             "pes": self.pes,
             "elems": self.elems,
             "floor_cycles": self.floor_cycles,
+            "compiled_cycles": self.compiled_cycles,
+            "compiled_over_floor": self.compiled_over_floor,
         }
 
 
@@ -128,8 +138,21 @@ def _floor_of(
     elems = math.prod(static_shape(op.results[0], "value"))
     combine = "" if isinstance(op, mesh.BroadcastOp) else getattr(op, "kind").data
     axis: str = getattr(op, "axis").data
+    shape = static_shape(op.results[0], "value")
+    width = shape[-1] if combine == "softmax" and shape else 1
+    compiled = line_cycles(
+        plan_of(op, grid), elems, device, kind=combine or "sum", width=width
+    )
     return CollectiveFloor(
-        index, name, kind, combine, axis, n, elems, collective_floor(kind, n, elems, device)
+        index,
+        name,
+        kind,
+        combine,
+        axis,
+        n,
+        elems,
+        collective_floor(kind, n, elems, device),
+        float(compiled.max()),
     )
 
 
@@ -169,10 +192,14 @@ class LayerFloor:
         for c in self.collectives:
             what = f"{c.kind} {c.combine}".rstrip()
             nest = "" if nest_cycles is None else nest_cycles.get(c.nest)
-            beside = "" if nest in ("", None) else f"  (nest {nest:,.0f})"
+            beside = "" if nest in ("", None) else f", nest {nest:,.0f}"
+            over = c.compiled_over_floor
+            compiled = f"  (compiled {c.compiled_cycles:,.0f}" + (
+                f" = {over:,.2f}×{beside})" if over else f"{beside})"
+            )
             lines.append(
                 f"    #{c.nest:<4} {c.floor_cycles:>8,.0f}  {what} {c.axis} over {c.pes} "
-                f"PEs, {c.elems} value(s) per PE, %{c.name}{beside}"
+                f"PEs, {c.elems} value(s) per PE, %{c.name}{compiled}"
             )
         return lines
 

@@ -39,6 +39,10 @@ is exactly what each sum allreduce returned, and `M` the maximum. A chain matche
   of one, so on short lines (a few PEs) the latency saved does not pay for them.
 
 Exponentials with other uses stay (they read the combined maximum, unchanged).
+
+The pass then fuses the same softmax written as three nests (the maximum's, the
+exponentials', the sums'), as a decode step's attention reaches the mesh:
+`passes/mesh_softmax_nests.py`.
 """
 
 from __future__ import annotations
@@ -55,6 +59,7 @@ from xdsl.passes import ModulePass
 
 from plmr.dialects import mesh, tile
 from plmr.dialects.graph import element_type, static_shape
+from plmr.passes.mesh_softmax_nests import fuse_softmax_nests
 from plmr.target.collective_stages import line_cycles
 from plmr.target.device import Device, get_device
 from plmr.target.op_cost import vector_op_cycles
@@ -363,6 +368,7 @@ class MeshFuseSoftmaxPass(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         fuse_softmax(op, self.always)
+        fuse_softmax_nests(op, self.always)
 
 
 __all__ = [

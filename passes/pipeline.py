@@ -6,7 +6,8 @@
       → taso-substitute → graph-merge-matmuls → convert-graph-to-loop → neptune-fuse
       → loop-simplify-indices → loop-materialize-indices → convert-loop-to-tile
       → convert-tile-to-mesh
-      → mesh-fuse-softmax → mesh-pack-allreduces → mesh-route → mesh-verify-plmr
+      → mesh-fuse-softmax → mesh-pack-allreduces → mesh-fuse-softmax (three-nest form)
+      → mesh-route → mesh-verify-plmr
 
 Stages whose input level is absent are skipped (a tile program starts at
 `convert-tile-to-mesh`). With `tile-sizes` unset, the blocking of the loop nests is
@@ -360,16 +361,21 @@ def _pack(module: ModuleOp, opts: CompileOptions, plans: list[NestPlan] | None) 
     mesh-fuse-softmax and mesh-pack-allreduces; the plans of merged nests point at the
     merged nest.
     """
-    from plmr.passes.mesh_pack import pack_allreduces, update_plans
+    from plmr.passes.mesh_pack import Merge, pack_allreduces, update_plans
     from plmr.passes.mesh_softmax import fuse_softmax
+    from plmr.passes.mesh_softmax_nests import fuse_softmax_nests
 
     if opts.fuse_softmax:
         with step("mesh-fuse-softmax"):
             fuse_softmax(module)
-    if not opts.pack_allreduces:
-        return
-    with step("mesh-pack-allreduces"):
-        merges = pack_allreduces(module)
+    merges: list[Merge] = []
+    if opts.pack_allreduces:
+        with step("mesh-pack-allreduces"):
+            merges += pack_allreduces(module)
+    if opts.fuse_softmax:
+        # The softmax's sums are one nest once packed.
+        with step("mesh-fuse-softmax (nests)"):
+            merges += fuse_softmax_nests(module)
     if plans is not None:
         update_plans(plans, merges)
 

@@ -30,6 +30,7 @@ from plmr.lowering.tile_to_mesh import (
 from plmr.passes.mesh_pack import MeshPackAllreducesPass, pack_allreduces, update_plans
 from plmr.passes.mesh_route import MeshRoutePass
 from plmr.passes.mesh_softmax import MeshFuseSoftmaxPass, fuse_softmax
+from plmr.passes.mesh_softmax_nests import fuse_softmax_nests
 from plmr.passes.mesh_verify import MeshVerifyPlmrPass
 from plmr.passes.pipeline import (
     CompileOptions,
@@ -153,6 +154,18 @@ def compile_checked(
 
         checker.apply(
             Stage(Stage.of_pass(MeshPackAllreducesPass()).spec, pack), ctx, module
+        )
+    if opts.fuse_softmax:
+
+        def fuse_nests(ctx: Context, m: ModuleOp) -> None:
+            del ctx
+            merges = fuse_softmax_nests(m)
+            if plans is not None:
+                update_plans(plans, merges)
+
+        # The three-nest form, once its sums are packed (as `plmr compile` runs it).
+        checker.apply(
+            Stage(Stage.of_pass(MeshFuseSoftmaxPass()).spec, fuse_nests), ctx, module
         )
     for p in _route_passes(opts):
         checker.apply(_wrap_diagnostics(p), ctx, module)

@@ -102,6 +102,9 @@ def test_decode_layer_floor_is_compute_plus_its_collectives(tiny_decode: LlmBenc
         assert c.nest in window
         assert 1 < c.pes <= 4
         assert c.floor_cycles == collective_floor(c.kind, c.pes, c.elems, dev)
+        # The compiled collective's plan, timed on its line, does not beat it either.
+        assert c.compiled_cycles >= c.floor_cycles
+        assert c.compiled_over_floor == pytest.approx(c.compiled_cycles / c.floor_cycles)
     assert floor.cycles == pytest.approx(
         floor.compute_cycles + sum(c.floor_cycles for c in floor.collectives)
     )
@@ -114,6 +117,9 @@ def test_decode_layer_floor_is_compute_plus_its_collectives(tiny_decode: LlmBenc
     text = "\n".join(r.summary())
     assert f"floor       {floor.cycles:,.0f} cycles per layer" in text
     assert f"compiled / floor {r.layer_cycles / floor.cycles:,.2f}" in text
+    first = floor.collectives[0]
+    assert data["floor"]["collectives"][0]["compiled_cycles"] == first.compiled_cycles
+    assert f"(compiled {first.compiled_cycles:,.0f} = " in text
 
 
 def test_a_4x4_allreduce_floor_by_hand_on_wse2():
