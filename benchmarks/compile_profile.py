@@ -17,10 +17,12 @@ With `--small`, the programs a user compiles by hand are timed too (CPU and wall
 seconds; the machine may be shared): every program under `examples/` for 4x4 (the
 slowest five printed), the compile of `plmr demo` (the tiny model's prefill of 8 tokens
 and decode step, 4x4), and the decode step of a decoder of 1, 2, 4 and 8 tiny layers
-(4x4), whose time should grow at most linearly with the layers; the tiny Hugging Face
-LLaMA prefill export and `examples/hf/llama.onnx` get their own rows.
+(4x4, every layer compiled as `plmr compile --no-outline-layers` does), whose time
+should grow at most linearly with the layers; the tiny Hugging Face LLaMA prefill export
+and `examples/hf/llama.onnx` get their own rows. `--no-examples` leaves the examples out.
 
     .venv/bin/python benchmarks/compile_profile.py --small --only none
+    .venv/bin/python benchmarks/compile_profile.py --small --only none --no-examples
 """
 
 from __future__ import annotations
@@ -93,8 +95,11 @@ def _timed(work: Callable[[], object]) -> tuple[float, float]:
     return time.process_time() - cpu, time.perf_counter() - wall
 
 
-def small_tables() -> list[str]:
-    """The tables of `--small` (markdown lines), printed as they are measured."""
+def small_tables(examples: bool = True) -> list[str]:
+    """
+    The tables of `--small` (markdown lines), printed as they are measured; without
+    `examples`, only the demo's and the decoders' rows.
+    """
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from compiled_examples import EXAMPLES, compile_one, example_programs
 
@@ -103,24 +108,29 @@ def small_tables() -> list[str]:
 
     out: list[str] = []
     rows: list[tuple[float, float, str]] = []
-    for path in example_programs():
+    for path in example_programs() if examples else []:
         cpu, wall = _timed(lambda: compile_one(path, (4, 4)))
         name = path.relative_to(EXAMPLES).as_posix()
         rows.append((cpu, wall, name))
         print(f"examples/{name} 4x4: {cpu:.2f} s CPU, {wall:.2f} s wall", flush=True)
     over = sum(1 for cpu, _, _ in rows if cpu > 2.0)
-    out += [
-        f"Every program under `examples/` for 4x4: {len(rows)} programs, {over} over "
-        "2 s of CPU; the slowest five:",
-        "",
-        "| program (4x4) | CPU | wall |",
-        "|---|---:|---:|",
-    ]
+    out += (
+        []
+        if not examples
+        else [
+            f"Every program under `examples/` for 4x4: {len(rows)} programs, {over} over "
+            "2 s of CPU; the slowest five:",
+            "",
+            "| program (4x4) | CPU | wall |",
+            "|---|---:|---:|",
+        ]
+    )
     out += [
         f"| examples/{n} | {c:.2f} s | {w:.2f} s |" for c, w, n in sorted(rows)[::-1][:5]
     ]
     named = {n: (c, w) for c, w, n in rows}
-    out += ["", "| Hugging Face export (4x4) | CPU | wall |", "|---|---:|---:|"]
+    if examples:
+        out += ["", "| Hugging Face export (4x4) | CPU | wall |", "|---|---:|---:|"]
     for name in NAMED:
         if name in named:
             c, w = named[name]
@@ -145,14 +155,15 @@ def small_tables() -> list[str]:
     ]
     out += ["", "| tiny decoder, decode step (4x4) | graph matmuls | CPU | wall |"]
     out += ["|---|---:|---:|---:|"]
+    # Every layer compiled (`plmr compile --no-outline-layers`): the nests grow with
+    # the layers, which is what the table measures.
+    every_layer = CompileOptions(grid=(4, 4), outline_layers=False)
     for layers in (1, 2, 4, 8):
         deep = dataclasses.replace(config, n_layers=layers)
         text = ProgramBuilder(deep, None).decode()
         nests = text.count("graph.matmul")
         cpu, wall = _timed(
-            lambda: compile_module(
-                make_context(), parse_module(text), CompileOptions(grid=(4, 4))
-            )
+            lambda: compile_module(make_context(), parse_module(text), every_layer)
         )
         print(f"{layers} layers: {cpu:.2f} s CPU, {wall:.2f} s wall", flush=True)
         out.append(f"| {layers} layers | {nests} | {cpu:.2f} s | {wall:.2f} s |")
@@ -198,6 +209,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--small", action="store_true", help="Also time the examples, demo and layers."
     )
+    parser.add_argument(
+        "--no-examples",
+        action="store_true",
+        help="With --small, leave out the examples (the demo and the decoders only).",
+    )
     parser.add_argument("--top", type=int, default=15)
     parser.add_argument(
         "--readme", action="store_true", help="Rewrite the section of benchmarks/README.md."
@@ -226,7 +242,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 details.append(line)
                 kept += 1
         details.append("```")
-    small = small_tables() if args.small else []
+    small = small_tables(not args.no_examples) if args.small else []
     if args.readme:
         text = "\n".join(table) + "\n\n" + "\n".join(details) + "\n"
         if small:

@@ -13,7 +13,8 @@ Stages whose input level is absent are skipped (a tile program starts at
 `convert-tile-to-mesh`). With `tile-sizes` unset, the blocking of the loop nests is
 chosen for the grid: every candidate `P,R` in {16, 8, 4, 2} × {16, 8, 4} is lowered to the
 mesh and the one with the lowest estimated time (the partitioner's cost model) is kept,
-ties going to larger blocks.
+ties going to larger blocks. Only a trial that improves on the best so far is packed and
+routed (the estimate does not depend on them; a trial that does not route is rejected).
 """
 
 from __future__ import annotations
@@ -417,7 +418,8 @@ def search_blocking(
     of `blocking_trials` (for each of `spread_choices`, the next only when no trial
     fitted SRAM) lowered on a copy to the mesh, packed and routed, the one with the
     lowest estimate kept (ties to the earlier). Raises the first trial's error (one out
-    of SRAM preferred) when none lowers.
+    of SRAM preferred) when none lowers. Only a trial whose estimate improves on the
+    best so far is packed and routed (both leave the estimate as it is).
     """
     from plmr.lowering.tile_to_mesh import lower_module
 
@@ -434,14 +436,17 @@ def search_blocking(
                     loop_to_tile_pass(opts, sizes, bands, spread).apply(ctx, trial)
                 with step("convert-tile-to-mesh"):
                     cost = lower_module(trial, mesh_opts, trial_plans)
+                # Packing and routing leave the estimate as it is: only a trial that
+                # would be kept is routed (a routing error still rejects it).
+                if best is not None and cost >= best.cost * 0.999:
+                    continue
                 _pack(trial, opts, trial_plans)
                 _route(ctx, trial, opts)
             except PlmrError as e:
                 if first_error is None or (not spread and "SRAM" in str(e)):
                     first_error = e
                 continue
-            if best is None or cost < best.cost * 0.999:
-                best = Blocking(sizes, bands, spread, cost, trial, trial_plans)
+            best = Blocking(sizes, bands, spread, cost, trial, trial_plans)
     if best is None:
         assert first_error is not None
         raise first_error

@@ -17,6 +17,7 @@ from xdsl.dialects.builtin import (
     ModuleOp,
     StringAttr,
     TensorType,
+    UnrealizedConversionCastOp,
 )
 from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
@@ -35,7 +36,7 @@ from plmr.lowering.tile_to_mesh.analysis import (
     analyze_nest,
 )
 from plmr.lowering.tile_to_mesh.analysis import loop_name as _loop_name
-from plmr.lowering.tile_to_mesh.batching import starts_a_nest
+from plmr.lowering.tile_to_mesh.batching import epilogue, starts_a_nest
 from plmr.lowering.tile_to_mesh.builders import dist_type as _dist
 from plmr.lowering.tile_to_mesh.emit import NestEmitter as _NestEmitter
 from plmr.lowering.tile_to_mesh.emit import Placed as _Placed
@@ -60,9 +61,14 @@ from plmr.target.sram import spmd_sram
 
 
 class FunctionLowering:
-    def __init__(self, fn: func.FuncOp, opts: Options):
+    def __init__(self, fn: func.FuncOp, opts: Options, price_only: bool = False):
         self.fn = fn
         self.opts = opts
+        self.price_only = price_only
+        """
+        Only the estimate is wanted: a nest whose mapping the memo holds is not emitted,
+        its results are placeholders of their placed types (`_place_known`).
+        """
         self.block = fn.body.block
         self.placed: dict[SSAValue, _Placed] = {}
         self.scattered: dict[tuple[SSAValue, Layout, str], SSAValue] = {}
@@ -216,6 +222,9 @@ class FunctionLowering:
         known = _memo.lookup(key, nest, names)
         if isinstance(known, str):
             raise PlmrError(known)
+        if known is not None and self.price_only:
+            self._place_known(nest, known)
+            return
         if known is not None:
             self._accept(nest, known, _NestEmitter(self, nest, known))
             return
@@ -253,6 +262,37 @@ class FunctionLowering:
         )
         _memo.record_error(key, names, message)
         raise PlmrError(message)
+
+    def _place_known(self, nest: Nest, m: Mapping) -> None:
+        """
+        Prices `nest` under `m`, the memo's mapping, without emitting it: its results
+        and those of the epilogue it absorbs (`batching.epilogue`, as `NestEmitter`
+        takes it) are placed in their layouts as values of the mesh types its spmd
+        would give them, so the nests after it are planned (and emitted) as before.
+        """
+        held = {
+            v
+            for v, p in self.placed.items()
+            if v not in nest.outputs and all(a == "-" for a in p.layout)
+        }
+        tail = epilogue(nest.top, m.outputs, held)
+        absorbed = set(tail)
+        extra = [
+            r
+            for op in tail
+            for r in op.results
+            if isinstance(r.type, TensorType)
+            and any(u.operation not in absorbed for u in r.uses)
+        ]
+        layouts = [*m.outputs, *(tuple("-" for _ in static_shape(v, "r")) for v in extra)]
+        values = [*nest.outputs, *extra]
+        types = [_dist(v, lay) for v, lay in zip(values, layouts, strict=True)]
+        stand_in = self.builder.insert(UnrealizedConversionCastOp.get([], types))
+        for old, new, layout in zip(values, stand_in.results, layouts, strict=True):
+            new.name_hint = old.name_hint
+            self.placed[old] = _Placed(new, layout)
+        self.absorbed |= absorbed
+        self.cost += m.cost
 
     def _accept(
         self,
@@ -312,11 +352,17 @@ def parse_options(
 
 
 def lower_module(
-    module: ModuleOp, opts: Options, plans: list[NestPlan] | None = None
+    module: ModuleOp,
+    opts: Options,
+    plans: list[NestPlan] | None = None,
+    price_only: bool = False,
 ) -> float:
     """
     Replaces every function of `module` by its mesh program (all or nothing) and returns
     the estimated cycles of the chosen mappings; `plans` receives each nest's mapping.
+    With `price_only` only the estimate counts: the nests whose mappings the memo holds
+    are priced without being emitted, so the programs left in `module` are not runnable
+    (the estimate is the one a full lowering gives).
     """
     fns = [op for op in module.ops if isinstance(op, func.FuncOp) and op.body.blocks]
     if not fns:
@@ -329,7 +375,9 @@ def lower_module(
     # reads): when its K-trees need more colors than the device routes, the function
     # itself is lowered with the default K-tree for every allreduce.
     first = [fn.clone() for fn in fns] if opts.gemv == "auto" else fns
-    lowerings = [FunctionLowering(fn, opts) for fn in first]
+    # `gemv = auto` routes the programs it chose: those are emitted in full.
+    price_only = price_only and opts.gemv != "auto"
+    lowerings = [FunctionLowering(fn, opts, price_only) for fn in first]
     programs = [(fn, low.run()) for fn, low in zip(fns, lowerings, strict=True)]
     if opts.gemv == "auto" and not routable([p for _, p in programs], opts):
         fallback = dataclasses.replace(opts, gemv="ktree", k=2)

@@ -11,7 +11,9 @@ can tip a close call), it prices the whole programs.
 
 The program goes down the pipeline of `plmr compile` without substitutions (graph clean-up,
 transpose elimination, loops, fusion, blocking, partitioning; no routing) and the cheapest
-estimate over the blockings `plmr compile` tries first is its price. The pipeline itself
+estimate over the blockings `plmr compile` tries first is its price. Only the price is
+wanted: a nest whose mapping the partitioner's memo holds is priced without being emitted
+(`lower_module(price_only=True)`). The pipeline itself
 runs `taso-substitute`, so this module lowers with the passes, not through the pipeline.
 """
 
@@ -90,7 +92,7 @@ def mesh_estimate(module: ModuleOp, grid: tuple[int, int], device: str) -> float
                 with step("convert-loop-to-tile"):
                     ConvertLoopToTilePass(tile_sizes=(p, r)).apply(ctx, trial)
                 with step("convert-tile-to-mesh"):
-                    best = min(best, lower_module(trial, options))
+                    best = min(best, lower_module(trial, options, price_only=True))
             except PlmrError:
                 continue
     return best

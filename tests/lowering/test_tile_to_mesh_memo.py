@@ -79,3 +79,54 @@ def test_a_repeated_layer_is_planned_once() -> None:
     hits, misses = memo.stats()
     assert hits > 0
     assert misses > 0
+
+
+PRICED = [
+    ("graph/decoder_block.mlir", (2, 2)),
+    ("attention/decode_gqa.mlir", (4, 4)),
+    ("onnx/mlp.mlir", (4, 4)),
+]
+
+
+@pytest.mark.parametrize(("example", "grid"), PRICED)
+def test_price_only_lowering_gives_the_full_estimate(
+    example: str, grid: tuple[int, int]
+) -> None:
+    """
+    `lower_module(price_only=True)` (the mesh guard of taso-substitute) prices a nest
+    the memo holds without emitting it: its estimate is the full lowering's, on every
+    blocking the guard tries, whether the memo is warm (every nest priced from it) or
+    cold, and the unmemoised lowering's too.
+    """
+    from plmr.errors import PlmrError
+    from plmr.lowering.loop_to_tile import ConvertLoopToTilePass
+    from plmr.lowering.tile_to_mesh import lower_module, parse_options
+    from plmr.passes.pipeline import to_loop_level
+
+    ctx = make_context()
+    module = load_module(EXAMPLES / example, ctx)
+    assert isinstance(module, ModuleOp)
+    to_loop_level(ctx, module, CompileOptions(grid=grid, substitute=False))
+    options = parse_options(grid, "wse2", "meshgemm", "ktree", 2)
+    priced = 0
+    for sizes in ((16, 16), (8, 8), (4, 4), (2, 4)):
+        tiled = module.clone()
+        try:
+            ConvertLoopToTilePass(tile_sizes=sizes).apply(ctx, tiled)
+        except PlmrError:
+            continue  # blocks that do not divide the program's dimensions
+
+        def estimate(price_only: bool, tiled: ModuleOp = tiled) -> float:
+            return lower_module(tiled.clone(), options, price_only=price_only)
+
+        memo.clear()
+        with memo.disabled():
+            plain = estimate(False)
+        cold = estimate(True)
+        hits_before = memo.stats()[0]
+        warm = estimate(True)
+        assert memo.stats()[0] > hits_before
+        full = estimate(False)
+        assert cold == warm == full == plain
+        priced += 1
+    assert priced >= 2
