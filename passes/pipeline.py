@@ -183,10 +183,9 @@ def keep_state(module: ModuleOp, opts: CompileOptions) -> int:
     from plmr.passes.kv_state import PASS, kv_state, parse_state_pairs
 
     pairs = parse_state_pairs(opts.state) if opts.state.strip() else None
-    with step(PASS):
-        kept = kv_state(module, pairs, 0, opts.position, opts.mask, decode_only=True)
-    count(f"KV caches kept on the wafer ({PASS})", kept)
+    kept = kv_state(module, pairs, 0, opts.position, opts.mask, decode_only=True)
     if kept:
+        count(f"KV caches kept on the wafer ({PASS})", kept)
         note(
             f"{PASS}: {kept} KV cache(s) kept on the wafer as state; the step is "
             "compiled whole (its layers keep caches of their own)"
