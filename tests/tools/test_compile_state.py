@@ -137,8 +137,8 @@ def _host_bytes(tmp_path: Path, past: int, kv_state: bool) -> tuple[float, int]:
 def test_host_bytes_per_step_do_not_grow_with_the_cache(tmp_path: Path):
     short, short_resident = _host_bytes(tmp_path, 7, kv_state=True)
     long, long_resident = _host_bytes(tmp_path, 15, kv_state=True)
-    # The token's embedding row and the position in, the logits out; the caches (two
-    # layers... one here: keys and values) stay on the wafer and grow there.
+    # The position (8 B) and the token's embedding row in, the logits out; the caches
+    # (one layer's keys and values) stay on the wafer and grow there.
     assert short == long == 8 + SMALL.hidden * 4 + SMALL.vocab * 4
     assert (short_resident, long_resident) == (2 * 2 * 8 * 8 * 4, 2 * 2 * 16 * 8 * 4)
     # As exported, the past and the mask come in and the present goes out every step.
@@ -156,6 +156,7 @@ def test_bad_state_is_one_error(cli: Any, tmp_path: Path):
     ):
         code, _, err = cli.run(["compile", str(DECODE), *argv, "-o", str(out)])
         assert code == 1, err
-        assert err.startswith("error: ") and message in err, err
+        assert err.startswith("error: "), err
+        assert message in err, err
         assert "Traceback" not in err
         assert not out.exists()
