@@ -11,8 +11,10 @@ weights in `model.onnx.data` as `torch.onnx.export(..., external_data=True)` wri
 - `prefill`: LLaMA3-8B's layer width (hidden 4096, 32/8 heads, FFN 14336, vocabulary
   2048) and a 4,096-token prompt, 1 and 2 layers, compiled for 480x480;
 - `decode`: the same width, one new token over a KV cache of 4,095 positions (the caches
-  are inputs and outputs of the step, as Hugging Face exports it), 1 and 2 layers, for
-  420x420;
+  are inputs and outputs of the step, the position and the attention mask inputs, as
+  Hugging Face exports it), 1 and 2 layers, for 420x420; `plmr compile` keeps the
+  caches on the wafer as state (`graph-kv-state`), so only the token, the position and
+  the logits cross the host link;
 - `deep`: a reduced width (hidden 1024, 8/2 heads, FFN 3584), a 256-token prompt, 2 and
   32 layers, for 480x480.
 
@@ -24,10 +26,12 @@ the process's own resident high-water mark (`VmHWM`). Cycles per layer are the t
 program's minus the one-layer program's; the bench's are `plmr bench decode|prefill
 --config` of the same sizes (`--layers-extrapolated`: the same difference of its own
 programs, whose sizes it pads to a multiple of lcm(P, Q)). Where the export's layer is
-slower than the bench's, the table below it lists both layers' slowest nests.
+slower than the bench's, the table below it lists both layers' slowest nests. Nests
+(`mesh.spmd`) and allreduces per layer are counted the same way for both.
 
 `--small` runs every case at a width that takes seconds (to check the script), `--readme`
-rewrites this benchmark's section of benchmarks/README.md.
+rewrites the blocks of the cases run in this benchmark's section of benchmarks/README.md
+(the other cases' blocks are kept).
 """
 
 from __future__ import annotations
@@ -41,7 +45,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from readme_section import write_section
+from readme_section import read_section, write_section
 
 from plmr.models.llama_onnx import LLAMA3_8B_LAYER, LlamaOnnxConfig, write_llama_onnx
 
@@ -69,20 +73,32 @@ import numpy as np
 from plmr.dialects import mesh
 from plmr.dialects.context import load_module
 from plmr.dialects.graph import static_shape
-from plmr.models.nests import program_signatures, run_nests
+from plmr.models.nests import count_ops, program_signatures, run_nests
+from plmr.runtime.state import WaferState
 from plmr.target.device import get_device
+from plmr.target.interface import state_args
 module = load_module(sys.argv[1])
 program = next(op for op in module.ops if isinstance(op, mesh.ProgramOp))
+# The KV caches kept on the wafer (state) are not host inputs; they start empty.
 inputs = [
-    np.broadcast_to(np.float32(0), static_shape(a, "input")) for a in program.body.block.args
+    np.broadcast_to(np.float32(0), static_shape(a, "input"))
+    for a, s in zip(program.body.block.args, state_args(program), strict=True)
+    if s is None
 ]
-report, nests = run_nests(module, inputs, get_device(sys.argv[2]))
+report, nests = run_nests(
+    module, inputs, get_device(sys.argv[2]), runtime_options={"state": WaferState()}
+)
+counts = count_ops(module)
 print(json.dumps({
     "cycles": report.cycles,
     "sram": report.max_sram_bytes,
     "seconds": report.simulation_seconds,
     "nests": [n.to_json() for n in nests],
     "signatures": [list(s) for s in program_signatures(module)],
+    "spmds": counts.spmds,
+    "allreduces": counts.allreduces,
+    "host_bytes": report.host_in_bytes + report.host_lookup_bytes + report.host_out_bytes,
+    "resident_bytes": report.resident_bytes,
 }))
 """
 
@@ -141,7 +157,7 @@ def cases(small: bool) -> list[Case]:
         Case(
             "decode",
             "decode",
-            replace(wide, seq=1, past=wide.seq - 1),
+            replace(wide, seq=1, past=wide.seq - 1, position_inputs=True),
             (1, 2),
             grids[1],
             wide.seq,
@@ -273,6 +289,24 @@ def report(case: Case, depths: list[Depth], b: dict[str, Any] | None) -> list[st
     if one.sim and two.sim:
         per = (two.sim["cycles"] - one.sim["cycles"]) / (two.layers - one.layers)
         mine = layer_nests(one.sim, two.sim) if two.layers - one.layers == 1 else []
+        if two.layers - one.layers == 1:
+            spmds = two.sim["spmds"] - one.sim["spmds"]
+            allreduces = two.sim["allreduces"] - one.sim["allreduces"]
+            theirs = (
+                f"{b['spmds_per_layer']} / {b['allreduces_per_layer']}"
+                if b is not None
+                else "-"
+            )
+            lines.append(
+                f"Per layer: export {spmds} nests / {allreduces} allreduces, the bench's "
+                f"{theirs}."
+            )
+        if c.past:
+            lines.append(
+                f"Host bytes per step: {one.sim['host_bytes']:,.0f} ({one.layers} layer), "
+                f"{two.sim['host_bytes']:,.0f} ({two.layers}); KV caches on the wafer "
+                f"{two.sim['resident_bytes']:,} B."
+            )
         if b is not None:
             ratio = per / b["layer_cycles"]
             lines.append(
@@ -298,7 +332,8 @@ def report(case: Case, depths: list[Depth], b: dict[str, Any] | None) -> list[st
             )
     if one.compiled and two.compiled and not (one.compiled.error or two.compiled.error):
         lines.append(
-            f"Compile CPU seconds, {two.layers} layers / {one.layers}: "
+            f"Compile CPU seconds: {one.compiled.cpu:.1f} ({one.layers} layer(s)), "
+            f"{two.compiled.cpu:.1f} ({two.layers}); {two.layers} layers / {one.layers}: "
             f"{two.compiled.cpu / one.compiled.cpu:.2f}."
         )
     else:
@@ -315,7 +350,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--readme", action="store_true", help="Rewrite the README's section.")
     args = p.parse_args(argv)
     wanted = args.cases.split(",")
-    out: list[str] = []
+    blocks: dict[str, list[str]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         base = args.dir or Path(tmp)
         for case in cases(args.small):
@@ -325,12 +360,26 @@ def main(argv: list[str] | None = None) -> int:
             b = bench(case, case.depths[1], base)
             lines = report(case, depths, b)
             print("\n".join(lines), flush=True)
-            out += lines
+            blocks[case.name] = lines
     if args.readme:
-        text = "\n".join(out)
-        if not write_section("full-size", "full_size.py", text):
+        section = read_section("full-size", "full_size.py")
+        if section is None:
+            return 1
+        for name, lines in blocks.items():
+            section = replace_block(section, name, "\n".join(lines))
+        if not write_section("full-size", "full_size.py", section):
             return 1
     return 0
+
+
+def replace_block(section: str, name: str, text: str) -> str:
+    """The README section with case `name`'s block replaced by `text` (or appended)."""
+    begin, end = f"<!-- full-size:{name} -->", f"<!-- full-size:{name}:end -->"
+    block = f"{begin}\n{text}\n{end}\n"
+    pattern = re.compile(re.escape(begin) + ".*?" + re.escape(end) + "\n?", re.S)
+    if pattern.search(section):
+        return pattern.sub(lambda _: block, section)
+    return section + block
 
 
 if __name__ == "__main__":

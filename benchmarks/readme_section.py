@@ -45,3 +45,18 @@ def write_section(
         return True
     print(f"no section {begin} ... {end} in {readme}", file=sys.stderr)
     return False
+
+
+def read_section(key: str, script: str, *, readme: Path = README) -> str | None:
+    """
+    The text between the markers of the section `key` in `readme` (what `write_section`
+    puts there), or None, the missing markers named on stderr.
+    """
+    begin, end = markers(key, script)
+    found = re.search(
+        re.escape(begin) + "\n?(.*?)" + re.escape(end), readme.read_text(), re.S
+    )
+    if found is None:
+        print(f"no section {begin} ... {end} in {readme}", file=sys.stderr)
+        return None
+    return found.group(1)

@@ -55,6 +55,12 @@ class LlamaOnnxConfig:
     are outputs `present.{i}.key|value`), as Hugging Face exports a step with a cache."""
     present: bool = False
     """Whether a prompt's graph (`past` 0) outputs its caches too (a decode step always does)."""
+    position_inputs: bool = False
+    """Whether the positions are inputs, as Hugging Face exports a decode step:
+    `position_ids [1, seq]` (RoPE's tables `Cos`/`Sin` of `position_ids · inv_freq`,
+    computed at run time) and `attention_mask [1, past + seq]` (1 = attend; the additive
+    mask `(1 − attention_mask)·(−1e9)` on top of the causal one); otherwise the positions
+    `past, past + 1, ...` are constants of the graph."""
 
     @property
     def head_dim(self) -> int:
@@ -221,6 +227,21 @@ def _layer(w: _Writer, c: LlamaOnnxConfig, i: int, x: str, k: dict[str, str]) ->
     return w.node("Add", [x, down], "res2")
 
 
+def _position_tables(w: _Writer, c: LlamaOnnxConfig, inv: Array, k: dict[str, str]) -> None:
+    """RoPE's tables and the mask from the `position_ids` and `attention_mask` inputs."""
+    pos = w.node("Cast", ["position_ids"], "pos_f", to=TensorProto.FLOAT)
+    col = w.node("Reshape", [pos, w.ints("pos_shape", [c.seq, 1])], "pos_col")
+    freqs = w.node("MatMul", [col, w.const("inv_freq", inv.reshape(1, -1))], "freqs")
+    angles = w.node("Concat", [freqs, freqs], "angles", axis=-1)
+    k["cos"] = w.node("Cos", [angles], "rope_cos")
+    k["sin"] = w.node("Sin", [angles], "rope_sin")
+    valid = w.node("Cast", ["attention_mask"], "mask_f", to=TensorProto.FLOAT)
+    one = w.const("mask_one", np.asarray(1.0, dtype=np.float32))
+    low = w.const("mask_min", np.asarray(-1e9, dtype=np.float32))
+    pad = w.node("Mul", [w.node("Sub", [one, valid], "masked_out"), low], "pad_mask")
+    k["mask"] = w.node("Add", [k["mask"], pad], "attn_mask")
+
+
 def write_llama_onnx(path: Path, config: LlamaOnnxConfig) -> Path:
     """
     Writes the decoder of `config` to `path` (an `.onnx` file) and its weights to
@@ -242,8 +263,6 @@ def write_llama_onnx(path: Path, config: LlamaOnnxConfig) -> Path:
         k = {
             "eps": w.const("eps", np.asarray(c.eps, dtype=np.float32)),
             "axes": w.ints("norm_axes", [-1]),
-            "cos": w.const("rope_cos", np.cos(angles).astype(np.float32)),
-            "sin": w.const("rope_sin", np.sin(angles).astype(np.float32)),
             "zero": w.ints("rope_zero", [0]),
             "half": w.ints("rope_half", [rd // 2]),
             "end": w.ints("rope_end", [rd]),
@@ -251,6 +270,11 @@ def write_llama_onnx(path: Path, config: LlamaOnnxConfig) -> Path:
             "mask": w.const("causal_mask", mask),
             "attn_scale": w.const("attn_scale", np.asarray(hd**-0.5, dtype=np.float32)),
         }
+        if c.position_inputs:
+            _position_tables(w, c, inv.astype(np.float32), k)
+        else:
+            k["cos"] = w.const("rope_cos", np.cos(angles).astype(np.float32))
+            k["sin"] = w.const("rope_sin", np.sin(angles).astype(np.float32))
         if rd < hd:
             k["pass"] = w.ints("rope_pass_end", [hd])
         if c.embedding:
@@ -282,12 +306,22 @@ def write_llama_onnx(path: Path, config: LlamaOnnxConfig) -> Path:
         for i in range(c.layers if c.past else 0)
         for kind in ("key", "value")
     ]
+    positions = (
+        [
+            helper.make_tensor_value_info("position_ids", TensorProto.INT64, [1, c.seq]),
+            helper.make_tensor_value_info(
+                "attention_mask", TensorProto.INT64, [1, c.past + c.seq]
+            ),
+        ]
+        if c.position_inputs
+        else []
+    )
     present_shape = [1, c.kv_heads, c.past + c.seq, c.head_dim]
     w.nodes.extend(helper.make_node("Identity", [v], [n]) for n, v in w.outputs)
     graph = helper.make_graph(
         w.nodes,
         "llama",
-        [source, *caches],
+        [source, *positions, *caches],
         [
             helper.make_tensor_value_info("logits", TensorProto.FLOAT, [1, c.seq, c.vocab]),
             *(

@@ -58,7 +58,7 @@ from xdsl.passes import ModulePass
 from plmr.dialects import graph
 from plmr.dialects.graph import element_type, static_shape
 from plmr.errors import PlmrError
-from plmr.target.interface import STATE_ATTR, arg_names, result_names
+from plmr.target.interface import STATE_ATTR, arg_names, result_names, state_args
 from plmr.values import constant_attr
 
 PASS = "graph-kv-state"
@@ -414,14 +414,23 @@ def kv_state(
     capacity: int = 0,
     position: str = POSITION,
     mask: str = MASK,
+    decode_only: bool = False,
 ) -> int:
-    """Rewrites every function's caches (see the module docstring); returns their count."""
+    """
+    Rewrites every function's caches (see the module docstring); returns their count.
+    Found by name (no `pairs`), a function that already keeps state is left as it is, and
+    with `decode_only` so is a prefill (whose state needs the decode step's capacity).
+    """
     if capacity < 0:
         raise PlmrError(f"{PASS}: capacity must be positive, got {capacity}")
     count = 0
     for fn in [op for op in module.ops if isinstance(op, func.FuncOp) and op.body.blocks]:
         ins, outs = arg_names(fn), result_names(fn)
+        if pairs is None and any(state_args(fn)):
+            continue
         found = find_pairs(fn) if pairs is None else pairs
+        if pairs is None and decode_only and not any(p.input for p in found):
+            continue
         decode: list[StatePair] = []
         prefill: list[StatePair] = []
         for pair in found:

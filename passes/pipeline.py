@@ -34,7 +34,7 @@ from xdsl.utils.hints import isa
 
 from plmr.dialects import loop, tile
 from plmr.errors import PassOptionError, PlmrError
-from plmr.passes.timing import count, step, timing
+from plmr.passes.timing import count, note, step, timing
 
 if TYPE_CHECKING:
     from plmr.lowering.loop_to_tile import ConvertLoopToTilePass
@@ -92,6 +92,16 @@ class CompileOptions:
     """The number of repeated layers required (0: whatever repeats)."""
     layer_min_ops: int = 8
     """The smallest repeated subgraph compiled once."""
+    kv_state: bool = False
+    """Keep a decode step's KV caches on the wafer (graph-kv-state): its past/present
+    pairs, found by name or given in `state`, become state; the step is then compiled
+    whole (its layers are not outlined: each layer keeps caches of its own)."""
+    state: str = ""
+    """`IN=OUT,IN=OUT`: the caches of `kv_state` (default: found by name)."""
+    position: str = "position_ids"
+    """`kv_state`: the decode step's position input."""
+    mask: str = "attention_mask"
+    """`kv_state`: the attention mask input, computed on the wafer from the position."""
 
 
 def _has(module: ModuleOp, dialect_ops: tuple[type[Operation], ...]) -> bool:
@@ -121,6 +131,15 @@ def compile_module(
 
     mesh_opts = _check_options(opts)
     check_sizes(module)
+    if opts.kv_state and _graph_ops(module) and keep_state(module, opts):
+        if opts.layers:
+            raise PlmrError(
+                f"plmr compile: layers={opts.layers} asks for repeated layers compiled "
+                "once, but the decode step keeps its KV caches on the wafer, one per "
+                "layer, and is compiled whole; drop the number of layers, or compile "
+                "the step as exported (no state)"
+            )
+        opts = dataclasses.replace(opts, outline_layers=False)
     if opts.outline_layers and _graph_ops(module):
         from plmr.passes.layer_programs import compile_layered
 
@@ -158,6 +177,25 @@ def compile_module(
     count("nest mappings found in the memo", now[0] - hits)
     count("nest mappings planned", now[1] - misses)
     return module
+
+
+def keep_state(module: ModuleOp, opts: CompileOptions) -> int:
+    """
+    `graph-kv-state` as `plmr compile` runs it: a decode step's caches (found by name,
+    or `opts.state`) become state kept on the wafer; a prefill is left as exported
+    unless its pairs are given. Returns the number of caches rewritten.
+    """
+    from plmr.passes.kv_state import PASS, kv_state, parse_state_pairs
+
+    pairs = parse_state_pairs(opts.state) if opts.state.strip() else None
+    kept = kv_state(module, pairs, 0, opts.position, opts.mask, decode_only=True)
+    if kept:
+        count(f"KV caches kept on the wafer ({PASS})", kept)
+        note(
+            f"{PASS}: {kept} KV cache(s) kept on the wafer as state; the step is "
+            "compiled whole (its layers keep caches of their own)"
+        )
+    return kept
 
 
 def _check_options(opts: CompileOptions) -> Options:

@@ -19,6 +19,7 @@ import click
 from plmr.errors import PlmrError
 from plmr.files import check_output_dir, check_output_path, write_text_atomically
 from plmr.tools.options import COUNT, NON_NEGATIVE, SEED, TOLERANCE
+from plmr.tools.state_option import state_options, state_text
 from plmr.tools.weights_option import weights_option
 
 if TYPE_CHECKING:
@@ -201,6 +202,14 @@ if TYPE_CHECKING:
     help="Relative tolerance.",
 )
 @weights_option
+@state_options
+@click.option(
+    "--no-state",
+    is_flag=True,
+    help="Compile a decode step as exported: its KV caches taken from and handed back "
+    "to the host every step (by default its past/present pairs are kept on the wafer "
+    "as state, graph-kv-state).",
+)
 @click.option(
     "--check-text",
     is_flag=True,
@@ -241,6 +250,10 @@ def compile_cmd(
     check_seed: int,
     check_tol: float,
     weights: Path | None,
+    state: tuple[str, ...],
+    position: str,
+    mask: str,
+    no_state: bool,
     check_text: bool,
 ) -> None:
     """
@@ -249,13 +262,19 @@ def compile_cmd(
     convert-graph-to-loop, neptune-fuse, convert-loop-to-tile, convert-tile-to-mesh,
     mesh-route, mesh-verify-plmr. Run the result with `plmr run`. Weights by reference
     stay references (checked against their files, never read); the output names them
-    relative to its own directory."""
+    relative to its own directory. A decode step's KV caches (past/present pairs) are
+    kept on the wafer as state (graph-kv-state) unless --no-state."""
     from xdsl.utils.exceptions import DiagnosticException
 
     from plmr.dialects.context import load_module, make_context, verify_module
     from plmr.dialects.graph_weights import relocate_weights
     from plmr.dialects.printing import module_text
-    from plmr.passes.pipeline import CompileOptions, check_sizes, compile_module
+    from plmr.passes.pipeline import (
+        CompileOptions,
+        check_sizes,
+        compile_module,
+        keep_state,
+    )
     from plmr.runtime.weights import check_weights
     from plmr.tools.bench import parse_grid
 
@@ -270,6 +289,10 @@ def compile_cmd(
         if len(parts) not in (1, 2) or any(p <= 0 for p in parts):
             raise PlmrError(f"bad --tile-sizes '{tile_sizes}': expected P,R e.g. 8,4")
         sizes = (parts[0], parts[-1])
+    if no_state and state:
+        raise PlmrError(
+            "--state names caches to keep on the wafer, --no-state keeps none: give one"
+        )
     opts = CompileOptions(
         grid=parse_grid(grid),
         device=device,
@@ -292,6 +315,10 @@ def compile_cmd(
         extraction_time=extraction_time,
         fuse=fuse,
         relay=relay,
+        kv_state=not no_state,
+        state=state_text(state),
+        position=position,
+        mask=mask,
     )
     if schedule_path is not None:
         _check_schedule_conflicts()
@@ -315,6 +342,9 @@ def compile_cmd(
         module = load_module(program, ctx, weights)
     check_weights(module)
     check_sizes(module)
+    if opts.kv_state and (schedule_path is not None or check_each or check_text):
+        # These run the passes one by one: the caches become state first.
+        keep_state(module, opts)
     source_text = module_text(module)
     schedule_json = _schedule_of_options(opts)
     plans: list[Any] = []
@@ -351,6 +381,7 @@ def compile_cmd(
         except DiagnosticException as e:
             _raise_unverified_pass(source_text, opts, e)
     verify_module(module, "the compiled program (a compiler error)")
+    _echo_state(module)
     if db_path is not None:
         _record_compiled(
             db_path,
@@ -376,6 +407,24 @@ def compile_cmd(
         return
     write_text_atomically(output, text)
     click.echo(f"wrote {output}", err=True)
+
+
+def _echo_state(module: Any) -> None:
+    """Says on standard error which of the program's inputs stay on the wafer."""
+    from plmr.dialects import mesh
+    from plmr.runtime.state import state_args
+
+    for program in module.ops:
+        if not isinstance(program, mesh.ProgramOp):
+            continue
+        kept = [s for s in state_args(program) if s]
+        if kept:
+            click.echo(
+                f"graph-kv-state: @{program.sym_name.data} keeps {len(kept)} KV "
+                f"cache(s) on the wafer as state ({', '.join(kept)}); only the other "
+                "inputs and outputs cross the host link (--no-state: as exported)",
+                err=True,
+            )
 
 
 def _raise_unverified_pass(

@@ -14,6 +14,7 @@ from xdsl.dialects.builtin import ModuleOp
 
 from plmr.errors import PlmrError
 from plmr.tools.options import COUNT
+from plmr.tools.state_option import state_options, state_text
 
 PROMPT_ARRAYS = ("prompt", "input_ids")
 """The arrays of an --expect file that hold the prompt, in order of preference."""
@@ -57,25 +58,7 @@ def _prompt(text: str) -> list[int]:
     help="PxQ grid to compile for, or 'graph' for the reference semantics.",
 )
 @click.option("--device", default="wse2", show_default=True, help="Device to model.")
-@click.option(
-    "--state",
-    "state",
-    multiple=True,
-    help="IN=OUT: an input/output pair that is one cache (repeatable; default: found "
-    "by name, past_key_values.N.key -> present.N.key, past_key_N -> present_key_N).",
-)
-@click.option(
-    "--position",
-    default="position_ids",
-    show_default=True,
-    help="The decode step's position input.",
-)
-@click.option(
-    "--mask",
-    default="attention_mask",
-    show_default=True,
-    help="The attention mask input (computed on the wafer from the position).",
-)
+@state_options
 @click.option(
     "--expect",
     type=click.Path(dir_okay=False, path_type=Path),
@@ -139,7 +122,8 @@ def generate_cmd(
             f"{expect} holds {len(reference['tokens'])} tokens, {steps} steps generate "
             f"{steps + 1}; run at most --steps {len(reference['tokens']) - 1}"
         )
-    pairs = parse_state_pairs(",".join(state)) if state else None
+    text = state_text(state)
+    pairs = parse_state_pairs(text) if text else None
     options = (
         None if grid == "graph" else CompileOptions(grid=parse_grid(grid), device=device)
     )
