@@ -368,7 +368,13 @@ class NestEmitter(Relayout):
             saved = {s: self.operands[s] for s in rotating}
             for s in rotating:
                 self.operands[s] = _Operand(self.operands[s].layout, views[s], False)
-            chunk = self._chunk_at(at) if padded else None
+            # The blocks of this step's chunk before the reduction's end: `k < limit`
+            # (none when the chunk is all padding).
+            limit: SSAValue | None = None
+            if padded:
+                start = _mul(self.b, self._chunk_at(at), size)
+                end = _index(self.b, loop.ub.value.data)
+                limit = self.b.insert(arith.SubiOp(end, start)).result
             body = Block(arg_types=[IndexType(), *(v.type for v in accs)])
             outer = self.b
             self.b = Builder(InsertPoint.at_end(body))
@@ -378,13 +384,11 @@ class NestEmitter(Relayout):
             for o, nv in zip(old.args[1:], body.args[1:], strict=True):
                 self.vmap[o] = nv
             self._emit_ops(old.ops)
-            if chunk is not None:
+            if limit is not None:
                 # A block past the reduction's end (padding) keeps the accumulators.
                 yield_op = body.last_op
                 assert isinstance(yield_op, tile.YieldOp)
-                index = _add(self.b, _mul(self.b, chunk, size), body.args[0])
-                end = _index(self.b, loop.ub.value.data)
-                valid = self.b.insert(arith.CmpiOp(index, end, "ult")).result
+                valid = self.b.insert(arith.CmpiOp(body.args[0], limit, "slt")).result
                 kept = [
                     self.b.insert(tile.SelectOp(valid, new, prev)).result
                     for new, prev in zip(yield_op.values, body.args[1:], strict=True)
