@@ -202,7 +202,7 @@ def _check_options(opts: CompileOptions) -> Options:
     from plmr.lowering.tile_to_mesh import parse_options
 
     mesh_opts = parse_options(
-        opts.grid, opts.device, opts.gemm, opts.gemv, opts.k, opts.groups
+        opts.grid, opts.device, opts.gemm, opts.gemv, opts.k, opts.groups, opts.fit_tiles
     )
     if opts.layers < 0 or opts.layers == 1:
         raise PassOptionError(

@@ -26,7 +26,12 @@ of `parallel` `tile.for` loops around a block body) becomes one `mesh.spmd`:
     e.g. FlashAttention's rolling update). With both kinds present this is Cannon's
     algorithm with lcm(P, Q) chunks placed pre-aligned (skewed); `gemm = meshgemm` uses
     WaferLLM's interleaved rings (every step ≤ 2 hops), `cannon` a torus, `summa`
-    broadcasts the owners' chunks instead of shifting.
+    broadcasts the owners' chunks instead of shifting. With `fit_tiles`
+    (`plmr compile --fit-tiles`) a reduction whose blocks do not cut into the chunks
+    evenly is cut into chunks of `ceil(blocks / chunks)` blocks, the last ones padded,
+    and every step combines only the blocks of its chunk before the reduction's end
+    (a 4,096-wide reduction on 480x480: 480 chunks of 9); the parallel loops may then
+    split unevenly too.
 - **Bands: two loops on one axis.** A loop of T blocks (the KV heads, blocks of 1 from
   `convert-loop-to-tile{bands}`) can go over the bands of `W = n // T` PEs of an axis
   (at least 4; `#mesh.layout<[y, -, -, y], band y 52>`), with a second loop blocked

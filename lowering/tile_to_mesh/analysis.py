@@ -102,6 +102,9 @@ class Options:
     k: int = 2
     groups: int = 0
     """K-tree groups of the first phase (0: the default, about √n)."""
+    fit_tiles: bool = False
+    """Rotations may also cut the reduction into padded chunks and split their parallel
+    loops unevenly (`plmr compile --fit-tiles`); without it they split evenly."""
 
     def n(self, axis: str) -> int:
         """PEs along `axis` (or along the axis of a banded layout entry)."""

@@ -53,6 +53,17 @@ def ring_position(b: Builder, coord: SSAValue, ring: str, n: int) -> SSAValue:
     return b.insert(arith.SelectOp(is_even, half, odd)).result
 
 
+def ring_coord(b: Builder, pos: SSAValue, ring: str, n: int) -> SSAValue:
+    """The physical coordinate at a logical ring position (the ring order)."""
+    if ring == "torus" or n < 3:
+        return pos
+    evens = (n + 1) // 2
+    first = b.insert(arith.CmpiOp(pos, const_index(b, evens), "ult")).result
+    even = add_index(b, pos, pos)
+    back = b.insert(arith.SubiOp(const_index(b, 2 * n - 1), even)).result
+    return b.insert(arith.SelectOp(first, even, back)).result
+
+
 def dist_type(
     value: SSAValue, layout: Layout, skew: str = "", ring: str = "", chunks: int = 0
 ):

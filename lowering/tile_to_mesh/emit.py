@@ -38,7 +38,9 @@ from plmr.lowering.tile_to_mesh.builders import dist_type as _dist
 from plmr.lowering.tile_to_mesh.builders import element_type as _elt
 from plmr.lowering.tile_to_mesh.builders import layout_of as _layout_of
 from plmr.lowering.tile_to_mesh.builders import mul_index as _mul
+from plmr.lowering.tile_to_mesh.builders import ring_coord as _ring_coord
 from plmr.lowering.tile_to_mesh.builders import ring_for as _ring_for
+from plmr.lowering.tile_to_mesh.builders import ring_position as _ring_pos
 from plmr.lowering.tile_to_mesh.cost import cannon_skew as _cannon_skew
 from plmr.lowering.tile_to_mesh.mapping import Mapping
 from plmr.lowering.tile_to_mesh.planning import plain_accumulators as _plain_accumulators
@@ -350,18 +352,29 @@ class NestEmitter(Relayout):
         """The reduction as steps over circulating chunks (Cannon / MeshGEMM / SUMMA)."""
         m, opts = self.m, self.opts
         chunks = m.chunks
-        size = loop.ub.value.data // chunks
+        step = loop.step.value.data
+        # Chunks of ceil(blocks / chunks) blocks: with `fit_tiles` the last ones may be
+        # padded, and the blocks past the reduction's end leave the accumulators alone.
+        size = -(-loop.trip_count // chunks) * step
+        padded = size * chunks > loop.ub.value.data
         rotating = list(m.paths)
         bufs = [self.operands[s].block for s in rotating]
         summa = opts.gemm == "summa"
         n_acc = len(inits)
 
         def inner(
-            views: dict[SSAValue, SSAValue], accs: Sequence[SSAValue]
+            views: dict[SSAValue, SSAValue], accs: Sequence[SSAValue], at: SSAValue
         ) -> list[SSAValue]:
             saved = {s: self.operands[s] for s in rotating}
             for s in rotating:
                 self.operands[s] = _Operand(self.operands[s].layout, views[s], False)
+            # The blocks of this step's chunk before the reduction's end: `k < limit`
+            # (none when the chunk is all padding).
+            limit: SSAValue | None = None
+            if padded:
+                start = _mul(self.b, self._chunk_at(at), size)
+                end = _index(self.b, loop.ub.value.data)
+                limit = self.b.insert(arith.SubiOp(end, start)).result
             body = Block(arg_types=[IndexType(), *(v.type for v in accs)])
             outer = self.b
             self.b = Builder(InsertPoint.at_end(body))
@@ -371,11 +384,21 @@ class NestEmitter(Relayout):
             for o, nv in zip(old.args[1:], body.args[1:], strict=True):
                 self.vmap[o] = nv
             self._emit_ops(old.ops)
+            if limit is not None:
+                # A block past the reduction's end (padding) keeps the accumulators.
+                yield_op = body.last_op
+                assert isinstance(yield_op, tile.YieldOp)
+                valid = self.b.insert(arith.CmpiOp(body.args[0], limit, "slt")).result
+                kept = [
+                    self.b.insert(tile.SelectOp(valid, new, prev)).result
+                    for new, prev in zip(yield_op.values, body.args[1:], strict=True)
+                ]
+                yield_op.detach()
+                yield_op.erase()
+                self.b.insert(tile.YieldOp(*kept))
             self.b = outer
             new = self.b.insert(
-                tile.ForOp(
-                    0, size, loop.step.value.data, "reduction", list(accs), Region(body)
-                )
+                tile.ForOp(0, size, step, "reduction", list(accs), Region(body))
             )
             self.operands.update(saved)
             return list(new.res)
@@ -418,7 +441,7 @@ class NestEmitter(Relayout):
                 ring = _ring_for(self.ring, opts.n(axis))
                 moved.append(self._rotate(s, buf, size, axis, ring))
                 views[s] = chunk_view(s, buf, None)
-        results = inner(views, accs)
+        results = inner(views, accs, u)
         self.b.insert(tile.YieldOp(*results, *moved))
         self.b = outer
         count = chunks if summa else chunks - 1
@@ -431,10 +454,41 @@ class NestEmitter(Relayout):
             views = {
                 s: chunk_view(s, buf, None) for s, buf in zip(rotating, last, strict=True)
             }
-            results = inner(views, results)
+            results = inner(views, results, _index(self.b, chunks - 1))
         for o, n in zip(loop.res, results, strict=True):
             self.vmap[o] = n
         return list[SSAValue](results)
+
+    def _chunk_at(self, step: SSAValue) -> SSAValue:
+        """
+        The reduction chunk this PE combines at rotation `step` (its views' first
+        chunk). SUMMA broadcasts chunk `step`. A rotation moves every ring's chunks one
+        place on per step, so the first place holds the chunk that started `step` places
+        back: with Cannon's skew, PE (i, j) starts with chunk `L(i)·C/ny + L(j)·C/nx` at
+        its first place (`L` the ring position, `mesh.layout`'s skew); without, the PE
+        at ring position `q` holds the chunks of the PE at its physical coordinate.
+        """
+        b, m, opts = self.b, self.m, self.opts
+        chunks = m.chunks
+        if opts.gemm == "summa":
+            return step
+        back = b.insert(arith.SubiOp(_index(b, chunks), step)).result
+        if self.skew:
+            base = back
+            for a in ("y", "x"):
+                n = opts.n(a)
+                pos = _ring_pos(b, self.coord[a], _ring_for(self.ring, n), n)
+                base = _add(b, base, _mul(b, pos, chunks // n))
+            return b.insert(arith.RemUIOp(base, _index(b, chunks))).result
+        (a,) = set(m.paths.values())
+        n = opts.n(a)
+        per = chunks // n
+        ring = _ring_for(self.ring, n)
+        start = _mul(b, _ring_pos(b, self.coord[a], ring, n), per)
+        place = b.insert(arith.RemUIOp(_add(b, start, back), _index(b, chunks))).result
+        owner = b.insert(arith.DivUIOp(place, _index(b, per))).result
+        slot = b.insert(arith.RemUIOp(place, _index(b, per))).result
+        return _add(b, _mul(b, _ring_coord(b, owner, ring, n), per), slot)
 
     def _rotate(
         self, src: SSAValue, buf: SSAValue, size: int, axis: str, ring: str

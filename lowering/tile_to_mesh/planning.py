@@ -320,7 +320,7 @@ class Planner(CostModel):
                         m = Mapping({**axes, a: red}, "merge", outputs=outs)
                         result.append(self._finish(m))
                 even = all(not _uneven(lp, opts.n(a)) for a, lp in axes.items())
-                if axes and even:
+                if axes and (even or opts.fit_tiles):
                     rot = self._rotation(axes, outs)
                     if rot is not None:
                         result.append(self._finish(rot))
@@ -450,13 +450,30 @@ class Planner(CostModel):
             return None
         used = set(paths.values())
         chunks = math.lcm(*(opts.n(a) for a in used))
-        if chunks < 2 or red.trip_count % chunks:
+        if chunks < 2 or not self._chunks_ok(red, chunks, used):
             return None
         # Every read of a rotated operand must index it by the reduction.
         for ld in nest.loads:
             if ld.source in paths and r not in ld.indices:
                 return None
         return Mapping(dict(axes), "rotate", paths=paths, chunks=chunks, outputs=outs)
+
+    def _chunks_ok(self, red: tile.ForOp, chunks: int, used: set[str]) -> bool:
+        """
+        Whether the reduction cuts into `chunks` chunks: evenly, or (`fit_tiles`) into
+        chunks of `ceil(blocks / chunks)` blocks, the last ones padded, when that chunk
+        is `ceil(extent / chunks)` elements and every PE's block of the padded layout
+        (`ceil(extent / n)` along an axis of `n` PEs) is exactly its `chunks / n` chunks.
+        """
+        if red.trip_count % chunks == 0:
+            return True
+        if not self.opts.fit_tiles or not _extent_ok(red, chunks):
+            return False
+        extent = red.ub.value.data
+        size = -(-red.trip_count // chunks) * red.step.value.data
+        return all(
+            -(-extent // self.opts.n(a)) == chunks // self.opts.n(a) * size for a in used
+        )
 
     # -- costing ----------------------------------------------------------------------
 

@@ -321,7 +321,13 @@ class FunctionLowering:
 
 
 def parse_options(
-    grid: Sequence[int], device: str, gemm: str, gemv: str, k: int, groups: int = 0
+    grid: Sequence[int],
+    device: str,
+    gemm: str,
+    gemv: str,
+    k: int,
+    groups: int = 0,
+    fit_tiles: bool = False,
 ) -> Options:
     if len(grid) != 2 or any(g <= 0 for g in grid):
         raise PassOptionError(
@@ -348,7 +354,7 @@ def parse_options(
             f"convert-tile-to-mesh: a {grid[0]}x{grid[1]} grid does not fit {dev.name} "
             f"({dev.height}x{dev.width} PEs)"
         )
-    return Options((grid[0], grid[1]), dev, device, gemm, gemv, k, groups)
+    return Options((grid[0], grid[1]), dev, device, gemm, gemv, k, groups, fit_tiles)
 
 
 def lower_module(
@@ -415,7 +421,9 @@ class ConvertTileToMeshPass(ModulePass):
     rotate), `gemv = ktree|pipeline|ring|auto` (the allreduce algorithm; `auto`: a K-tree
     whose K each allreduce takes from the runtime's timing of its line, one K-tree for
     all when those need more colors than the device routes), `k` (K-tree phases),
-    `groups` (K-tree groups of the first phase; 0 = about √n).
+    `groups` (K-tree groups of the first phase; 0 = about √n), `fit-tiles` (rotations
+    also over padded chunks of a reduction and uneven splits, as `plmr compile
+    --fit-tiles`).
     """
 
     name = "convert-tile-to-mesh"
@@ -426,9 +434,16 @@ class ConvertTileToMeshPass(ModulePass):
     gemv: str = "ktree"
     k: int = 2
     groups: int = 0
+    fit_tiles: bool = False
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         opts = parse_options(
-            self.grid, self.device, self.gemm, self.gemv, self.k, self.groups
+            self.grid,
+            self.device,
+            self.gemm,
+            self.gemv,
+            self.k,
+            self.groups,
+            self.fit_tiles,
         )
         lower_module(op, opts)

@@ -308,7 +308,15 @@ class Relayout:
         j = self.m.layouts[src].index(axis)
         n_a, n_o = opts.n(axis), opts.n(other)
         per_a, per_o = chunks // n_a, chunks // n_o
-        size = shape[j] // chunks
+        size = -(-shape[j] // chunks)
+        if size * chunks > shape[j]:
+            # Padded chunks (`fit_tiles`): the last ones end in zeros.
+            whole = static_shape(full, "block")
+            padded = list(whole)
+            padded[j] = size * chunks
+            zero = b.insert(tile.FillOp(0.0, TensorType(_elt(src), padded))).result
+            at = [_index(b, 0) for _ in shape]
+            full = b.insert(tile.StoreOp(full, zero, at)).result
         target = list(cur)
         target[j] = axis
         out_shape = self._shape(shape, target)
