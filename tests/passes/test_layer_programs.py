@@ -6,6 +6,7 @@ depth but by the weights' references; timing runs the layer program once.
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
@@ -193,6 +194,12 @@ def test_the_hidden_state_stays_on_the_wafer(
             scatter = next(o for o in report.ops if o.name == "mesh.scatter")
             assert scatter.cycles > 0
     assert len(hosts) == 1
+
+
+def test_asking_for_the_layers_the_model_has(tmp_path: Path):
+    source = export(tmp_path, 2)
+    module = compile_module(make_context(), source, dataclasses.replace(OPTIONS, layers=2))
+    assert [r.callee.string_value() for r in runs(module)].count("main.layer") == 2
 
 
 def test_asking_for_layers_the_model_lacks_is_one_error(tmp_path: Path):
