@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import subprocess
 import sys
 import tempfile
@@ -70,31 +71,43 @@ print(f"@@ {seconds} {use.ru_utime + use.ru_stime} {peak} {code}", file=sys.stde
 _SIMULATE = """
 import json, sys
 import numpy as np
+from xdsl.dialects import func
 from plmr.dialects import mesh
 from plmr.dialects.context import load_module
 from plmr.dialects.graph import static_shape
 from plmr.models.nests import count_ops, program_signatures, run_nests
+from plmr.runtime.sequence import run_sequence
 from plmr.runtime.state import WaferState
 from plmr.target.device import get_device
 from plmr.target.interface import state_args
 module = load_module(sys.argv[1])
-program = next(op for op in module.ops if isinstance(op, mesh.ProgramOp))
-# The KV caches kept on the wafer (state) are not host inputs; they start empty.
-inputs = [
-    np.broadcast_to(np.float32(0), static_shape(a, "input"))
-    for a, s in zip(program.body.block.args, state_args(program), strict=True)
-    if s is None
-]
-report, nests = run_nests(
-    module, inputs, get_device(sys.argv[2]), runtime_options={"state": WaferState()}
+sequence = next(
+    (f for f in module.ops if isinstance(f, func.FuncOp) and mesh.runs_programs(f)), None
 )
+def zeros(args):
+    return [np.broadcast_to(np.float32(0), static_shape(a, "input")) for a in args]
 counts = count_ops(module)
+if sequence is not None:
+    # Layers compiled once: the step is the programs' sequence (no per-nest table).
+    _, report = run_sequence(sequence, zeros(sequence.args), device=sys.argv[2], mode="timing")
+    nests, signatures = [], []
+else:
+    program = next(op for op in module.ops if isinstance(op, mesh.ProgramOp))
+    # The KV caches kept on the wafer (state) are not host inputs; they start empty.
+    host = [
+        a for a, s in zip(program.body.block.args, state_args(program), strict=True)
+        if s is None
+    ]
+    report, nests = run_nests(
+        module, zeros(host), get_device(sys.argv[2]), runtime_options={"state": WaferState()}
+    )
+    signatures = [list(s) for s in program_signatures(module)]
 print(json.dumps({
     "cycles": report.cycles,
     "sram": report.max_sram_bytes,
     "seconds": report.simulation_seconds,
     "nests": [n.to_json() for n in nests],
-    "signatures": [list(s) for s in program_signatures(module)],
+    "signatures": signatures,
     "spmds": counts.spmds,
     "allreduces": counts.allreduces,
     "host_bytes": report.host_in_bytes + report.host_lookup_bytes + report.host_out_bytes,

@@ -16,7 +16,15 @@ Compiling a model layer by layer: its repeated layers compiled once.
 
 The weight arguments of `@F.layer` are placed by the body program's `mesh.scatter`s, so
 every layer's weights take the layout the one compiled body chose for them: the program
-holds the body once plus per layer the references to place.
+holds the body once plus per layer the references to place. The programs record them
+(`plmr.weight_args`): they are placed when the model is loaded, not at every step.
+
+The values one program hands to the next (the hidden state from `@F.pre` to the first
+layer, from each layer to the next, from the last to `@F.post`; tables `@F.pre` computes
+for every layer) stay on the wafer: `hand_offs` names each chain of them as state
+(`plmr.state_results` of the program that leaves it, `plmr.state_args` of the one that
+reads it), so the runtime keeps the producer's blocks where they are and the consumer
+reads them in place, or re-laid out on the wafer when its nests read another layout.
 """
 
 from __future__ import annotations
@@ -24,14 +32,22 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from xdsl.dialects import arith, func
-from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, ModuleOp
-from xdsl.ir import Block, Operation, Region, SSAValue
+from xdsl.dialects.builtin import (
+    ArrayAttr,
+    DictionaryAttr,
+    IntegerAttr,
+    ModuleOp,
+    StringAttr,
+    i64,
+)
+from xdsl.ir import Block, Operation, OpResult, Region, SSAValue
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from plmr.dialects import graph, mesh
 from plmr.dialects.graph_weights import lowered_weight, weight_ref
 from plmr.errors import PlmrError
 from plmr.passes.outline_layers import LAYER_ATTR, LEAVES, outline_function
+from plmr.target.interface import STATE_ARGS_ATTR, STATE_RESULTS_ATTR, WEIGHT_ARGS_ATTR
 
 
 def _part(fn: func.FuncOp, name: str, ops: list[Operation]) -> func.FuncOp | None:
@@ -131,6 +147,98 @@ def split_layers(fn: func.FuncOp, body: func.FuncOp) -> list[func.FuncOp]:
     return [p for p in (pre, post) if p is not None]
 
 
+Port = tuple[str, bool, int]
+"""A program's input (False) or result (True) by index."""
+
+
+def hand_offs(fn: func.FuncOp) -> dict[Port, str]:
+    """
+    The state names of `fn`'s hand-offs: the results of a `mesh.run` read only by later
+    `mesh.run`s, and the inputs that read them. Ports joined by a hand-off share a name
+    (a layer's output and its input, carried from layer to layer). A chain is kept on
+    the host when one of its inputs also reads host values, one of its results is
+    returned, or a run would read other than the value its chain last left.
+    """
+    runs = [op for op in fn.body.block.ops if isinstance(op, mesh.RunOp)]
+    parent: dict[Port, Port] = {}
+
+    def find(p: Port) -> Port:
+        while parent.setdefault(p, p) != p:
+            p = parent[p]
+        return p
+
+    host: set[Port] = set()
+    for run in runs:
+        callee = run.callee.string_value()
+        for i, v in enumerate(run.arguments):
+            owner = v.owner
+            port = (callee, False, i)
+            find(port)
+            if isinstance(owner, mesh.RunOp) and isinstance(v, OpResult):
+                parent[find(port)] = find((owner.callee.string_value(), True, v.index))
+            else:
+                host.add(port)
+        for r, v in enumerate(run.res):
+            port = (callee, True, r)
+            find(port)
+            if any(not isinstance(u.operation, mesh.RunOp) for u in v.uses):
+                host.add(port)
+    dropped = {find(p) for p in host}
+    holds: dict[Port, SSAValue] = {}
+    for run in runs:
+        callee = run.callee.string_value()
+        for i, v in enumerate(run.arguments):
+            chain = find((callee, False, i))
+            if chain not in dropped and holds.get(chain) is not v:
+                dropped.add(chain)
+        for r, v in enumerate(run.res):
+            holds[find((callee, True, r))] = v
+    chains: dict[Port, str] = {}
+    names: dict[Port, str] = {}
+    name = fn.sym_name.data
+    for run in runs:
+        callee = run.callee.string_value()
+        ports = [(callee, True, r) for r in range(len(run.res))]
+        ports += [(callee, False, i) for i in range(len(run.arguments))]
+        for port in ports:
+            chain = find(port)
+            if chain in dropped or all(find(p) != chain or p == port for p in parent):
+                continue
+            names[port] = chains.setdefault(chain, f"{name}.handoff{len(chains)}")
+    return names
+
+
+def _record(fn: func.FuncOp, module: ModuleOp) -> None:
+    """Records on each program its hand-offs (state) and its inputs that are weights."""
+    names = hand_offs(fn)
+    programs = {p.sym_name.data: p for p in module.ops if isinstance(p, mesh.ProgramOp)}
+    runs = [op for op in fn.body.block.ops if isinstance(op, mesh.RunOp)]
+    weights: dict[str, set[int]] = {}
+    for run in runs:
+        callee = run.callee.string_value()
+        here = {
+            i
+            for i, v in enumerate(run.arguments)
+            if isinstance(v.owner, arith.ConstantOp) and weight_ref(v.owner) is not None
+        }
+        weights[callee] = weights[callee] & here if callee in weights else here
+    for callee, program in programs.items():
+        if callee not in weights:
+            continue
+        ft = program.function_type
+        for key, is_result, n in (
+            (STATE_ARGS_ATTR, False, len(ft.inputs.data)),
+            (STATE_RESULTS_ATTR, True, len(ft.outputs.data)),
+        ):
+            row = [names.get((callee, is_result, i), "") for i in range(n)]
+            if any(row):
+                program.attributes[key] = ArrayAttr([StringAttr(x) for x in row])
+        if weights[callee]:
+            program.attributes[WEIGHT_ARGS_ATTR] = ArrayAttr(
+                [IntegerAttr(i, i64) for i in sorted(weights[callee])]
+            )
+
+
 def _sequence(fn: func.FuncOp, module: ModuleOp) -> None:
     """`fn`'s calls become `mesh.run`s, its leaves host constants (weights by reference)."""
     for op in list(fn.body.block.ops):
@@ -147,7 +255,7 @@ def _sequence(fn: func.FuncOp, module: ModuleOp) -> None:
             Rewriter.replace_op(op, lowered_weight(ref))
         elif isinstance(op, graph.ConstantOp):
             Rewriter.replace_op(op, arith.ConstantOp(op.value))
-    del module
+    _record(fn, module)
 
 
 CompilePart = Callable[[ModuleOp, bool], ModuleOp]
@@ -235,4 +343,4 @@ def compile_layered(
     return True
 
 
-__all__ = ["CompilePart", "compile_layered", "split_layers"]
+__all__ = ["CompilePart", "compile_layered", "hand_offs", "split_layers"]

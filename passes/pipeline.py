@@ -153,7 +153,7 @@ def compile_module(
 
         def compile_part(part: ModuleOp, fit: bool) -> ModuleOp:
             inner = dataclasses.replace(
-                opts, outline_layers=False, fit_tiles=opts.fit_tiles or fit
+                opts, outline_layers=False, layers=0, fit_tiles=opts.fit_tiles or fit
             )
             return compile_module(ctx, part, inner, plans)
 

@@ -60,7 +60,7 @@ from plmr.target.collective_stages import (
     stage_arrays,
 )
 from plmr.target.device import Device, get_device
-from plmr.target.interface import state_args, state_results
+from plmr.target.interface import state_args, state_results, weight_args
 from plmr.target.op_cost import op_cycles
 from plmr.target.routing import RouteTable
 from plmr.target.sram import SramReport, spmd_sram
@@ -116,6 +116,8 @@ class MeshRuntime:
     _state_args: dict[SSAValue, StateInput] = field(
         default_factory=dict[SSAValue, StateInput]
     )
+    _weight_args: set[int] = field(default_factory=set[int])
+    """The program's inputs that are model weights, placed when the model is loaded."""
     host_lookup_bytes: int = 0
     """Bytes of rows looked up on the host (`tile.lookup`) and streamed in, per run."""
     host_lookup_cycles: float = 0.0
@@ -160,6 +162,7 @@ class MeshRuntime:
         self._placeholders = {}
         self._host_in = self._host_out = self._state_moved = 0.0
         self._state_args = {}
+        self._weight_args = weight_args(program)
         self.extrapolation = ExtrapolationLog()
         routing = program_routing(program, self.relay, self.device)
         self.table = routing.table
@@ -302,12 +305,22 @@ class MeshRuntime:
             if want is not None and self.state is not None:
                 d = op.result.type
                 assert isinstance(d, mesh.DistType)
-                blocks, moved = self.state.place(want, d, self.grid, self.mode == "timing")
+                pad = 0.0 if op.pad is None else op.pad.value.data
+                blocks, moved, cycles = self.state.place(
+                    want, d, self.grid, self.mode == "timing", self.device, pad
+                )
                 env[op.result] = blocks
                 self._state_moved += moved
+                if cycles:
+                    # Re-laid out on the wafer: ready for its nests after the moves.
+                    ready[op.result] = cycles
+                    self.account(op, cycles)
             else:
                 env[op.result] = self._scatter(op, env[op.input])
-                if isinstance(op.input, BlockArgument):
+                if (
+                    isinstance(op.input, BlockArgument)
+                    and op.input.index not in self._weight_args
+                ):
                     d = op.result.type
                     assert isinstance(d, mesh.DistType)
                     self._host_in += _tensor_bytes(d.tensor)

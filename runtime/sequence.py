@@ -11,6 +11,16 @@ of their times. In timing mode a program run again on inputs of the same shapes 
 the same time (the wafer model is deterministic and programs do not overlap): the first
 run of the layer program is simulated and the later layers reuse its figures, the
 steady state of `plmr bench` reached at once.
+
+Values handed from one program to the next stay on the wafer: a program's inputs and
+results named as state (`plmr.state_args` / `plmr.state_results`, the hand-offs
+`passes/layer_programs.py` names) are kept in a `WaferState` between the runs, where the
+next program reads them in place (or re-laid out on the wafer, priced by the machine
+model: `runtime/state.py`), and its inputs marked as weights (`plmr.weight_args`) are
+placed when the model is loaded. So only the step's own inputs and results cross the
+host link, however many layers run. A program's timing depends on the layouts its state
+inputs are held in (the first layer reads the embedding, the others the previous layer's
+output), so its figures are reused only for runs that find them in the same layouts.
 """
 
 from __future__ import annotations
@@ -28,7 +38,9 @@ from plmr.dialects import mesh
 from plmr.dialects.graph_weights import weight_ref
 from plmr.errors import PlmrError
 from plmr.runtime.report import OpTime, Report
+from plmr.runtime.state import Resident, WaferState
 from plmr.runtime.weights import load_weight
+from plmr.target.interface import state_args, state_results
 from plmr.values import Array, dense_to_numpy, tensor_dtype
 
 
@@ -121,8 +133,11 @@ def run_sequence(
         )
     env: dict[SSAValue, Any] = dict(zip(fn.args, args, strict=True))
     runs: list[Report] = []
-    timed: dict[str, tuple[list[Array], Report]] = {}
+    timed: dict[tuple[str, ...], tuple[list[Array], Report, dict[str, Resident]]] = {}
     layers_simulated = layers_reused = 0
+    wafer = WaferState()
+    holds: dict[str, SSAValue] = {}
+    """Which value of `fn` each state on the wafer is."""
     for op in fn.body.block.ops:
         if isinstance(op, func.ReturnOp):
             report = combine(fn.sym_name.data, runs)
@@ -140,21 +155,35 @@ def run_sequence(
         program = op.program()
         name = program.sym_name.data
         is_layer = "plmr.layer" in op.attributes
-        if mode == "timing" and name in timed:
-            results, report = timed[name]
+        kept_in = state_args(program)
+        kept_out = state_results(program)
+        for value, state in zip(op.arguments, kept_in, strict=True):
+            if state is not None and holds.get(state) is not value:
+                raise PlmrError(
+                    f"'mesh.run @{name}' reads state '{state}' from the wafer, but the "
+                    "wafer does not hold its operand there (a hand-off must be the last "
+                    "value its program left under that name)"
+                )
+        key = (name, *(wafer.held_layout(s) for s in kept_in if s is not None))
+        if mode == "timing" and key in timed:
+            results, report, left = timed[key]
+            for state, resident in left.items():
+                wafer.keep(state, resident)
             layers_reused += int(is_layer)
         else:
             dev = get_device(device if device is not None else program.device.spec.data)
-            runtime = MeshRuntime(dev, mode, relay, exact=exact)
+            runtime = MeshRuntime(dev, mode, relay, exact=exact, state=wafer)
+            host = [env[v] for v, s in zip(op.arguments, kept_in, strict=True) if s is None]
             with np.errstate(all="ignore"):
-                results, report = runtime.run_program(
-                    program, [env[v] for v in op.arguments]
-                )
-            timed[name] = (results, report)
+                results, report = runtime.run_program(program, host)
+            left = {s: wafer.values[s] for s in kept_out if s is not None}
+            timed[key] = (results, report, left)
             layers_simulated += int(is_layer)
         runs.append(report)
-        for value, result in zip(op.results, results, strict=True):
+        for value, result, state in zip(op.results, results, kept_out, strict=True):
             env[value] = result
+            if state is not None:
+                holds[state] = value
     raise PlmrError(f"@{fn.sym_name.data} has no func.return")
 
 

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import cast
 
 from xdsl.dialects import func
-from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, StringAttr
+from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, IntegerAttr, StringAttr
 from xdsl.ir import Attribute
 
 from plmr.dialects import mesh
@@ -112,3 +112,18 @@ def state_results(fn: func.FuncOp | mesh.ProgramOp) -> list[str | None]:
     if isinstance(fn, func.FuncOp) and fn.res_attrs is not None:
         attrs = list(fn.res_attrs.data)
     return _states(fn, attrs, STATE_RESULTS_ATTR, len(fn.function_type.outputs.data))
+
+
+WEIGHT_ARGS_ATTR = "plmr.weight_args"
+"""mesh.program attribute: the indices of the inputs that are model weights, placed on the
+wafer when the model is loaded (as a program's own weight constants are), so a run does
+not count them as host traffic (`passes/layer_programs.py`)."""
+
+
+def weight_args(program: mesh.ProgramOp) -> set[int]:
+    """The indices of `program`'s inputs that are model weights (`WEIGHT_ARGS_ATTR`)."""
+    found = program.attributes.get(WEIGHT_ARGS_ATTR)
+    if not isinstance(found, ArrayAttr):
+        return set()
+    values = cast(ArrayAttr[Attribute], found).data
+    return {v.value.data for v in values if isinstance(v, IntegerAttr)}

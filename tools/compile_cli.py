@@ -412,7 +412,7 @@ def compile_cmd(
 def _echo_state(module: Any) -> None:
     """Says on standard error which of the program's inputs stay on the wafer."""
     from plmr.dialects import mesh
-    from plmr.runtime.state import state_args
+    from plmr.target.interface import state_args
 
     for program in module.ops:
         if not isinstance(program, mesh.ProgramOp):

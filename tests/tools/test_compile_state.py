@@ -28,7 +28,8 @@ from plmr.runtime.running import (
     run_function,
     select_entry,
 )
-from plmr.runtime.state import Resident, WaferState, state_args
+from plmr.runtime.state import Resident, WaferState
+from plmr.target.interface import state_args
 
 DECODE = Path(__file__).resolve().parents[2] / "examples" / "decode" / "tiny_decode.onnx"
 LAYERS, KV_HEADS, ROWS, HEAD_DIM, VOCAB = 2, 2, 32, 8, 64
