@@ -21,15 +21,9 @@ from plmr.dialects.context import load_module, make_context
 from plmr.frontend.onnx import import_onnx_file
 from plmr.models.llama_onnx import LlamaOnnxConfig, write_llama_onnx
 from plmr.passes.pipeline import CompileOptions, compile_module
-from plmr.runtime.running import (
-    arg_names,
-    result_names,
-    run_entry,
-    run_function,
-    select_entry,
-)
+from plmr.runtime.running import run_entry, run_function, select_entry
 from plmr.runtime.state import Resident, WaferState
-from plmr.target.interface import state_args
+from plmr.target.interface import arg_names, result_names, state_args
 
 DECODE = Path(__file__).resolve().parents[2] / "examples" / "decode" / "tiny_decode.onnx"
 LAYERS, KV_HEADS, ROWS, HEAD_DIM, VOCAB = 2, 2, 32, 8, 64

@@ -23,6 +23,7 @@
 // Only the trials that improve on the best so far are packed and routed.
 // CHECK-NEXT:   mesh-fuse-softmax {{ +[0-9.]+ +[0-9.]+ +}}[[ROUTED:[0-9]+]]
 // CHECK-NEXT:   mesh-pack-allreduces {{ +[0-9.]+ +[0-9.]+ +}}[[ROUTED]]
+// CHECK-NEXT:   mesh-fuse-softmax (nests) {{ +[0-9.]+ +[0-9.]+ +}}[[ROUTED]]
 // CHECK-NEXT:   mesh-route {{ +[0-9.]+ +[0-9.]+ +}}[[ROUTED]]
 // CHECK-NEXT:   mesh-verify-plmr {{ +[0-9.]+ +[0-9.]+ +}}[[ROUTED]]
 // CHECK-NEXT: total {{ +[0-9.]+ +[0-9.]+ +}}1
