@@ -41,6 +41,38 @@ Compiler = Callable[[Context, ModuleOp, CompileOptions], ModuleOp]
 """Compiles a module in place for options (`compile_module`, or a cache of its results)."""
 
 
+def host_cache_step(
+    module: ModuleOp, token: int, pos: int, pasts: dict[str, Array], rows: int
+) -> Array:
+    """
+    One step of a decode export as written, its caches held by the host: `pasts` maps
+    each `past_key_values.N.key|value` input to its `[1, Hkv, rows - 1, hd]` cache,
+    valid rows first. Feeds `token` at position `pos` with the export's mask (the `pos`
+    cached rows and the new one), writes each `present` output's new row into row
+    `pos` of its past, and returns the logits. The reference a step with the caches
+    kept on the wafer (`graph-kv-state`) is checked against.
+    """
+    fn = select_entry(module, None)
+    if not isinstance(fn, func.FuncOp):
+        raise PlmrError(
+            "a host-held decode step runs a graph-level function, not a mesh program"
+        )
+    mask = np.zeros((1, rows), np.int64)
+    mask[0, :pos] = 1
+    mask[0, -1] = 1
+    feeds: dict[str, Array] = {
+        IDS: np.asarray([[token]], np.int64),
+        POSITION: np.asarray([[pos]], np.int64),
+        "attention_mask": mask,
+        **pasts,
+    }
+    outs = run_function(module, fn, [feeds[n] for n in arg_names(fn)])
+    for name, value in zip(result_names(fn), outs, strict=True):
+        if name.startswith("present"):
+            pasts[name.replace("present", "past_key_values")][:, :, pos] = value[:, :, -1]
+    return outs[0]
+
+
 @dataclass
 class StepFigures:
     """One program run: which, the token it chose, and the runtime's report (if on a wafer)."""

@@ -59,7 +59,7 @@ from xdsl.passes import ModulePass
 
 from plmr.dialects import mesh, tile
 from plmr.dialects.graph import element_type, static_shape
-from plmr.passes.mesh_softmax_nests import fuse_softmax_nests
+from plmr.passes.mesh_softmax_nests import fuse_softmax_nests, softmax_allreduce
 from plmr.target.collective_stages import line_cycles
 from plmr.target.device import Device, get_device
 from plmr.target.op_cost import vector_op_cycles
@@ -281,15 +281,7 @@ def fuse_chain(chain: SoftmaxChain) -> mesh.AllreduceOp:
         ops.append(store)
         buffer = store.result
         offset += cols
-    fused = mesh.AllreduceOp.create(
-        operands=[buffer],
-        result_types=[packed_type],
-        properties={
-            **maximum.properties,
-            "kind": mesh.CombineKindAttr(mesh.CombineKind.SOFTMAX),
-        },
-        attributes=dict(maximum.attributes),
-    )
+    fused = softmax_allreduce(buffer, packed_type, maximum, maximum)
     ops.append(fused)
     outs: list[SSAValue] = []
     for (flat, cols), at, value in zip(

@@ -57,6 +57,28 @@ from plmr.target.op_cost import vector_op_cycles
 from plmr.target.route_plan import plan_of
 
 
+def softmax_allreduce(
+    packed: SSAValue,
+    packed_type: TensorType[Attribute],
+    maximum: mesh.AllreduceOp,
+    attributes_of: Operation,
+) -> mesh.AllreduceOp:
+    """
+    The one allreduce with the `softmax` combine over the rows `[m, x…]` of `packed`,
+    on the axis, algorithm and groups of the max's allreduce `maximum`, with the
+    attributes of `attributes_of`.
+    """
+    return mesh.AllreduceOp.create(
+        operands=[packed],
+        result_types=[packed_type],
+        properties={
+            **maximum.properties,
+            "kind": mesh.CombineKindAttr(mesh.CombineKind.SOFTMAX),
+        },
+        attributes=dict(attributes_of.attributes),
+    )
+
+
 @dataclass
 class NestChain:
     """The three nests of a split-K softmax and their allreduces."""
@@ -460,15 +482,7 @@ def fuse_nests(chain: NestChain) -> mesh.SpmdOp:
         columns.append((piece, offset, cols, at))
         column += cols
     packed_type = TensorType(elt, [rows, width])
-    fused = mesh.AllreduceOp.create(
-        operands=[current],
-        result_types=[packed_type],
-        properties={
-            **maximum.properties,
-            "kind": mesh.CombineKindAttr(mesh.CombineKind.SOFTMAX),
-        },
-        attributes=dict(total.attributes),
-    )
+    fused = softmax_allreduce(current, packed_type, maximum, total)
     ops.append(fused)
     # The sums, back in the sum allreduce's payload.
     fill = tile.FillOp(0.0, TensorType(elt, [payload]))

@@ -21,11 +21,12 @@ from xdsl.dialects import func
 from plmr.dialects.context import make_context
 from plmr.errors import PlmrError
 from plmr.frontend.onnx import import_onnx
+from plmr.models.export_decode import host_cache_step
 from plmr.passes.kv_state import StatePair, find_pairs, kv_state, parse_state_pairs
 from plmr.passes.pipeline import CompileOptions, compile_module
 from plmr.runtime.running import run_entry, run_function, select_entry
 from plmr.runtime.state import Resident, WaferState
-from plmr.target.interface import arg_names, result_names, state_args, state_results
+from plmr.target.interface import arg_names, state_args, state_results
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "decode"
 
@@ -80,28 +81,6 @@ def test_parse_state_pairs():
             parse_state_pairs(bad)
 
 
-def _host_step(
-    module: Any, sz: Any, token: int, pos: int, pasts: dict[str, np.ndarray[Any, Any]]
-) -> np.ndarray[Any, Any]:
-    """One step of the original export, the caches kept by the host (valid rows first)."""
-    fn = select_entry(module, None)
-    assert isinstance(fn, func.FuncOp)
-    mask = np.zeros((1, sz.seq), np.int64)
-    mask[0, :pos] = 1
-    mask[0, -1] = 1
-    feeds: dict[str, Any] = {
-        "input_ids": np.asarray([[token]], np.int64),
-        "position_ids": np.asarray([[pos]], np.int64),
-        "attention_mask": mask,
-        **pasts,
-    }
-    outs = run_function(module, fn, [feeds[n] for n in arg_names(fn)])
-    for name, value in zip(result_names(fn), outs, strict=True):
-        if name.startswith("present"):
-            pasts[name.replace("present", "past_key_values")][:, :, pos] = value[:, :, -1]
-    return outs[0]
-
-
 def _differential(grid: tuple[int, int] | None, steps: int, seed: int) -> None:
     """The rewritten step (graph level or compiled) against the export, step by step."""
     sz = SMALL
@@ -140,7 +119,7 @@ def _differential(grid: tuple[int, int] | None, steps: int, seed: int) -> None:
         vocab: int = sz.vocab
         token = int(rng.integers(0, vocab))
         pos = start + step
-        want = _host_step(original, sz, token, pos, pasts)
+        want = host_cache_step(original, token, pos, pasts, sz.seq)
         feeds = {
             "input_ids": np.asarray([[token]], np.int64),
             "position_ids": np.asarray([[pos]], np.int64),

@@ -14,42 +14,20 @@ from typing import Any
 
 import numpy as np
 import pytest
-from xdsl.dialects import func
 
 from plmr.dialects import mesh
 from plmr.dialects.context import load_module, make_context
 from plmr.frontend.onnx import import_onnx_file
+from plmr.models.export_decode import host_cache_step
 from plmr.models.llama_onnx import LlamaOnnxConfig, write_llama_onnx
 from plmr.passes.pipeline import CompileOptions, compile_module
-from plmr.runtime.running import run_entry, run_function, select_entry
+from plmr.runtime.running import run_entry, select_entry
 from plmr.runtime.state import Resident, WaferState
-from plmr.target.interface import arg_names, result_names, state_args
+from plmr.target.interface import arg_names, state_args
 
 DECODE = Path(__file__).resolve().parents[2] / "examples" / "decode" / "tiny_decode.onnx"
 LAYERS, KV_HEADS, ROWS, HEAD_DIM, VOCAB = 2, 2, 32, 8, 64
 """The checked-in tiny decode step: its caches `[1, 2, 31, 8]` in, `[1, 2, 32, 8]` out."""
-
-
-def _host_step(
-    module: Any, token: int, pos: int, pasts: dict[str, np.ndarray[Any, Any]]
-) -> np.ndarray[Any, Any]:
-    """One step of the export as written, the caches kept by the host (valid rows first)."""
-    fn = select_entry(module, None)
-    assert isinstance(fn, func.FuncOp)
-    mask = np.zeros((1, ROWS), np.int64)
-    mask[0, :pos] = 1
-    mask[0, -1] = 1
-    feeds: dict[str, Any] = {
-        "input_ids": np.asarray([[token]], np.int64),
-        "position_ids": np.asarray([[pos]], np.int64),
-        "attention_mask": mask,
-        **pasts,
-    }
-    outs = run_function(module, fn, [feeds[n] for n in arg_names(fn)])
-    for name, value in zip(result_names(fn), outs, strict=True):
-        if name.startswith("present"):
-            pasts[name.replace("present", "past_key_values")][:, :, pos] = value[:, :, -1]
-    return outs[0]
 
 
 @pytest.mark.parametrize("grid", ["2x2", "3x3"])
@@ -89,7 +67,7 @@ def test_compiled_step_keeps_the_cache_and_equals_the_export(
         wafer.keep(name, Resident(buffer.shape, (int(rows[0]), int(rows[1])), buffer, None))
     for step in range(steps):
         token, pos = int(rng.integers(0, VOCAB)), start + step
-        want = _host_step(original, token, pos, pasts)
+        want = host_cache_step(original, token, pos, pasts, ROWS)
         feeds = [np.asarray([[token]], np.int64), np.asarray([[pos]], np.int64)]
         got, report = run_entry(compiled, program, feeds, state=wafer)
         assert report is not None
