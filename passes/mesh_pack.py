@@ -181,7 +181,7 @@ def inline_single_trip(loop: tile.ForOp) -> None:
     loop.erase()
 
 
-def _hoist(allreduce: mesh.AllreduceOp, spmd: mesh.SpmdOp) -> None:
+def hoist_allreduce(allreduce: mesh.AllreduceOp, spmd: mesh.SpmdOp) -> None:
     """Inlines the one-trip loops around `allreduce`, outermost first."""
     loops: list[tile.ForOp] = []
     parent = allreduce.parent_op()
@@ -209,8 +209,8 @@ def _merge(
     a: mesh.SpmdOp, b: mesh.SpmdOp, ra: mesh.AllreduceOp, rb: mesh.AllreduceOp
 ) -> mesh.SpmdOp:
     """Builds the merged nest before `a`, rewires the uses and erases `a` and `b`."""
-    _hoist(ra, a)
-    _hoist(rb, b)
+    hoist_allreduce(ra, a)
+    hoist_allreduce(rb, b)
     a_block, b_block = a.body.block, b.body.block
     # The operands' block types (an operand of both nests is one block argument).
     block_types = dict(zip(a.inputs, a_block.arg_types[2:], strict=True))
@@ -435,6 +435,7 @@ class MeshPackAllreducesPass(ModulePass):
 __all__ = [
     "Merge",
     "MeshPackAllreducesPass",
+    "hoist_allreduce",
     "inline_single_trip",
     "pack_allreduces",
     "single_allreduce",

@@ -59,9 +59,13 @@ from xdsl.passes import ModulePass
 
 from plmr.dialects import mesh, tile
 from plmr.dialects.graph import element_type, static_shape
-from plmr.passes.mesh_softmax_nests import fuse_softmax_nests, softmax_allreduce
+from plmr.passes.mesh_softmax_nests import (
+    faster_fused,
+    fuse_softmax_nests,
+    softmax_allreduce,
+)
 from plmr.target.collective_stages import line_cycles
-from plmr.target.device import Device, get_device
+from plmr.target.device import Device
 from plmr.target.op_cost import vector_op_cycles
 from plmr.target.route_plan import plan_of
 
@@ -330,18 +334,9 @@ def fuse_softmax(module: ModuleOp, always: bool = False) -> int:
     `always`); returns how many.
     """
     fused = 0
-    for program in list(module.walk()):
-        if not isinstance(program, mesh.ProgramOp):
-            continue
-        device = get_device(program.device.spec.data)
-        for op in list(program.walk()):
-            if not isinstance(op, mesh.AllreduceOp) or op.parent is None:
-                continue
-            chain = match_chain(op)
-            if chain is None or (not always and saved_cycles(chain, device) <= 0):
-                continue
-            fuse_chain(chain)
-            fused += 1
+    for chain in faster_fused(module, match_chain, saved_cycles, always):
+        fuse_chain(chain)
+        fused += 1
     return fused
 
 

@@ -41,8 +41,9 @@ A chain matches (`match_nests`) when
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from xdsl.dialects import arith
 from xdsl.dialects.builtin import IndexType, IntegerAttr, ModuleOp, TensorType
@@ -50,11 +51,14 @@ from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 
 from plmr.dialects import mesh, tile
 from plmr.dialects.graph import element_type, static_shape
-from plmr.passes.mesh_pack import Merge, inline_single_trip, single_allreduce
+from plmr.passes.mesh_pack import Merge, hoist_allreduce, single_allreduce
 from plmr.target.collective_stages import line_cycles
 from plmr.target.device import Device, get_device
 from plmr.target.op_cost import vector_op_cycles
 from plmr.target.route_plan import plan_of
+
+C = TypeVar("C")
+"""A chain a matcher finds."""
 
 
 def softmax_allreduce(
@@ -397,17 +401,6 @@ def _index(value: int) -> arith.ConstantOp:
     return arith.ConstantOp(IntegerAttr(value, IndexType()))
 
 
-def _hoist(allreduce: mesh.AllreduceOp, nest: mesh.SpmdOp) -> None:
-    loops: list[tile.ForOp] = []
-    parent = allreduce.parent_op()
-    while parent is not None and parent is not nest:
-        assert isinstance(parent, tile.ForOp)
-        loops.append(parent)
-        parent = parent.parent_op()
-    for loop in reversed(loops):
-        inline_single_trip(loop)
-
-
 def _merged(chain: NestChain) -> mesh.SpmdOp:
     """One nest running the three in turn (each one's result a value of the block)."""
     nests = [chain.maximum_nest, chain.exp_nest, chain.sum_nest]
@@ -454,8 +447,8 @@ def _merged(chain: NestChain) -> mesh.SpmdOp:
 
 def fuse_nests(chain: NestChain) -> mesh.SpmdOp:
     """Rewrites `chain` into one nest with one softmax allreduce; returns the nest."""
-    _hoist(chain.maximum, chain.maximum_nest)
-    _hoist(chain.total, chain.sum_nest)
+    hoist_allreduce(chain.maximum, chain.maximum_nest)
+    hoist_allreduce(chain.total, chain.sum_nest)
     maximum, total = chain.maximum, chain.total
     m = maximum.input
     rows = _elements(m)
@@ -527,12 +520,17 @@ def _erase_dead(value: SSAValue) -> None:
         _erase_dead(operand)
 
 
-def fuse_softmax_nests(module: ModuleOp, always: bool = False) -> list[Merge]:
+def faster_fused(
+    module: ModuleOp,
+    match: Callable[[mesh.AllreduceOp], C | None],
+    saved: Callable[[C, Device], float],
+    always: bool,
+) -> Iterator[C]:
     """
-    Fuses every matching three-nest chain of `module` that is faster fused (every one
-    with `always`); returns the merges (the first two nests, then the third, into one).
+    The chains `match` finds from each allreduce of `module`'s mesh programs that
+    `saved` says are faster fused on the program's device (every one with `always`),
+    one at a time: the caller fuses each before the next is looked for.
     """
-    merges: list[Merge] = []
     for program in list(module.walk()):
         if not isinstance(program, mesh.ProgramOp):
             continue
@@ -540,13 +538,30 @@ def fuse_softmax_nests(module: ModuleOp, always: bool = False) -> list[Merge]:
         for op in list(program.walk()):
             if not isinstance(op, mesh.AllreduceOp) or op.parent is None:
                 continue
-            chain = match_nests(op)
-            if chain is None or (not always and saved_cycles(chain, device) <= 0):
+            chain = match(op)
+            if chain is None or (not always and saved(chain, device) <= 0):
                 continue
-            first, second, third = chain.maximum_nest, chain.exp_nest, chain.sum_nest
-            merged = fuse_nests(chain)
-            merges += [Merge(first, second, merged), Merge(third, third, merged)]
+            yield chain
+
+
+def fuse_softmax_nests(module: ModuleOp, always: bool = False) -> list[Merge]:
+    """
+    Fuses every matching three-nest chain of `module` that is faster fused (every one
+    with `always`); returns the merges (the first two nests, then the third, into one).
+    """
+    merges: list[Merge] = []
+    for chain in faster_fused(module, match_nests, saved_cycles, always):
+        first, second, third = chain.maximum_nest, chain.exp_nest, chain.sum_nest
+        merged = fuse_nests(chain)
+        merges += [Merge(first, second, merged), Merge(third, third, merged)]
     return merges
 
 
-__all__ = ["NestChain", "fuse_nests", "fuse_softmax_nests", "match_nests", "saved_cycles"]
+__all__ = [
+    "NestChain",
+    "faster_fused",
+    "fuse_nests",
+    "fuse_softmax_nests",
+    "match_nests",
+    "saved_cycles",
+]
