@@ -10,6 +10,8 @@ stage, so every stage is one `plmr-opt` pass and a failing one reproduces alone.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation
@@ -27,7 +29,12 @@ from plmr.lowering.tile_to_mesh import (
     lower_module,
     parse_options,
 )
-from plmr.passes.mesh_pack import MeshPackAllreducesPass, pack_allreduces, update_plans
+from plmr.passes.mesh_pack import (
+    Merge,
+    MeshPackAllreducesPass,
+    pack_allreduces,
+    update_plans,
+)
 from plmr.passes.mesh_route import MeshRoutePass
 from plmr.passes.mesh_softmax import MeshFuseSoftmaxPass, fuse_softmax
 from plmr.passes.mesh_softmax_nests import fuse_softmax_nests
@@ -144,26 +151,28 @@ def compile_checked(
             fuse_softmax(m)
 
         checker.apply(Stage(Stage.of_pass(MeshFuseSoftmaxPass()).spec, fuse), ctx, module)
-    if opts.pack_allreduces:
 
-        def pack(ctx: Context, m: ModuleOp) -> None:
+    def merging(
+        merge: Callable[[ModuleOp], list[Merge]],
+    ) -> Callable[[Context, ModuleOp], None]:
+        """A stage running `merge`, the nests' plans following its merges."""
+
+        def run(ctx: Context, m: ModuleOp) -> None:
             del ctx
-            merges = pack_allreduces(m)
+            merges = merge(m)
             if plans is not None:
                 update_plans(plans, merges)
 
+        return run
+
+    if opts.pack_allreduces:
+        pack = merging(pack_allreduces)
         checker.apply(
             Stage(Stage.of_pass(MeshPackAllreducesPass()).spec, pack), ctx, module
         )
     if opts.fuse_softmax:
-
-        def fuse_nests(ctx: Context, m: ModuleOp) -> None:
-            del ctx
-            merges = fuse_softmax_nests(m)
-            if plans is not None:
-                update_plans(plans, merges)
-
         # The three-nest form, once its sums are packed (as `plmr compile` runs it).
+        fuse_nests = merging(fuse_softmax_nests)
         checker.apply(
             Stage(Stage.of_pass(MeshFuseSoftmaxPass()).spec, fuse_nests), ctx, module
         )
