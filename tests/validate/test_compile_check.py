@@ -85,7 +85,8 @@ def test_plmr_compile_check_each_prints_every_pass(tmp_path: Path):
 
 def test_checked_compile_chooses_the_bands_compile_module_chooses():
     # On a grid the blocking is tried with and without bands (a decode step's 4 KV heads
-    # over bands of 8 rows: only the banded trial has them); the checked pipeline keeps
+    # over bands of 4 rows of a 16x16 grid: only the banded trial has them; 8x8 has
+    # none); the checked pipeline keeps
     # the trial compile_module keeps.
     config = LlamaConfig(
         "b",
@@ -100,12 +101,12 @@ def test_checked_compile_chooses_the_bands_compile_module_chooses():
     )
     text = ProgramBuilder(config, None, one_projection=True).decode()
     opts = CompileOptions(
-        grid=(32, 32), tile_sizes=(8, 8), substitute=False, chunks=1, fit_tiles=True
+        grid=(16, 16), tile_sizes=(8, 8), substitute=False, chunks=1, fit_tiles=True
     )
     ctx = make_context()
     want = parse_module(text)
     compile_module(ctx, want, opts)
-    assert "band y 8" in module_text(want)
+    assert "band y 4" in module_text(want)
     got = parse_module(text)
     checker = Checker(CheckOptions(), lambda _: None)
     compile_checked(ctx, got, opts, checker)
