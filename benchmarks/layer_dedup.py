@@ -9,9 +9,9 @@ with the layers outlined (the default) and with every layer compiled
 
 `plmr.models.llama_onnx` writes each export (random weights in external data), `plmr
 import` imports it, and `plmr compile` runs in a fresh process per row, so no memo of one
-compile serves another. The table: compile seconds (wall), the mesh IR's bytes, its
-`mesh.program`s and `mesh.run`s, and the cycles of one step on the modelled wafer
-(`plmr run --mode timing`).
+compile serves another. The table: compile seconds (wall, and CPU: what the compile
+costs on a shared machine), the mesh IR's bytes, its `mesh.program`s and `mesh.run`s,
+and the cycles of one step on the modelled wafer (`plmr run --mode timing`).
 
 `--modes once` leaves out the compile of every layer (at 32 layers it is the slow one).
 `--bench` adds the same step as `plmr bench prefill --config` extrapolates it for the
@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import resource
 import subprocess
 import sys
 import tempfile
@@ -111,7 +112,7 @@ def main() -> None:
                 f"layer {first:,.0f} cycles, each further layer {per_layer:,.0f}"
             )
         print(
-            f"{'layers':>6}  {'mode':<9} {'compile s':>9}  {'IR bytes':>9}  "
+            f"{'layers':>6}  {'mode':<9} {'compile s wall / CPU':>20}  {'IR bytes':>9}  "
             f"{'programs':>8}  {'runs':>4}  {'cycles':>11}"
             + (f"  {'bench':>11}  {'/ bench':>7}" if args.bench else "")
         )
@@ -126,6 +127,7 @@ def main() -> None:
                     continue
                 out = Path(tmp) / f"llama{layers}.{mode}.mesh.mlir"
                 start = time.perf_counter()
+                cpu = resource.getrusage(resource.RUSAGE_CHILDREN).ru_utime
                 _plmr(
                     "compile",
                     str(mlir),
@@ -137,12 +139,14 @@ def main() -> None:
                     *args.flags,
                 )
                 seconds = time.perf_counter() - start
+                cpu = resource.getrusage(resource.RUSAGE_CHILDREN).ru_utime - cpu
                 text = out.read_text()
                 report = _plmr("run", str(out), "--mode", "timing")
                 found = re.search(r"time\s+([\d,]+) cycles", report)
                 cycles = int(found.group(1).replace(",", "")) if found else 0
                 row = (
-                    f"{layers:>6}  {mode:<9} {seconds:>9.1f}  {len(text.encode()):>9,}  "
+                    f"{layers:>6}  {mode:<9} {f'{seconds:.1f} / {cpu:.1f}':>20}  "
+                    f"{len(text.encode()):>9,}  "
                     f"{text.count('mesh.program @'):>8}  {text.count('mesh.run @'):>4}  "
                     f"{f'{cycles:,}' if cycles else '-':>11}"
                 )
