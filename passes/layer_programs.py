@@ -29,6 +29,7 @@ reads them in place, or re-laid out on the wafer when its nests read another lay
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 from xdsl.dialects import arith, func
@@ -283,6 +284,27 @@ def _compile_part(
     return compile_part(kept, True)
 
 
+NEST_REFUSAL = re.compile(r"the nest computing %\S+ does not fit a")
+"""A nest no placement fits: the whole function holds the same nest, once per layer."""
+
+
+def _in_part(
+    error: PlmrError, part: func.FuncOp, body: func.FuncOp, layers: int
+) -> PlmrError:
+    """`error` of compiling `part`, saying which part of the layered function refused."""
+    name = part.sym_name.data
+    if part is body:
+        where = (
+            f"the layer body @{name}, compiled once for its {layers} layers (layers 0-"
+            f"{layers - 1} run it with their own weights)"
+        )
+    elif name.endswith(".pre"):
+        where = f"@{name}, the ops before the first layer"
+    else:
+        where = f"@{name}, the ops after the last layer"
+    return PlmrError(f"plmr compile: in {where}: {error}")
+
+
 def compile_layered(
     module: ModuleOp,
     compile_part: CompilePart,
@@ -296,8 +318,13 @@ def compile_layered(
     Compiles `module` with its repeated layers compiled once (see the module docstring),
     each part by `compile_part`, after `prepare` rewrote a copy of the whole program
     (the weight rewrites); False (and `module` untouched) when it has no one graph
-    function whose layers repeat, or when a part does not compile on its own (then the
-    caller compiles the function whole; with `layers` set, that error is raised).
+    function whose layers repeat, or when a part is refused for what cutting it out
+    makes (then the caller compiles the function whole; with `layers` set, that error
+    is raised).
+
+    A nest that no placement fits (`NEST_REFUSAL`) is refused at once, naming the part
+    and the nest: the whole function holds the same nest, once per layer, and would be
+    refused by it only after compiling every layer.
     """
     trial = module.clone()
     fns = [op for op in trial.ops if isinstance(op, func.FuncOp) and op.body.blocks]
@@ -320,19 +347,23 @@ def compile_layered(
     body.detach()
     body.sym_visibility = None
     where = InsertPoint.after(fn)
-    try:
-        for part in (body, *parts):
-            # Each part has its own blocking search: one blocking need not suit them all.
+    depth = sum(
+        isinstance(op, func.CallOp) and op.callee.string_value() == body.sym_name.data
+        for op in fn.body.block.ops
+    )
+    for part in (body, *parts):
+        # Each part has its own blocking search: one blocking need not suit them all.
+        try:
             sub = _compile_part(part, compile_part, fit_tiles)
-            for op in list(sub.ops):
-                op.detach()
-                Rewriter.insert_op(op, where)
-                where = InsertPoint.after(op)
-    except PlmrError:
-        if layers:
-            raise
-        # A part that does not compile on its own: the function is compiled whole.
-        return False
+        except PlmrError as e:
+            if layers or NEST_REFUSAL.search(str(e)):
+                raise _in_part(e, part, body, depth) from None
+            # Refused for what the cut alone makes: the function is compiled whole.
+            return False
+        for op in list(sub.ops):
+            op.detach()
+            Rewriter.insert_op(op, where)
+            where = InsertPoint.after(op)
     _sequence(fn, trial)
     for op in list(module.ops):
         op.detach()

@@ -247,3 +247,94 @@ def test_plmr_compile_refuses_a_layer_count_the_model_lacks(
     assert plmr_main(["compile", str(model), *fast, "--layers", "1", "-o", str(out)]) != 0
     assert "layers must be 0 (whatever repeats) or >= 2, got 1" in capsys.readouterr().err
     assert not out.exists()
+
+
+TINY = dataclasses.replace(OPTIONS, device="test-tiny")
+"""A grid whose PEs hold 4 KiB: the layer body's attention sum does not fit."""
+
+
+def test_a_nest_the_layer_body_refuses_is_one_error_naming_the_layer(
+    tmp_path: Path, llama_export: Any, monkeypatch: pytest.MonkeyPatch
+):
+    """Fail fast: the body's refusal is raised at once, the function not compiled whole."""
+    import plmr.passes.pipeline as pipeline
+
+    lowered: list[int] = []
+    to_loop = pipeline.to_loop_level
+
+    def counted(*args: Any) -> None:
+        lowered.append(sum(1 for _ in args[1].walk()))
+        to_loop(*args)
+
+    monkeypatch.setattr(pipeline, "to_loop_level", counted)
+    source = llama_export(tmp_path, width32(4))
+    with pytest.raises(PlmrError) as refused:
+        compile_module(make_context(), source, TINY)
+    message = str(refused.value)
+    assert message.startswith(
+        "plmr compile: in the layer body @main.layer, compiled once for its 4 layers "
+        "(layers 0-3 run it with their own weights): convert-tile-to-mesh: the nest "
+        "computing %sum_unscaled does not fit a 2x2 grid of test-tiny"
+    )
+    assert "use a larger grid" in message
+    # Only the layer body was lowered: not the parts after it, not the whole function.
+    assert len(lowered) == 1
+
+
+def test_the_whole_function_refuses_the_same_nest(tmp_path: Path, llama_export: Any):
+    """What makes failing fast right: compiled whole, the same nest is refused."""
+    source = llama_export(tmp_path, width32(2))
+    with pytest.raises(PlmrError, match="the nest computing %sum_unscaled does not fit"):
+        compile_module(
+            make_context(), source, dataclasses.replace(TINY, outline_layers=False)
+        )
+
+
+def test_a_part_refused_for_its_cut_falls_back_to_the_whole_function(
+    tmp_path: Path, llama_export: Any
+):
+    """Any other refusal of a part: `compile_layered` leaves the module to compile whole."""
+    from plmr.passes.layer_programs import compile_layered
+
+    source = llama_export(tmp_path, width32(2))
+    text = str(source)
+    parts: list[str] = []
+
+    def refuse(part: ModuleOp, fit: bool) -> ModuleOp:
+        fn = next(op for op in part.ops if isinstance(op, func.FuncOp))
+        parts.append(fn.sym_name.data)
+        raise PlmrError("a refusal the cut makes")
+
+    assert not compile_layered(source, refuse)
+    assert parts == ["main.layer"]
+    assert str(source) == text
+
+    def refuse_nest(part: ModuleOp, fit: bool) -> ModuleOp:
+        fn = next(op for op in part.ops if isinstance(op, func.FuncOp))
+        if fn.sym_name.data == "main.layer":
+            return part
+        raise PlmrError("the nest computing %logits does not fit a 2x2 grid")
+
+    with pytest.raises(PlmrError, match=r"in @main\.(pre|post), the ops (before|after)"):
+        compile_layered(source, refuse_nest)
+    assert str(source) == text
+
+
+def test_plmr_compile_reports_the_layer_body_refusal_once(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+):
+    from plmr.tools.cli import main as plmr_main
+
+    model = tmp_path / "m.onnx"
+    write_llama_onnx(model, width32(4))
+    out = tmp_path / "m.mesh.mlir"
+    tiny = ["--grid", "2x2", "--device", "test-tiny", "--no-substitute", "--fit-tiles"]
+    assert (
+        plmr_main(["compile", str(model), *tiny, "--tile-sizes", "8,8", "-o", str(out)])
+        != 0
+    )
+    err = capsys.readouterr().err
+    assert err.count("does not fit") == 1
+    assert "in the layer body @main.layer, compiled once for its 4 layers" in err
+    assert "Traceback" not in err
+    assert not out.exists()
