@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import Block, SSAValue
 
 from plmr.dialects import mesh
 from plmr.dialects.context import make_context, parse_module
@@ -96,7 +97,11 @@ def test_a_table_read_at_query_and_key_rows_is_placed_twice(seed: int):
 def test_without_views_the_table_is_held_whole_and_refused(
     monkeypatch: pytest.MonkeyPatch,
 ):
-    monkeypatch.setattr(tile_to_mesh_program, "split_read_views", lambda block: {})
+    def no_views(block: Block) -> dict[SSAValue, SSAValue]:
+        del block
+        return {}
+
+    monkeypatch.setattr(tile_to_mesh_program, "split_read_views", no_views)
     with pytest.raises(PlmrError, match=r"%o does not fit .* needs 8192 bytes"):
         _compile(ROPE_TABLE, 6)
 
