@@ -8,6 +8,8 @@ on random inputs; without views the table is held whole and the attention is ref
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 from xdsl.dialects.builtin import ModuleOp
@@ -16,8 +18,11 @@ from xdsl.ir import Block, SSAValue
 from plmr.dialects import mesh
 from plmr.dialects.context import make_context, parse_module
 from plmr.errors import PlmrError
+from plmr.frontend.onnx import import_onnx_file
 from plmr.lowering.tile_to_mesh import NestPlan
 from plmr.lowering.tile_to_mesh import program as tile_to_mesh_program
+from plmr.lowering.tile_to_mesh.relayout import gather_order
+from plmr.models.llama_onnx import LlamaOnnxConfig, write_llama_onnx
 from plmr.passes.pipeline import CompileOptions, compile_module
 from plmr.runtime.interpreter import run_mesh
 from plmr.runtime.running import random_inputs, run_function, select_function
@@ -118,3 +123,51 @@ def test_query_and_key_columns_of_one_projection_read_through_views():
     # The projection's result enters twice, moved to the queries' and the keys' layouts.
     assert [v.name_hint for v in spmd.inputs].count("qk") == 2
     _assert_matches(module, compiled, 2)
+
+
+EXPORT = LlamaOnnxConfig(hidden=64, heads=2, kv_heads=1, ffn=128, vocab=64, seq=128)
+"""A one-layer prefill export whose Q/K/V projections `graph-merge-matmuls` merges."""
+
+
+def _export(tmp_path: Path) -> ModuleOp:
+    write_llama_onnx(tmp_path / "model.onnx", EXPORT)
+    return import_onnx_file(str(tmp_path / "model.onnx"))
+
+
+def test_a_prefill_export_fits_through_views(tmp_path: Path):
+    """
+    The attention of a LLaMA prefill export reads the merged projection's result at the
+    query rows (Q, rotated Q) and at the key rows (K, rotated K, V), and the RoPE tables
+    at both: through views each is split as the rows that read it, and the layer fits
+    8x8 PEs (without them it is refused: the test below); the program equals the
+    reference on random token ids.
+    """
+    module = _export(tmp_path)
+    plans: list[NestPlan] = []
+    opts = CompileOptions(grid=(8, 8), fit_tiles=True)
+    compiled = compile_module(make_context(), module.clone(), opts, plans=plans)
+    (plan,) = [p for p in plans if p.name == "probs_max"]
+    assert plan.mode == "merge"
+    assert dict(plan.axes) == {"x": "i2", "y": "i3"}
+    _assert_matches(module, compiled, 0)
+
+
+def test_without_views_the_prefill_export_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    def no_views(block: Block) -> dict[SSAValue, SSAValue]:
+        del block
+        return {}
+
+    monkeypatch.setattr(tile_to_mesh_program, "split_read_views", no_views)
+    opts = CompileOptions(grid=(8, 8), fit_tiles=True)
+    with pytest.raises(PlmrError, match=r"%probs_max does not fit a 8x8 grid"):
+        compile_module(make_context(), _export(tmp_path), opts)
+
+
+def test_dims_wanted_whole_are_gathered_before_a_diagonal_move():
+    # [y, x] wanted as [x, -]: the columns first (their axis x is wanted by the rows).
+    assert gather_order(("-", "y", "x"), ("-", "x", "-")) == [2, 0, 1]
+    # Nothing to free: in order.
+    assert gather_order(("y", "x"), ("-", "-")) == [0, 1]
+    assert gather_order(("y", "-"), ("x", "-")) == [0, 1]
