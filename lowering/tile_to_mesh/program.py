@@ -251,7 +251,7 @@ class FunctionLowering:
             self._accept(nest, known, _NestEmitter(self, nest, known))
             return
         try:
-            ranked = _Planner(nest, self.opts, layouts).ranked()
+            ranked = _Planner(nest, self.opts, layouts, self.views).ranked()
         except PlmrError as e:
             _memo.record_error(key, names, str(e))
             raise
