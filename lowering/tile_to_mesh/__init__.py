@@ -52,7 +52,13 @@ of `parallel` `tile.for` loops around a block body) becomes one `mesh.spmd`:
   split over one axis and wanted over the other comes from the diagonal PE of each line
   (a one-block sum); an operand Cannon needs pre-skewed, already split one chunk per PE,
   passes once round the ring and each PE keeps its chunk; otherwise an all-gather along
-  the axis (an allreduce of the zero-padded blocks), then each PE takes its part. The
+  the axis (an allreduce of the zero-padded blocks), then each PE takes its part; a dim
+  wanted whole is gathered first when its axis is wanted by another dim, which then
+  moves from the diagonal (`[y, x]` to `[x, -]` holds one line of rows, never the whole
+  tensor). A tensor one nest reads indexed by different loops (FlashAttention's RoPE
+  tables at the query and at the key rows, the query and key columns of merged
+  projections) is read through one view per indexing (`views`), each placed on its
+  own in the layout its loads need, rather than held whole by every PE. The
   mapping of each nest is chosen by a cost estimate (compute per PE,
   messages, layout changes) among the feasible ones, which is what makes consecutive
   GEMVs reduce along alternating axes, as WaferLLM does.
@@ -65,7 +71,8 @@ it is part of a nest's block body and runs on the PE that owns the block.
 The package, by role: `analysis` (options; what a nest reads, writes and loops over),
 `planning` (the feasible mappings of a nest, ranked), `cost` (the planner's cycle
 estimate), `emit` (one `mesh.spmd` per nest), `relayout` (layout changes at the head of
-a nest), `builders` (small IR helpers), `program` (the pass: functions to mesh programs).
+a nest), `views` (one view per indexing of a tensor a nest reads), `builders` (small IR
+helpers), `program` (the pass: functions to mesh programs).
 """
 
 from plmr.lowering.tile_to_mesh.analysis import (

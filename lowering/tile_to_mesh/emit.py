@@ -68,6 +68,7 @@ class _Lowering(Protocol):
     block: Block
     builder: Builder
     placed: dict[SSAValue, Placed]
+    views: dict[SSAValue, SSAValue]
 
     def scatter(
         self,
@@ -111,9 +112,17 @@ class NestEmitter(Relayout):
         low, nest, m, opts = self.low, self.nest, self.m, self.opts
         inputs: list[SSAValue] = []
         wants: list[tuple[SSAValue, Layout, tuple[str, str, int]]] = []
+        firsts: dict[tuple[SSAValue, Layout, tuple[str, str, int]], SSAValue] = {}
+        shared: dict[SSAValue, SSAValue] = {}
         for src in nest.globals:
             layout = m.layouts[src]
             skew = self._skew_of(src)
+            key = (low.views.get(src, src), layout, skew)
+            if key in firsts and src not in m.paths:
+                # A view in the layout of its tensor (or of another view): one block.
+                shared[src] = firsts[key]
+                continue
+            firsts[key] = src
             placed = low.placed.get(src)
             if placed is None:
                 inputs.append(low.scatter(src, layout, *skew))
@@ -154,6 +163,10 @@ class NestEmitter(Relayout):
             self.operands[src] = _Operand(layout, block, bool(skew[0]))
             if src in nest.wholes:
                 self.vmap[src] = block
+        for src, first in shared.items():
+            self.operands[src] = self.operands[first]
+            if src in nest.wholes:
+                self.vmap[src] = self.operands[first].block
         results = self._emit_loop(
             nest.top, [self._init(k) for k in range(len(nest.outputs))]
         )

@@ -205,10 +205,18 @@ def _var_uses_ok(var: SSAValue, nest: Nest, allow_other: bool) -> bool:
 
 
 class Planner(CostModel):
-    def __init__(self, nest: Nest, opts: Options, placed: dict[SSAValue, Layout]):
+    def __init__(
+        self,
+        nest: Nest,
+        opts: Options,
+        placed: dict[SSAValue, Layout],
+        views: dict[SSAValue, SSAValue] | None = None,
+    ):
         self.nest = nest
         self.opts = opts
         self.placed = placed
+        self.views = {} if views is None else views
+        """The views of tensors the nest reads (`views`): their sources."""
         red = nest.reduction
         if red is not None:
             self.deferred_kinds = deferrable(nest, plain_accumulators(red))
@@ -505,7 +513,13 @@ class Planner(CostModel):
         # SRAM: every operand block, every output block, rotation double buffers.
         grid = opts.grid
         sram = 0
+        held: set[tuple[SSAValue, Layout]] = set()
         for src, layout in m.layouts.items():
+            # Views of one tensor in one layout share their block (`emit`).
+            key = (self.views.get(src, src), layout)
+            if key in held and src not in m.paths:
+                continue
+            held.add(key)
             sram += _block_bytes(src, layout, grid)
             if m.mode == "rotate" and src in m.paths:
                 sram += _block_bytes(src, layout, grid)

@@ -46,6 +46,7 @@ from plmr.lowering.tile_to_mesh.mapping import Mapping
 from plmr.lowering.tile_to_mesh.planning import NestPlan
 from plmr.lowering.tile_to_mesh.planning import Planner as _Planner
 from plmr.lowering.tile_to_mesh.planning import split_entries as _entries
+from plmr.lowering.tile_to_mesh.views import split_read_views
 from plmr.target.device import get_device
 from plmr.target.interface import (
     ARG_NAMES_ATTR,
@@ -80,6 +81,8 @@ class FunctionLowering:
         """Straight-line ops emitted at the end of the nest before them."""
         self.slices: dict[SSAValue, HostSlice] = {}
         """Slices of host tensors that nests read (`host_slices`), placed on their own."""
+        self.views: dict[SSAValue, SSAValue] = {}
+        """Views of a tensor a nest reads indexed by different loops (`views`): source."""
 
     # -- program ----------------------------------------------------------------------
 
@@ -111,6 +114,7 @@ class FunctionLowering:
             self.host[old] = new
         self.builder = Builder(InsertPoint.at_end(pblock))
         self.slices = slice_host_reads(self.block)
+        self.views = split_read_views(self.block)
         straight: list[Operation] = []
         for op in self.block.ops:
             if isinstance(op, arith.ConstantOp):
@@ -135,6 +139,9 @@ class FunctionLowering:
             if straight:
                 _StraightEmitter(self, straight).emit()
                 straight = []
+            if op.results and op.results[0] in self.views:
+                self._view(op.results[0])
+                continue
             if isinstance(op, tile.ForOp):
                 self._nest(op)
                 continue
@@ -160,6 +167,21 @@ class FunctionLowering:
                 dead.detach()
                 dead.erase()
         return program
+
+    def _view(self, view: SSAValue) -> None:
+        """A view is its source: placed (or scattered) on its own where a nest reads it."""
+        src = self.views[view]
+        if src in self.placed:
+            self.placed[view] = self.placed[src]
+        elif src in self.slices:
+            self.slices[view] = self.slices[src]
+        elif src in self.host:
+            self.host[view] = self.host[src]
+        else:
+            raise PlmrError(
+                f"convert-tile-to-mesh: internal error: %{src.name_hint or '?'} is read "
+                "through a view before it is placed"
+            )
 
     def _lookup(self, op: tile.LookupOp) -> None:
         """A lookup of host rows runs on the host; only its result is scattered."""
@@ -229,7 +251,7 @@ class FunctionLowering:
             self._accept(nest, known, _NestEmitter(self, nest, known))
             return
         try:
-            ranked = _Planner(nest, self.opts, layouts).ranked()
+            ranked = _Planner(nest, self.opts, layouts, self.views).ranked()
         except PlmrError as e:
             _memo.record_error(key, names, str(e))
             raise

@@ -39,6 +39,24 @@ from plmr.lowering.tile_to_mesh.mapping import Mapping
 from plmr.lowering.tile_to_mesh.segments import allreduce_choice
 
 
+def gather_order(have: Sequence[str], want: Sequence[str]) -> list[int]:
+    """
+    The order `Relayout._relayout` moves the dims of a value in: first those wanted whole
+    whose axis another dim is wanted over, so that this dim then moves from the diagonal
+    PE (one block) rather than after an all-gather of the whole line (`[y, x]` wanted as
+    `[x, -]`: the columns gathered along x, then the rows from the diagonal, never the
+    whole tensor on a PE); the others in order.
+    """
+    first = [
+        j
+        for j, a in enumerate(have)
+        if a != "-"
+        and want[j] == "-"
+        and any(want[k] == a != have[k] for k in range(len(want)) if k != j)
+    ]
+    return first + [j for j in range(len(have)) if j not in first]
+
+
 class Relayout:
     """
     Layout changes at the head of a nest's spmd body: all-gathers, a block from the
@@ -147,7 +165,8 @@ class Relayout:
         skew_done = False
         if layout_band(have) is not None:
             value = self._gather_bands(src, value, cur)
-        for j, a in enumerate(cur):
+        for j in gather_order(cur, want):
+            a = cur[j]
             if a == "-" or (want[j] == a and skew[0] != a):
                 continue
             if want[j] == a and _ring_realignable(skew, opts):

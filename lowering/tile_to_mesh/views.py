@@ -1,0 +1,106 @@
+"""
+Read views for `convert-tile-to-mesh`: a nest that reads one tensor through loads that
+index a dimension by different loops — FlashAttention's RoPE tables, read at the query
+rows `[i, d]` and at the key rows `[j, d]`, or the output of merged Q/K/V projections,
+whose query columns are read at the rows `i` and whose key and value columns at the rows
+`j` — reads it through one view per indexing, each placed on its own in the layout its
+loads need.
+
+The planner gives each operand of a nest one layout, a dimension split over an axis only
+where all its loads agree (`Planner._merge`), so without views such a tensor would be
+held whole by every PE (a 4,096-token RoPE table: 2 MB per PE). With views, the query
+rows' view is split as the queries are and the key rows' view as the keys are: a host
+tensor is scattered once per view, a tensor computed on the wafer is moved into each
+view's layout at the head of the nest (`relayout`).
+
+```mlir
+%a = tile.load %cos[%i, %c0] : tensor<64x8xf32> -> tensor<4x8xf32>
+%b = tile.load %cos[%j, %c0] : tensor<64x8xf32> -> tensor<4x8xf32>
+// becomes
+%cos_1 = tensor.extract_slice %cos[0, 0] [64, 8] [1, 1] : tensor<64x8xf32> to tensor<64x8xf32>
+%a = tile.load %cos[%i, %c0] : tensor<64x8xf32> -> tensor<4x8xf32>
+%b = tile.load %cos_1[%j, %c0] : tensor<64x8xf32> -> tensor<4x8xf32>
+```
+"""
+
+from __future__ import annotations
+
+from xdsl.dialects import arith, tensor
+from xdsl.ir import Block, SSAValue
+from xdsl.rewriter import InsertPoint, Rewriter
+
+from plmr.dialects import tile
+from plmr.dialects.graph import static_shape
+from plmr.lowering.tile_to_mesh.analysis import is_global
+
+Signature = tuple[SSAValue | None, ...]
+"""Per dimension of a load: the loop that indexes it (directly or as a chunk), or None."""
+
+
+def _indexing_loop(index: SSAValue, loops: set[SSAValue]) -> SSAValue | None:
+    """The loop variable a load index follows: itself, or the chunk of `chunk·C + inner`."""
+    if index in loops:
+        return index
+    add = index.owner
+    if not isinstance(add, arith.AddiOp):
+        return None
+    for mul_v, inner in ((add.lhs, add.rhs), (add.rhs, add.lhs)):
+        mul = mul_v.owner
+        if inner not in loops or not isinstance(mul, arith.MuliOp):
+            continue
+        for outer in (mul.lhs, mul.rhs):
+            if outer in loops:
+                return outer
+    return None
+
+
+def _signature(load: tile.LoadOp, loops: set[SSAValue]) -> Signature:
+    return tuple(_indexing_loop(v, loops) for v in load.offsets)
+
+
+def _conflict(a: Signature, b: Signature) -> bool:
+    """Whether two loads index some dimension by two different loops."""
+    return any(x is not None and y is not None and x is not y for x, y in zip(a, b))
+
+
+def split_read_views(block: Block) -> dict[SSAValue, SSAValue]:
+    """
+    Gives the loads of a tensor that index one of its dimensions by different loops, in
+    each top-level nest of a function body, one view per indexing: every load whose
+    indexing conflicts with the first load's reads a view (`tensor.extract_slice` of
+    the whole tensor, inserted before the nest), one per distinct indexing. Returns
+    each view's source.
+    """
+    views: dict[SSAValue, SSAValue] = {}
+    rewriter = Rewriter()
+    for top in [op for op in block.ops if isinstance(op, tile.ForOp)]:
+        loops = {lp.induction_var for lp in top.walk() if isinstance(lp, tile.ForOp)}
+        by_source: dict[SSAValue, list[tile.LoadOp]] = {}
+        for load in top.walk():
+            if not isinstance(load, tile.LoadOp):
+                continue
+            src = load.source
+            if not is_global(src, block) or isinstance(src.owner, tensor.EmptyOp):
+                continue
+            by_source.setdefault(src, []).append(load)
+        for src, loads in by_source.items():
+            groups: list[tuple[Signature, SSAValue]] = []
+            first = _signature(loads[0], loops)
+            for load in loads[1:]:
+                sig = _signature(load, loops)
+                if not _conflict(first, sig):
+                    continue
+                view = next((v for s, v in groups if s == sig), None)
+                if view is None:
+                    shape = static_shape(src, "source")
+                    op = tensor.ExtractSliceOp.from_static_parameters(
+                        src, [0] * len(shape), list(shape)
+                    )
+                    rewriter.insert_op(op, InsertPoint.before(top))
+                    if src.name_hint:
+                        op.result.name_hint = src.name_hint
+                    view = op.result
+                    views[view] = src
+                    groups.append((sig, view))
+                load.operands = [view, *load.offsets]
+    return views
