@@ -369,10 +369,14 @@ def compile_cmd(
     else:
         try:
             compile_module(ctx, module, opts, plans)
+        except PlmrError:
+            # A refusal names what it refuses and why: it stands as it is (finding an
+            # unverified pass would compile the whole program again, for nothing).
+            raise
         except Exception as e:
             # A pass may have left a program that does not verify, which a later one
-            # tripped over: name that pass. Otherwise the error stands (a refusal, or
-            # a bug of the pass that raised it).
+            # tripped over: name that pass. Otherwise the error stands (a bug of the
+            # pass that raised it).
             _raise_unverified_pass(source_text, opts, e)
             raise
     if schedule_path is None:
