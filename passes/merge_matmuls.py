@@ -11,10 +11,19 @@ Inline constants are concatenated at compile time. Weights by reference stay
 references: the merged weight is `graph.weight concat AXIS (...)` of their references,
 which nothing reads at compile time; the runtime reads and concatenates the parts when it
 places the weight on the wafer, as it places any weight.
+
+With `min-rows N` (N > 0) only products of at least N rows merge (the rows: the
+result's elements over its last dimension). `plmr compile` leaves a decode step's
+one-row products (GEMVs) apart (`min-rows 2`): on the mesh each GEMV's allreduce is
+packed with the others' into one collective anyway (`mesh-pack-allreduces`), while the
+merged product's split makes each part's reader gather a slice of a vector spread over
+the other axis, which at LLaMA3-8B width needs more SRAM than a PE has.
 """
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -26,14 +35,23 @@ from xdsl.rewriter import InsertPoint, Rewriter
 
 from plmr.dialects import graph
 from plmr.dialects.graph_weights import concat_refs, weight_ref
+from plmr.errors import PlmrError
 from plmr.passes.timing import count
 from plmr.values import constant_attr, dense_to_numpy
 
 GroupKey = tuple[SSAValue, bool, bool, int, Any, bool]
 
 
-def _group_key(op: graph.MatmulOp) -> GroupKey | None:
+def rows(op: graph.MatmulOp) -> int:
+    """The rows of `op`'s product: its result's elements over the last dimension."""
+    shape = graph.static_shape(op.result, "result")
+    return math.prod(shape[:-1])
+
+
+def _group_key(op: graph.MatmulOp, min_rows: int = 0) -> GroupKey | None:
     """What a matmul must share with another to merge; None when it cannot merge."""
+    if min_rows and rows(op) < min_rows:
+        return None
     weight = op.rhs.owner
     if not isinstance(weight, graph.ConstantOp | graph.WeightOp):
         return None
@@ -81,11 +99,16 @@ def _merged_weight(group: list[graph.MatmulOp], axis: int) -> graph.GraphOp:
     return graph.ConstantOp(constant_attr(merged, graph.element_type(group[0].rhs)))
 
 
-def merge_block(block: Block) -> int:
-    """Merges the matmul groups of `block`; returns how many matmuls were removed."""
+def merge_block(block: Block, min_rows: int = 0) -> int:
+    """
+    Merges the matmul groups of `block` (of products of at least `min_rows` rows, 0:
+    any); returns how many matmuls were removed.
+    """
     groups: dict[GroupKey, list[graph.MatmulOp]] = {}
     for op in block.ops:
-        if isinstance(op, graph.MatmulOp) and (key := _group_key(op)) is not None:
+        if not isinstance(op, graph.MatmulOp):
+            continue
+        if (key := _group_key(op, min_rows)) is not None:
             groups.setdefault(key, []).append(op)
     removed = 0
     for group in groups.values():
@@ -96,9 +119,11 @@ def merge_block(block: Block) -> int:
     return removed
 
 
+@dataclass(frozen=True)
 class GraphMergeMatmulsPass(ModulePass):
     """
-    Merges matmuls that share their input and read constant weights into one.
+    Merges matmuls that share their input and read constant weights into one; with
+    `min-rows N`, only products of at least N rows.
 
     ```mlir
     // before
@@ -113,7 +138,14 @@ class GraphMergeMatmulsPass(ModulePass):
 
     name = "graph-merge-matmuls"
 
+    min_rows: int = 0
+
     def apply(self, ctx: Context, op: ModuleOp) -> None:
+        if self.min_rows < 0:
+            raise PlmrError(
+                f"graph-merge-matmuls: min-rows={self.min_rows} is negative; give the "
+                "fewest rows a product must have to merge (0: any)"
+            )
         blocks = [b for o in op.walk() for r in o.regions for b in r.blocks]
-        removed = sum(merge_block(block) for block in blocks)
+        removed = sum(merge_block(block, self.min_rows) for block in blocks)
         count("graph-merge-matmuls: matmuls merged away", removed)

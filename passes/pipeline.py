@@ -44,6 +44,12 @@ PARALLEL_TILES = (16, 8, 4, 2)
 REDUCTION_TILES = (16, 8, 4)
 
 
+MERGE_MIN_ROWS = 2
+"""`graph-merge-matmuls{min-rows}` as `plmr compile` runs it: a decode step's GEMVs stay
+apart (their allreduces are packed into one by mesh-pack-allreduces; the merged
+product's slices would be gathered across the other axis by their readers)."""
+
+
 @dataclass(frozen=True)
 class CompileOptions:
     """What `plmr compile` and the `plmr-compile` pass take."""
@@ -69,7 +75,8 @@ class CompileOptions:
     fold_repeat_kv: bool = True
     """GQA's queries regrouped against the un-repeated K/V heads (graph-fold-repeat-kv)."""
     merge_matmuls: bool = True
-    """One matmul for the projections of one input (graph-merge-matmuls)."""
+    """One matmul for the projections of one input (graph-merge-matmuls), of products of
+    at least `MERGE_MIN_ROWS` rows."""
     chunks: int = 4
     budget: int = 100
     engine: str = "eqsat"
@@ -236,7 +243,7 @@ def weight_passes(opts: CompileOptions) -> list[ModulePass]:
     if opts.fold_rotate_half:
         passes.append(GraphFoldRotateHalfPass())
     if opts.merge_matmuls:
-        passes.append(GraphMergeMatmulsPass())
+        passes.append(GraphMergeMatmulsPass(min_rows=MERGE_MIN_ROWS))
     return passes
 
 
@@ -280,7 +287,7 @@ def graph_passes(opts: CompileOptions) -> list[ModulePass]:
     if opts.merge_matmuls:
         # After the substitutions: the merged weights (concatenated references for
         # weights by reference) are what the search would have to find otherwise.
-        passes.append(GraphMergeMatmulsPass())
+        passes.append(GraphMergeMatmulsPass(min_rows=MERGE_MIN_ROWS))
     passes.append(ConvertGraphToLoopPass())
     return passes
 

@@ -369,10 +369,17 @@ def compile_cmd(
     else:
         try:
             compile_module(ctx, module, opts, plans)
+        except PlmrError as e:
+            # A refusal of a program that verifies names what it refuses and why: it
+            # stands (looking for an unverified pass would compile it all again).
+            if _verifies(module):
+                raise
+            _raise_unverified_pass(source_text, opts, e)
+            raise
         except Exception as e:
             # A pass may have left a program that does not verify, which a later one
-            # tripped over: name that pass. Otherwise the error stands (a refusal, or
-            # a bug of the pass that raised it).
+            # tripped over: name that pass. Otherwise the error stands (a bug of the
+            # pass that raised it).
             _raise_unverified_pass(source_text, opts, e)
             raise
     if schedule_path is None:
@@ -425,6 +432,15 @@ def _echo_state(module: Any) -> None:
                 "inputs and outputs cross the host link (--no-state: as exported)",
                 err=True,
             )
+
+
+def _verifies(module: Any) -> bool:
+    """Whether `module` (as a pass left it) verifies."""
+    try:
+        module.verify()
+    except Exception:
+        return False
+    return True
 
 
 def _raise_unverified_pass(

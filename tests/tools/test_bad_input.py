@@ -1499,6 +1499,28 @@ def test_plmr_compile_names_the_pass_whose_output_does_not_verify(
     assert not out.exists()
 
 
+def test_plmr_compile_refusal_of_a_valid_program_is_not_compiled_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+):
+    """A refusal of a program that verifies stands: no second compile looks for a pass."""
+    import plmr.validate.compile_check as compile_check
+
+    def must_not_run(*args: object) -> None:
+        raise AssertionError("the program was compiled again after a refusal")
+
+    monkeypatch.setattr(compile_check, "find_unverified_pass", must_not_run)
+    out = tmp_path / "out.mlir"
+    # The grid is too small for the MLP's nests on the 4 KiB test device.
+    args = ["--no-substitute", "--tile-sizes", "2,4", "--device", "test-tiny"]
+    code = plmr_main(["compile", str(MLP), *args, "--grid", "1x1", "-o", str(out)])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert "Traceback" not in err
+    assert "compiled again" not in err
+    assert "does not fit" in err, err
+    assert not out.exists()
+
+
 def test_plmr_compile_names_the_pass_whose_output_a_later_pass_trips_over(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ):

@@ -1,0 +1,42 @@
+// RUN: plmr-opt %s -p 'graph-merge-matmuls{min-rows=2}' --split-input-file | filecheck %s
+// RUN: plmr import %examples/hf/llama_decode.onnx | plmr-opt -p 'graph-canonicalize,graph-merge-matmuls{min-rows=2}' | filecheck %s --check-prefix=DECODE
+// RUN: plmr import %examples/hf/llama_prefill.onnx | plmr-opt -p 'graph-canonicalize,graph-merge-matmuls{min-rows=2}' | filecheck %s --check-prefix=PREFILL
+// RUN: not plmr-opt %s -p 'graph-merge-matmuls{min-rows=-1}' --split-input-file 2>&1 | filecheck %s --check-prefix=ERR
+
+// With min-rows 2, products of two or more rows merge (a prefill's projections) ...
+
+// CHECK-LABEL: func.func @rows
+// CHECK-NEXT:    %0 = graph.constant dense<{{.*}}> : tensor<2x5xf32>
+// CHECK-NEXT:    %1 = graph.matmul %x, %0 : (tensor<3x2xf32>, tensor<2x5xf32>) -> tensor<3x5xf32>
+// CHECK-NEXT:    %q, %k = graph.split %1 axis = 1 sizes = [3, 2] : tensor<3x5xf32> -> (tensor<3x3xf32>, tensor<3x2xf32>)
+func.func @rows(%x: tensor<3x2xf32>) -> (tensor<3x3xf32>, tensor<3x2xf32>) {
+  %wq = graph.constant dense<[[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]> : tensor<2x3xf32>
+  %wk = graph.constant dense<[[0.5, -1.0], [2.0, 0.25]]> : tensor<2x2xf32>
+  %q = graph.matmul %x, %wq : (tensor<3x2xf32>, tensor<2x3xf32>) -> tensor<3x3xf32>
+  %k = graph.matmul %x, %wk : (tensor<3x2xf32>, tensor<2x2xf32>) -> tensor<3x2xf32>
+  func.return %q, %k : tensor<3x3xf32>, tensor<3x2xf32>
+}
+
+// -----
+
+// ... while one-row products (a decode step's GEMVs, rows counted over every dimension
+// but the last) stay apart.
+
+// CHECK-LABEL: func.func @one_row
+// CHECK-COUNT-2: graph.matmul
+// CHECK-NOT:     graph.split
+func.func @one_row(%x: tensor<1x1x2xf32>) -> (tensor<1x1x3xf32>, tensor<1x1x2xf32>) {
+  %wq = graph.constant dense<[[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]> : tensor<2x3xf32>
+  %wk = graph.constant dense<[[0.5, -1.0], [2.0, 0.25]]> : tensor<2x2xf32>
+  %q = graph.matmul %x, %wq : (tensor<1x1x2xf32>, tensor<2x3xf32>) -> tensor<1x1x3xf32>
+  %k = graph.matmul %x, %wk : (tensor<1x1x2xf32>, tensor<2x2xf32>) -> tensor<1x1x2xf32>
+  func.return %q, %k : tensor<1x1x3xf32>, tensor<1x1x2xf32>
+}
+
+// The decode export keeps its projections apart; the prefill export (8 tokens) merges
+// Q, K and V into one matmul per layer.
+
+// DECODE-NOT: graph.split
+// PREFILL-COUNT-2: graph.split {{%[0-9]+}} axis = 2 sizes = [64, 32, 32]{{.*}}
+
+// ERR: graph-merge-matmuls: min-rows=-1 is negative; give the fewest rows a product must have to merge (0: any)
