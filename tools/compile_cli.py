@@ -361,11 +361,16 @@ def compile_cmd(
             ctx, module, opts, plans, check_dir, check_seed, check_tol, check_text
         )
     elif profile:
-        from plmr.passes.timing import timing
+        from plmr.passes.timing import Timing, timing
 
-        with timing() as spent:
-            compile_module(ctx, module, opts, plans)
-        click.echo(spent.table(), err=True, nl=False)
+        # The table also when a pass refuses the program: where the time went before it.
+        spent: Timing | None = None
+        try:
+            with timing() as spent:
+                compile_module(ctx, module, opts, plans)
+        finally:
+            if spent is not None:
+                click.echo(spent.table(), err=True, nl=False)
     else:
         try:
             compile_module(ctx, module, opts, plans)

@@ -2,6 +2,8 @@
 // search (wall and CPU seconds, runs), on standard error; the program is still written.
 // RUN: plmr compile %s --grid 2x2 --profile -o %t.mlir 2>&1 | filecheck %s
 // RUN: filecheck %s --check-prefix=PROGRAM < %t.mlir
+// A refused program: the table of the passes run up to the refusal, then the error.
+// RUN: not plmr compile %s --grid 1x1 --device wse2:sram_kib=1 --profile 2>&1 | filecheck %s --check-prefix=REFUSED
 
 // CHECK:      step {{ +}}wall s    CPU s   runs
 // CHECK-NEXT: graph-canonicalize {{ +[0-9]+\.[0-9]{3} +[0-9]+\.[0-9]{3} +}}1
@@ -45,6 +47,13 @@
 // CHECK-NEXT: wrote {{.*}}
 
 // PROGRAM: mesh.program @main
+
+// REFUSED:      step {{ +}}wall s    CPU s   runs
+// REFUSED:      neptune-fuse {{ +[0-9.]+ +[0-9.]+ +}}1
+// REFUSED:      blocking search {{ +[0-9.]+ +[0-9.]+ +}}1
+// REFUSED:      total {{ +[0-9.]+ +[0-9.]+ +}}1
+// REFUSED:      error: convert-tile-to-mesh: the nest computing %{{.*}} does not fit a 1x1 grid of wse2
+// REFUSED-NOT:  Traceback
 
 builtin.module {
   func.func @main(%x: tensor<4x16xf32>, %w1: tensor<16x32xf32>, %w2: tensor<32x8xf32>) -> tensor<4x8xf32> {
