@@ -61,6 +61,24 @@ from plmr.target.interface import (
 from plmr.target.sram import spmd_sram
 
 
+def _gathered(m: Mapping, layouts: dict[SSAValue, Layout]) -> str:
+    """
+    The operands `m` holds whole on every PE although they are distributed (a read the
+    mapping cannot block, e.g. at an offset of a split loop's index), for a refusal.
+    """
+    whole = [
+        f"%{src.name_hint or '?'} ({'x'.join(map(str, static_shape(src, 'value')))})"
+        for src, layout in m.layouts.items()
+        if all(a == "-" for a in layout) and any(a != "-" for a in layouts.get(src, ("-",)))
+    ]
+    if not whole:
+        return ""
+    return (
+        f"; it gathers {', '.join(whole)} whole on every PE, as its reads of "
+        f"{'it' if len(whole) == 1 else 'them'} are not blocked by the loops it splits"
+    )
+
+
 class FunctionLowering:
     def __init__(self, fn: func.FuncOp, opts: Options, price_only: bool = False):
         self.fn = fn
@@ -256,17 +274,17 @@ class FunctionLowering:
             _memo.record_error(key, names, str(e))
             raise
         sram = self.opts.device.sram_bytes
-        needed: list[int] = []
+        needed: list[tuple[int, Mapping]] = []
         for m in ranked:
             emitter = _NestEmitter(self, nest, m)
             spmd = emitter.emit()
             # The block estimate leaves out the body's temporaries: measure the peak.
-            peak = spmd_sram(spmd, self.opts.device).peak_bytes
-            if peak <= sram:
+            report = spmd_sram(spmd, self.opts.device)
+            if report.peak_bytes <= sram:
                 _memo.record(key, nest, m)
                 self._accept(nest, m, emitter, spmd)
                 return
-            needed.append(peak)
+            needed.append((report.peak_bytes, m))
             for op in emitter.epilogue:
                 for r in op.results:
                     self.placed.pop(r, None)
@@ -276,11 +294,13 @@ class FunctionLowering:
             spmd.erase()
         name = nest.outputs[0].name_hint or "?"
         grid = self.opts.grid
+        peak, least = min(needed, key=lambda t: t[0])
         message = (
             f"convert-tile-to-mesh: the nest computing %{name} does not fit a "
             f"{grid[0]}x{grid[1]} grid of {self.opts.device.name}: its smallest per-PE "
-            f"placement needs {min(needed)} bytes of SRAM, a PE has {sram}; use a larger "
-            "grid, smaller tiles or a device with more SRAM"
+            f"placement needs {peak} bytes of SRAM, a PE has {sram}"
+            f"{_gathered(least, layouts)}; use a larger grid, smaller tiles or a device "
+            "with more SRAM"
         )
         _memo.record_error(key, names, message)
         raise PlmrError(message)
