@@ -191,7 +191,8 @@ if TYPE_CHECKING:
     "--profile",
     is_flag=True,
     help="Print where the compile spent its time on standard error: wall and CPU "
-    "seconds per pass and per phase of the blocking search.",
+    "seconds per pass and per phase of the blocking search (also when the program is "
+    "refused).",
 )
 @click.option("--check-seed", type=SEED, default=0, show_default=True, help="Inputs' seed.")
 @click.option(
