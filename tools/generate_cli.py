@@ -58,6 +58,11 @@ def _prompt(text: str) -> list[int]:
     help="PxQ grid to compile for, or 'graph' for the reference semantics.",
 )
 @click.option("--device", default="wse2", show_default=True, help="Device to model.")
+@click.option(
+    "--no-substitute",
+    is_flag=True,
+    help="Compile both programs without the TASO graph substitutions (faster).",
+)
 @state_options
 @click.option(
     "--expect",
@@ -73,6 +78,7 @@ def generate_cmd(
     steps: int,
     grid: str,
     device: str,
+    no_substitute: bool,
     state: tuple[str, ...],
     position: str,
     mask: str,
@@ -125,7 +131,11 @@ def generate_cmd(
     text = state_text(state)
     pairs = parse_state_pairs(text) if text else None
     options = (
-        None if grid == "graph" else CompileOptions(grid=parse_grid(grid), device=device)
+        None
+        if grid == "graph"
+        else CompileOptions(
+            grid=parse_grid(grid), device=device, substitute=not no_substitute
+        )
     )
     model = ExportDecoder(_load(prefill), _load(decode), pairs, options, position, mask)
     where = "the graph level (host-held state)" if options is None else f"{device} {grid}"
