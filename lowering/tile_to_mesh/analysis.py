@@ -198,7 +198,7 @@ def _constant_index(value: SSAValue) -> int | None:
     return None
 
 
-def _composite(value: SSAValue, loops: dict[SSAValue, tile.ForOp]) -> Composite | None:
+def composite(value: SSAValue, loops: dict[SSAValue, tile.ForOp]) -> Composite | None:
     """Recognises `addi(muli(outer, C), inner)` with `inner` ranging over [0, C)."""
     add = value.owner
     if not isinstance(add, arith.AddiOp):
@@ -270,7 +270,7 @@ def _finish_nest(
                 if operand not in globals_:
                     globals_.append(operand)
         if isinstance(op, tile.LoadOp) and is_global(op.source, fn_block):
-            idx = tuple(v if v in loops else _composite(v, loops) for v in op.offsets)
+            idx = tuple(v if v in loops else composite(v, loops) for v in op.offsets)
             loads.append(Load(op, op.source, idx))
             if op.source not in globals_:
                 globals_.append(op.source)

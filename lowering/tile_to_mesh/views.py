@@ -25,36 +25,27 @@ view's layout at the head of the nest (`relayout`).
 
 from __future__ import annotations
 
-from xdsl.dialects import arith, tensor
+from xdsl.dialects import tensor
 from xdsl.ir import Block, SSAValue
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from plmr.dialects import tile
 from plmr.dialects.graph import static_shape
-from plmr.lowering.tile_to_mesh.analysis import is_global
+from plmr.lowering.tile_to_mesh.analysis import composite, is_global
 
 Signature = tuple[SSAValue | None, ...]
 """Per dimension of a load: the loop that indexes it (directly or as a chunk), or None."""
 
 
-def _indexing_loop(index: SSAValue, loops: set[SSAValue]) -> SSAValue | None:
+def _indexing_loop(index: SSAValue, loops: dict[SSAValue, tile.ForOp]) -> SSAValue | None:
     """The loop variable a load index follows: itself, or the chunk of `chunk·C + inner`."""
     if index in loops:
         return index
-    add = index.owner
-    if not isinstance(add, arith.AddiOp):
-        return None
-    for mul_v, inner in ((add.lhs, add.rhs), (add.rhs, add.lhs)):
-        mul = mul_v.owner
-        if inner not in loops or not isinstance(mul, arith.MuliOp):
-            continue
-        for outer in (mul.lhs, mul.rhs):
-            if outer in loops:
-                return outer
-    return None
+    found = composite(index, loops)
+    return None if found is None else found.outer
 
 
-def _signature(load: tile.LoadOp, loops: set[SSAValue]) -> Signature:
+def _signature(load: tile.LoadOp, loops: dict[SSAValue, tile.ForOp]) -> Signature:
     return tuple(_indexing_loop(v, loops) for v in load.offsets)
 
 
@@ -74,7 +65,7 @@ def split_read_views(block: Block) -> dict[SSAValue, SSAValue]:
     views: dict[SSAValue, SSAValue] = {}
     rewriter = Rewriter()
     for top in [op for op in block.ops if isinstance(op, tile.ForOp)]:
-        loops = {lp.induction_var for lp in top.walk() if isinstance(lp, tile.ForOp)}
+        loops = {lp.induction_var: lp for lp in top.walk() if isinstance(lp, tile.ForOp)}
         by_source: dict[SSAValue, list[tile.LoadOp]] = {}
         for load in top.walk():
             if not isinstance(load, tile.LoadOp):

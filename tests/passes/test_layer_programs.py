@@ -230,23 +230,31 @@ def test_a_run_of_a_missing_program_is_refused():
         parse_module(text)
 
 
-def test_plmr_compile_refuses_a_layer_count_the_model_lacks(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-):
+def compile_refused(
+    tmp_path: Path, layers: int, options: list[str], capsys: pytest.CaptureFixture[str]
+) -> str:
+    """`plmr compile` of a `layers`-layer export with `options`: refused, its stderr."""
     from plmr.tools.cli import main as plmr_main
 
     model = tmp_path / "m.onnx"
-    write_llama_onnx(model, width32(2))
+    if not model.exists():
+        write_llama_onnx(model, width32(layers))
     out = tmp_path / "m.mesh.mlir"
-    fast = ["--grid", "2x2", "--no-substitute", "--tile-sizes", "8,8", "--fit-tiles"]
-    assert plmr_main(["compile", str(model), *fast, "--layers", "3", "-o", str(out)]) != 0
+    base = ["--grid", "2x2", "--no-substitute", "--tile-sizes", "8,8", "--fit-tiles"]
+    assert plmr_main(["compile", str(model), *base, *options, "-o", str(out)]) != 0
     err = capsys.readouterr().err
-    assert "layers=3 was asked, but the function holds no 3 consecutive copies" in err
     assert "Traceback" not in err
     assert not out.exists()
-    assert plmr_main(["compile", str(model), *fast, "--layers", "1", "-o", str(out)]) != 0
-    assert "layers must be 0 (whatever repeats) or >= 2, got 1" in capsys.readouterr().err
-    assert not out.exists()
+    return err
+
+
+def test_plmr_compile_refuses_a_layer_count_the_model_lacks(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+):
+    err = compile_refused(tmp_path, 2, ["--layers", "3"], capsys)
+    assert "layers=3 was asked, but the function holds no 3 consecutive copies" in err
+    err = compile_refused(tmp_path, 2, ["--layers", "1"], capsys)
+    assert "layers must be 0 (whatever repeats) or >= 2, got 1" in err
 
 
 TINY = dataclasses.replace(OPTIONS, device="test-tiny")
@@ -323,18 +331,6 @@ def test_a_part_refused_for_its_cut_falls_back_to_the_whole_function(
 def test_plmr_compile_reports_the_layer_body_refusal_once(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ):
-    from plmr.tools.cli import main as plmr_main
-
-    model = tmp_path / "m.onnx"
-    write_llama_onnx(model, width32(4))
-    out = tmp_path / "m.mesh.mlir"
-    tiny = ["--grid", "2x2", "--device", "test-tiny", "--no-substitute", "--fit-tiles"]
-    assert (
-        plmr_main(["compile", str(model), *tiny, "--tile-sizes", "8,8", "-o", str(out)])
-        != 0
-    )
-    err = capsys.readouterr().err
+    err = compile_refused(tmp_path, 4, ["--device", "test-tiny"], capsys)
     assert err.count("does not fit") == 1
     assert "in the layer body @main.layer, compiled once for its 4 layers" in err
-    assert "Traceback" not in err
-    assert not out.exists()
