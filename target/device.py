@@ -75,7 +75,7 @@ class Device:
     """Bytes per element of the device's native datatype (fp16)."""
     wafers: int = 0
     """Wafers of the system, each one of this device; 0: as many as a model's pipeline
-    stages need (`plmr.models.wafers.place_stages`)."""
+    stages need (`plmr.target.stages.place_stages`)."""
     link_gbps: float = 1200.0
     """Bandwidth of the link between two wafers, Gb/s per direction: a CS-2's or CS-3's
     system I/O, 12 × 100 Gigabit Ethernet = 1.2 Tb/s (Cerebras's published specification)."""
