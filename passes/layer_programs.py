@@ -48,7 +48,17 @@ from plmr.dialects import graph, mesh
 from plmr.dialects.graph_weights import lowered_weight, weight_ref
 from plmr.errors import PlmrError
 from plmr.passes.outline_layers import LAYER_ATTR, LEAVES, outline_function
-from plmr.target.interface import STATE_ARGS_ATTR, STATE_RESULTS_ATTR, WEIGHT_ARGS_ATTR
+from plmr.target.device import get_device
+from plmr.target.interface import (
+    STAGE_BYTES_ATTR,
+    STAGES_ATTR,
+    STATE_ARGS_ATTR,
+    STATE_RESULTS_ATTR,
+    WEIGHT_ARGS_ATTR,
+    weight_args,
+)
+from plmr.target.sram import spmd_sram
+from plmr.target.stages import place_stages, split_stages
 
 
 def _part(fn: func.FuncOp, name: str, ops: list[Operation]) -> func.FuncOp | None:
@@ -259,6 +269,64 @@ def _sequence(fn: func.FuncOp, module: ModuleOp) -> None:
     _record(fn, module)
 
 
+def layer_bytes(program: mesh.ProgramOp) -> tuple[int, int]:
+    """
+    One layer's weights on one PE of `program` (the layer body), each weight input as the
+    blocks its `mesh.scatter`s place, and the body's peak SRAM per PE (the largest of its
+    `mesh.spmd`s' live sets, `plmr.target.sram`), in the device's element width.
+    """
+    dev = get_device(program.device.spec.data)
+    grid = program.grid_shape
+    args = program.body.block.args
+    weights = 0
+    for i in sorted(weight_args(program)):
+        for use in args[i].uses:
+            scatter = use.operation
+            if isinstance(scatter, mesh.ScatterOp):
+                dist = scatter.result.type
+                assert isinstance(dist, mesh.DistType)
+                elems = 1
+                for d in dist.block_shape(grid):
+                    elems *= d
+                weights += elems * dev.elem_bytes
+    peak = max(
+        (
+            spmd_sram(op, dev).peak_bytes
+            for op in program.walk()
+            if isinstance(op, mesh.SpmdOp)
+        ),
+        default=0,
+    )
+    return weights, peak
+
+
+def _stages(fn: func.FuncOp, module: ModuleOp, body: str, depth: int) -> None:
+    """
+    Records on `fn` its pipeline stages (`STAGES_ATTR`): the fewest regions of the
+    body's grid whose layers' weights fit a PE's SRAM beside the body's peak (which
+    holds the blocks of one layer's weights it reads at once: a stage of k layers keeps
+    k layers' weights and runs one), and checks they fit the device's wafers.
+    """
+    program = next(
+        p for p in module.ops if isinstance(p, mesh.ProgramOp) and p.sym_name.data == body
+    )
+    dev = get_device(program.device.spec.data)
+    weights, peak = layer_bytes(program)
+    what = f"plmr compile: the layer body @{body} ({depth} layers)"
+    groups = split_stages(depth, weights, peak, dev.sram_bytes, what)
+    place_stages(
+        groups,
+        program.grid_shape,
+        dev,
+        [g * weights + peak for g in groups],
+        what=f"plmr compile: @{fn.sym_name.data} ({depth} layers)",
+    )
+    fn.attributes[STAGES_ATTR] = ArrayAttr([IntegerAttr(g, i64) for g in groups])
+    fn.attributes[STAGE_BYTES_ATTR] = ArrayAttr(
+        [IntegerAttr(weights, i64), IntegerAttr(peak, i64)]
+    )
+
+
 CompilePart = Callable[[ModuleOp, bool], ModuleOp]
 """Compiles a module of one function by the whole pipeline (True: with `--fit-tiles`)."""
 
@@ -365,6 +433,7 @@ def compile_layered(
             Rewriter.insert_op(op, where)
             where = InsertPoint.after(op)
     _sequence(fn, trial)
+    _stages(fn, trial, body.sym_name.data, depth)
     for op in list(module.ops):
         op.detach()
         op.erase()
@@ -374,4 +443,4 @@ def compile_layered(
     return True
 
 
-__all__ = ["CompilePart", "compile_layered", "hand_offs", "split_layers"]
+__all__ = ["CompilePart", "compile_layered", "hand_offs", "layer_bytes", "split_layers"]

@@ -91,6 +91,11 @@ class Report:
     """Bytes of named state kept on the wafer after the run (`plmr.runtime.state`)."""
     state_moved_bytes: float = 0.0
     """State re-placed on the wafer because a program reads it in another layout."""
+    stage_layers: tuple[int, ...] = ()
+    """Layers of each pipeline stage of a layered program, each stage a region of the
+    wafer (`plmr.target.stages`); () when the program is not split into stages."""
+    stage_hop_cycles: float = 0.0
+    """Cycles of the activations' hops from one stage to the next (in `cycles`)."""
     finish: FloatArray | None = None
     """Per-PE finishing times (not serialised)."""
     compute: FloatArray | None = None
@@ -151,6 +156,7 @@ class Report:
         data.pop("compute")
         data["grid"] = list(self.grid)
         data["critical_pe"] = list(self.critical_pe)
+        data["stage_layers"] = list(self.stage_layers)
         data["compute_efficiency"] = self.compute_efficiency
         return data
 
@@ -215,6 +221,12 @@ class Report:
             lines.append(
                 f"  steady state {self.extrapolated_stages:,} collective stage(s) "
                 "extrapolated"
+            )
+        if len(self.stage_layers) > 1:
+            lines.append(
+                f"  stages      {len(self.stage_layers)} regions of the wafer, layers "
+                f"{'+'.join(str(n) for n in self.stage_layers)}, hops between them "
+                f"{self.stage_hop_cycles:,.0f} cycles {pct(self.stage_hop_cycles)}"
             )
         if self.simulated_layers:
             lines.append(

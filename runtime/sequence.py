@@ -26,6 +26,7 @@ output), so its figures are reused only for runs that find them in the same layo
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -40,8 +41,13 @@ from plmr.errors import PlmrError
 from plmr.runtime.report import OpTime, Report
 from plmr.runtime.state import Resident, WaferState
 from plmr.runtime.weights import load_weight
-from plmr.target.interface import state_args, state_results
+from plmr.target.device import Device, get_device
+from plmr.target.interface import stage_layers, state_args, state_results
+from plmr.target.stages import hops, place_stages
 from plmr.values import Array, dense_to_numpy, tensor_dtype
+
+LAYER = "plmr.layer"
+"""The attribute of a `mesh.run` of the layer program (its layer's index)."""
 
 
 def _constant(op: arith.ConstantOp, mode: str) -> Array:
@@ -109,6 +115,45 @@ def combine(program: str, runs: Sequence[Report]) -> Report:
     )
 
 
+def _boundaries(
+    fn: func.FuncOp, layer: mesh.ProgramOp, device: str | None
+) -> tuple[tuple[int, ...], Device | None, dict[int, int]]:
+    """
+    `fn`'s pipeline stages (`plmr.stages`), the device they are placed on, and the stage
+    boundaries: the index of a stage's last layer run to the stage it hands over to.
+    """
+    groups = stage_layers(fn)
+    if len(groups) < 2:
+        return groups, None, {}
+    dev = get_device(device if device is not None else layer.device.spec.data)
+    ends: dict[int, int] = {}
+    last = -1
+    for stage, n in enumerate(groups[:-1]):
+        last += n
+        ends[last] = stage
+    return groups, dev, ends
+
+
+def _hop(
+    run: mesh.RunOp,
+    program: mesh.ProgramOp,
+    groups: tuple[int, ...],
+    dev: Device,
+    stage: int,
+) -> float:
+    """
+    Cycles of moving what the last layer run of `stage` hands to the next program run
+    (the hidden state) from its region to the next stage's (`plmr.target.stages.hops`).
+    """
+    elements = 0
+    for result in run.results:
+        if any(isinstance(use.operation, mesh.RunOp) for use in result.uses):
+            assert isinstance(result.type, TensorType)
+            elements += math.prod(result.type.get_shape())
+    placement = place_stages(groups, program.grid_shape, dev)
+    return hops(placement, dev, elements)[stage].cycles
+
+
 def run_sequence(
     fn: func.FuncOp,
     args: Sequence[Array],
@@ -124,7 +169,6 @@ def run_sequence(
     figures of its first.
     """
     from plmr.runtime.interpreter import MeshRuntime
-    from plmr.target.device import get_device
 
     inputs = fn.function_type.inputs.data
     if len(args) != len(inputs):
@@ -138,11 +182,33 @@ def run_sequence(
     wafer = WaferState()
     holds: dict[str, SSAValue] = {}
     """Which value of `fn` each state on the wafer is."""
+    layer_runs = [
+        op
+        for op in fn.body.block.ops
+        if isinstance(op, mesh.RunOp) and LAYER in op.attributes
+    ]
+    groups: tuple[int, ...] = ()
+    dev_stages: Device | None = None
+    ends: dict[int, int] = {}
+    if layer_runs:
+        groups, dev_stages, ends = _boundaries(fn, layer_runs[0].program(), device)
+        if groups and sum(groups) != len(layer_runs):
+            raise PlmrError(
+                f"@{fn.sym_name.data} records stages of {'+'.join(map(str, groups))} "
+                f"layers but runs {len(layer_runs)} layers; recompile it"
+            )
+    hop_cycles = 0.0
+    layer_index = -1
     for op in fn.body.block.ops:
         if isinstance(op, func.ReturnOp):
             report = combine(fn.sym_name.data, runs)
             report.simulated_layers = layers_simulated
             report.extrapolated_layers += layers_reused
+            report.stage_layers = groups
+            report.stage_hop_cycles = hop_cycles
+            report.cycles += hop_cycles
+            if dev_stages is not None:
+                report.seconds += hop_cycles / dev_stages.clock_hz
             return [env[v] for v in op.arguments], report
         if isinstance(op, arith.ConstantOp):
             env[op.result] = _constant(op, mode)
@@ -154,7 +220,8 @@ def run_sequence(
             )
         program = op.program()
         name = program.sym_name.data
-        is_layer = "plmr.layer" in op.attributes
+        is_layer = LAYER in op.attributes
+        layer_index += int(is_layer)
         kept_in = state_args(program)
         kept_out = state_results(program)
         for value, state in zip(op.arguments, kept_in, strict=True):
@@ -184,6 +251,9 @@ def run_sequence(
             env[value] = result
             if state is not None:
                 holds[state] = value
+        if is_layer and layer_index in ends:
+            assert dev_stages is not None
+            hop_cycles += _hop(op, program, groups, dev_stages, ends[layer_index])
     raise PlmrError(f"@{fn.sym_name.data} has no func.return")
 
 

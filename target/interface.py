@@ -127,3 +127,35 @@ def weight_args(program: mesh.ProgramOp) -> set[int]:
         return set()
     values = cast(ArrayAttr[Attribute], found).data
     return {v.value.data for v in values if isinstance(v, IntegerAttr)}
+
+
+STAGES_ATTR = "plmr.stages"
+"""func.func attribute of a layered program (`passes/layer_programs.py`): the layers of each
+pipeline stage in order, each stage a region of the wafer the size of the programs' grid
+(`plmr.target.stages`)."""
+
+STAGE_BYTES_ATTR = "plmr.stage_bytes"
+"""func.func attribute beside `STAGES_ATTR`: `[layer, reserved]`, one layer's weights and
+the layer body's peak, in bytes per PE, from which the stages were split."""
+
+
+def stage_layers(fn: func.FuncOp) -> tuple[int, ...]:
+    """The layers of each pipeline stage of `fn` (`STAGES_ATTR`); () if it has none."""
+    found = fn.attributes.get(STAGES_ATTR)
+    if not isinstance(found, ArrayAttr):
+        return ()
+    values = cast(ArrayAttr[Attribute], found).data
+    return tuple(v.value.data for v in values if isinstance(v, IntegerAttr))
+
+
+def stage_bytes(fn: func.FuncOp) -> tuple[int, int] | None:
+    """One layer's weights and the body's peak per PE (`STAGE_BYTES_ATTR`), if recorded."""
+    found = fn.attributes.get(STAGE_BYTES_ATTR)
+    if not isinstance(found, ArrayAttr):
+        return None
+    values = [
+        v.value.data
+        for v in cast(ArrayAttr[Attribute], found).data
+        if isinstance(v, IntegerAttr)
+    ]
+    return (values[0], values[1]) if len(values) == 2 else None

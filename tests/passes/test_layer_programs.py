@@ -334,3 +334,117 @@ def test_plmr_compile_reports_the_layer_body_refusal_once(
     err = compile_refused(tmp_path, 4, ["--device", "test-tiny"], capsys)
     assert err.count("does not fit") == 1
     assert "in the layer body @main.layer, compiled once for its 4 layers" in err
+
+
+STAGED = dataclasses.replace(OPTIONS, device="wse2:width=4,height=4,sram_kib=20")
+"""A 4x4 wafer whose PEs hold 20 KiB: two layers of `width32` per 2x2 region."""
+
+
+@pytest.fixture(scope="module")
+def staged(
+    tmp_path_factory: pytest.TempPathFactory, llama_export: Any
+) -> tuple[ModuleOp, ModuleOp]:
+    """Source and compiled module of the 4-layer export on the `STAGED` device."""
+    source = llama_export(tmp_path_factory.mktemp("staged"), width32(4))
+    return source, compile_module(make_context(), source.clone(), STAGED)
+
+
+def test_layers_that_do_not_fit_one_region_run_in_stages(
+    staged: tuple[ModuleOp, ModuleOp],
+):
+    from plmr.target.device import get_device
+    from plmr.target.interface import stage_bytes, stage_layers
+    from plmr.target.stages import hops, place_stages
+
+    source, module = staged
+    fn = select_entry(module, None)
+    src_fn = select_entry(source, None)
+    assert isinstance(fn, func.FuncOp)
+    assert isinstance(src_fn, func.FuncOp)
+    dev = get_device(STAGED.device)
+    recorded = stage_bytes(fn)
+    assert recorded is not None
+    weights, peak = recorded
+    # Each stage's layers fit beside the body's peak, and one stage fewer would not.
+    assert stage_layers(fn) == (2, 2)
+    assert 2 * weights + peak <= dev.sram_bytes < 4 * weights + peak
+    for seed in range(2):
+        inputs = random_inputs(src_fn, seed)
+        want = run_function(source, src_fn, inputs)
+        got, report = run_entry(module, fn, inputs)
+        for w, g in zip(want, got, strict=True):
+            np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-4)
+        assert report.stage_layers == (2, 2)
+    # The hidden state (1x8x32) hops once, priced as the machine model prices it.
+    placement = place_stages((2, 2), (2, 2), dev)
+    (hop,) = hops(placement, dev, 8 * 32)
+    _, timed = run_entry(module, fn, random_inputs(src_fn, 0), mode="timing")
+    assert timed.stage_hop_cycles == hop.cycles > 0
+    one = dataclasses.replace(timed, stage_layers=())
+    assert "stages      2 regions of the wafer, layers 2+2" in "\n".join(timed.summary())
+    assert "stages" not in "\n".join(one.summary())
+
+
+def test_the_stage_hops_add_to_the_step(staged: tuple[ModuleOp, ModuleOp]):
+    """The same program with its stages' record removed runs as one stage, hops less."""
+    from plmr.target.interface import STAGE_BYTES_ATTR, STAGES_ATTR
+
+    source, module = staged
+    fn = select_entry(module, None)
+    src_fn = select_entry(source, None)
+    assert isinstance(fn, func.FuncOp)
+    assert isinstance(src_fn, func.FuncOp)
+    inputs = random_inputs(src_fn, 0)
+    _, staged_report = run_entry(module, fn, inputs, mode="timing")
+    flat = module.clone()
+    flat_fn = select_entry(flat, None)
+    assert isinstance(flat_fn, func.FuncOp)
+    del flat_fn.attributes[STAGES_ATTR]
+    del flat_fn.attributes[STAGE_BYTES_ATTR]
+    _, flat_report = run_entry(flat, flat_fn, inputs, mode="timing")
+    assert flat_report.stage_layers == ()
+    assert flat_report.stage_hop_cycles == 0
+    assert staged_report.cycles == pytest.approx(
+        flat_report.cycles + staged_report.stage_hop_cycles
+    )
+
+
+def test_a_layer_that_fits_no_region_is_one_error(tmp_path: Path, llama_export: Any):
+    source = llama_export(tmp_path, width32(4))
+    small = dataclasses.replace(OPTIONS, device="wse2:width=4,height=4,sram_kib=12")
+    with pytest.raises(
+        PlmrError,
+        match=r"the layer body @main\.layer \(4 layers\): one layer's weights need \d+ B "
+        r"per PE beside \d+ B of working set, \d+ B, but the device has 12288 B per PE; "
+        r"use a larger grid",
+    ):
+        compile_module(make_context(), source, small)
+
+
+def test_stages_beyond_the_system_s_wafers_are_one_error(tmp_path: Path, llama_export: Any):
+    """Two 2x2 regions do not fit a 2x2 wafer of a one-wafer system."""
+    source = llama_export(tmp_path, width32(4))
+    one = dataclasses.replace(OPTIONS, device="wse2:width=2,height=2,sram_kib=20,wafers=1")
+    with pytest.raises(
+        PlmrError,
+        match=r"plmr compile: @main \(4 layers\) needs 2 pipeline stages of 2x2 PEs .* but the system has 1; use --device wse2:wafers=2",
+    ):
+        compile_module(make_context(), source, one)
+
+
+def test_a_run_whose_stages_miss_its_layers_is_refused(
+    staged: tuple[ModuleOp, ModuleOp],
+):
+    from xdsl.dialects.builtin import ArrayAttr, IntegerAttr, i64
+
+    from plmr.target.interface import STAGES_ATTR
+
+    source, module = staged
+    bad = module.clone()
+    fn = select_entry(bad, None)
+    src_fn = select_entry(source, None)
+    assert isinstance(fn, func.FuncOp)
+    assert isinstance(src_fn, func.FuncOp)
+    fn.attributes[STAGES_ATTR] = ArrayAttr([IntegerAttr(2, i64), IntegerAttr(1, i64)])
+    with pytest.raises(PlmrError, match=r"stages of 2\+1 layers but runs 4 layers"):
+        run_entry(bad, fn, random_inputs(src_fn, 0), mode="timing")
