@@ -20,7 +20,8 @@ Whatever SRAM a PE has left after its weights and a small activation workspace h
 
 Pipelining. A model whose weights exceed the grid's SRAM is split into the fewest
 pipeline stages (WaferLLM pipelines layers for lack of SRAM) whose layers, split as
-evenly as possible, fit with room for at least one token; each stage is its own P×Q grid
+evenly as possible, fit with room for at least one token (`plmr.target.stages.
+split_stages`, the rule `plmr compile` splits a layered program by); each stage is its own P×Q grid
 and keeps the KV cache of its own layers, so the capacity is that of the fullest stage.
 The LM head (`vocab × dim`, plus the final norm) sits on the last stage, or on a stage of
 its own (no KV cache) if it does not fit there; the token embedding is a lookup done by
@@ -46,6 +47,7 @@ from plmr.dialects import mesh, tile
 from plmr.errors import PlmrError
 from plmr.lowering.kernels import Kernel
 from plmr.target.device import Device, get_device
+from plmr.target.stages import split_stages
 
 SCHEMES = ("shift", "concat")
 
@@ -239,7 +241,16 @@ def kv_capacity(
             f"{cfg.name}: stages must be between 1 and its {cfg.n_layers} layers, got "
             f"{stages}"
         )
-    choices = range(1, cfg.n_layers + 1) if stages is None else [stages]
+    if stages is not None:
+        choices = [stages]
+    elif work + layer_w + per_layer_token <= sram:
+        # The fewest stages whose largest group fits with room for a token: the rule
+        # `plmr compile` splits a layered program by (`plmr.target.stages`).
+        choices = [
+            len(split_stages(cfg.n_layers, layer_w + per_layer_token, work, sram, cfg.name))
+        ]
+    else:
+        choices = [cfg.n_layers]  # refused below: the LM head, or one layer
     for n_stages in choices:
         groups = _split(cfg.n_layers, n_stages)
         # The first group is the largest; the last one also carries the LM head unless

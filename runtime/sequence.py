@@ -28,12 +28,12 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from xdsl.dialects import arith, func
 from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, TensorType
-from xdsl.ir import SSAValue
+from xdsl.ir import Attribute, SSAValue
 
 from plmr.dialects import mesh
 from plmr.dialects.graph_weights import weight_ref
@@ -148,8 +148,10 @@ def _hop(
     elements = 0
     for result in run.results:
         if any(isinstance(use.operation, mesh.RunOp) for use in result.uses):
-            assert isinstance(result.type, TensorType)
-            elements += math.prod(result.type.get_shape())
+            t = result.type
+            assert isinstance(t, TensorType)
+            shape = cast(TensorType[Attribute], t).get_shape()
+            elements += math.prod(shape)
     placement = place_stages(groups, program.grid_shape, dev)
     return hops(placement, dev, elements)[stage].cycles
 

@@ -17,6 +17,9 @@ from plmr.lowering.kv_cache import (
     get_model,
     kv_append,
     kv_capacity,
+    kv_elems_per_token,
+    layer_weight_elems,
+    workspace_elems,
 )
 from plmr.runtime.interpreter import run_mesh
 from plmr.target.device import WSE2
@@ -182,3 +185,48 @@ def test_append_errors():
         kv_append((4, 4), 0, 8, "wse2", "shift")
     with pytest.raises(PlmrError, match="grid must be positive"):
         kv_append((0, 4), 2, 8, "wse2", "shift")
+
+
+@pytest.mark.parametrize("model", [LLAMA3_8B, LLAMA2_13B])
+@pytest.mark.parametrize("grid", [(240, 240), (420, 420), (600, 600)])
+@pytest.mark.parametrize("sram_kib", [24, 48, 96])
+def test_the_bench_splits_stages_by_the_compiler_s_rule(
+    model: ModelConfig, grid: tuple[int, int], sram_kib: int
+):
+    """
+    The bench's layer groups are those `plmr compile` gives a layered program
+    (`split_stages`) for the same bytes per PE: a layer's weights and its token's K and V
+    beside the workspace (the LM head on the last stage, or a stage of its own).
+    """
+    from plmr.target.device import get_device
+    from plmr.target.stages import split_stages
+
+    dev = get_device(f"wse2:sram_kib={sram_kib}")
+    cap = kv_capacity(model, grid, dev, "shift")
+    layers = cap.stage_layers[:-1] if cap.stage_layers[-1] == 0 else cap.stage_layers
+    assert layers == split_stages(
+        model.n_layers,
+        cap.layer_weight_bytes_per_pe + cap.kv_bytes_per_layer_token_per_pe,
+        cap.workspace_bytes_per_pe,
+        dev.sram_bytes,
+        model.name,
+    )
+
+
+def test_a_layer_no_pe_holds_is_refused_by_the_bench_and_the_rule():
+    from plmr.target.device import get_device
+    from plmr.target.stages import split_stages
+
+    # LLaMA3-8B's layers with a small vocabulary: its LM head fits, a layer does not.
+    model = ModelConfig("wide", 4096, 32, 32, 8, 14336, 256)
+    grid, dev = (16, 16), get_device("wse2")
+    with pytest.raises(PlmrError, match="one layer needs"):
+        kv_capacity(model, grid, dev, "shift")
+    with pytest.raises(PlmrError, match="wide: one layer's weights need"):
+        split_stages(
+            model.n_layers,
+            (layer_weight_elems(model, grid) + kv_elems_per_token(model, grid)) * 2,
+            workspace_elems(model, grid) * 2,
+            dev.sram_bytes,
+            model.name,
+        )

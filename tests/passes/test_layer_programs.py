@@ -354,7 +354,7 @@ def test_layers_that_do_not_fit_one_region_run_in_stages(
 ):
     from plmr.target.device import get_device
     from plmr.target.interface import stage_bytes, stage_layers
-    from plmr.target.stages import hops, place_stages
+    from plmr.target.stages import hops, place_stages, split_stages
 
     source, module = staged
     fn = select_entry(module, None)
@@ -368,10 +368,13 @@ def test_layers_that_do_not_fit_one_region_run_in_stages(
     # Each stage's layers fit beside the body's peak, and one stage fewer would not.
     assert stage_layers(fn) == (2, 2)
     assert 2 * weights + peak <= dev.sram_bytes < 4 * weights + peak
+    # The rule the bench splits its stages by (`kv_capacity`), on the compiled bytes.
+    assert stage_layers(fn) == split_stages(4, weights, peak, dev.sram_bytes, "m")
     for seed in range(2):
         inputs = random_inputs(src_fn, seed)
         want = run_function(source, src_fn, inputs)
         got, report = run_entry(module, fn, inputs)
+        assert report is not None
         for w, g in zip(want, got, strict=True):
             np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-4)
         assert report.stage_layers == (2, 2)
@@ -379,6 +382,7 @@ def test_layers_that_do_not_fit_one_region_run_in_stages(
     placement = place_stages((2, 2), (2, 2), dev)
     (hop,) = hops(placement, dev, 8 * 32)
     _, timed = run_entry(module, fn, random_inputs(src_fn, 0), mode="timing")
+    assert timed is not None
     assert timed.stage_hop_cycles == hop.cycles > 0
     one = dataclasses.replace(timed, stage_layers=())
     assert "stages      2 regions of the wafer, layers 2+2" in "\n".join(timed.summary())
@@ -396,12 +400,14 @@ def test_the_stage_hops_add_to_the_step(staged: tuple[ModuleOp, ModuleOp]):
     assert isinstance(src_fn, func.FuncOp)
     inputs = random_inputs(src_fn, 0)
     _, staged_report = run_entry(module, fn, inputs, mode="timing")
+    assert staged_report is not None
     flat = module.clone()
     flat_fn = select_entry(flat, None)
     assert isinstance(flat_fn, func.FuncOp)
     del flat_fn.attributes[STAGES_ATTR]
     del flat_fn.attributes[STAGE_BYTES_ATTR]
     _, flat_report = run_entry(flat, flat_fn, inputs, mode="timing")
+    assert flat_report is not None
     assert flat_report.stage_layers == ()
     assert flat_report.stage_hop_cycles == 0
     assert staged_report.cycles == pytest.approx(
