@@ -12,7 +12,11 @@ Compiling a model layer by layer: its repeated layers compiled once.
    search) to a `mesh.program`: the body's program is compiled once, whatever the depth;
 4. `@F` becomes a sequence of program runs: `mesh.run @F.pre`, `mesh.run @F.layer`
    once per layer with that layer's weights (references, `arith.constant`s of a
-   `dense_resource`), `mesh.run @F.post`.
+   `dense_resource`), `mesh.run @F.post`;
+5. the layers are split into pipeline stages, each a region of the grid's size holding
+   as many layers as their weights fit beside the body's peak (`plmr.target.stages`),
+   recorded on `@F` (`plmr.stages`, `plmr.stage_bytes`) for the runtime to run them and
+   price the hops between them.
 
 The weight arguments of `@F.layer` are placed by the body program's `mesh.scatter`s, so
 every layer's weights take the layout the one compiled body chose for them: the program

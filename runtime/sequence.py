@@ -21,6 +21,12 @@ placed when the model is loaded. So only the step's own inputs and results cross
 host link, however many layers run. A program's timing depends on the layouts its state
 inputs are held in (the first layer reads the embedding, the others the previous layer's
 output), so its figures are reused only for runs that find them in the same layouts.
+
+A program split into pipeline stages (`plmr.stages`: layers per region of the wafer)
+runs its stages one after another: after the last layer of a stage, what it hands to
+the next layer hops to the next stage's region, priced by the machine model
+(`plmr.target.stages.hops`), and the step's time adds the hops (the report's
+`stage_layers` and `stage_hop_cycles`).
 """
 
 from __future__ import annotations
