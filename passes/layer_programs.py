@@ -273,17 +273,18 @@ def _sequence(fn: func.FuncOp, module: ModuleOp) -> None:
     _record(fn, module)
 
 
-def layer_bytes(program: mesh.ProgramOp) -> tuple[int, int]:
+def layer_bytes(program: mesh.ProgramOp, weights_at: set[int]) -> tuple[int, int]:
     """
-    One layer's weights on one PE of `program` (the layer body), each weight input as the
-    blocks its `mesh.scatter`s place, and the body's peak SRAM per PE (the largest of its
-    `mesh.spmd`s' live sets, `plmr.target.sram`), in the device's element width.
+    One layer's weights on one PE of `program` (the layer body), each of its inputs
+    `weights_at` as the blocks its `mesh.scatter`s place, and the body's peak SRAM per PE
+    (the largest of its `mesh.spmd`s' live sets, `plmr.target.sram`), in the device's
+    element width.
     """
     dev = get_device(program.device.spec.data)
     grid = program.grid_shape
     args = program.body.block.args
     weights = 0
-    for i in sorted(weight_args(program)):
+    for i in sorted(weights_at):
         for use in args[i].uses:
             scatter = use.operation
             if isinstance(scatter, mesh.ScatterOp):
@@ -315,7 +316,19 @@ def _stages(fn: func.FuncOp, module: ModuleOp, body: str, depth: int) -> None:
         p for p in module.ops if isinstance(p, mesh.ProgramOp) and p.sym_name.data == body
     )
     dev = get_device(program.device.spec.data)
-    weights, peak = layer_bytes(program)
+    # A layer's weights: the inputs every layer passes a host constant (its weights by
+    # reference, or inline in a small model), not the hand-offs and shared tables.
+    runs = [
+        op
+        for op in fn.body.block.ops
+        if isinstance(op, mesh.RunOp) and op.callee.string_value() == body
+    ]
+    weights_at = set(range(len(program.function_type.inputs.data)))
+    for run in runs:
+        weights_at &= {
+            i for i, v in enumerate(run.arguments) if isinstance(v.owner, arith.ConstantOp)
+        }
+    weights, peak = layer_bytes(program, weights_at | weight_args(program))
     what = f"plmr compile: the layer body @{body} ({depth} layers)"
     groups = split_stages(depth, weights, peak, dev.sram_bytes, what)
     place_stages(
