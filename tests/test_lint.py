@@ -1,15 +1,8 @@
-"""
-The package is ruff-clean and passes pyright in strict mode (basedpyright). `.ci/run`
-runs basedpyright itself alongside `plmr demo` and fails on an error; it sets
-PLMR_PYRIGHT_CHECKED=1 so that the suite does not check the same sources twice.
-"""
+"""The package is ruff-clean and passes pyright in strict mode (basedpyright)."""
 
-import os
 import subprocess
 import sys
 from pathlib import Path
-
-import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
@@ -29,10 +22,6 @@ def test_ruff_format():
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
-@pytest.mark.skipif(
-    os.environ.get("PLMR_PYRIGHT_CHECKED") == "1",
-    reason=".ci/run checked these sources with basedpyright (strict) before the suite",
-)
 def test_pyright_strict():
     proc = _run(str(BIN / "basedpyright"), "--pythonpath", sys.executable)
     assert proc.returncode == 0, proc.stdout[-5000:] + proc.stderr
