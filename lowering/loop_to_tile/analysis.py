@@ -258,7 +258,9 @@ class Analysis:
 
     def _check_divisible(self) -> None:
         nest = self.nest
-        padded = {nest.dims[i] for i in nest.parallel_dims} if self.fit else set()
+        padded: set[SSAValue] = (
+            {nest.dims[i] for i in nest.parallel_dims} if self.fit else set()
+        )
         for arg, d in self.dims.items():
             if arg in padded:
                 continue
