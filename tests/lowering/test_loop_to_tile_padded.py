@@ -17,7 +17,7 @@ from plmr.dialects import tile
 from plmr.dialects.context import make_context, parse_module
 from plmr.lowering.loop_to_tile import ConvertLoopToTilePass
 from plmr.lowering.tile_to_mesh import NestPlan, lower_module, parse_options
-from plmr.passes.pipeline import CompileOptions, to_loop_level
+from plmr.passes.pipeline import CompileOptions, blocking_trials, to_loop_level
 from plmr.runtime.interpreter import run_mesh
 from plmr.runtime.running import random_inputs, run_function, select_function
 
@@ -100,3 +100,13 @@ def test_dividing_extent_is_not_padded():
     tiled = _tile_level(_program(4, 12, 24), (3, 3), (8, 8))
     assert not [op for op in tiled.walk() if isinstance(op, tile.StoreOp) and op.clip]
     assert not [op for op in tiled.walk() if isinstance(op, tile.LoadOp) and op.padding]
+
+
+@pytest.mark.parametrize("fit", [False, True])
+def test_blocking_trials_offer_the_padded_block_with_fit_tiles(fit: bool):
+    module = parse_module(_program(1, 32, 52))
+    opts = CompileOptions(grid=(3, 3), substitute=False, chunks=1, fit_tiles=fit)
+    to_loop_level(make_context(), module, opts)
+    parallel = {p for (p, _), _ in blocking_trials(module, opts)}
+    # 52 over 3 PEs: blocks of ceil(52 / 3) = 18, larger than the fixed candidates.
+    assert (18 in parallel) == fit
