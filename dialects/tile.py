@@ -360,9 +360,13 @@ class LoadOp(TileOp):
 class StoreOp(TileOp):
     """
     Writes a block into `dest` at the given offsets; the result is the updated tensor.
+    The block must lie inside the tensor (checked at run time), unless `clip` is given:
+    then the elements of the block past the tensor's end are dropped (the padding of
+    the last block of a dimension its blocks do not divide).
 
     ```mlir
     %c2 = tile.store %blk, %c[%i, %j] : tensor<16x16xf32> -> tensor<64x64xf32>
+    %c3 = tile.store %blk, %c[%i, %j] clip : tensor<16x16xf32> -> tensor<60x64xf32>
     ```
     """
 
@@ -373,12 +377,14 @@ class StoreOp(TileOp):
     block = operand_def(TensorType)
     dest = operand_def(T)
     offsets = var_operand_def(IndexType)
+    clip = opt_prop_def(UnitAttr)
     result = result_def(T)
 
     traits = traits_def(Pure())
 
     assembly_format = (
-        "$block `,` $dest `[` $offsets `]` attr-dict `:` type($block) `->` type($dest)"
+        "$block `,` $dest `[` $offsets `]` (`clip` $clip^)? attr-dict `:` type($block) "
+        "`->` type($dest)"
     )
 
     def __init__(
@@ -386,9 +392,13 @@ class StoreOp(TileOp):
         block: SSAValue | Operation,
         dest: SSAValue | Operation,
         offsets: Sequence[SSAValue | Operation],
+        clip: bool = False,
     ):
         d = SSAValue.get(dest)
-        super().__init__(operands=[block, d, offsets], result_types=[d.type])
+        props: dict[str, Attribute] = {"clip": UnitAttr()} if clip else {}
+        super().__init__(
+            operands=[block, d, offsets], result_types=[d.type], properties=props
+        )
 
     def verify_(self) -> None:
         dst = tensor_type(self.dest, "dest")

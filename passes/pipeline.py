@@ -527,7 +527,7 @@ def blocking_trials(
     if opts.tile_sizes is not None:
         choices = [opts.tile_sizes]
     else:
-        par, red = _grid_blocks(module, opts.grid)
+        par, red = _grid_blocks(module, opts.grid, opts.fit_tiles)
         choices = [
             (p, r) for p in (*PARALLEL_TILES, *par) for r in (*REDUCTION_TILES, *red)
         ]
@@ -565,11 +565,15 @@ def loop_to_tile_pass(
     )
 
 
-def _grid_blocks(module: ModuleOp, grid: tuple[int, int]) -> tuple[list[int], list[int]]:
+def _grid_blocks(
+    module: ModuleOp, grid: tuple[int, int], fit: bool = False
+) -> tuple[list[int], list[int]]:
     """
     Blocks that give each PE exactly one block of a loop: extent / PEs along an axis for
     parallel dims, extent / lcm(P, Q) (one Cannon chunk) for reductions; the most
-    common few of each, larger than the fixed candidates.
+    common few of each, larger than the fixed candidates. With `fit`, a parallel
+    extent no axis divides gives its padded block too (`ceil(extent / PEs)`, the last
+    block partly padding).
     """
     import math
     from collections import Counter
@@ -585,6 +589,8 @@ def _grid_blocks(module: ModuleOp, grid: tuple[int, int]) -> tuple[list[int], li
             for n in set(grid):
                 if n > 1 and ext[i] % n == 0 and ext[i] // n > PARALLEL_TILES[0]:
                     par[ext[i] // n] += 1
+                elif fit and 1 < n <= ext[i] and -(-ext[i] // n) > PARALLEL_TILES[0]:
+                    par[-(-ext[i] // n)] += 1
         for i in op.reduction_dims:
             if (
                 chunks > 1

@@ -146,11 +146,46 @@ def _padded_load(
     return np.where(outside, pad, src[tuple(grids)])
 
 
+def _clipped_index(
+    ev: ReferenceEvaluator,
+    offsets: Sequence[Any],
+    block: Sequence[int],
+    full: Sequence[int],
+) -> tuple[tuple[Any, ...], Any]:
+    """
+    Per core, the index grids of the block at `offsets` (broadcast to the block's
+    shape) and the mask of its elements inside the tensor (a clipped store).
+    """
+    lead = ev.lead
+    n = len(lead) + len(block)
+    grids: list[Any] = []
+    for i, size in enumerate(lead):
+        shape = [1] * n
+        shape[i] = size
+        grids.append(np.arange(size).reshape(shape))
+    inside: Any = True
+    for d, (o, b, f) in enumerate(zip(offsets, block, full, strict=True)):
+        shape = [1] * n
+        shape[len(lead) + d] = b
+        base = np.asarray(o).reshape(np.shape(o) + (1,) * len(block))
+        ix = base + np.arange(b).reshape(shape)
+        inside = inside & (ix >= 0) & (ix < f)
+        grids.append(ix)
+    out = np.broadcast_arrays(*grids, np.asarray(inside))
+    return tuple(out[:-1]), out[-1]
+
+
 def _store(ev: ReferenceEvaluator, op: Operation, args: list[Any]) -> list[Any]:
     assert isinstance(op, tile.StoreOp)
     blk, dest, *offsets = args
     block = static_shape(op.block, "block")
-    index = _window_index(ev, offsets, block, static_shape(op.dest, "dest"))
+    full = static_shape(op.dest, "dest")
+    if op.clip is None:
+        index = _window_index(ev, offsets, block, full)
+    else:
+        grids, inside = _clipped_index(ev, offsets, block, full)
+        blk = np.broadcast_to(np.asarray(blk), inside.shape)[inside]
+        index = tuple(g[inside] for g in grids)
     # Value semantics: update in place only when nothing else can see the old value.
     if _dead_after(op.dest, op) and id(dest) in ev.owned_buffers:
         out = dest

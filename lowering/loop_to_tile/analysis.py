@@ -143,7 +143,7 @@ class Analysis:
         elif not chosen and par:
             chosen = par[-1:]
         for i in chosen:
-            blocks[i] = self._block(p, nest.extents[i])
+            blocks[i] = self._block(p, nest.extents[i], pad=True)
         banded = False
         for i in par:
             if i not in chosen and self._too_small(nest.extents[i]):
@@ -196,7 +196,7 @@ class Analysis:
             return False
         return all(extent * SPLIT_FRACTION < n for n in axes)
 
-    def _block(self, size: int, extent: int) -> int:
+    def _block(self, size: int, extent: int, pad: bool = False) -> int:
         """
         The block of a dimension: `size` (at most the extent); with `fit`, the largest
         divisor of the extent that is at most `size`. With `fit` and a grid, the largest
@@ -210,7 +210,11 @@ class Analysis:
         elements: 11,264 columns over 420 PEs, 27 blocks of 1). With `spread`, a
         dimension at least as long as an axis splits unevenly so before it is kept
         whole (an LM head of 128 columns on 3x3: 43 per PE, where whole it does not fit
-        a PE's SRAM).
+        a PE's SRAM). With `pad` (a parallel dimension), a PE's run of padded-layout
+        blocks is one padded block instead: `ceil(extent / n)` elements, the last block
+        ending past the extent (its loads padded, its stores clipped), so that an uneven
+        split costs one block operation per PE (256 on 14 PEs: 14 blocks of 19, not 19
+        blocks of 1 per PE).
         """
         if not self.fit or extent <= size:
             return min(size, extent)
@@ -231,12 +235,35 @@ class Analysis:
         spreads = self.spread and any(extent >= n for n in axes)
         if extent <= WHOLE_BLOCKS * size and not (spreads and padded):
             return extent
+        fitted = self._fitted(size, extent) if pad else None
+        if fitted is not None and fitted > max(padded, default=0):
+            return fitted
         if padded:
             return max(padded)
         return max(divisors)
 
+    def _fitted(self, size: int, extent: int) -> int | None:
+        """
+        The padded block of `extent` over the longest axis it spans: `ceil(extent / n)`
+        elements when that fits `size` and does not divide the extent (a divisor is
+        an even split, chosen before).
+        """
+        spanned = [n for n in self.grid if 1 < n <= extent]
+        if not spanned:
+            return None
+        block = -(-extent // max(spanned))
+        if block > size or block < 2 or extent % block == 0:
+            return None
+        return block
+
     def _check_divisible(self) -> None:
-        for d in self.dims.values():
+        nest = self.nest
+        padded: set[SSAValue] = (
+            {nest.dims[i] for i in nest.parallel_dims} if self.fit else set()
+        )
+        for arg, d in self.dims.items():
+            if arg in padded:
+                continue
             if d.top and d.block > 1 and d.extent % d.block:
                 raise PlmrError(
                     f"convert-loop-to-tile: tile size {d.block} does not divide the "

@@ -61,6 +61,11 @@ def _sorted(dims: Sequence[Dim]) -> tuple[Dim, ...]:
     return tuple(sorted(set(dims), key=lambda d: d.order))
 
 
+def _padded(d: Dim) -> bool:
+    """A dimension whose blocks do not divide it: its last block ends past the end."""
+    return d.top and d.axis and d.extent % d.block != 0
+
+
 def _shape(dims: Sequence[Dim]) -> list[int]:
     return [d.block for d in dims]
 
@@ -251,7 +256,8 @@ class Codegen:
         if shape != _shape(full.dims):
             value = b.insert(tile.ReshapeOp(value, shape)).result
         offsets = [d.iv if d.top and d.iv is not None else _index(b, 0) for d in axes]
-        return b.insert(tile.StoreOp(value, out, offsets)).result
+        clip = any(_padded(d) for d in axes)
+        return b.insert(tile.StoreOp(value, out, offsets, clip)).result
 
     # -- values ------------------------------------------------------------------------
 
@@ -324,6 +330,10 @@ class Codegen:
         offsets = [self._offset(b, idx) for idx in op.indices]
         shape = [d.block if d is not None else 1 for d in dims]
         padding = None if op.padding is None else op.padding.value.data
+        if padding is None and any(d is not None and _padded(d) for d in dims):
+            # The last block of a padded dimension ends past the tensor: its lanes
+            # there are computed on zeros and never stored.
+            padding = 0.0
         value = b.insert(tile.LoadOp(src, offsets, shape, padding)).result
         present = [d for d in dims if d is not None]
         if len(present) != len(shape):

@@ -617,7 +617,8 @@ class NestEmitter(Relayout):
             self._index_for(v, a != "-") for v, a in zip(op.offsets, layout, strict=True)
         ]
         dest = self._value(op.dest)
-        new = self.b.insert(tile.StoreOp(self._value(op.block), dest, offs))
+        clip = op.clip is not None
+        new = self.b.insert(tile.StoreOp(self._value(op.block), dest, offs, clip))
         result = new.result
         if self.guards:
             # Inside a block of padding the output keeps its (zero) padding.

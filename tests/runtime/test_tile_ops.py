@@ -252,6 +252,31 @@ def test_padded_load(lead: tuple[int, ...]):
     check_per_core(lead, got, [t, e, k], reference)
 
 
+@pytest.mark.parametrize("lead", LEADS)
+def test_clipped_store(lead: tuple[int, ...]):
+    source = """
+    func.func @f(%A: tensor<5x7xf32>, %b: tensor<3x4xf32>, %k: index) -> tensor<5x7xf32> {
+      %c1 = arith.constant 1 : index
+      %r = tile.store %b, %A[%c1, %k] clip : tensor<3x4xf32> -> tensor<5x7xf32>
+      func.return %r : tensor<5x7xf32>
+    }
+    """
+    rng = np.random.default_rng(4)
+    a = rand(rng, (*lead, 5, 7))
+    b = rand(rng, (*lead, 3, 4))
+    k = np.int64(5) if not lead else (np.arange(6) % 7).reshape(lead).astype(np.int64)
+
+    def reference(a: Array, b: Array, k: Any) -> list[Array]:
+        k = int(k)
+        out = a.copy()
+        width = min(4, 7 - k)
+        out[1:4, k : k + width] = b[:, :width]
+        return [out]
+
+    got = run(source, [a, b, k], lead)
+    check_per_core(lead, got, [a, b, k], reference)
+
+
 @pytest.mark.parametrize(
     "offsets, message",
     [

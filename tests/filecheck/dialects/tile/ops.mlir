@@ -47,7 +47,8 @@ func.func @fill() -> tensor<16x16xf32> {
   func.return %z : tensor<16x16xf32>
 }
 
-// tile.load / tile.store of 1-D, 2-D and 3-D blocks, with constant and argument offsets.
+// tile.load / tile.store of 1-D, 2-D and 3-D blocks, with constant and argument offsets,
+// and a clipped store.
 
 // CHECK-LABEL: func.func @load_store(%A: tensor<64x64xf32>, %V: tensor<128xf16>, %T: tensor<4x32x32xi32>, %i: index, %j: index) -> tensor<64x64xf32> {
 // CHECK-NEXT:    %c0 = arith.constant 0 : index
@@ -58,7 +59,7 @@ func.func @fill() -> tensor<16x16xf32> {
 // CHECK-NEXT:    %t = tile.load %T[%c0, %i, %j] {note} : tensor<4x32x32xi32> -> tensor<2x8x8xi32>
 // CHECK-NEXT:    %A2 = tile.store %b, %A[%j, %i] : tensor<16x16xf32> -> tensor<64x64xf32>
 // CHECK-NEXT:    %A3 = tile.store %row, %A2[%c0, %c0] : tensor<1x64xf32> -> tensor<64x64xf32>
-// CHECK-NEXT:    %V2 = tile.store %v, %V[%j] : tensor<32xf16> -> tensor<128xf16>
+// CHECK-NEXT:    %V2 = tile.store %v, %V[%j] clip : tensor<32xf16> -> tensor<128xf16>
 // CHECK-NEXT:    %T2 = tile.store %t, %T[%c0, %c0, %c0] {note} : tensor<2x8x8xi32> -> tensor<4x32x32xi32>
 // CHECK-NEXT:    func.return %A3 : tensor<64x64xf32>
 // CHECK-NEXT:  }
@@ -78,7 +79,7 @@ func.func @load_store(%A: tensor<64x64xf32>, %V: tensor<128xf16>, %T: tensor<4x3
   %t = tile.load %T[%c0, %i, %j] {note} : tensor<4x32x32xi32> -> tensor<2x8x8xi32>
   %A2 = tile.store %b, %A[%j, %i] : tensor<16x16xf32> -> tensor<64x64xf32>
   %A3 = tile.store %row, %A2[%c0, %c0] : tensor<1x64xf32> -> tensor<64x64xf32>
-  %V2 = tile.store %v, %V[%j] : tensor<32xf16> -> tensor<128xf16>
+  %V2 = tile.store %v, %V[%j] clip : tensor<32xf16> -> tensor<128xf16>
   %T2 = tile.store %t, %T[%c0, %c0, %c0] {note} : tensor<2x8x8xi32> -> tensor<4x32x32xi32>
   func.return %A3 : tensor<64x64xf32>
 }
