@@ -29,7 +29,7 @@ import numpy as np
 from readme_section import write_section
 
 from plmr.lowering.kernels import gemm, gemv
-from plmr.runtime.interpreter import run_mesh
+from plmr.runtime.mesh_machine import run_mesh
 from plmr.target.device import WSE3, Device
 
 # (kernel, P, t or g, measured cycles)

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from plmr.lowering.kernels import gemm, gemv
-from plmr.runtime.interpreter import run_mesh
+from plmr.runtime.mesh_machine import run_mesh
 
 
 def timed_gemm(

@@ -34,7 +34,7 @@ from plmr.dialects.context import make_context, parse_module
 from plmr.dialects.graph import static_shape
 from plmr.lowering.kernels import gemm
 from plmr.passes.pipeline import CompileOptions, compile_module
-from plmr.runtime.interpreter import find_program, run_mesh
+from plmr.runtime.mesh_machine import find_program, run_mesh
 from plmr.runtime.report import Report
 
 

@@ -536,8 +536,8 @@ def simulate_whole_model(
     each run reads the run before's outputs, with fresh collectives), then the head.
     Layers that repeat with a uniform period are extrapolated unless `exact`.
     """
-    from plmr.runtime.interpreter import find_program
     from plmr.runtime.layer_repeat import layer_repeat
+    from plmr.runtime.mesh_machine import find_program
 
     program = find_program(two.module, None)
     window = layer_window(one.signatures, two.signatures)
@@ -595,7 +595,7 @@ def bench_llm(
     row, the hops carry k hidden vectors, tokens/s counts every token accepted).
     """
     from plmr.lowering.kv_cache import kv_append, kv_capacity
-    from plmr.runtime.interpreter import run_mesh
+    from plmr.runtime.mesh_machine import run_mesh
 
     if kind not in KINDS:
         raise PlmrError(f"unknown LLM benchmark '{kind}' ({', '.join(KINDS)})")
@@ -780,7 +780,7 @@ def _layer_spmds(
     """
     The nests of one layer of `layer`'s program `(index, name, op)` (all of a
     one-layer model's program)."""
-    from plmr.runtime.interpreter import find_program
+    from plmr.runtime.mesh_machine import find_program
 
     program = find_program(layer.module, None)
     spmds = [op for op in program.body.block.ops if isinstance(op, mesh.SpmdOp)]

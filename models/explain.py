@@ -18,7 +18,7 @@ from xdsl.ir import Attribute
 from plmr.dialects import mesh
 from plmr.lowering.tile_to_mesh import NestPlan
 from plmr.models.nests import run_nests
-from plmr.runtime.interpreter import find_program
+from plmr.runtime.mesh_machine import find_program
 from plmr.target.device import Device
 
 

@@ -43,7 +43,7 @@ from plmr.models.llama import (
     split_kv_rows,
 )
 from plmr.passes.pipeline import CompileOptions, compile_module
-from plmr.runtime.interpreter import run_mesh
+from plmr.runtime.mesh_machine import run_mesh
 
 
 @dataclass

@@ -26,7 +26,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation
 
 from plmr.dialects import mesh, tile
-from plmr.runtime.interpreter import MeshRuntime, Ready, find_program
+from plmr.runtime.mesh_machine import MeshRuntime, Ready, find_program
 from plmr.runtime.report import Report
 from plmr.target.device import Device
 

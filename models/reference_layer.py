@@ -169,7 +169,7 @@ def compute_floor(macs: int, grid: tuple[int, int], device: Device) -> float:
 
 
 def _simulate(kernel: Kernel, dev: Device) -> float:
-    from plmr.runtime.interpreter import run_mesh
+    from plmr.runtime.mesh_machine import run_mesh
 
     zeros = [np.zeros(s, np.float32) for s in kernel.inputs]
     _, report = run_mesh(kernel.module, zeros, device=dev, mode="timing")
@@ -309,7 +309,7 @@ def hand_composed_layer(
 
 
 def _kernel_grid(kernel: Kernel) -> tuple[int, int]:
-    from plmr.runtime.interpreter import find_program
+    from plmr.runtime.mesh_machine import find_program
 
     return find_program(kernel.module, None).grid_shape
 

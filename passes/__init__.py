@@ -33,10 +33,15 @@ def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
 
         return MeshRoutePass
 
-    def mesh_verify_plmr() -> type[ModulePass]:
-        from plmr.passes.mesh_verify import MeshVerifyPlmrPass
+    def mesh_check_limits() -> type[ModulePass]:
+        from plmr.passes.mesh_check_limits import MeshCheckLimitsPass
 
-        return MeshVerifyPlmrPass
+        return MeshCheckLimitsPass
+
+    def mesh_verify_plmr_deprecated() -> type[ModulePass]:
+        from plmr.passes.mesh_check_limits import MeshVerifyPlmrPass  # deprecated-alias
+
+        return MeshVerifyPlmrPass  # deprecated-alias
 
     def taso_substitute() -> type[ModulePass]:
         from plmr.passes.taso.substitute import TasoSubstitutePass
@@ -131,7 +136,8 @@ def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
         "mesh-route": mesh_route,
         "mesh-pack-allreduces": mesh_pack_allreduces,
         "mesh-fuse-softmax": mesh_fuse_softmax,
-        "mesh-verify-plmr": mesh_verify_plmr,
+        "mesh-check-limits": mesh_check_limits,
+        "mesh-verify-plmr": mesh_verify_plmr_deprecated,  # deprecated-alias
         "convert-graph-to-loop": convert_graph_to_loop,
         "neptune-fuse": neptune_fuse,
         "loop-simplify-indices": loop_simplify_indices,

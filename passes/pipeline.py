@@ -7,7 +7,7 @@
       → loop-simplify-indices → loop-materialize-indices → convert-loop-to-tile
       → convert-tile-to-mesh
       → mesh-fuse-softmax → mesh-pack-allreduces → mesh-fuse-softmax (three-nest form)
-      → mesh-route → mesh-verify-plmr
+      → mesh-route → mesh-check-limits
 
 Stages whose input level is absent are skipped (a tile program starts at
 `convert-tile-to-mesh`). With `tile-sizes` unset, the blocking of the loop nests is
@@ -427,14 +427,14 @@ def _pack(module: ModuleOp, opts: CompileOptions, plans: list[NestPlan] | None) 
 
 
 def _route(ctx: Context, module: ModuleOp, opts: CompileOptions) -> None:
-    """mesh-route and mesh-verify-plmr, with their failures as plmr errors."""
+    """mesh-route and mesh-check-limits, with their failures as plmr errors."""
+    from plmr.passes.mesh_check_limits import MeshCheckLimitsPass
     from plmr.passes.mesh_route import MeshRoutePass
-    from plmr.passes.mesh_verify import MeshVerifyPlmrPass
 
     if not opts.route:
         return
     try:
-        for p in (MeshRoutePass(relay=opts.relay), MeshVerifyPlmrPass(relay=opts.relay)):
+        for p in (MeshRoutePass(relay=opts.relay), MeshCheckLimitsPass(relay=opts.relay)):
             with step(p.name):
                 p.apply(ctx, module)
     except DiagnosticException as e:
@@ -618,7 +618,7 @@ class PlmrCompilePass(ModulePass):
     (`"name=P,R;..."`), `substitute` (TASO, with `alpha` and `budget`),
     `eliminate-transposes`, `defer-norm-scale` (graph-defer-norm-scale), `fuse`
     (neptune-fuse strategy) and `chunks` (split-K chunks), `fuse-softmax`
-    (mesh-fuse-softmax), `pack-allreduces` (mesh-pack-allreduces), `route` (mesh-route + mesh-verify-plmr),
+    (mesh-fuse-softmax), `pack-allreduces` (mesh-pack-allreduces), `route` (mesh-route + mesh-check-limits),
     `relay` (accept programs that need more colors than the device has).
     """
 

@@ -269,7 +269,7 @@ def run_entry(
                 fn, args, device=device, mode=mode, relay=relay, exact=exact
             )
         return run_function(module, fn, args), None
-    from plmr.runtime.interpreter import MeshRuntime
+    from plmr.runtime.mesh_machine import MeshRuntime
     from plmr.runtime.trace import TraceRecorder, default_pes, parse_pes, write_heatmap
     from plmr.target.device import get_device
 

@@ -176,7 +176,7 @@ def run_sequence(
     the report of the whole step. In timing mode a layer program's later runs reuse the
     figures of its first.
     """
-    from plmr.runtime.interpreter import MeshRuntime
+    from plmr.runtime.mesh_machine import MeshRuntime
 
     inputs = fn.function_type.inputs.data
     if len(args) != len(inputs):

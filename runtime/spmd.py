@@ -124,7 +124,7 @@ Ready = FloatArray | float
 
 
 class SpmdRuntime(SteadyRuntime, Protocol):
-    """What the SPMD evaluator uses of the runtime (`plmr.runtime.interpreter.MeshRuntime`)."""
+    """What the SPMD evaluator uses of the runtime (`plmr.runtime.mesh_machine.MeshRuntime`)."""
 
     clocks: Clocks
     recorder: TraceRecorder | None

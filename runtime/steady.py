@@ -53,7 +53,7 @@ from plmr.dialects import mesh, tile
 
 
 class MeshRuntime(Protocol):
-    """What extrapolation reads and moves of the runtime (`plmr.runtime.interpreter`)."""
+    """What extrapolation reads and moves of the runtime (`plmr.runtime.mesh_machine`)."""
 
     mode: str
     exact: bool

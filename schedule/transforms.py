@@ -618,7 +618,7 @@ class Compound(Transform):
         )
         if o.pack_allreduces:
             passes.append("mesh-pack-allreduces")
-        passes += ["mesh-route", "mesh-verify-plmr"]
+        passes += ["mesh-route", "mesh-check-limits"]
         return ",".join(passes)
 
     def assignments(self) -> Iterator[dict[str, Json]]:

@@ -184,7 +184,7 @@ def evaluate(
     text: str, schedule_json: dict[str, Json], values: dict[str, Json]
 ) -> Measurement:
     """Binds `values`, compiles and times one candidate (picklable, for worker processes)."""
-    from plmr.runtime.interpreter import run_mesh
+    from plmr.runtime.mesh_machine import run_mesh
 
     try:
         bound = Compound.from_json(schedule_json).bind(values)
@@ -251,7 +251,7 @@ def _one_line(text: str) -> str:
 def check_functional(text: str, schedule: Compound, seed: int = 0) -> float:
     """The winner against the source program's reference semantics: max relative error."""
     from plmr.dialects.context import parse_module
-    from plmr.runtime.interpreter import run_mesh
+    from plmr.runtime.mesh_machine import run_mesh
     from plmr.runtime.running import random_inputs, run_function, select_function
 
     source = parse_module(text)

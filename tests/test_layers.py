@@ -62,7 +62,7 @@ def test_lint_imports_keeps_every_contract():
         ("layers", "plmr.passes.pipeline", "plmr.models.llama"),
         ("layers", "plmr.errors", "plmr.dialects.context"),
         ("layers", "plmr.models.llama", "plmr.schedule.tuner"),
-        ("layers", "plmr.target.route_plan", "plmr.runtime.interpreter"),
+        ("layers", "plmr.target.route_plan", "plmr.runtime.mesh_machine"),
         ("layers", "plmr.target.device", "plmr.lowering.kv_cache"),
         ("layers", "plmr.values", "plmr.dialects.graph"),
         ("dialects", "plmr.dialects.tile", "plmr.dialects.mesh"),
@@ -83,7 +83,7 @@ def test_a_layers_contract_refuses_an_upward_or_sideways_import(
 @pytest.mark.parametrize(
     ("importer", "imported"),
     [
-        ("plmr.passes.mesh_pack", "plmr.runtime.interpreter"),
+        ("plmr.passes.mesh_pack", "plmr.runtime.mesh_machine"),
         ("plmr.lowering.tile_to_mesh.program", "plmr.runtime.state"),
         ("plmr.lowering.tile_to_mesh.cost", "plmr.runtime.steady"),
         # Indirectly: the compiler imports the reference semantics, which may not reach

@@ -117,8 +117,8 @@ def execute(
     """Runs a built kernel and reports; raises PlmrError on a functional mismatch."""
     import numpy as np
 
-    from plmr.runtime.interpreter import find_program, run_mesh
     from plmr.runtime.memory import check_host_memory
+    from plmr.runtime.mesh_machine import find_program, run_mesh
     from plmr.runtime.trace import TraceRecorder, default_pes, parse_pes, write_heatmap
     from plmr.target.device import get_device
 
@@ -313,7 +313,7 @@ def kv_cmd(model: str, grid: str, **opts: Any) -> None:
     from plmr.lowering.kv_cache import kv_append, kv_capacity
     from plmr.models.llama_config import get_config
     from plmr.models.wafers import place_stages
-    from plmr.runtime.interpreter import run_mesh
+    from plmr.runtime.mesh_machine import run_mesh
     from plmr.target.device import get_device
 
     cfg = get_config(model.strip().lower()).model_config()

@@ -261,7 +261,7 @@ def compile_cmd(
     Compile PROGRAM (.mlir at the graph, loop or tile level, or an .onnx model) to a
     routed mesh program: transpose-elim, graph-defer-norm-scale, taso-substitute,
     convert-graph-to-loop, neptune-fuse, convert-loop-to-tile, convert-tile-to-mesh,
-    mesh-route, mesh-verify-plmr. Run the result with `plmr run`. Weights by reference
+    mesh-route, mesh-check-limits. Run the result with `plmr run`. Weights by reference
     stay references (checked against their files, never read); the output names them
     relative to its own directory. A decode step's KV caches (past/present pairs) are
     kept on the wafer as state (graph-kv-state) unless --no-state."""
@@ -568,7 +568,7 @@ def _record_compiled(
 ) -> None:
     """Times a compiled program and records it in the performance database."""
     from plmr.dialects import mesh
-    from plmr.runtime.interpreter import run_mesh
+    from plmr.runtime.mesh_machine import run_mesh
     from plmr.runtime.running import zero_inputs
     from plmr.schedule.db import PerfDB, Record, program_hash
 

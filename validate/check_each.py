@@ -253,7 +253,7 @@ class Checker:
             return None
         if isinstance(fn, func.FuncOp) and not _executable(fn):
             return None
-        # Colors are mesh-verify-plmr's business: relaying in software changes timing,
+        # Colors are mesh-check-limits's business: relaying in software changes timing,
         # never values, so a program that needs more routes than the device has still
         # runs here (and the pass that has to refuse it is checked by its own error).
         results, _ = run_entry(module, fn, self.inputs, relay=True)

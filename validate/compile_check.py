@@ -29,6 +29,7 @@ from plmr.lowering.tile_to_mesh import (
     lower_module,
     parse_options,
 )
+from plmr.passes.mesh_check_limits import MeshCheckLimitsPass
 from plmr.passes.mesh_pack import (
     Merge,
     MeshPackAllreducesPass,
@@ -38,7 +39,6 @@ from plmr.passes.mesh_pack import (
 from plmr.passes.mesh_route import MeshRoutePass
 from plmr.passes.mesh_softmax import MeshFuseSoftmaxPass, fuse_softmax
 from plmr.passes.mesh_softmax_nests import fuse_softmax_nests
-from plmr.passes.mesh_verify import MeshVerifyPlmrPass
 from plmr.passes.pipeline import (
     CompileOptions,
     blocking_trials,
@@ -69,7 +69,7 @@ def _mesh_options(opts: CompileOptions) -> Options:
 def _route_passes(opts: CompileOptions) -> list[ModulePass]:
     if not opts.route:
         return []
-    return [MeshRoutePass(relay=opts.relay), MeshVerifyPlmrPass(relay=opts.relay)]
+    return [MeshRoutePass(relay=opts.relay), MeshCheckLimitsPass(relay=opts.relay)]
 
 
 def choose_blocking(

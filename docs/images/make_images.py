@@ -104,7 +104,7 @@ def _levels() -> list[tuple[str, str, str]]:
         ),
         (
             "mesh: one SPMD program for the grid, placed and routed",
-            "plmr compile --grid 2x2 (convert-tile-to-mesh, mesh-route, mesh-verify-plmr)",
+            "plmr compile --grid 2x2 (convert-tile-to-mesh, mesh-route, mesh-check-limits)",
             _excerpt(
                 mesh_text,
                 (

@@ -21,7 +21,7 @@ from xdsl.dialects.builtin import ModuleOp
 from plmr.dialects.context import make_context
 from plmr.frontend.onnx import import_onnx_file
 from plmr.passes.pipeline import CompileOptions, compile_module
-from plmr.runtime.interpreter import run_mesh
+from plmr.runtime.mesh_machine import run_mesh
 from plmr.runtime.running import run_function, select_function
 from plmr.target.interface import arg_names, result_names
 

@@ -21,7 +21,7 @@ from plmr.lowering.kv_cache import (
     layer_weight_elems,
     workspace_elems,
 )
-from plmr.runtime.interpreter import run_mesh
+from plmr.runtime.mesh_machine import run_mesh
 from plmr.target.device import WSE2
 
 # ---------------------------------------------------------------------------------------

@@ -16,7 +16,7 @@ from plmr.lowering.loop_to_tile import ConvertLoopToTilePass
 from plmr.lowering.tile_to_mesh import NestPlan
 from plmr.lowering.tile_to_mesh.rolling_merge import rolling_roles
 from plmr.passes.pipeline import CompileOptions, compile_module, to_loop_level
-from plmr.runtime.interpreter import run_mesh
+from plmr.runtime.mesh_machine import run_mesh
 from plmr.runtime.running import run_function, select_function
 
 

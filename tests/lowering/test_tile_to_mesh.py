@@ -20,7 +20,7 @@ from plmr.dialects.graph import static_shape
 from plmr.errors import PlmrError
 from plmr.passes import get_all_passes
 from plmr.passes.pipeline import CompileOptions, compile_module
-from plmr.runtime.interpreter import run_mesh
+from plmr.runtime.mesh_machine import run_mesh
 from plmr.runtime.running import random_inputs, run_function, select_function
 
 ROOT = Path(__file__).resolve().parents[2]

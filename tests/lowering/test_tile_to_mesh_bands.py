@@ -30,7 +30,7 @@ from plmr.models.llama import (
     ProgramBuilder,
 )
 from plmr.passes.pipeline import CompileOptions, to_loop_level
-from plmr.runtime.interpreter import run_mesh
+from plmr.runtime.mesh_machine import run_mesh
 from plmr.runtime.running import random_inputs, run_function, select_function
 
 ATTENTION = """

@@ -13,7 +13,7 @@ import pytest
 from plmr.dialects import mesh
 from plmr.dialects.context import make_context, parse_module
 from plmr.passes.pipeline import CompileOptions, compile_module
-from plmr.runtime.interpreter import run_mesh
+from plmr.runtime.mesh_machine import run_mesh
 from plmr.runtime.running import random_inputs, run_function, select_function
 
 

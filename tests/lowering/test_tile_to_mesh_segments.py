@@ -9,7 +9,7 @@ from plmr.dialects import mesh
 from plmr.dialects.context import make_context, parse_module
 from plmr.lowering.tile_to_mesh import emit
 from plmr.passes.pipeline import CompileOptions, compile_module
-from plmr.runtime.interpreter import run_mesh
+from plmr.runtime.mesh_machine import run_mesh
 
 GEMV = """
 func.func @gemv(%x: tensor<1xKxf32>, %w: tensor<KxNxf32>) -> tensor<1xNxf32> {

@@ -13,7 +13,7 @@ from plmr.dialects.context import make_context, parse_module
 from plmr.errors import PlmrError
 from plmr.lowering.tile_to_mesh import NestPlan
 from plmr.passes.pipeline import CompileOptions, compile_module
-from plmr.runtime.interpreter import run_mesh
+from plmr.runtime.mesh_machine import run_mesh
 from plmr.runtime.running import random_inputs, run_function, select_function
 
 

@@ -24,7 +24,7 @@ from plmr.lowering.tile_to_mesh import program as tile_to_mesh_program
 from plmr.lowering.tile_to_mesh.relayout import gather_order
 from plmr.models.llama_onnx import LlamaOnnxConfig, write_llama_onnx
 from plmr.passes.pipeline import CompileOptions, compile_module
-from plmr.runtime.interpreter import run_mesh
+from plmr.runtime.mesh_machine import run_mesh
 from plmr.runtime.running import random_inputs, run_function, select_function
 
 L, D = 64, 16

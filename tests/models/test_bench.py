@@ -50,7 +50,7 @@ from plmr.models.reference_layer import (
     head_tiles,
     layer_macs,
 )
-from plmr.runtime.interpreter import find_program, run_mesh
+from plmr.runtime.mesh_machine import find_program, run_mesh
 from plmr.target.device import get_device
 from plmr.tools.cli import main as plmr_main
 

@@ -233,7 +233,7 @@ def _gqa(kv_heads: int) -> LlamaConfig:
 
 def _on_mesh(text: str, grid: tuple[int, int], args: list[np.ndarray]) -> list[np.ndarray]:
     from plmr.passes.pipeline import compile_module
-    from plmr.runtime.interpreter import run_mesh
+    from plmr.runtime.mesh_machine import run_mesh
 
     opts = CompileOptions(grid=grid, substitute=False, tile_sizes=(4, 4), fit_tiles=True)
     module = compile_module(make_context(), parse_module(text), opts)
@@ -309,7 +309,7 @@ def test_head_dimension_over_an_axis_on_a_large_grid(decode_case: Callable[..., 
     """
     from plmr.lowering.tile_to_mesh import NestPlan
     from plmr.passes.pipeline import compile_module
-    from plmr.runtime.interpreter import run_mesh
+    from plmr.runtime.mesh_machine import run_mesh
 
     config = LlamaConfig(
         "g",
@@ -405,7 +405,7 @@ def test_head_splits_and_merges_move_no_data(grid: tuple[int, int]):
     from plmr.dialects import mesh, tile
     from plmr.models.nests import describe
     from plmr.passes.pipeline import compile_module
-    from plmr.runtime.interpreter import run_mesh
+    from plmr.runtime.mesh_machine import run_mesh
     from plmr.runtime.running import random_inputs
 
     graph_module = parse_module(ONNX_ATTENTION)

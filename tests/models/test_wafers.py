@@ -209,7 +209,7 @@ def test_stages_over_two_wafers_compute_the_numbers_of_one_wafer():
     from plmr.models.bench import default_options
     from plmr.models.llama import ProgramBuilder, causal_mask, random_weights, rope_tables
     from plmr.passes.pipeline import compile_module
-    from plmr.runtime.interpreter import run_mesh
+    from plmr.runtime.mesh_machine import run_mesh
 
     config = get_config("tiny")
     dev = get_device(TWO_WAFERS)

@@ -19,7 +19,7 @@ from plmr.models.llama_config import LlamaConfig, get_config
 from plmr.models.nests import count_ops
 from plmr.passes.mesh_pack import pack_allreduces, saved_cycles, single_allreduce
 from plmr.passes.pipeline import CompileOptions, compile_module
-from plmr.runtime.interpreter import find_program, run_mesh
+from plmr.runtime.mesh_machine import find_program, run_mesh
 from plmr.runtime.running import random_inputs
 from plmr.target.device import get_device
 

@@ -10,7 +10,7 @@ from plmr.dialects.context import make_context, parse_module
 from plmr.dialects.printing import module_text
 from plmr.lowering.kernels import Kernel, gemm, gemv
 from plmr.passes.mesh_route import MeshRoutePass
-from plmr.runtime.interpreter import run_mesh
+from plmr.runtime.mesh_machine import run_mesh
 
 KERNELS: dict[str, Callable[[], Kernel]] = {
     "meshgemm-4x4": lambda: gemm("meshgemm", 40, 40, 40, (4, 4), "test-small"),

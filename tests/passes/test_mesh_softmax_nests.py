@@ -15,7 +15,7 @@ from plmr.models.llama import LlamaConfig, ProgramBuilder
 from plmr.models.nests import count_ops
 from plmr.passes.mesh_softmax_nests import fuse_softmax_nests, match_nests, saved_cycles
 from plmr.passes.pipeline import CompileOptions, compile_module
-from plmr.runtime.interpreter import find_program, run_mesh
+from plmr.runtime.mesh_machine import find_program, run_mesh
 from plmr.runtime.running import random_inputs
 from plmr.target.device import get_device
 

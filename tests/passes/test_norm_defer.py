@@ -111,7 +111,7 @@ def test_compiled_decode_is_the_same_with_and_without_the_pass(grid: tuple[int, 
     from plmr.models.generate import ProgramBuilder
     from plmr.models.llama_config import LlamaConfig
     from plmr.passes.pipeline import CompileOptions, compile_module
-    from plmr.runtime.interpreter import run_mesh
+    from plmr.runtime.mesh_machine import run_mesh
 
     config = LlamaConfig(
         "t", dim=32, n_layers=1, n_heads=4, n_kv_heads=2, ffn_dim=64, vocab=16, max_seq=8

@@ -10,8 +10,8 @@ from click.testing import CliRunner
 
 from plmr.errors import PlmrError
 from plmr.lowering.kernels import gemm
-from plmr.runtime.interpreter import find_program, run_mesh
 from plmr.runtime.memory import check_host_memory, functional_bytes
+from plmr.runtime.mesh_machine import find_program, run_mesh
 from plmr.tools.cli import cli
 
 BIG = "wse2:sram_kib=1000000"

@@ -5,7 +5,7 @@ import pytest
 
 from plmr.dialects import mesh
 from plmr.dialects.context import parse_module
-from plmr.runtime.interpreter import run_mesh
+from plmr.runtime.mesh_machine import run_mesh
 from plmr.runtime.placement import gather_array, scatter_array
 
 # (shape, layout dims, band width, grid)

@@ -8,7 +8,7 @@ from plmr.dialects.context import make_context, parse_module
 from plmr.dialects.printing import module_text
 from plmr.errors import PlmrError
 from plmr.passes.mesh_route import MeshRoutePass
-from plmr.runtime.interpreter import run_mesh
+from plmr.runtime.mesh_machine import run_mesh
 from plmr.target.collectives import allreduce_plan, segmented_plan
 
 

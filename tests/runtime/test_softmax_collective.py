@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from plmr.dialects.context import parse_module
-from plmr.runtime.interpreter import run_mesh
+from plmr.runtime.mesh_machine import run_mesh
 from plmr.target.collective_stages import combine_cycles, line_cycles
 from plmr.target.collectives import allreduce_plan
 from plmr.target.device import get_device

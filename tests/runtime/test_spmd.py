@@ -21,7 +21,7 @@ from plmr.lowering.kernels import gemm, gemv
 from plmr.models.bench import bench_config, default_options
 from plmr.models.llama import ProgramBuilder, get_config
 from plmr.passes.pipeline import compile_module
-from plmr.runtime.interpreter import find_program, run_mesh
+from plmr.runtime.mesh_machine import find_program, run_mesh
 from plmr.runtime.report import Report
 from plmr.runtime.spmd import BEHIND, Clocks
 

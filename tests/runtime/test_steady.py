@@ -27,7 +27,7 @@ from plmr.dialects.graph import static_shape
 from plmr.lowering.kernels import Kernel, gemm, gemv
 from plmr.passes.pipeline import CompileOptions, compile_module
 from plmr.runtime import layer_repeat, steady
-from plmr.runtime.interpreter import MeshRuntime, find_program, run_mesh
+from plmr.runtime.mesh_machine import MeshRuntime, find_program, run_mesh
 from plmr.runtime.report import Report
 from plmr.runtime.trace import TraceRecorder
 from plmr.target.device import get_device

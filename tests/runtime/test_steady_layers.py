@@ -23,7 +23,7 @@ from plmr.models.llama import ProgramBuilder, get_config
 from plmr.models.nests import layer_window, program_signatures
 from plmr.passes.pipeline import compile_module
 from plmr.runtime import layer_repeat, steady
-from plmr.runtime.interpreter import find_program, run_mesh
+from plmr.runtime.mesh_machine import find_program, run_mesh
 from plmr.runtime.report import Report
 
 REL = 1e-9

@@ -15,7 +15,7 @@ from plmr.dialects.printing import module_text
 from plmr.errors import PlmrError
 from plmr.passes import get_all_passes
 from plmr.passes.pipeline import CompileOptions, PlmrCompilePass, compile_module
-from plmr.runtime.interpreter import run_mesh
+from plmr.runtime.mesh_machine import run_mesh
 from plmr.runtime.running import random_inputs, run_function, select_function
 from plmr.schedule.transforms import (
     Compound,

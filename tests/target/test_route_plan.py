@@ -1,7 +1,7 @@
 """
 Routing plans read back from a routed program: `attached_routing` rebuilds, from the
 `colors` and `mesh.route` rules that `mesh-route` attached, exactly the table that
-routing the program again gives (so `mesh-verify-plmr` and the runtime route once per
+routing the program again gives (so `mesh-check-limits` and the runtime route once per
 compile), and refuses (None: route again) a program whose attached routes are missing,
 stale, over budget or relayed without relay. Also: the vectorised `_fits` against a
 router-by-router reference, and a plan with repeated stages routed as the same stages
@@ -82,7 +82,7 @@ def test_relayed_routes_are_read_back_only_with_relay():
 
 def test_mesh_verify_routes_once(monkeypatch: pytest.MonkeyPatch):
     """After mesh-route, verification and the runtime read the routes back."""
-    from plmr.passes.mesh_verify import check_program
+    from plmr.passes.mesh_check_limits import check_program
 
     program = routed(KERNELS["gemv-ktree-k3-8x4"]())
     calls: list[int] = []

@@ -1480,10 +1480,10 @@ def test_plmr_compile_names_the_pass_whose_output_does_not_verify(
     plmr compile verifies its result before writing it; when it does not verify, the
     pipeline runs again pass by pass, verified after each, to name the pass.
     """
-    from plmr.passes.mesh_verify import MeshVerifyPlmrPass
+    from plmr.passes.mesh_check_limits import MeshCheckLimitsPass
 
     monkeypatch.setattr(
-        MeshVerifyPlmrPass, "apply", _break_constants(MeshVerifyPlmrPass.apply)
+        MeshCheckLimitsPass, "apply", _break_constants(MeshCheckLimitsPass.apply)
     )
     out = tmp_path / "out.mlir"
     code = plmr_main(["compile", str(MLP), *FAST, "-o", str(out)])
@@ -1491,7 +1491,7 @@ def test_plmr_compile_names_the_pass_whose_output_does_not_verify(
     assert code == 1
     assert "Traceback" not in err
     assert re.search(
-        r"error: compiler error: pass mesh-verify-plmr produced a program that does not "
+        r"error: compiler error: pass mesh-check-limits produced a program that does not "
         r"verify at 'arith\.constant': `%fc1\.weight = arith\.constant dense<\"0x2EDD[0-9A-F]*…`: "
         r"attribute tensor<3x5xf32> expected",
         err,

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from plmr.lowering.kernels import gemm
-from plmr.runtime import interpreter
+from plmr.runtime import mesh_machine
 from plmr.target.device import get_device
 
 pytestmark = pytest.mark.usefixtures("cached_bench_compiles")
@@ -125,13 +125,13 @@ def test_bench_human_readable_report(cli: Any):
 
 
 def test_bench_functional_mismatch_is_an_error(cli: Any, monkeypatch: pytest.MonkeyPatch):
-    real = interpreter.run_mesh
+    real = mesh_machine.run_mesh
 
     def wrong(*args: Any, **kwargs: Any):
         outputs, report = real(*args, **kwargs)
         return [o * 1.01 for o in outputs], report
 
-    monkeypatch.setattr(interpreter, "run_mesh", wrong)
+    monkeypatch.setattr(mesh_machine, "run_mesh", wrong)
     code, out, err = cli.run(
         ["bench", "gemm", "--grid", "3x3", "--mode", "functional", "--json"]
     )

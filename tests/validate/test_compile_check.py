@@ -47,7 +47,7 @@ def test_checked_compile_equals_compile_module(name: str, opts: CompileOptions):
         "mesh-pack-allreduces",
         "mesh-fuse-softmax",  # the three-nest form, once packed
         "mesh-route",
-        "mesh-verify-plmr",
+        "mesh-check-limits",
     ]
     assert "convert-graph-to-loop" in specs
     assert "convert-loop-to-tile" in specs
@@ -79,7 +79,7 @@ def test_plmr_compile_check_each_prints_every_pass(tmp_path: Path):
         "convert-loop-to-tile{tile_sizes=2,4}" in line and " tile " in line
         for line in lines
     )
-    assert any("mesh-verify-plmr" in line and " mesh " in line for line in lines)
+    assert any("mesh-check-limits" in line and " mesh " in line for line in lines)
     assert "mesh.program" in out.read_text()
 
 

@@ -27,7 +27,7 @@
 // CHECK-NEXT:   mesh-pack-allreduces {{ +[0-9.]+ +[0-9.]+ +}}[[ROUTED]]
 // CHECK-NEXT:   mesh-fuse-softmax (nests) {{ +[0-9.]+ +[0-9.]+ +}}[[ROUTED]]
 // CHECK-NEXT:   mesh-route {{ +[0-9.]+ +[0-9.]+ +}}[[ROUTED]]
-// CHECK-NEXT:   mesh-verify-plmr {{ +[0-9.]+ +[0-9.]+ +}}[[ROUTED]]
+// CHECK-NEXT:   mesh-check-limits {{ +[0-9.]+ +[0-9.]+ +}}[[ROUTED]]
 // CHECK-NEXT: total {{ +[0-9.]+ +[0-9.]+ +}}1
 // CHECK-NEXT: graph.matmul imported: 2
 // CHECK-NEXT: graph.matmul after graph-canonicalize: 2

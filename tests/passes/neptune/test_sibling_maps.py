@@ -14,7 +14,7 @@ import pytest
 
 from plmr.dialects.context import make_context, parse_module
 from plmr.passes.pipeline import CompileOptions, compile_module
-from plmr.runtime.interpreter import run_mesh
+from plmr.runtime.mesh_machine import run_mesh
 from plmr.runtime.reference import evaluate_function
 from plmr.runtime.running import random_inputs, select_function
 

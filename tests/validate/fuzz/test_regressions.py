@@ -177,7 +177,7 @@ def test_compiles_and_keeps_its_results(program: str, config: Config):
 
 def test_too_few_colors_is_a_refusal_by_mesh_verify_not_a_crash():
     # The checker ran the unrouted program without relaying: a color shortage looked
-    # like a broken pass. Now only mesh-verify-plmr may refuse it.
+    # like a broken pass. Now only mesh-check-limits may refuse it.
     config = Config(
         grid=(4, 4),
         device="wse3:colors=6",
@@ -189,7 +189,7 @@ def test_too_few_colors_is_a_refusal_by_mesh_verify_not_a_crash():
     outcome = run_case(FEW_COLORS, config, tolerance=1e-4)
     assert outcome.kind in ("ok", "refused"), outcome.message
     if outcome.kind == "refused":
-        assert outcome.stage.startswith(("mesh-route", "mesh-verify-plmr"))
+        assert outcome.stage.startswith(("mesh-route", "mesh-check-limits"))
         assert "colors" in outcome.message
 
 

@@ -1,5 +1,5 @@
 """
-The mesh runtime (runtime/interpreter.py): exact results of every kernel in functional
+The mesh runtime (runtime/mesh_machine.py): exact results of every kernel in functional
 mode, placement (scatter / gather) of every layout kind, hand-written point-to-point
 programs and their errors (deadlock, SRAM overflow, route limit), and the timing model's
 expected behaviour (monotonic in work and grid size, deterministic, the same in both
@@ -26,7 +26,7 @@ from plmr.dialects import mesh
 from plmr.dialects.context import parse_module
 from plmr.errors import PlmrError
 from plmr.lowering.kernels import Kernel, gemm, gemv
-from plmr.runtime.interpreter import gather_array, run_mesh, scatter_array
+from plmr.runtime.mesh_machine import gather_array, run_mesh, scatter_array
 from plmr.runtime.report import Report
 from plmr.target.collectives import ring_order
 from plmr.target.device import get_device

@@ -1,8 +1,8 @@
-// RUN: plmr-opt %s --split-input-file -p mesh-verify-plmr --verify-diagnostics | filecheck %s
-// RUN: plmr-opt %s --split-input-file -p 'mesh-verify-plmr{relay=true}' --verify-diagnostics | filecheck %s --check-prefix=RELAY
-// RUN: not plmr-opt %s -p mesh-verify-plmr 2>&1 | filecheck %s --check-prefix=OVERFLOW
+// RUN: plmr-opt %s --split-input-file -p mesh-check-limits --verify-diagnostics | filecheck %s
+// RUN: plmr-opt %s --split-input-file -p 'mesh-check-limits{relay=true}' --verify-diagnostics | filecheck %s --check-prefix=RELAY
+// RUN: not plmr-opt %s -p mesh-check-limits 2>&1 | filecheck %s --check-prefix=OVERFLOW
 
-// `mesh-verify-plmr` records the static PLMR figures of every mesh.program — the most
+// `mesh-check-limits` records the static PLMR figures of every mesh.program — the most
 // colors a router holds (R), one PE's peak SRAM (M, at the device's 2-byte elements,
 // with a receive buffer per running collective) and the longest message path in hops
 // (L) — and rejects programs that exceed their device with one precise message. The
@@ -95,9 +95,9 @@ mesh.program @over(%a: tensor<4x4096xf32>) -> tensor<4x4096xf32> device "test-ti
   mesh.return %r : tensor<4x4096xf32>
 }
 // CHECK:      {{^}}//{{ -----$}}
-// CHECK-NEXT: mesh-verify-plmr: @over: every PE needs 6144 B of SRAM at `%s = mesh.shift %b axis x ring torus : tensor<1x1024xf32>`, but test-tiny has 4096 B; use a larger grid or smaller blocks
-// RELAY:      mesh-verify-plmr: @over: every PE needs 6144 B of SRAM
-// OVERFLOW:      plmr-opt: error: mesh-verify-plmr: @over: every PE needs 6144 B of SRAM at `%s = mesh.shift %b axis x ring torus : tensor<1x1024xf32>`, but test-tiny has 4096 B; use a larger grid or smaller blocks
+// CHECK-NEXT: mesh-check-limits: @over: every PE needs 6144 B of SRAM at `%s = mesh.shift %b axis x ring torus : tensor<1x1024xf32>`, but test-tiny has 4096 B; use a larger grid or smaller blocks
+// RELAY:      mesh-check-limits: @over: every PE needs 6144 B of SRAM
+// OVERFLOW:      plmr-opt: error: mesh-check-limits: @over: every PE needs 6144 B of SRAM at `%s = mesh.shift %b axis x ring torus : tensor<1x1024xf32>`, but test-tiny has 4096 B; use a larger grid or smaller blocks
 // OVERFLOW-NOT:  Traceback
 
 // -----
@@ -125,7 +125,7 @@ mesh.program @wide() -> () device "test-tiny" grid [4, 5] {
   mesh.return
 }
 // CHECK:      {{^}}//{{ -----$}}
-// CHECK-NEXT: mesh-verify-plmr: @wide: the 4x5 grid does not fit test-tiny (4x4 PEs)
+// CHECK-NEXT: mesh-check-limits: @wide: the 4x5 grid does not fit test-tiny (4x4 PEs)
 
 // -----
 
@@ -148,7 +148,7 @@ mesh.program @colors(%a: tensor<4x4xf32>) -> tensor<4x4xf32> device "test-tiny:c
   mesh.return %r : tensor<4x4xf32>
 }
 // CHECK:      {{^}}//{{ -----$}}
-// CHECK-NEXT: mesh-verify-plmr: 'mesh.shift' along x needs more than the 2 usable colors of test-tiny at some router (colors 0..1 are taken); use fewer concurrent collectives, a smaller K, or relay mode (mesh-route{relay=true} / --relay)
+// CHECK-NEXT: mesh-check-limits: 'mesh.shift' along x needs more than the 2 usable colors of test-tiny at some router (colors 0..1 are taken); use fewer concurrent collectives, a smaller K, or relay mode (mesh-route{relay=true} / --relay)
 // RELAY:      mesh.program @colors
 // RELAY:      } {plmr.check = {max_routes = 2 : i64, max_sram_bytes = 24 : i64, longest_path_hops = 3 : i64}}
 
@@ -162,6 +162,6 @@ mesh.program @manual() -> () device "test-tiny:colors=4,reserved_colors=2" grid 
   mesh.return
 }
 // CHECK:      {{^}}//{{ -----$}}
-// CHECK-NEXT: mesh-verify-plmr: @manual: a router needs 3 colors but test-tiny routes at most 2
+// CHECK-NEXT: mesh-check-limits: @manual: a router needs 3 colors but test-tiny routes at most 2
 // RELAY:      mesh.program @manual
 // RELAY:      } {plmr.check = {max_routes = 3 : i64, max_sram_bytes = 0 : i64, longest_path_hops = 0 : i64}}

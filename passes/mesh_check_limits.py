@@ -1,5 +1,6 @@
 """
-`mesh-verify-plmr`: the static PLMR check of mesh programs.
+`mesh-check-limits`: the static PLMR check of mesh programs (the grid, router colors and
+per-PE SRAM a program needs against its device's limits).
 
 For every `mesh.program` it computes, without running it, the most colors any router
 needs (R), the peak SRAM of one PE (M) and the longest message path in hops (L), records
@@ -9,6 +10,7 @@ and fails with a precise message when a device limit is exceeded.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 from xdsl.context import Context
@@ -71,7 +73,7 @@ def check_program(program: mesh.ProgramOp, relay: bool = False) -> PlmrCheck:
 
 
 @dataclass(frozen=True)
-class MeshVerifyPlmrPass(ModulePass):
+class MeshCheckLimitsPass(ModulePass):
     """
     Checks every `mesh.program` against its device's PLMR limits and records the figures.
 
@@ -81,7 +83,7 @@ class MeshVerifyPlmrPass(ModulePass):
     ```
     """
 
-    name = "mesh-verify-plmr"
+    name = "mesh-check-limits"
 
     relay: bool = False
     """Accept programs that need more colors than the device has (relayed in software)."""
@@ -91,7 +93,7 @@ class MeshVerifyPlmrPass(ModulePass):
             try:
                 check = check_program(program, self.relay)
             except PlmrError as e:
-                raise DiagnosticException(f"mesh-verify-plmr: {e}") from e
+                raise DiagnosticException(f"{self.name}: {e}") from e
             program.attributes["plmr.check"] = DictionaryAttr(
                 {
                     "max_routes": IntegerAttr(check.max_routes, i64),
@@ -99,3 +101,24 @@ class MeshVerifyPlmrPass(ModulePass):
                     "longest_path_hops": IntegerAttr(check.longest_path_hops, i64),
                 }
             )
+
+
+@dataclass(frozen=True)
+class MeshVerifyPlmrPass(MeshCheckLimitsPass):  # deprecated-alias
+    """
+    The former name of `mesh-check-limits`; deprecated, kept so existing pipelines still run.
+
+    ```mlir
+    // plmr-opt -p mesh-check-limits  (same as -p mesh-check-limits)
+    ```
+    """
+
+    name = "mesh-verify-plmr"  # deprecated-alias
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        warnings.warn(
+            "pass mesh-verify-plmr is deprecated; use mesh-check-limits",  # deprecated-alias
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        super().apply(ctx, op)
