@@ -35,6 +35,7 @@ from plmr.dialects import mesh, tile
 from plmr.dialects.graph import normalize_axis, static_shape
 from plmr.dialects.graph_weights import weight_ref
 from plmr.errors import PlmrError
+from plmr.runtime.collective_moves import collective_data, flow_control
 from plmr.runtime.layer_repeat import LayerRepeat, LayerRunner, chain_power, chain_run
 from plmr.runtime.memory import check_host_memory
 from plmr.runtime.placement import chunk_index, gather_array, scatter_array, skew_index
@@ -54,9 +55,7 @@ from plmr.runtime.trace import TraceRecorder
 from plmr.runtime.weights import load_weight
 from plmr.target.collective_stages import (
     StageArrays,
-    combine_along,
     combine_cycles,
-    segmented_data,
     stage_arrays,
 )
 from plmr.target.device import Device, get_device
@@ -485,43 +484,8 @@ class MeshRuntime:
 
     # -- collectives ---------------------------------------------------------------------
 
-    def _line_view(self, a: Array, axis: str) -> Array:
-        """(rows, cols, ...) -> (lines, positions, ...) for the axis."""
-        return a if axis == "x" else np.swapaxes(a, 0, 1)
-
     def collective_data(self, op: Operation, x: Array, root: int | None) -> Array:
-        axis = getattr(op, "axis").data
-        lines = self._line_view(np.asarray(x), axis)
-        n = lines.shape[1]
-        if isinstance(op, mesh.ShiftOp):
-            from plmr.target.collectives import shift_plan
-
-            plan = shift_plan(op.ring.data, n, op.distance.value.data)
-            out = lines
-            for stage in plan.stages:
-                src = np.full(n, -1, dtype=np.int64)
-                for t in stage.transfers:
-                    for d in t.dsts:
-                        src[d] = t.src
-                nxt = np.zeros_like(out)
-                has = src >= 0
-                nxt[:, has] = out[:, src[has]]
-                out = nxt
-            result = out
-        elif mesh.segment_of(op, self.grid) != n:
-            result = segmented_data(op, lines, mesh.segment_of(op, self.grid), root)
-        elif isinstance(op, mesh.BroadcastOp):
-            assert root is not None
-            result = np.broadcast_to(lines[:, root : root + 1], lines.shape).copy()
-        else:
-            total = combine_along(getattr(op, "kind").data, lines, 1)
-            if isinstance(op, mesh.AllreduceOp):
-                result = np.broadcast_to(total, lines.shape).copy()
-            else:
-                assert root is not None
-                result = np.zeros_like(lines)
-                result[:, root : root + 1] = total
-        return self._line_view(result, axis)
+        return collective_data(op, x, root, self.grid)
 
     def _stages(self, op: Operation, root: int | None) -> list[StageArrays]:
         from plmr.target.route_plan import plan_of
@@ -674,39 +638,10 @@ class MeshRuntime:
         axis: str,
         hop: float,
     ) -> FloatArray:
-        """
-        Double buffering: a PE may run at most one message ahead of each receiver of its
-        first stage. When the same collective runs again (e.g. the next step of a loop), a
-        sender waits until its receivers issued their previous instance and the credit
-        travelled back to it.
-        """
-        issue = np.asarray(np.broadcast_to(issue, self.grid), dtype=CLOCK)
-        previous = self._last_issue.get(op)
-        self._last_issue[op] = issue
-        first = next((st for st in stages if st.src.size), None)
-        if previous is None or first is None:
-            return issue
-        pos_axis = 1 if axis == "x" else 0
-        if first.dst_of is not None and first.back_hops_of is not None:
-            delay_of = (first.back_hops_of * hop + 2 * self.device.ramp_cycles).astype(
-                CLOCK
-            )
-            credit = np.take(previous, first.dst_of, axis=pos_axis)
-            credit += delay_of if pos_axis == 1 else delay_of[:, None]
-            issue = np.maximum(issue, credit)
-            self._last_issue[op] = issue
-            return issue
-        credit = np.take(previous, first.dst, axis=pos_axis)
-        delay = (first.hops * hop + 2 * self.device.ramp_cycles).astype(CLOCK)
-        credit += delay if pos_axis == 1 else delay[:, None]
-        need = np.full(self.grid, -np.inf, dtype=CLOCK)
-        if len(set(first.src.tolist())) == first.src.size:
-            index = (slice(None), first.src) if pos_axis == 1 else (first.src,)
-            need[index] = credit
-        else:
-            moved = np.moveaxis(need, pos_axis, 0)
-            np.maximum.at(moved, first.src, np.moveaxis(credit, pos_axis, 0))  # pyright: ignore[reportArgumentType]
-        issue = np.maximum(issue, need)
+        """Double buffering (`flow_control`); remembers this instance's issue times."""
+        issue = flow_control(
+            self.device, self.grid, self._last_issue.get(op), stages, issue, axis, hop
+        )
         self._last_issue[op] = issue
         return issue
 
