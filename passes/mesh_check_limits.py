@@ -106,10 +106,10 @@ class MeshCheckLimitsPass(ModulePass):
 @dataclass(frozen=True)
 class MeshVerifyPlmrPass(MeshCheckLimitsPass):  # deprecated-alias
     """
-    The former name of `mesh-check-limits`; deprecated, kept so existing pipelines still run.
+    Deprecated: the pass under its former name, kept so existing pipelines still run.
 
     ```mlir
-    // plmr-opt -p mesh-check-limits  (same as -p mesh-check-limits)
+    // the same output as `plmr-opt -p mesh-check-limits`, with a DeprecationWarning
     ```
     """
 
