@@ -18,7 +18,7 @@ from plmr.dialects.context import make_context, parse_module
 from plmr.lowering.loop_to_tile import ConvertLoopToTilePass
 from plmr.lowering.tile_to_mesh import NestPlan, lower_module, parse_options
 from plmr.passes.pipeline import CompileOptions, blocking_trials, to_loop_level
-from plmr.runtime.interpreter import run_mesh
+from plmr.runtime.mesh_machine import run_mesh
 from plmr.runtime.running import random_inputs, run_function, select_function
 
 
