@@ -366,7 +366,7 @@ class StoreOp(TileOp):
 
     ```mlir
     %c2 = tile.store %blk, %c[%i, %j] : tensor<16x16xf32> -> tensor<64x64xf32>
-    %c3 = tile.store %blk, %c[%i, %j] clip : tensor<16x16xf32> -> tensor<60x64xf32>
+    %d2 = tile.store %blk, %d[%i, %j] clip : tensor<16x16xf32> -> tensor<60x64xf32>
     ```
     """
 
