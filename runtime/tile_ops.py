@@ -125,25 +125,15 @@ def _padded_load(
     padding: FloatAttr[Any],
 ) -> Array:
     """The block at `offsets`, with `padding` wherever it lies outside the tensor."""
-    lead = ev.lead
     pad = np.asarray(padding.value.data).astype(src.dtype)
     if 0 in full:
-        return np.full(lead + tuple(block), pad)
-    n = len(lead) + len(block)
-    grids: list[Any] = []
-    for i, size in enumerate(lead):
-        shape = [1] * n
-        shape[i] = size
-        grids.append(np.arange(size).reshape(shape))
-    outside: Any = False
-    for d, (o, b, f) in enumerate(zip(offsets, block, full, strict=True)):
-        shape = [1] * n
-        shape[len(lead) + d] = b
-        base = np.asarray(o).reshape(np.shape(o) + (1,) * len(block))
-        ix = base + np.arange(b).reshape(shape)
-        outside = outside | (ix < 0) | (ix >= f)
-        grids.append(np.clip(ix, 0, f - 1))
-    return np.where(outside, pad, src[tuple(grids)])
+        return np.full(ev.lead + tuple(block), pad)
+    grids, inside = _clipped_index(ev, offsets, block, full)
+    lead = len(ev.lead)
+    clipped = tuple(
+        g if i < lead else np.clip(g, 0, full[i - lead] - 1) for i, g in enumerate(grids)
+    )
+    return np.where(inside, src[clipped], pad)
 
 
 def _clipped_index(
