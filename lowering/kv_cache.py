@@ -47,7 +47,7 @@ from plmr.dialects import mesh, tile
 from plmr.errors import PlmrError
 from plmr.lowering.kernels import Kernel
 from plmr.target.device import Device, get_device
-from plmr.target.stages import split_stages
+from plmr.target.stages import even_groups, split_stages
 
 SCHEMES = ("shift", "concat")
 
@@ -193,12 +193,6 @@ def kv_elems_per_token(model: ModelConfig, grid: tuple[int, int]) -> int:
     return 2 * math.ceil(model.kv_dim / grid[1])
 
 
-def _split(n: int, parts: int) -> list[int]:
-    """n items in `parts` groups as even as possible, the larger groups first."""
-    base, extra = divmod(n, parts)
-    return [base + 1 if i < extra else base for i in range(parts)]
-
-
 def kv_capacity(
     model: ModelConfig | str,
     grid: tuple[int, int],
@@ -252,7 +246,7 @@ def kv_capacity(
     else:
         choices = [cfg.n_layers]  # refused below: the LM head, or one layer
     for n_stages in choices:
-        groups = _split(cfg.n_layers, n_stages)
+        groups = list(even_groups(cfg.n_layers, n_stages))
         # The first group is the largest; the last one also carries the LM head unless
         # the head needs a stage of its own.
         last = groups[-1]

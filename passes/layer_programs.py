@@ -313,8 +313,18 @@ def _stages(fn: func.FuncOp, module: ModuleOp, body: str, depth: int) -> None:
     k layers' weights and runs one), and checks they fit the device's wafers.
     """
     program = next(
-        p for p in module.ops if isinstance(p, mesh.ProgramOp) and p.sym_name.data == body
+        (
+            p
+            for p in module.ops
+            if isinstance(p, mesh.ProgramOp) and p.sym_name.data == body
+        ),
+        None,
     )
+    if program is None:
+        raise PlmrError(
+            f"plmr compile: the layer body @{body} has no mesh.program in the module "
+            "(a compiler error: the layered compile lost the body it compiled)"
+        )
     dev = get_device(program.device.spec.data)
     # A layer's weights: the inputs every layer passes a host constant (its weights by
     # reference, or inline in a small model), not the hand-offs and shared tables.

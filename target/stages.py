@@ -38,6 +38,12 @@ from plmr.errors import PlmrError
 from plmr.target.device import Device
 
 
+def even_groups(n: int, parts: int) -> tuple[int, ...]:
+    """`n` items in `parts` groups as even as possible, the larger groups first."""
+    base, extra = divmod(n, parts)
+    return tuple(base + 1 if i < extra else base for i in range(parts))
+
+
 def split_stages(
     n_layers: int, layer_bytes: int, reserved_bytes: int, sram_bytes: int, what: str
 ) -> tuple[int, ...]:
@@ -49,20 +55,15 @@ def split_stages(
     if n_layers < 1:
         raise PlmrError(f"{what}: a pipeline needs at least one layer, got {n_layers}")
     free = sram_bytes - reserved_bytes
-    if layer_bytes <= 0:
-        per_stage = n_layers
-    elif free < layer_bytes:
+    if free < max(layer_bytes, 0):
         raise PlmrError(
             f"{what}: one layer's weights need {layer_bytes} B per PE beside "
             f"{reserved_bytes} B of working set, {layer_bytes + reserved_bytes} B, but "
             f"the device has {sram_bytes} B per PE; use a larger grid or a device with "
             "more SRAM"
         )
-    else:
-        per_stage = min(n_layers, free // layer_bytes)
-    stages = -(-n_layers // per_stage)
-    base, extra = divmod(n_layers, stages)
-    return tuple(base + 1 if i < extra else base for i in range(stages))
+    per_stage = n_layers if layer_bytes <= 0 else min(n_layers, free // layer_bytes)
+    return even_groups(n_layers, -(-n_layers // per_stage))
 
 
 @dataclass(frozen=True)
