@@ -33,6 +33,7 @@ reads them in place, or re-laid out on the wafer when its nests read another lay
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable
 
@@ -277,40 +278,57 @@ def layer_bytes(program: mesh.ProgramOp, weights_at: set[int]) -> tuple[int, int
     """
     One layer's weights on one PE of `program` (the layer body), each of its inputs
     `weights_at` as the blocks its `mesh.scatter`s place, and the body's peak SRAM per PE
-    (the largest of its `mesh.spmd`s' live sets, `plmr.target.sram`), in the device's
-    element width.
+    beside them (the largest of its `mesh.spmd`s' live sets, `plmr.target.sram`, less the
+    weight blocks an spmd reads in place: they are counted once, in the weights), in the
+    device's element width.
     """
     dev = get_device(program.device.spec.data)
     grid = program.grid_shape
     args = program.body.block.args
     weights = 0
+    placed: set[SSAValue] = set()
     for i in sorted(weights_at):
         for use in args[i].uses:
             scatter = use.operation
             if isinstance(scatter, mesh.ScatterOp):
-                dist = scatter.result.type
-                assert isinstance(dist, mesh.DistType)
-                elems = 1
-                for d in dist.block_shape(grid):
-                    elems *= d
-                weights += elems * dev.elem_bytes
-    peak = max(
-        (
-            spmd_sram(op, dev).peak_bytes
-            for op in program.walk()
-            if isinstance(op, mesh.SpmdOp)
-        ),
-        default=0,
-    )
+                placed.add(scatter.result)
+                weights += math.prod(scatter.result.type.block_shape(grid)) * dev.elem_bytes
+    peak = 0
+    for op in program.walk():
+        if not isinstance(op, mesh.SpmdOp):
+            continue
+        resident = [
+            arg
+            for arg, v in zip(op.body.block.args[2:], op.inputs, strict=True)
+            if v in placed
+        ]
+        peak = max(peak, spmd_sram(op, dev, resident).peak_bytes)
     return weights, peak
+
+
+def per_layer_constants(runs: list[mesh.RunOp], arity: int) -> set[int]:
+    """
+    The inputs of the layer body that hold a layer's own weights: every run passes a host
+    constant there (weights by reference, or inline in a small model), and not one value
+    that all runs share (a table such as RoPE's, held once whatever the depth). The
+    hand-offs between layers are not constants.
+    """
+    own = set(range(arity))
+    for run in runs:
+        own &= {
+            i for i, v in enumerate(run.arguments) if isinstance(v.owner, arith.ConstantOp)
+        }
+    if len(runs) < 2:
+        return own
+    return {i for i in own if any(r.arguments[i] is not runs[0].arguments[i] for r in runs)}
 
 
 def _stages(fn: func.FuncOp, module: ModuleOp, body: str, depth: int) -> None:
     """
     Records on `fn` its pipeline stages (`STAGES_ATTR`): the fewest regions of the
-    body's grid whose layers' weights fit a PE's SRAM beside the body's peak (which
-    holds the blocks of one layer's weights it reads at once: a stage of k layers keeps
-    k layers' weights and runs one), and checks they fit the device's wafers.
+    body's grid whose layers' weights fit a PE's SRAM beside the body's working set (a
+    stage of k layers keeps k layers' weights and runs one, reading its weights in
+    place: `layer_bytes`), and checks they fit the device's wafers.
     """
     program = next(
         (
@@ -326,18 +344,12 @@ def _stages(fn: func.FuncOp, module: ModuleOp, body: str, depth: int) -> None:
             "(a compiler error: the layered compile lost the body it compiled)"
         )
     dev = get_device(program.device.spec.data)
-    # A layer's weights: the inputs every layer passes a host constant (its weights by
-    # reference, or inline in a small model), not the hand-offs and shared tables.
     runs = [
         op
         for op in fn.body.block.ops
         if isinstance(op, mesh.RunOp) and op.callee.string_value() == body
     ]
-    weights_at = set(range(len(program.function_type.inputs.data)))
-    for run in runs:
-        weights_at &= {
-            i for i, v in enumerate(run.arguments) if isinstance(v.owner, arith.ConstantOp)
-        }
+    weights_at = per_layer_constants(runs, len(program.function_type.inputs.data))
     weights, peak = layer_bytes(program, weights_at | weight_args(program))
     what = f"plmr compile: the layer body @{body} ({depth} layers)"
     groups = split_stages(depth, weights, peak, dev.sram_bytes, what)

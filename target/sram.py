@@ -11,6 +11,7 @@ device's element width (fp16 by default), not the functional precision of the IR
 from __future__ import annotations
 
 import math
+from collections.abc import Collection
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -74,11 +75,13 @@ Interval = tuple[int, int, SSAValue, int]
 
 
 def live_intervals(
-    spmd: mesh.SpmdOp, device: Device
+    spmd: mesh.SpmdOp, device: Device, resident: Collection[SSAValue] = ()
 ) -> tuple[list[Interval], list[tuple[int, Operation]], int]:
     """
     Where each value of `spmd`'s body lives: its interval over the body's program points,
-    the ops in program order with their points, and the number of points.
+    the ops in program order with their points, and the number of points. Values in
+    `resident` (blocks kept in SRAM beside the body, such as a layer's weights, which the
+    body reads in place) are not part of the body's live set.
     """
     body = spmd.body.block
     end: dict[Operation, int] = {}
@@ -99,6 +102,8 @@ def live_intervals(
     intervals: list[Interval] = []
 
     def add(value: SSAValue, born: int, block: Block) -> None:
+        if value in resident:
+            return
         size = device_bytes(value, device)
         if size == 0:
             return
@@ -131,9 +136,14 @@ def live_intervals(
     return intervals, events, counter[0]
 
 
-def spmd_sram(spmd: mesh.SpmdOp, device: Device) -> SramReport:
-    """The peak SRAM one PE needs for the body of `spmd`."""
-    intervals, events, points_count = live_intervals(spmd, device)
+def spmd_sram(
+    spmd: mesh.SpmdOp, device: Device, resident: Collection[SSAValue] = ()
+) -> SramReport:
+    """
+    The peak SRAM one PE needs for the body of `spmd`, less the blocks of `resident`
+    (`live_intervals`).
+    """
+    intervals, events, points_count = live_intervals(spmd, device, resident)
     report = SramReport()
     if not events:
         return report

@@ -417,11 +417,11 @@ def test_the_stage_hops_add_to_the_step(staged: tuple[ModuleOp, ModuleOp]):
 
 def test_a_layer_that_fits_no_region_is_one_error(tmp_path: Path, llama_export: Any):
     source = llama_export(tmp_path, width32(4))
-    small = dataclasses.replace(OPTIONS, device="wse2:width=4,height=4,sram_kib=12")
+    small = dataclasses.replace(OPTIONS, device="wse2:width=4,height=4,sram_kib=11")
     with pytest.raises(
         PlmrError,
         match=r"the layer body @main\.layer \(4 layers\): one layer's weights need \d+ B "
-        r"per PE beside \d+ B of working set, \d+ B, but the device has 12288 B per PE; "
+        r"per PE beside \d+ B of working set, \d+ B, but the device has 11264 B per PE; "
         r"use a larger grid",
     ):
         compile_module(make_context(), source, small)
@@ -454,3 +454,56 @@ def test_a_run_whose_stages_miss_its_layers_is_refused(
     fn.attributes[STAGES_ATTR] = ArrayAttr([IntegerAttr(2, i64), IntegerAttr(1, i64)])
     with pytest.raises(PlmrError, match=r"stages of 2\+1 layers but runs 4 layers"):
         run_entry(bad, fn, random_inputs(src_fn, 0), mode="timing")
+
+
+LAYER_BODY = """
+mesh.program @body(%h: tensor<8x8xf32>, %w: tensor<8x8xf32>, %t: tensor<8x8xf32>) -> tensor<8x8xf32> device "wse2" grid [2, 2] {
+  %dh = mesh.scatter %h : tensor<8x8xf32> -> !mesh.dist<tensor<8x8xf32>, #mesh.layout<[y, x]>>
+  %dw = mesh.scatter %w : tensor<8x8xf32> -> !mesh.dist<tensor<8x8xf32>, #mesh.layout<[y, x]>>
+  %e = mesh.spmd(%dh, %dw) : (!mesh.dist<tensor<8x8xf32>, #mesh.layout<[y, x]>>, !mesh.dist<tensor<8x8xf32>, #mesh.layout<[y, x]>>) -> !mesh.dist<tensor<8x8xf32>, #mesh.layout<[y, x]>> {
+  ^bb0(%y: index, %x: index, %bh: tensor<4x4xf32>, %bw: tensor<4x4xf32>):
+    %p = tile.dot %bh, %bw : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+    mesh.yield %p : tensor<4x4xf32>
+  }
+  %o = mesh.gather %e : !mesh.dist<tensor<8x8xf32>, #mesh.layout<[y, x]>> -> tensor<8x8xf32>
+  mesh.return %o : tensor<8x8xf32>
+}
+"""
+"""A layer body on 2x2: `%w` is a layer's weights (a 4x4 block per PE, 32 B at wse2's
+two bytes), `%h` the hidden state, `%t` an unused input."""
+
+
+def test_layer_bytes_count_a_weight_block_once():
+    """The body reads its weight block in place: it is in the weights, not also the peak."""
+    from plmr.passes.layer_programs import layer_bytes
+
+    module = parse_module(LAYER_BODY)
+    (program,) = [p for p in module.ops if isinstance(p, mesh.ProgramOp)]
+    weights, peak = layer_bytes(program, {1})
+    assert weights == 4 * 4 * 2
+    # The hidden block and the product (32 B each); the weight block is resident.
+    assert peak == 2 * 4 * 4 * 2
+    # With no weights, the weight input is the body's own, and live in its peak.
+    assert layer_bytes(program, set()) == (0, 3 * 4 * 4 * 2)
+
+
+def test_a_table_every_layer_shares_is_not_a_layer_weight():
+    """Only inputs whose constant differs per layer are counted once per layer."""
+    from plmr.passes.layer_programs import per_layer_constants
+
+    text = """
+    func.func @main(%h: tensor<8x8xf32>) -> tensor<8x8xf32> {
+      %t = arith.constant dense<1.0> : tensor<8x8xf32>
+      %w0 = arith.constant dense<2.0> : tensor<8x8xf32>
+      %w1 = arith.constant dense<3.0> : tensor<8x8xf32>
+      %h1 = mesh.run @body(%h, %w0, %t) {plmr.layer = 0 : i64} : (tensor<8x8xf32>, tensor<8x8xf32>, tensor<8x8xf32>) -> tensor<8x8xf32>
+      %h2 = mesh.run @body(%h1, %w1, %t) {plmr.layer = 1 : i64} : (tensor<8x8xf32>, tensor<8x8xf32>, tensor<8x8xf32>) -> tensor<8x8xf32>
+      func.return %h2 : tensor<8x8xf32>
+    }
+    """
+    module = parse_module(LAYER_BODY + text)
+    fn = select_entry(module, "main")
+    assert isinstance(fn, func.FuncOp)
+    layer_runs = [op for op in fn.body.block.ops if isinstance(op, mesh.RunOp)]
+    assert per_layer_constants(layer_runs, 3) == {1}
+    assert per_layer_constants(layer_runs[:1], 3) == {1, 2}
