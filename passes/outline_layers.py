@@ -46,9 +46,8 @@ from xdsl.rewriter import InsertPoint, Rewriter
 
 from plmr.dialects import graph
 from plmr.errors import PassOptionError, PlmrError
+from plmr.target.interface import LAYER_ATTR
 
-LAYER_ATTR = "plmr.layer"
-"""The index of the layer a `func.call` of an outlined body computes."""
 BODY_ATTR = "plmr.layer_body"
 """Marks a function made by graph-outline-layers (unit attribute-like: the layer count)."""
 LEAVES = (graph.ConstantOp, graph.WeightOp)

@@ -48,12 +48,9 @@ from plmr.runtime.report import OpTime, Report
 from plmr.runtime.state import Resident, WaferState
 from plmr.runtime.weights import load_weight
 from plmr.target.device import Device, get_device
-from plmr.target.interface import stage_layers, state_args, state_results
+from plmr.target.interface import LAYER_ATTR, stage_layers, state_args, state_results
 from plmr.target.stages import hops, place_stages
 from plmr.values import Array, dense_to_numpy, tensor_dtype
-
-LAYER = "plmr.layer"
-"""The attribute of a `mesh.run` of the layer program (its layer's index)."""
 
 
 def _constant(op: arith.ConstantOp, mode: str) -> Array:
@@ -146,6 +143,7 @@ def _hop(
     groups: tuple[int, ...],
     dev: Device,
     stage: int,
+    what: str,
 ) -> float:
     """
     Cycles of moving what the last layer run of `stage` hands to the next program run
@@ -158,7 +156,7 @@ def _hop(
             assert isinstance(t, TensorType)
             shape = cast(TensorType[Attribute], t).get_shape()
             elements += math.prod(shape)
-    placement = place_stages(groups, program.grid_shape, dev)
+    placement = place_stages(groups, program.grid_shape, dev, what=what)
     return hops(placement, dev, elements)[stage].cycles
 
 
@@ -193,7 +191,7 @@ def run_sequence(
     layer_runs = [
         op
         for op in fn.body.block.ops
-        if isinstance(op, mesh.RunOp) and LAYER in op.attributes
+        if isinstance(op, mesh.RunOp) and LAYER_ATTR in op.attributes
     ]
     groups: tuple[int, ...] = ()
     dev_stages: Device | None = None
@@ -228,7 +226,7 @@ def run_sequence(
             )
         program = op.program()
         name = program.sym_name.data
-        is_layer = LAYER in op.attributes
+        is_layer = LAYER_ATTR in op.attributes
         layer_index += int(is_layer)
         kept_in = state_args(program)
         kept_out = state_results(program)
@@ -261,7 +259,14 @@ def run_sequence(
                 holds[state] = value
         if is_layer and layer_index in ends:
             assert dev_stages is not None
-            hop_cycles += _hop(op, program, groups, dev_stages, ends[layer_index])
+            hop_cycles += _hop(
+                op,
+                program,
+                groups,
+                dev_stages,
+                ends[layer_index],
+                f"plmr run: @{fn.sym_name.data}'s stages",
+            )
     raise PlmrError(f"@{fn.sym_name.data} has no func.return")
 
 

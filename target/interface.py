@@ -129,6 +129,11 @@ def weight_args(program: mesh.ProgramOp) -> set[int]:
     return {v.value.data for v in values if isinstance(v, IntegerAttr)}
 
 
+LAYER_ATTR = "plmr.layer"
+"""The index of the layer that a `func.call` of an outlined layer body
+(`passes/outline_layers.py`), or the `mesh.run` of the layer program it becomes
+(`passes/layer_programs.py`), computes."""
+
 STAGES_ATTR = "plmr.stages"
 """func.func attribute of a layered program (`passes/layer_programs.py`): the layers of each
 pipeline stage in order, each stage a region of the wafer the size of the programs' grid

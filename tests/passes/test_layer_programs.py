@@ -389,6 +389,25 @@ def test_layers_that_do_not_fit_one_region_run_in_stages(
     assert "stages" not in "\n".join(one.summary())
 
 
+def test_stages_that_do_not_fit_the_run_s_device_name_the_program(
+    staged: tuple[ModuleOp, ModuleOp],
+):
+    """Run on a one-wafer system of one 2x2 region, the two stages are one error."""
+    source, module = staged
+    fn = select_entry(module, None)
+    src_fn = select_entry(source, None)
+    assert isinstance(fn, func.FuncOp)
+    assert isinstance(src_fn, func.FuncOp)
+    with pytest.raises(PlmrError, match=r"plmr run: @main's stages needs 2 pipeline"):
+        run_entry(
+            module,
+            fn,
+            random_inputs(src_fn, 0),
+            mode="timing",
+            device="wse2:width=2,height=2,sram_kib=20,wafers=1",
+        )
+
+
 def test_the_stage_hops_add_to_the_step(staged: tuple[ModuleOp, ModuleOp]):
     """The same program with its stages' record removed runs as one stage, hops less."""
     from plmr.target.interface import STAGE_BYTES_ATTR, STAGES_ATTR
