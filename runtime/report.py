@@ -96,6 +96,9 @@ class Report:
     wafer (`plmr.target.stages`); () when the program is not split into stages."""
     stage_hop_cycles: float = 0.0
     """Cycles of the activations' hops from one stage to the next (in `cycles`)."""
+    stage_bytes: tuple[int, int] = (0, 0)
+    """One layer's weights and the layer body's working set, bytes per PE, from which
+    the stages were split (`plmr.stage_bytes`); (0, 0) when not recorded."""
     finish: FloatArray | None = None
     """Per-PE finishing times (not serialised)."""
     compute: FloatArray | None = None
@@ -157,6 +160,7 @@ class Report:
         data["grid"] = list(self.grid)
         data["critical_pe"] = list(self.critical_pe)
         data["stage_layers"] = list(self.stage_layers)
+        data["stage_bytes"] = list(self.stage_bytes)
         data["compute_efficiency"] = self.compute_efficiency
         return data
 
@@ -228,6 +232,12 @@ class Report:
                 f"{'+'.join(str(n) for n in self.stage_layers)}, hops between them "
                 f"{self.stage_hop_cycles:,.0f} cycles {pct(self.stage_hop_cycles)}"
             )
+            if any(self.stage_bytes):
+                weights, working = self.stage_bytes
+                lines.append(
+                    f"              a layer's weights {weights:,} B per PE beside "
+                    f"{working:,} B of working set"
+                )
         if self.simulated_layers:
             lines.append(
                 f"  layers      the layer window simulated {self.simulated_layers} time(s), "

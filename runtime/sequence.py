@@ -48,7 +48,13 @@ from plmr.runtime.report import OpTime, Report
 from plmr.runtime.state import Resident, WaferState
 from plmr.runtime.weights import load_weight
 from plmr.target.device import Device, get_device
-from plmr.target.interface import LAYER_ATTR, stage_layers, state_args, state_results
+from plmr.target.interface import (
+    LAYER_ATTR,
+    stage_bytes,
+    stage_layers,
+    state_args,
+    state_results,
+)
 from plmr.target.stages import hops, place_stages
 from plmr.values import Array, dense_to_numpy, tensor_dtype
 
@@ -211,6 +217,7 @@ def run_sequence(
             report.simulated_layers = layers_simulated
             report.extrapolated_layers += layers_reused
             report.stage_layers = groups
+            report.stage_bytes = (stage_bytes(fn) or (0, 0)) if groups else (0, 0)
             report.stage_hop_cycles = hop_cycles
             report.cycles += hop_cycles
             if dev_stages is not None:

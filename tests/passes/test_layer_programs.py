@@ -386,6 +386,8 @@ def test_layers_that_do_not_fit_one_region_run_in_stages(
     assert timed.stage_hop_cycles == hop.cycles > 0
     one = dataclasses.replace(timed, stage_layers=())
     assert "stages      2 regions of the wafer, layers 2+2" in "\n".join(timed.summary())
+    assert timed.stage_bytes == (weights, peak)
+    assert timed.to_json()["stage_bytes"] == [weights, peak]
     assert "stages" not in "\n".join(one.summary())
 
 

@@ -17,6 +17,7 @@
 
 // TIMING:      program @main on wse2 2x2 (timing mode)
 // TIMING:      stages      2 regions of the wafer, layers 2+2, hops between them 159 cycles
+// TIMING-NEXT:             a layer's weights 5,376 B per PE beside 6,672 B of working set
 
 // BAD:         error: plmr compile: the layer body @main.layer (4 layers): one layer's weights need 5376 B per PE beside 6672 B of working set, 12048 B, but the device has 11264 B per PE; use a larger grid or a device with more SRAM
 // BAD-NOT:     Traceback
