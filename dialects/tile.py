@@ -361,8 +361,9 @@ class StoreOp(TileOp):
     """
     Writes a block into `dest` at the given offsets; the result is the updated tensor.
     The block must lie inside the tensor (checked at run time), unless `clip` is given:
-    then the elements of the block past the tensor's end are dropped (the padding of
-    the last block of a dimension its blocks do not divide).
+    then the elements of the block outside the tensor, before its start or past its end,
+    are dropped (the padding of the last block of a dimension its blocks do not divide;
+    the counterpart of a padded `tile.load`).
 
     ```mlir
     %c2 = tile.store %blk, %c[%i, %j] : tensor<16x16xf32> -> tensor<64x64xf32>

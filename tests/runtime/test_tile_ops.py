@@ -277,6 +277,30 @@ def test_clipped_store(lead: tuple[int, ...]):
     check_per_core(lead, got, [a, b, k], reference)
 
 
+@pytest.mark.parametrize("lead", LEADS)
+def test_clipped_store_drops_what_lies_before_the_start(lead: tuple[int, ...]):
+    """A block that starts before the tensor keeps only its elements inside it."""
+    source = """
+    func.func @f(%A: tensor<5x7xf32>, %b: tensor<3x4xf32>) -> tensor<5x7xf32> {
+      %cm2 = arith.constant -2 : index
+      %cm1 = arith.constant -1 : index
+      %r = tile.store %b, %A[%cm2, %cm1] clip : tensor<3x4xf32> -> tensor<5x7xf32>
+      func.return %r : tensor<5x7xf32>
+    }
+    """
+    rng = np.random.default_rng(5)
+    a = rand(rng, (*lead, 5, 7))
+    b = rand(rng, (*lead, 3, 4))
+
+    def reference(a: Array, b: Array) -> list[Array]:
+        out = a.copy()
+        out[0:1, 0:3] = b[2:3, 1:4]
+        return [out]
+
+    got = run(source, [a, b], lead)
+    check_per_core(lead, got, [a, b], reference)
+
+
 @pytest.mark.parametrize(
     "offsets, message",
     [
