@@ -257,6 +257,14 @@ class Analysis:
         return block
 
     def _check_divisible(self) -> None:
+        """
+        Refuses a top dimension whose block does not divide its extent, except, with
+        `fit`, a parallel one: its last block is padded (the code generator pads every
+        load of a dimension whose block does not divide, with the load's own padding or
+        zero, and clips every store), and a padded element of a parallel dimension is
+        computed apart from the others and never stored. A reduction dimension is never
+        padded: its padding would enter the combine.
+        """
         nest = self.nest
         padded: set[SSAValue] = (
             {nest.dims[i] for i in nest.parallel_dims} if self.fit else set()
