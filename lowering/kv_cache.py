@@ -236,61 +236,58 @@ def kv_capacity(
             f"{stages}"
         )
     if stages is not None:
-        choices = [stages]
+        n_stages = stages
     elif work + layer_w + per_layer_token <= sram:
         # The fewest stages whose largest group fits with room for a token: the rule
         # `plmr compile` splits a layered program by (`plmr.target.stages`).
-        choices = [
-            len(split_stages(cfg.n_layers, layer_w + per_layer_token, work, sram, cfg.name))
-        ]
-    else:
-        choices = [cfg.n_layers]  # refused below: the LM head, or one layer
-    for n_stages in choices:
-        groups = list(even_groups(cfg.n_layers, n_stages))
-        # The first group is the largest; the last one also carries the LM head unless
-        # the head needs a stage of its own.
-        last = groups[-1]
-        separate_head = slots(last, last * layer_w + head_w) < 1
-        if separate_head and work + head_w > sram:
-            raise PlmrError(
-                f"{cfg.name}: the LM head alone needs {work + head_w} B per PE on a "
-                f"{p}x{q} grid, but {dev.name} has {sram} B; use a larger grid"
-            )
-        candidates = [(n, n * layer_w) for n in groups[:-1]]
-        candidates.append((last, last * layer_w + (0 if separate_head else head_w)))
-        layers, weights = min(candidates, key=lambda c: slots(*c))
-        per_pe = slots(layers, weights)
-        if per_pe < 1:
-            continue
-        max_tokens = per_pe * p if scheme == "shift" else per_pe
-        return KvCapacity(
-            model=cfg.name,
-            grid=(p, q),
-            scheme=scheme,
-            max_tokens=max_tokens,
-            slots_per_pe=per_pe,
-            stages=n_stages + (1 if separate_head else 0),
-            layers_per_stage=layers,
-            weight_bytes_per_pe=weights,
-            workspace_bytes_per_pe=work,
-            free_bytes_per_pe=sram - work - weights,
-            bytes_per_token_per_pe=layers * per_layer_token,
-            sram_bytes=sram,
-            stage_layers=tuple(groups) + ((0,) if separate_head else ()),
-            layer_weight_bytes_per_pe=layer_w,
-            head_weight_bytes_per_pe=head_w,
-            kv_bytes_per_layer_token_per_pe=per_layer_token,
+        n_stages = len(
+            split_stages(cfg.n_layers, layer_w + per_layer_token, work, sram, cfg.name)
         )
-    if stages is not None:
+    else:
+        n_stages = cfg.n_layers  # refused below: the LM head, or one layer
+    groups = list(even_groups(cfg.n_layers, n_stages))
+    # The first group is the largest; the last one also carries the LM head unless the
+    # head needs a stage of its own.
+    last = groups[-1]
+    separate_head = slots(last, last * layer_w + head_w) < 1
+    if separate_head and work + head_w > sram:
+        raise PlmrError(
+            f"{cfg.name}: the LM head alone needs {work + head_w} B per PE on a "
+            f"{p}x{q} grid, but {dev.name} has {sram} B; use a larger grid"
+        )
+    candidates = [(n, n * layer_w) for n in groups[:-1]]
+    candidates.append((last, last * layer_w + (0 if separate_head else head_w)))
+    layers, weights = min(candidates, key=lambda c: slots(*c))
+    per_pe = slots(layers, weights)
+    if per_pe < 1 and stages is not None:
         raise PlmrError(
             f"{cfg.name}: {stages} pipeline stage(s) of {math.ceil(cfg.n_layers / stages)} "
             f"layers leave no room for a token on a {p}x{q} grid of {dev.name} "
             f"({sram} B per PE); use more stages or a larger grid"
         )
-    raise PlmrError(
-        f"{cfg.name}: one layer needs {layer_w + work + per_layer_token} B per PE (weights, "
-        f"workspace and one token) on a {p}x{q} grid, but {dev.name} has {sram} B; use a "
-        "larger grid"
+    if per_pe < 1:
+        raise PlmrError(
+            f"{cfg.name}: one layer needs {layer_w + work + per_layer_token} B per PE "
+            f"(weights, workspace and one token) on a {p}x{q} grid, but {dev.name} has "
+            f"{sram} B; use a larger grid"
+        )
+    return KvCapacity(
+        model=cfg.name,
+        grid=(p, q),
+        scheme=scheme,
+        max_tokens=per_pe * p if scheme == "shift" else per_pe,
+        slots_per_pe=per_pe,
+        stages=n_stages + (1 if separate_head else 0),
+        layers_per_stage=layers,
+        weight_bytes_per_pe=weights,
+        workspace_bytes_per_pe=work,
+        free_bytes_per_pe=sram - work - weights,
+        bytes_per_token_per_pe=layers * per_layer_token,
+        sram_bytes=sram,
+        stage_layers=tuple(groups) + ((0,) if separate_head else ()),
+        layer_weight_bytes_per_pe=layer_w,
+        head_weight_bytes_per_pe=head_w,
+        kv_bytes_per_layer_token_per_pe=per_layer_token,
     )
 
 
