@@ -54,13 +54,20 @@ def _conflict(a: Signature, b: Signature) -> bool:
     return any(x is not None and y is not None and x is not y for x, y in zip(a, b))
 
 
+def _merge(a: Signature, b: Signature) -> Signature:
+    """The loops of both (which do not conflict): each dimension's loop, if either has one."""
+    return tuple(x if x is not None else y for x, y in zip(a, b))
+
+
 def split_read_views(block: Block) -> dict[SSAValue, SSAValue]:
     """
     Gives the loads of a tensor that index one of its dimensions by different loops, in
-    each top-level nest of a function body, one view per indexing: every load whose
-    indexing conflicts with the first load's reads a view (`tensor.extract_slice` of
-    the whole tensor, inserted before the nest), one per distinct indexing. Returns
-    each view's source.
+    each top-level nest of a function body, one view per indexing. The loads are put in
+    groups, in order, each load in the first group none of whose loads it conflicts with
+    (a group keeps the loops of all its loads, so that no two loads of a group conflict):
+    the first group reads the tensor, each other group a view of it
+    (`tensor.extract_slice` of the whole tensor, inserted before the nest). Returns each
+    view's source.
     """
     views: dict[SSAValue, SSAValue] = {}
     rewriter = Rewriter()
@@ -75,23 +82,26 @@ def split_read_views(block: Block) -> dict[SSAValue, SSAValue]:
                 continue
             by_source.setdefault(src, []).append(load)
         for src, loads in by_source.items():
-            groups: list[tuple[Signature, SSAValue]] = []
-            first = _signature(loads[0], loops)
+            groups: list[tuple[Signature, SSAValue]] = [(_signature(loads[0], loops), src)]
             for load in loads[1:]:
                 sig = _signature(load, loops)
-                if not _conflict(first, sig):
+                k = next(
+                    (k for k, (g, _) in enumerate(groups) if not _conflict(g, sig)), None
+                )
+                if k is not None:
+                    merged, value = groups[k]
+                    groups[k] = (_merge(merged, sig), value)
+                    if value is not src:
+                        load.operands = [value, *load.offsets]
                     continue
-                view = next((v for s, v in groups if s == sig), None)
-                if view is None:
-                    shape = static_shape(src, "source")
-                    op = tensor.ExtractSliceOp.from_static_parameters(
-                        src, [0] * len(shape), list(shape)
-                    )
-                    rewriter.insert_op(op, InsertPoint.before(top))
-                    if src.name_hint:
-                        op.result.name_hint = src.name_hint
-                    view = op.result
-                    views[view] = src
-                    groups.append((sig, view))
-                load.operands = [view, *load.offsets]
+                shape = static_shape(src, "source")
+                op = tensor.ExtractSliceOp.from_static_parameters(
+                    src, [0] * len(shape), list(shape)
+                )
+                rewriter.insert_op(op, InsertPoint.before(top))
+                if src.name_hint:
+                    op.result.name_hint = src.name_hint
+                views[op.result] = src
+                groups.append((sig, op.result))
+                load.operands = [op.result, *load.offsets]
     return views

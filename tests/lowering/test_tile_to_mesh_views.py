@@ -171,3 +171,52 @@ def test_dims_wanted_whole_are_gathered_before_a_diagonal_move():
     # Nothing to free: in order.
     assert gather_order(("y", "x"), ("-", "-")) == [0, 1]
     assert gather_order(("y", "-"), ("x", "-")) == [0, 1]
+
+
+CROSSED = """
+func.func @main(%T: tensor<64x64xf32>, %C: tensor<64x64xf32>) -> tensor<64x64xf32> {
+  %c0 = arith.constant 0 : index
+  %zero = tile.fill 0.000000e+00 : tensor<16x16xf32>
+  %ri = tile.for %i = 0 to 64 step 16 iter_args(%ci = %C) -> (tensor<64x64xf32>) parallel {
+    %rj = tile.for %j = 0 to 64 step 16 iter_args(%cj = %ci) -> (tensor<64x64xf32>) parallel {
+      %acc = tile.for %k = 0 to 64 step 16 iter_args(%c = %zero) -> (tensor<16x16xf32>) reduction {
+        %a = tile.load %T[%i, %c0] : tensor<64x64xf32> -> tensor<16x16xf32>
+        %b = tile.load %T[%c0, %j] : tensor<64x64xf32> -> tensor<16x16xf32>
+        %d = tile.load %T[%c0, %k] : tensor<64x64xf32> -> tensor<16x16xf32>
+        %e = tile.load %T[%k, %c0] : tensor<64x64xf32> -> tensor<16x16xf32>
+        %ab = tile.dot %a, %b, %c : (tensor<16x16xf32>, tensor<16x16xf32>, tensor<16x16xf32>) -> tensor<16x16xf32>
+        %de = tile.dot %d, %e, %ab : (tensor<16x16xf32>, tensor<16x16xf32>, tensor<16x16xf32>) -> tensor<16x16xf32>
+        tile.yield %de : tensor<16x16xf32>
+      }
+      %cj2 = tile.store %acc, %cj[%i, %j] : tensor<16x16xf32> -> tensor<64x64xf32>
+      tile.yield %cj2 : tensor<64x64xf32>
+    }
+    tile.yield %rj : tensor<64x64xf32>
+  }
+  func.return %ri : tensor<64x64xf32>
+}
+"""
+
+
+def test_loads_that_each_agree_with_the_first_but_not_with_each_other_get_views():
+    """
+    `%a` indexes rows by `i`, `%b` columns by `j`, `%d` columns by `k`, `%e` rows by `k`:
+    none conflicts with `%a` alone, but `%d` conflicts with `%b` (columns by `j` and by
+    `k`) and `%e` with `%a` (rows by `i` and by `k`). No two loads of one tensor or view
+    index a dimension by two loops.
+    """
+    from xdsl.dialects import func
+
+    from plmr.dialects import tile
+    from plmr.lowering.tile_to_mesh.views import split_read_views
+
+    module = parse_module(CROSSED)
+    (fn,) = [op for op in module.ops if isinstance(op, func.FuncOp)]
+    t = fn.body.block.args[0]
+    views = split_read_views(fn.body.block)
+    loads = {op.result.name_hint: op for op in fn.walk() if isinstance(op, tile.LoadOp)}
+    assert loads["a"].source is t
+    assert loads["b"].source is t
+    # `%d` and `%e` agree with each other (both by `k`, in different dimensions).
+    assert loads["d"].source is loads["e"].source is not t
+    assert views == {loads["d"].source: t}
