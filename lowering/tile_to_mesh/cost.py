@@ -181,6 +181,20 @@ def cannon_skew(m: Mapping, opts: Options) -> bool:
     return m.mode == "rotate" and len(set(m.paths.values())) == 2 and opts.gemm != "summa"
 
 
+def shared_block(
+    views: dict[SSAValue, SSAValue], m: Mapping, src: SSAValue, skewed: bool
+) -> tuple[SSAValue, Layout, str]:
+    """
+    Which block on a PE an operand `src` of a nest mapped by `m` is: views of one tensor
+    (`views`: each view's source) in one layout are one block, unless placed pre-skewed
+    (`skewed`, `cannon_skew`), where each rotation path has its own. The planner counts a
+    block's SRAM once per key and the emitter places it once per key; an operand that
+    rotates (`m.paths`) always has a block of its own, which operands after it may share.
+    """
+    path = m.paths[src] if skewed and src in m.paths else ""
+    return (views.get(src, src), m.layouts[src], path)
+
+
 def ring_realignable(skew: tuple[str, str, int], opts: Options) -> bool:
     """Cannon's skew on a square grid with one chunk per PE: a ring pass realigns it."""
     axis, _, chunks = skew

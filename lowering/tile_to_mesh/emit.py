@@ -42,6 +42,7 @@ from plmr.lowering.tile_to_mesh.builders import ring_coord as _ring_coord
 from plmr.lowering.tile_to_mesh.builders import ring_for as _ring_for
 from plmr.lowering.tile_to_mesh.builders import ring_position as _ring_pos
 from plmr.lowering.tile_to_mesh.cost import cannon_skew as _cannon_skew
+from plmr.lowering.tile_to_mesh.cost import shared_block as _shared_block
 from plmr.lowering.tile_to_mesh.mapping import Mapping
 from plmr.lowering.tile_to_mesh.planning import plain_accumulators as _plain_accumulators
 from plmr.lowering.tile_to_mesh.relayout import Relayout
@@ -112,12 +113,12 @@ class NestEmitter(Relayout):
         low, nest, m, opts = self.low, self.nest, self.m, self.opts
         inputs: list[SSAValue] = []
         wants: list[tuple[SSAValue, Layout, tuple[str, str, int]]] = []
-        firsts: dict[tuple[SSAValue, Layout, tuple[str, str, int]], SSAValue] = {}
+        firsts: dict[tuple[SSAValue, Layout, str], SSAValue] = {}
         shared: dict[SSAValue, SSAValue] = {}
         for src in nest.globals:
             layout = m.layouts[src]
             skew = self._skew_of(src)
-            key = (low.views.get(src, src), layout, skew)
+            key = _shared_block(low.views, m, src, self.skew)
             if key in firsts and src not in m.paths:
                 # A view in the layout of its tensor (or of another view): one block.
                 shared[src] = firsts[key]

@@ -31,6 +31,8 @@ from plmr.lowering.tile_to_mesh.analysis import splits_unevenly as _uneven
 from plmr.lowering.tile_to_mesh.batching import deferrable
 from plmr.lowering.tile_to_mesh.cost import CostModel
 from plmr.lowering.tile_to_mesh.cost import block_bytes as _block_bytes
+from plmr.lowering.tile_to_mesh.cost import cannon_skew as _cannon_skew
+from plmr.lowering.tile_to_mesh.cost import shared_block as _shared_block
 from plmr.lowering.tile_to_mesh.mapping import Band, Mapping
 from plmr.lowering.tile_to_mesh.rolling_merge import rolling_roles
 
@@ -54,6 +56,9 @@ class NestPlan:
     estimate: float
     """The cost model's cycles for the nest on the critical PE."""
     spmd: mesh.SpmdOp
+    sram: int = 0
+    """The planner's bytes per PE for the nest's blocks (its operands', its outputs' and
+    the rotation buffers'), by which it chose the mapping."""
 
     def mapping(self) -> str:
         """`i1(2816) -> x, i2(840) -> y [allreduce]`."""
@@ -513,10 +518,11 @@ class Planner(CostModel):
         # SRAM: every operand block, every output block, rotation double buffers.
         grid = opts.grid
         sram = 0
-        held: set[tuple[SSAValue, Layout]] = set()
+        held: set[tuple[SSAValue, Layout, str]] = set()
+        skewed = _cannon_skew(m, opts)
         for src, layout in m.layouts.items():
-            # Views of one tensor in one layout share their block (`emit`).
-            key = (self.views.get(src, src), layout)
+            # Views of one tensor in one layout share their block, as `emit` places them.
+            key = _shared_block(self.views, m, src, skewed)
             if key in held and src not in m.paths:
                 continue
             held.add(key)

@@ -358,6 +358,7 @@ class FunctionLowering:
                 m.mode,
                 m.cost,
                 spmd,
+                m.sram,
             )
         )
 

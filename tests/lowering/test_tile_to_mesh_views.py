@@ -8,6 +8,7 @@ on random inputs; without views the table is held whole and the attention is ref
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +18,7 @@ from xdsl.ir import Block, SSAValue
 
 from plmr.dialects import mesh
 from plmr.dialects.context import make_context, parse_module
+from plmr.dialects.graph import static_shape
 from plmr.errors import PlmrError
 from plmr.frontend.onnx import import_onnx_file
 from plmr.lowering.tile_to_mesh import NestPlan
@@ -220,3 +222,38 @@ def test_loads_that_each_agree_with_the_first_but_not_with_each_other_get_views(
     # `%d` and `%e` agree with each other (both by `k`, in different dimensions).
     assert loads["d"].source is loads["e"].source is not t
     assert views == {loads["d"].source: t}
+
+
+GEMM = """
+func.func @main(%a: tensor<64x64xf32>, %b: tensor<64x64xf32>) -> tensor<64x64xf32> {
+  %c = graph.matmul %a, %a : (tensor<64x64xf32>, tensor<64x64xf32>) -> tensor<64x64xf32>
+  %d = graph.matmul %c, %b : (tensor<64x64xf32>, tensor<64x64xf32>) -> tensor<64x64xf32>
+  func.return %d : tensor<64x64xf32>
+}
+"""
+"""`%a` read as both operands of one product: the rows rotate one way, the columns the
+other (Cannon's skew)."""
+
+
+@pytest.mark.parametrize("text", [ROPE_TABLE, MERGED, GEMM], ids=["rope", "merged", "gemm"])
+def test_the_planner_counts_every_block_the_nest_places(text: str):
+    """
+    The SRAM the planner chose each mapping by is at least the blocks the emitted nest
+    holds: its operands' (views of one tensor share a block only where the emitter
+    places one) and its outputs'.
+    """
+    module, compiled, plans = _compile(text, 48)
+    fn = select_function(module, None)
+    inputs = random_inputs(fn, 0)
+    got, _ = run_mesh(compiled, inputs, mode="functional")
+    np.testing.assert_allclose(got[0], run_function(module, fn, inputs)[0], rtol=1e-3)
+    modes: set[str] = set()
+    for plan in plans:
+        modes.add(plan.mode)
+        args = plan.spmd.body.block.args[2:]
+        held = sum(4 * math.prod(static_shape(a, "block")) for a in args)
+        outs = plan.spmd.body.block.last_op
+        assert outs is not None
+        held += sum(4 * math.prod(static_shape(v, "block")) for v in outs.operands)
+        assert plan.sram >= held, plan.name
+    assert modes - {"local"}
