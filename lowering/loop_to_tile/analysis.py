@@ -20,7 +20,7 @@ from plmr.dialects.loop import (
 from plmr.errors import PlmrError
 from plmr.lowering.loop_to_tile.blocks import INDEX_OPS as _INDEX_OPS
 from plmr.lowering.loop_to_tile.blocks import Combine as _Combine
-from plmr.lowering.loop_to_tile.blocks import Dim, Untileable
+from plmr.lowering.loop_to_tile.blocks import Dim, Untileable, digit
 from plmr.lowering.loop_to_tile.blocks import Plan as _Plan
 from plmr.lowering.loop_to_tile.blocks import is_const as _is_const
 from plmr.lowering.loop_to_tile.blocks import nests_in as _nests_in
@@ -394,6 +394,10 @@ class Analysis:
             if a is False or b is not None:
                 return False
             return a
+        found = digit(v, self.dims)
+        if found is not None:
+            d, along = found
+            return d if along else None
         if isinstance(op, _INDEX_OPS):
             if any(self._affine(x) is not None for x in op.operands):
                 return False

@@ -108,6 +108,55 @@ def is_const(v: SSAValue, value: int) -> bool:
     )
 
 
+DIV_OPS = (arith.DivUIOp, arith.DivSIOp, arith.FloorDivSIOp)
+"""Division of an index (a non-negative one: every flavour rounds down)."""
+REM_OPS = (arith.RemUIOp, arith.RemSIOp)
+"""Remainder of an index (a non-negative one)."""
+
+
+def _const_int(v: SSAValue) -> int | None:
+    op = v.owner
+    if isinstance(op, arith.ConstantOp) and isinstance(op.value, IntegerAttr):
+        return op.value.value.data
+    return None
+
+
+def aligned_dim(v: SSAValue, dims: dict[SSAValue, Dim]) -> Dim | None:
+    """
+    The blocked dimension `d` whose index `v` runs along, one for one, within each block
+    of `d`: `d` itself, or `x % D` of such an `x` with `D` a multiple of `d`'s block (the
+    blocks start at multiples of the block, so none wraps around).
+    """
+    d = dims.get(v)
+    if d is not None:
+        return d if d.axis else None
+    op = v.owner
+    if not isinstance(op, REM_OPS):
+        return None
+    inner = aligned_dim(op.lhs, dims)
+    divisor = _const_int(op.rhs)
+    if inner is None or divisor is None or divisor <= 0 or divisor % inner.block:
+        return None
+    return inner
+
+
+def digit(v: SSAValue, dims: dict[SSAValue, Dim]) -> tuple[Dim, bool] | None:
+    """
+    `v` as a digit of a blocked dimension `d` (a delinearised index: a head and its
+    column of `h·64 + c`): `(d, True)` for `x % D`, which runs along `d`'s block,
+    `(d, False)` for `x / D`, the same across a block; `x` runs along `d`
+    (`aligned_dim`) and `D` is a multiple of `d`'s block. None otherwise.
+    """
+    op = v.owner
+    if not isinstance(op, DIV_OPS + REM_OPS):
+        return None
+    d = aligned_dim(op.lhs, dims)
+    divisor = _const_int(op.rhs)
+    if d is None or divisor is None or divisor <= 0 or divisor % d.block:
+        return None
+    return d, isinstance(op, REM_OPS)
+
+
 def top_op(op: Operation, block: Block | None) -> Operation:
     while op.parent_block() is not block:
         parent = op.parent_op()

@@ -30,7 +30,7 @@ from plmr.dialects.loop import (
     value_element,
 )
 from plmr.lowering.loop_to_tile.blocks import INDEX_OPS as _INDEX_OPS
-from plmr.lowering.loop_to_tile.blocks import Blk, Dim, Untileable
+from plmr.lowering.loop_to_tile.blocks import Blk, Dim, Untileable, digit
 from plmr.lowering.loop_to_tile.blocks import Combine as _Combine
 from plmr.lowering.loop_to_tile.blocks import Plan as _Plan
 from plmr.lowering.loop_to_tile.blocks import is_const as _is_const
@@ -353,6 +353,9 @@ class Codegen:
             return self._axis_of(op.lhs) or self._axis_of(op.rhs)
         if isinstance(op, arith.SubiOp):
             return self._axis_of(op.lhs)
+        found = digit(idx, self.plan.dims)
+        if found is not None and found[1]:
+            return found[0]
         return None
 
     def _offset(self, b: Builder, idx: SSAValue) -> SSAValue:

@@ -44,7 +44,7 @@ def _assert_close(got: list[np.ndarray], want: list[np.ndarray]) -> None:
 
 
 @pytest.mark.parametrize("name", sorted(PROGRAMS))
-@pytest.mark.parametrize("sizes", [(4, 4), (2, 8), (1, 1)])
+@pytest.mark.parametrize("sizes", [(4, 4), (2, 8), (4, 16), (1, 1)])
 def test_blocked_nest_matches_the_loop_level(name: str, sizes: tuple[int, int]):
     module = parse_module(PROGRAMS[name])
     fn = select_entry(module, None)

@@ -115,3 +115,47 @@ func.func @offsets_fold(%x: tensor<3x2xf32>) -> tensor<1x1xf32> {
   }
   func.return %r : tensor<1x1xf32>
 }
+
+// -----
+
+// A reduction over the heads' concatenated columns (an attention's output projection
+// fused with the heads' normalisation, `k = h·8 + c` over 2 KV heads of 2 query heads
+// each): the per-head sum is read at `k / 16` and `(k / 8) % 2`, the head's output at
+// `k % 8` too. Blocks of 4 start at multiples of 4, which divides 8 and 16, so within a
+// block the head is one and the column runs along the block: `k` is blocked (4 columns
+// of the output and one sum, both loaded at the block's start), not cut into blocks of
+// one element.
+
+// CHECK-LABEL: func.func @head_digits(
+// CHECK-NOT:   loop.remark
+// CHECK:         tile.for %k = 0 to 32 step 4 {{.*}} reduction {
+// CHECK:           %[[G:.*]] = arith.divui %k, %{{.*}} : index
+// CHECK:           %[[D:.*]] = arith.divui %k, %{{.*}} : index
+// CHECK:           %[[H:.*]] = arith.remui %[[D]], %{{.*}} : index
+// CHECK:           %[[C:.*]] = arith.remui %k, %{{.*}} : index
+// CHECK-NEXT:      %[[O:.*]] = tile.load %o[%[[G]], %[[H]], %[[C]]] : tensor<2x2x8xf32> -> tensor<1x1x4xf32>
+// CHECK:           %[[S:.*]] = tile.load %s[%{{.*}}, %{{.*}}] : tensor<2x2xf32> -> tensor<1x1xf32>
+// CHECK:           %{{.*}} = tile.map div %{{.*}}, %{{.*}} : (tensor<4xf32>, tensor<1xf32>) -> tensor<4xf32>
+// CHECK-NEXT:      %{{.*}} = tile.load %w[%k, %j] : tensor<32x8xf32> -> tensor<4x4xf32>
+// CHECK:           %{{.*}} = tile.dot %{{.*}}, %{{.*}} : (tensor<1x4xf32>, tensor<4x4xf32>) -> tensor<1x4xf32>
+// CHECK-NOT:   loop.nest
+func.func @head_digits(%s: tensor<2x2xf32>, %o: tensor<2x2x8xf32>, %w: tensor<32x8xf32>) -> tensor<8xf32> {
+  %z = arith.constant 0.000000e+00 : f32
+  %r = loop.nest (%j, %k) to (8, 32) [parallel, reduction] init(%acc = %z : f32) -> tensor<8xf32> {
+    %c16 = arith.constant 16 : index
+    %g = arith.divui %k, %c16 : index
+    %c8 = arith.constant 8 : index
+    %d = arith.divui %k, %c8 : index
+    %c2 = arith.constant 2 : index
+    %h = arith.remui %d, %c2 : index
+    %sum = loop.read %s[%g, %h] : tensor<2x2xf32>
+    %c = arith.remui %k, %c8 : index
+    %x = loop.read %o[%g, %h, %c] : tensor<2x2x8xf32>
+    %n = arith.divf %x, %sum : f32
+    %wt = loop.read %w[%k, %j] : tensor<32x8xf32>
+    %p = arith.mulf %n, %wt : f32
+    %t = arith.addf %acc, %p : f32
+    loop.yield %t : f32
+  }
+  func.return %r : tensor<8xf32>
+}
