@@ -11,9 +11,11 @@ one buffer of `S` rows (the capacity) that stays where it is between steps:
 - the input becomes the buffer itself, `[1, Hkv, S, hd]`, marked `plmr.state = "OUT"`
   (OUT is the output's name), and the output, marked the same, is the buffer after the
   step; the runtime keeps it on the wafer and feeds it to the next step;
-- the Concat becomes the slot form of plmr's own decode step: the new row is written at
-  row `p = position_ids`, `buffer·(1 − slot) + slot ⊗ new` with `slot = onehot(p)`
-  (`slot = relu(1 − |iota − p|)`, exact);
+- the Concat becomes a selection: row `p = position_ids` of the buffer receives the new
+  row, `where(iota == p, new, buffer)` (`kv_slot = iota == p`, i1); the other rows are
+  the buffer's as they are, with no arithmetic on them (a multiply by `1 − slot` would
+  turn a non-finite entry of an unused row into NaN and costs a product per cached
+  element);
 - the attention mask input goes: the step computes it from the position, `valid[j] = 1`
   for `j ≤ p` (`relu(1 − (iota − p)) − relu(−(iota − p))`), in the mask's element type,
   so rows beyond the current length are masked whatever they hold.
@@ -192,21 +194,18 @@ class _Rewriter:
         iota = self.const(np.arange(length, dtype=np.float32).reshape(1, length))
         d = self.insert(graph.SubOp(iota, p)).results[0]
         iota.name_hint, d.name_hint = "kv_rows", "kv_offset"
-        self.pos_cache["d"] = d
+        self.pos_cache["d"], self.pos_cache["iota"], self.pos_cache["p"] = d, iota, p
         return d
 
-    def slot(self, length: int) -> tuple[SSAValue, SSAValue]:
-        """`onehot(p)` and `1 − onehot(p)`, `[1, length]`."""
+    def slot(self, length: int) -> SSAValue:
+        """`iota == p`, `[1, length]`, i1: the row that receives the new entry."""
         if "slot" not in self.pos_cache:
-            d = self.offset(length)
-            one = self.const(np.ones((1, 1), np.float32))
-            far = self.insert(graph.AbsOp(d)).results[0]
-            near = self.insert(graph.SubOp(one, far)).results[0]
-            slot = self.insert(graph.ReluOp(near)).results[0]
-            keep = self.insert(graph.SubOp(one, slot)).results[0]
-            slot.name_hint, keep.name_hint = "kv_slot", "kv_keep"
-            self.pos_cache["slot"], self.pos_cache["keep"] = slot, keep
-        return self.pos_cache["slot"], self.pos_cache["keep"]
+            self.offset(length)
+            iota, p = self.pos_cache["iota"], self.pos_cache["p"]
+            slot = self.insert(graph.CmpOp(graph.CmpPredicate.EQ, iota, p)).results[0]
+            slot.name_hint = "kv_slot"
+            self.pos_cache["slot"] = slot
+        return self.pos_cache["slot"]
 
     def replace_mask(self, length: int) -> None:
         """The attention mask input becomes `j ≤ p`, computed on the wafer."""
@@ -343,15 +342,10 @@ class _Rewriter:
                     )
                 )
             buffer = self.replace_arg(arg, value.type, pair.output)
-            slot, keep = self.slot(length)
             bshape = tuple(length if i == axis else 1 for i in range(len(shape)))
-            slot_b = self.insert(graph.ReshapeOp(slot, bshape)).results[0]
-            keep_b = self.insert(graph.ReshapeOp(keep, bshape)).results[0]
-            kept = graph.MulOp(buffer, keep_b)
-            put = graph.MulOp(slot_b, new)
-            updated = graph.AddOp(kept, put)
-            block = self.fn.body.block
-            block.insert_ops_before([kept, put, updated], concat)
+            slot = self.insert(graph.ReshapeOp(self.slot(length), bshape)).results[0]
+            updated = graph.WhereOp(slot, new, buffer)
+            self.fn.body.block.insert_op_before(updated, concat)
             concat.result.replace_all_uses_with(updated.result)
             concat.detach()
             concat.erase()
@@ -487,7 +481,9 @@ class GraphKvStatePass(ModulePass):
       func.return %present : tensor<1x2x4x8xf32>
     }
     // after: %past is the buffer (plmr.state = "present.0.key"), row p receives %k
-    %updated = graph.add (graph.mul %past, 1 - onehot(p)), (graph.mul onehot(p), %k)
+    %kv_slot = graph.cmp eq %kv_rows, %p : (tensor<1x4xf32>, tensor<1x1xf32>) -> tensor<1x4xi1>
+    %slot = graph.reshape %kv_slot : tensor<1x4xi1> -> tensor<1x1x4x1xi1>
+    %present = graph.where %slot, %k, %past : (tensor<1x1x4x1xi1>, tensor<1x2x1x8xf32>, tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32>
     ```
     """
 

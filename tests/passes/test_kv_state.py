@@ -81,8 +81,14 @@ def test_parse_state_pairs():
             parse_state_pairs(bad)
 
 
-def _differential(grid: tuple[int, int] | None, steps: int, seed: int) -> None:
-    """The rewritten step (graph level or compiled) against the export, step by step."""
+def _differential(
+    grid: tuple[int, int] | None, steps: int, seed: int, poison: bool = False
+) -> None:
+    """
+    The rewritten step (graph level or compiled) against the export, step by step.
+    With `poison`, the buffer's row that the first step writes holds infinity first:
+    the append replaces the row, it does not combine with it (`inf·0` is NaN).
+    """
     sz = SMALL
     model = _decode_model(sz)
     original = import_onnx(model)
@@ -109,6 +115,8 @@ def _differential(grid: tuple[int, int] | None, steps: int, seed: int) -> None:
             buffer = rng.standard_normal((1, sz.kv_heads, sz.seq, sz.head_dim))
             buffer = buffer.astype(np.float32) * 100
             buffer[:, :, :start] = rows[:, :, :start]
+            if poison:
+                buffer[:, :, start] = np.inf
             host[f"present.{layer}.{part}"] = buffer
     fn = select_entry(rewritten, None)
     if grid is not None:
@@ -164,11 +172,12 @@ def _differential(grid: tuple[int, int] | None, steps: int, seed: int) -> None:
 def test_rewritten_step_equals_the_export_at_graph_level():
     for seed in range(3):
         _differential(None, steps=4, seed=seed)
+        _differential(None, steps=4, seed=seed, poison=True)
 
 
 @pytest.mark.parametrize("grid", [(2, 2), (3, 3), (2, 4)], ids=lambda g: f"{g[0]}x{g[1]}")
 def test_rewritten_step_compiled_equals_the_export(grid: tuple[int, int]):
-    _differential(grid, steps=3, seed=7)
+    _differential(grid, steps=3, seed=7, poison=True)
 
 
 def _errors(model: onnx.ModelProto, pairs: list[StatePair] | None, **kw: Any) -> str:

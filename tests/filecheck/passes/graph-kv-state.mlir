@@ -6,8 +6,9 @@
 
 // A decode step as torch.onnx / Optimum export it: the past (3 rows) in, the present
 // (4 rows) out. The past becomes the buffer of 4 rows (marked as the state
-// "present.0.key"), the Concat the slot form at row p = position_ids, and the attention
-// mask input `j <= p`, computed from the position; the mask's cast to f32 goes.
+// "present.0.key"), the Concat a selection of the new row at row p = position_ids (no
+// product over the cache), and the attention mask input `j <= p`, computed from the
+// position; the mask's cast to f32 goes.
 // CHECK-LABEL: func.func @decode(
 // CHECK-SAME:    %position_ids: tensor<1x1xi64> {plmr.name = "position_ids"},
 // CHECK-SAME:    %past: tensor<1x2x4x8xf32> {plmr.name = "past_key_values.0.key", plmr.state = "present.0.key"},
@@ -18,22 +19,15 @@
 // CHECK-NEXT:    %[[P:.*]] = graph.cast %position_ids : tensor<1x1xi64> -> tensor<1x1xf32>
 // CHECK-NEXT:    %kv_rows = graph.constant dense<{{\[\[}}0.000000e+00, 1.000000e+00, 2.000000e+00, 3.000000e+00]]> : tensor<1x4xf32>
 // CHECK-NEXT:    %kv_offset = graph.sub %kv_rows, %[[P]] : (tensor<1x4xf32>, tensor<1x1xf32>) -> tensor<1x4xf32>
-// CHECK-NEXT:    %[[ONE:.*]] = graph.constant dense<1.000000e+00> : tensor<1x1xf32>
-// CHECK-NEXT:    %[[FAR:.*]] = graph.abs %kv_offset : tensor<1x4xf32>
-// CHECK-NEXT:    %[[NEAR:.*]] = graph.sub %[[ONE]], %[[FAR]] : (tensor<1x1xf32>, tensor<1x4xf32>) -> tensor<1x4xf32>
-// CHECK-NEXT:    %kv_slot = graph.relu %[[NEAR]] : tensor<1x4xf32>
-// CHECK-NEXT:    %kv_keep = graph.sub %[[ONE]], %kv_slot : (tensor<1x1xf32>, tensor<1x4xf32>) -> tensor<1x4xf32>
-// CHECK-NEXT:    %[[SLOT:.*]] = graph.reshape %kv_slot : tensor<1x4xf32> -> tensor<1x1x4x1xf32>
-// CHECK-NEXT:    %[[KEEP:.*]] = graph.reshape %kv_keep : tensor<1x4xf32> -> tensor<1x1x4x1xf32>
+// CHECK-NEXT:    %kv_slot = graph.cmp eq %kv_rows, %[[P]] : (tensor<1x4xf32>, tensor<1x1xf32>) -> tensor<1x4xi1>
+// CHECK-NEXT:    %[[SLOT:.*]] = graph.reshape %kv_slot : tensor<1x4xi1> -> tensor<1x1x4x1xi1>
 // CHECK-NEXT:    %[[ONE2:.*]] = graph.constant dense<1.000000e+00> : tensor<1x1xf32>
 // CHECK-NEXT:    %[[UP0:.*]] = graph.sub %[[ONE2]], %kv_offset : (tensor<1x1xf32>, tensor<1x4xf32>) -> tensor<1x4xf32>
 // CHECK-NEXT:    %[[UP:.*]] = graph.relu %[[UP0]] : tensor<1x4xf32>
 // CHECK-NEXT:    %[[DOWN0:.*]] = graph.neg %kv_offset : tensor<1x4xf32>
 // CHECK-NEXT:    %[[DOWN:.*]] = graph.relu %[[DOWN0]] : tensor<1x4xf32>
 // CHECK-NEXT:    %kv_valid = graph.sub %[[UP]], %[[DOWN]] : (tensor<1x4xf32>, tensor<1x4xf32>) -> tensor<1x4xf32>
-// CHECK-NEXT:    %[[KEPT:.*]] = graph.mul %past, %[[KEEP]] : (tensor<1x2x4x8xf32>, tensor<1x1x4x1xf32>) -> tensor<1x2x4x8xf32>
-// CHECK-NEXT:    %[[PUT:.*]] = graph.mul %[[SLOT]], %k : (tensor<1x1x4x1xf32>, tensor<1x2x1x8xf32>) -> tensor<1x2x4x8xf32>
-// CHECK-NEXT:    %present = graph.add %[[KEPT]], %[[PUT]] : (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32>
+// CHECK-NEXT:    %present = graph.where %[[SLOT]], %k, %past : (tensor<1x1x4x1xi1>, tensor<1x2x1x8xf32>, tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32>
 // CHECK-NEXT:    %masked = graph.mul %scores, %kv_valid : (tensor<1x2x1x4xf32>, tensor<1x4xf32>) -> tensor<1x2x1x4xf32>
 // CHECK-NEXT:    %other = graph.concat %k, %k, %k, %k axis = 2
 // CHECK-NEXT:    func.return %present, %masked, %other

@@ -14,6 +14,15 @@
 // CHECK:       graph-kv-state: @decode keeps 1 KV cache(s) on the wafer as state (present.0.key)
 // CHECK:       mesh.program @decode(%position_ids: tensor<1x1xi64>, %past: tensor<1x2x4x8xf32>, %k: tensor<1x2x1x8xf32>, %q: tensor<1x2x1x8xf32>) -> (tensor<1x2x1x4xf32>, tensor<1x2x4x8xf32>)
 // CHECK-NOT:   attention_mask
+// The append: each PE selects the new row where its cache row is the position (the
+// rows it holds compared with p) and keeps its other rows as they are, no product.
+// CHECK:       %present = mesh.spmd(%kv_rows_1, %position_ids_1, %k_1, %past_1)
+// CHECK-NOT:   mesh.spmd
+// CHECK:         arith.cmpf oeq
+// CHECK-NOT:     tile.map mul
+// CHECK:         arith.select
+// CHECK-NOT:     tile.map mul
+// CHECK:         mesh.yield
 // CHECK:       plmr.state_args = ["", "present.0.key", "", ""], plmr.state_results = ["", "present.0.key"]
 
 // PROFILE:     step
