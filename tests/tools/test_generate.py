@@ -6,10 +6,15 @@ position and the logits cross the host link); bad input is one error.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
+
+from plmr.models import export_decode
+from plmr.models.export_decode import ExportDecoder
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "decode"
 PREFILL = str(EXAMPLES / "tiny_prefill.onnx")
@@ -38,7 +43,23 @@ def test_generate_at_graph_level_equals_the_reference(cli: Any):
     assert "all 21 tokens equal" in out
 
 
-def test_generate_on_the_wafer_keeps_the_cache_there(cli: Any):
+class _OneBlocking(ExportDecoder):
+    """
+    `ExportDecoder` compiling both programs with one blocking (8x8 blocks, fitted to the
+    grid) instead of searching for it: the search is tested on these exports by
+    `test_compile_state.py`; here it is the generation loop and its host traffic.
+    """
+
+    def __init__(self, prefill: Any, decode: Any, pairs: Any, options: Any, *rest: Any):
+        if options is not None:
+            options = replace(options, tile_sizes=(8, 8), fit_tiles=True)
+        super().__init__(prefill, decode, pairs, options, *rest)
+
+
+def test_generate_on_the_wafer_keeps_the_cache_there(
+    cli: Any, monkeypatch: pytest.MonkeyPatch
+):
+    monkeypatch.setattr(export_decode, "ExportDecoder", _OneBlocking)
     code, out, err = cli.run(
         [
             "generate",
