@@ -1,8 +1,8 @@
 """
 `plmr compile` of a decoder's decode step keeps its KV caches on the wafer
 (`graph-kv-state`, on by default): the compiled step, run step after step with the caches
-as wafer state, computes what the export computes with the caches kept by the host (2x2,
-3x3); the host link carries the token, the position and the logits, whatever the cache's
+as wafer state, computes what the export computes with the caches kept by the host (2x2
+with one blocking, 3x3 with the searched one); the host link carries the token, the position and the logits, whatever the cache's
 length; `--no-state` compiles the step as exported; a bad `--state` is one error.
 """
 
@@ -30,13 +30,30 @@ LAYERS, KV_HEADS, ROWS, HEAD_DIM, VOCAB = 2, 2, 32, 8, 64
 """The checked-in tiny decode step: its caches `[1, 2, 31, 8]` in, `[1, 2, 32, 8]` out."""
 
 
-@pytest.mark.parametrize("grid", ["2x2", "3x3"])
+@pytest.mark.parametrize(
+    "grid,blocking",
+    [
+        # One blocking on 2x2: the state placement, not the blocking search.
+        pytest.param("2x2", ["--tile-sizes", "8,8", "--fit-tiles"], id="2x2-one-blocking"),
+        # The blocking the search chooses for the step on an odd grid.
+        pytest.param("3x3", [], id="3x3-searched"),
+    ],
+)
 def test_compiled_step_keeps_the_cache_and_equals_the_export(
-    grid: str, tmp_path: Path, cli: Any
+    grid: str, blocking: list[str], tmp_path: Path, cli: Any
 ):
     out = tmp_path / "step.mlir"
     code, _, err = cli.run(
-        ["compile", str(DECODE), "--grid", grid, "--no-substitute", "-o", str(out)]
+        [
+            "compile",
+            str(DECODE),
+            "--grid",
+            grid,
+            "--no-substitute",
+            *blocking,
+            "-o",
+            str(out),
+        ]
     )
     assert code == 0, err
     assert "keeps 4 KV cache(s) on the wafer as state" in err
@@ -91,7 +108,10 @@ def _host_bytes(tmp_path: Path, past: int, kv_state: bool) -> tuple[float, int]:
     path = tmp_path / f"step{past}.onnx"
     write_llama_onnx(path, replace(SMALL, past=past))
     module = import_onnx_file(str(path))
-    options = CompileOptions(grid=(2, 2), substitute=False, kv_state=kv_state)
+    # One blocking: the bytes that cross the host link do not depend on it.
+    options = CompileOptions(
+        grid=(2, 2), substitute=False, kv_state=kv_state, tile_sizes=(8, 8), fit_tiles=True
+    )
     compile_module(make_context(), module, options)
     program = select_entry(module, None)
     assert isinstance(program, mesh.ProgramOp)
