@@ -82,7 +82,11 @@ def test_parse_state_pairs():
 
 
 def _differential(
-    grid: tuple[int, int] | None, steps: int, seed: int, poison: bool = False
+    grid: tuple[int, int] | None,
+    steps: int,
+    seed: int,
+    poison: bool = False,
+    searched: bool = True,
 ) -> None:
     """
     The rewritten step (graph level or compiled) against the export, step by step.
@@ -97,7 +101,14 @@ def _differential(
     if grid is not None:
         # Without TASO's substitutions: the state placement is what varies with the
         # grid; `plmr generate`'s test compiles this decode step with them.
-        options = CompileOptions(grid=grid, substitute=False)
+        # `searched=False`: one blocking (8x8 blocks fitted to the grid) instead of the
+        # blocking search's choice.
+        options = CompileOptions(
+            grid=grid,
+            substitute=False,
+            tile_sizes=None if searched else (8, 8),
+            fit_tiles=not searched,
+        )
         compile_module(make_context(), rewritten, options)
     rng = np.random.default_rng(seed)
     seq: int = sz.seq
@@ -175,9 +186,18 @@ def test_rewritten_step_equals_the_export_at_graph_level():
         _differential(None, steps=4, seed=seed, poison=True)
 
 
-@pytest.mark.parametrize("grid", [(2, 2), (3, 3), (2, 4)], ids=lambda g: f"{g[0]}x{g[1]}")
-def test_rewritten_step_compiled_equals_the_export(grid: tuple[int, int]):
-    _differential(grid, steps=3, seed=7, poison=True)
+@pytest.mark.parametrize(
+    "grid,searched",
+    [
+        # The blocking the search chooses, on one grid; on the others, where the state's
+        # placement over the grid is what varies, one blocking.
+        pytest.param((2, 2), False, id="2x2-one-blocking"),
+        pytest.param((3, 3), False, id="3x3-one-blocking"),
+        pytest.param((2, 4), True, id="2x4-searched"),
+    ],
+)
+def test_rewritten_step_compiled_equals_the_export(grid: tuple[int, int], searched: bool):
+    _differential(grid, steps=3, seed=7, poison=True, searched=searched)
 
 
 def _errors(model: onnx.ModelProto, pairs: list[StatePair] | None, **kw: Any) -> str:
