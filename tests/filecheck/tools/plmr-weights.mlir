@@ -3,7 +3,7 @@
 // RUN: plmr import %examples/onnx/transformer_block.onnx -o %t/a/tb.mlir
 // RUN: filecheck %s --check-prefix=IMPORT < %t/a/tb.mlir
 // RUN: plmr run %t/a/tb.mlir | filecheck %s --check-prefix=GRAPH
-// RUN: plmr compile %t/a/tb.mlir --grid 2x2 --no-substitute -o %t/b/tb.mesh.mlir
+// RUN: plmr compile %t/a/tb.mlir --grid 2x2 --no-substitute --tile-sizes 8,8 -o %t/b/tb.mesh.mlir
 // RUN: filecheck %s --check-prefix=MESH < %t/b/tb.mesh.mlir
 // RUN: plmr run %t/b/tb.mesh.mlir | filecheck %s --check-prefix=WAFER
 // RUN: mv %t/a/tb.safetensors %t/tb.safetensors
@@ -26,9 +26,10 @@
 // The same values at the graph level and on the wafer (same random inputs).
 // GRAPH:     y: 1x8x16 float32 [-0.290938, -1.20226, 0.214709, -1.90341, ...]
 
-// The compiled program keeps the references, relative to the output's directory, and
-// scatters the weights from the host; up and gate read the same input, so they are one
-// weight (graph-merge-matmuls), a concatenation of the two references.
+// The compiled program (one blocking, --tile-sizes: the references are checked here,
+// not the blocking search) keeps the references, relative to the output's directory,
+// and scatters the weights from the host; up and gate read the same input, so they are
+// one weight (graph-merge-matmuls), a concatenation of the two references.
 // MESH:      mesh.program @main
 // MESH:      %[[UG:.*]] = arith.constant {plmr.weight = {name = "ffn.up.weight+ffn.gate.weight", parts = [{name = "ffn.up.weight", file = "../a/tb.safetensors", type = tensor<16x32xf32>}, {name = "ffn.gate.weight", file = "../a/tb.safetensors", type = tensor<16x32xf32>}], axis = 1 : i64}} dense_resource<{{.*}}> : tensor<16x64xf32>
 // MESH:      %ffn.down.weight = arith.constant {plmr.weight = {name = "ffn.down.weight", file = "../a/tb.safetensors"}} dense_resource<ffn.down.weight> : tensor<32x16xf32>
