@@ -1,12 +1,13 @@
-// RUN: plmr compile %s --grid 2x2 --no-substitute 2>&1 | filecheck %s
-// RUN: plmr compile %s --grid 2x2 --no-substitute --profile -o /dev/null 2>&1 | filecheck %s --check-prefix=PROFILE
-// RUN: plmr compile %s --grid 2x2 --no-substitute --state past_key_values.0.key=present.0.key 2>&1 | filecheck %s
-// RUN: plmr compile %s --grid 2x2 --no-substitute --no-state 2>&1 | filecheck %s --check-prefix=EXPORTED
+// RUN: plmr compile %s --grid 2x2 --no-substitute --tile-sizes 8,8 --fit-tiles 2>&1 | filecheck %s
+// RUN: plmr compile %s --grid 2x2 --no-substitute --tile-sizes 8,8 --fit-tiles --profile -o /dev/null 2>&1 | filecheck %s --check-prefix=PROFILE
+// RUN: plmr compile %s --grid 2x2 --no-substitute --tile-sizes 8,8 --fit-tiles --state past_key_values.0.key=present.0.key 2>&1 | filecheck %s
+// RUN: plmr compile %s --grid 2x2 --no-substitute --tile-sizes 8,8 --fit-tiles --no-state 2>&1 | filecheck %s --check-prefix=EXPORTED
 // RUN: not plmr compile %s --grid 2x2 --state past_key_values.0.key 2>&1 | filecheck %s --check-prefix=MALFORMED
 // RUN: not plmr compile %s --grid 2x2 --state q=present.0.key 2>&1 | filecheck %s --check-prefix=NOTCACHE
 // RUN: not plmr compile %s --grid 2x2 --state nosuch=present.0.key 2>&1 | filecheck %s --check-prefix=NONAME
 // RUN: not plmr compile %s --grid 2x2 --state a=b --no-state 2>&1 | filecheck %s --check-prefix=BOTH
 
+// (One blocking, --tile-sizes: the state is checked here, not the blocking search.)
 // `plmr compile` keeps a decode step's KV cache on the wafer by default: the past
 // (3 rows) in and the present (4 rows) out become one state buffer of 4 rows, the
 // attention mask input goes (computed from the position), and the mesh program records
