@@ -135,6 +135,10 @@ def test_plmr_compile_engine_eqsat(tmp_path: Path, monkeypatch):
             "2x2",
             "--engine",
             "eqsat",
+            # One blocking: the engine is checked here, not the blocking search.
+            "--tile-sizes",
+            "8,8",
+            "--fit-tiles",
             "-o",
             str(out),
         ],
