@@ -46,8 +46,8 @@ def test_generate_at_graph_level_equals_the_reference(cli: Any):
 class _OneBlocking(ExportDecoder):
     """
     `ExportDecoder` compiling both programs with one blocking (8x8 blocks, fitted to the
-    grid) instead of searching for it: the search is tested on these exports by
-    `test_compile_state.py`; here it is the generation loop and its host traffic.
+    grid) instead of searching for it: `test_compile_state.py` runs the search on this
+    decode step; here the generation loop and its host traffic are checked.
     """
 
     def __init__(self, prefill: Any, decode: Any, pairs: Any, options: Any, *rest: Any):
