@@ -387,8 +387,11 @@ def test_relay_lets_routing_share_colors():
     from plmr.passes.pipeline import CompileOptions, compile_module
 
     path = EXAMPLES / "onnx" / "transformer_block.mlir"
-    # Routing needs the colors alike with TASO's substitutions or without: none.
-    opts = CompileOptions(grid=(4, 4), device="wse2:colors=5", substitute=False)
+    # Routing needs the colors alike with TASO's substitutions or without, and with
+    # one blocking as with the searched one: none, and one blocking.
+    opts = CompileOptions(
+        grid=(4, 4), device="wse2:colors=5", substitute=False, tile_sizes=(8, 8)
+    )
     with pytest.raises(PlmrError, match="needs more than the 2 usable colors"):
         compile_module(make_context(), load_module(path), opts)
     relayed = compile_module(
