@@ -181,8 +181,11 @@ def test_tile_program_through_the_pass():
 
 def test_timing_mode_runs_compiled_programs():
     module = load_module(EXAMPLES / "onnx/transformer_block.mlir")
+    # One blocking: the timing run is checked here, not the blocking search.
     compiled = compile_module(
-        make_context(), module, CompileOptions(grid=(4, 4), substitute=False)
+        make_context(),
+        module,
+        CompileOptions(grid=(4, 4), substitute=False, tile_sizes=(8, 8)),
     )
     fn_inputs = [np.zeros((1, 8, 16), np.float32)]
     _, report = run_mesh(compiled, fn_inputs, mode="timing")
@@ -286,7 +289,10 @@ def test_strided_padded_convolutions_compile():
     fn = select_function(module, None)
     inputs = random_inputs(fn, seed=0)
     want = run_function(module, fn, inputs)
-    compile_module(make_context(), module, CompileOptions(grid=(2, 2), substitute=False))
+    # One blocking (8x8 blocks shrunk to divisors): the padded loads are checked here,
+    # not the blocking search.
+    opts = CompileOptions(grid=(2, 2), substitute=False, tile_sizes=(8, 8), fit_tiles=True)
+    compile_module(make_context(), module, opts)
     assert "loop.nest" not in str(module)
     got, _ = run_mesh(module, inputs)
     for g, w in zip(got, want, strict=True):
