@@ -349,6 +349,18 @@ def staged(
     return source, compile_module(make_context(), source.clone(), STAGED)
 
 
+def staged_entries(
+    staged: tuple[ModuleOp, ModuleOp],
+) -> tuple[ModuleOp, func.FuncOp, ModuleOp, func.FuncOp]:
+    """The source and its entry, the compiled module and its entry."""
+    source, module = staged
+    src_fn = select_entry(source, None)
+    fn = select_entry(module, None)
+    assert isinstance(src_fn, func.FuncOp)
+    assert isinstance(fn, func.FuncOp)
+    return source, src_fn, module, fn
+
+
 def test_layers_that_do_not_fit_one_region_run_in_stages(
     staged: tuple[ModuleOp, ModuleOp],
 ):
@@ -356,11 +368,7 @@ def test_layers_that_do_not_fit_one_region_run_in_stages(
     from plmr.target.interface import stage_bytes, stage_layers
     from plmr.target.stages import hops, place_stages, split_stages
 
-    source, module = staged
-    fn = select_entry(module, None)
-    src_fn = select_entry(source, None)
-    assert isinstance(fn, func.FuncOp)
-    assert isinstance(src_fn, func.FuncOp)
+    source, src_fn, module, fn = staged_entries(staged)
     dev = get_device(STAGED.device)
     recorded = stage_bytes(fn)
     assert recorded is not None
@@ -395,11 +403,7 @@ def test_stages_that_do_not_fit_the_run_s_device_name_the_program(
     staged: tuple[ModuleOp, ModuleOp],
 ):
     """Run on a one-wafer system of one 2x2 region, the two stages are one error."""
-    source, module = staged
-    fn = select_entry(module, None)
-    src_fn = select_entry(source, None)
-    assert isinstance(fn, func.FuncOp)
-    assert isinstance(src_fn, func.FuncOp)
+    _, src_fn, module, fn = staged_entries(staged)
     with pytest.raises(PlmrError, match=r"plmr run: @main's stages needs 2 pipeline"):
         run_entry(
             module,
@@ -414,11 +418,7 @@ def test_the_stage_hops_add_to_the_step(staged: tuple[ModuleOp, ModuleOp]):
     """The same program with its stages' record removed runs as one stage, hops less."""
     from plmr.target.interface import STAGE_BYTES_ATTR, STAGES_ATTR
 
-    source, module = staged
-    fn = select_entry(module, None)
-    src_fn = select_entry(source, None)
-    assert isinstance(fn, func.FuncOp)
-    assert isinstance(src_fn, func.FuncOp)
+    _, src_fn, module, fn = staged_entries(staged)
     inputs = random_inputs(src_fn, 0)
     _, staged_report = run_entry(module, fn, inputs, mode="timing")
     assert staged_report is not None
