@@ -113,6 +113,11 @@ def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
 
         return MeshPackAllreducesPass
 
+    def mesh_shape_trees() -> type[ModulePass]:
+        from plmr.passes.mesh_trees import MeshShapeTreesPass
+
+        return MeshShapeTreesPass
+
     def mesh_fuse_softmax() -> type[ModulePass]:
         from plmr.passes.mesh_softmax import MeshFuseSoftmaxPass
 
@@ -136,6 +141,7 @@ def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
         "mesh-route": mesh_route,
         "mesh-pack-allreduces": mesh_pack_allreduces,
         "mesh-fuse-softmax": mesh_fuse_softmax,
+        "mesh-shape-trees": mesh_shape_trees,
         "mesh-check-limits": mesh_check_limits,
         "mesh-verify-plmr": mesh_verify_plmr_deprecated,  # deprecated-alias
         "convert-graph-to-loop": convert_graph_to_loop,

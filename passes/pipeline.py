@@ -7,7 +7,7 @@
       → loop-simplify-indices → loop-materialize-indices → convert-loop-to-tile
       → convert-tile-to-mesh
       → mesh-fuse-softmax → mesh-pack-allreduces → mesh-fuse-softmax (three-nest form)
-      → mesh-route → mesh-check-limits
+      → mesh-shape-trees (with gemv = auto) → mesh-route → mesh-check-limits
 
 Stages whose input level is absent are skipped (a tile program starts at
 `convert-tile-to-mesh`). With `tile-sizes` unset, the blocking of the loop nests is
@@ -92,6 +92,9 @@ class CompileOptions:
     """One allreduce for independent sibling nests (mesh-pack-allreduces)."""
     fuse_softmax: bool = True
     """One softmax allreduce for a split-K softmax's max and sums (mesh-fuse-softmax)."""
+    shape_trees: bool = True
+    """With `gemv = auto`: each line's K-trees take the first-phase groups that time
+    fastest on it, within the colors (mesh-shape-trees)."""
     outline_layers: bool = False
     """Compile repeated layers once (graph-outline-layers, `passes/layer_programs.py`):
     the result is a sequence of program runs (`mesh.run`) when layers repeat."""
@@ -424,6 +427,11 @@ def _pack(module: ModuleOp, opts: CompileOptions, plans: list[NestPlan] | None) 
             merges += fuse_softmax_nests(module)
     if plans is not None:
         update_plans(plans, merges)
+    if opts.shape_trees and opts.gemv == "auto":
+        from plmr.passes.mesh_trees import shape_trees
+
+        with step("mesh-shape-trees"):
+            shape_trees(module, check_routes=opts.route and not opts.relay)
 
 
 def _route(ctx: Context, module: ModuleOp, opts: CompileOptions) -> None:
@@ -618,7 +626,8 @@ class PlmrCompilePass(ModulePass):
     (`"name=P,R;..."`), `substitute` (TASO, with `alpha` and `budget`),
     `eliminate-transposes`, `defer-norm-scale` (graph-defer-norm-scale), `fuse`
     (neptune-fuse strategy) and `chunks` (split-K chunks), `fuse-softmax`
-    (mesh-fuse-softmax), `pack-allreduces` (mesh-pack-allreduces), `route` (mesh-route + mesh-check-limits),
+    (mesh-fuse-softmax), `pack-allreduces` (mesh-pack-allreduces), `shape-trees`
+    (mesh-shape-trees, with `gemv = auto`), `route` (mesh-route + mesh-check-limits),
     `relay` (accept programs that need more colors than the device has).
     """
 
@@ -641,6 +650,7 @@ class PlmrCompilePass(ModulePass):
     chunks: int = 4
     fuse_softmax: bool = True
     pack_allreduces: bool = True
+    shape_trees: bool = True
     route: bool = True
     relay: bool = False
 
@@ -692,6 +702,7 @@ class PlmrCompilePass(ModulePass):
             relay=self.relay,
             pack_allreduces=self.pack_allreduces,
             fuse_softmax=self.fuse_softmax,
+            shape_trees=self.shape_trees,
         )
 
 

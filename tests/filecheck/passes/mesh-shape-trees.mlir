@@ -1,0 +1,35 @@
+// RUN: plmr-opt %s -p mesh-shape-trees | filecheck %s
+// RUN: plmr-opt %s -p 'mesh-shape-trees{check-routes=false}' | filecheck %s
+
+// The K = 3 trees along the 420 PEs of x (10 values each, a sum and a max) take one
+// shape for the line: 25 first-phase groups (chains of 17), 1,112 cycles each against
+// 1,147 with the default groups. A tree with groups of its own keeps them. Along the 7
+// PEs of y, one value: the default K = 2 tree is the fastest (145 cycles against 147
+// with 2 groups) and stays as it is.
+
+// CHECK-LABEL: mesh.program @lines
+// CHECK:         %r = mesh.allreduce sum %q axis x k = 3 groups = 25 : tensor<10xf32>
+// CHECK-NEXT:    %m = mesh.allreduce max %q axis x k = 3 groups = 25 : tensor<10xf32>
+// CHECK-NEXT:    %g = mesh.allreduce sum %q axis x k = 3 groups = 4 : tensor<10xf32>
+// CHECK-NEXT:    %p = tile.reshape
+// CHECK-NEXT:    %v = mesh.allreduce sum %p axis y : tensor<1xf32>
+
+mesh.program @lines(%a: tensor<10x420xf32>, %b: tensor<1x7xf32>) -> (tensor<10xf32>, tensor<10xf32>, tensor<1xf32>) device "wse2" grid [7, 420] {
+  %da = mesh.scatter %a : tensor<10x420xf32> -> !mesh.dist<tensor<10x420xf32>, #mesh.layout<[-, x]>>
+  %db = mesh.scatter %b : tensor<1x7xf32> -> !mesh.dist<tensor<1x7xf32>, #mesh.layout<[-, y]>>
+  %s, %t, %u = mesh.spmd(%da, %db) : (!mesh.dist<tensor<10x420xf32>, #mesh.layout<[-, x]>>, !mesh.dist<tensor<1x7xf32>, #mesh.layout<[-, y]>>) -> (!mesh.dist<tensor<10xf32>, #mesh.layout<[-]>>, !mesh.dist<tensor<10xf32>, #mesh.layout<[-]>>, !mesh.dist<tensor<1xf32>, #mesh.layout<[-]>>) {
+  ^bb0(%y: index, %x: index, %blk: tensor<10x1xf32>, %col: tensor<1x1xf32>):
+    %q = tile.reshape %blk : tensor<10x1xf32> -> tensor<10xf32>
+    %r = mesh.allreduce sum %q axis x k = 3 : tensor<10xf32>
+    %m = mesh.allreduce max %q axis x k = 3 : tensor<10xf32>
+    %g = mesh.allreduce sum %q axis x k = 3 groups = 4 : tensor<10xf32>
+    %p = tile.reshape %col : tensor<1x1xf32> -> tensor<1xf32>
+    %v = mesh.allreduce sum %p axis y : tensor<1xf32>
+    %w = tile.map add %m, %g : (tensor<10xf32>, tensor<10xf32>) -> tensor<10xf32>
+    mesh.yield %r, %w, %v : tensor<10xf32>, tensor<10xf32>, tensor<1xf32>
+  }
+  %rs = mesh.gather %s : !mesh.dist<tensor<10xf32>, #mesh.layout<[-]>> -> tensor<10xf32>
+  %rt = mesh.gather %t : !mesh.dist<tensor<10xf32>, #mesh.layout<[-]>> -> tensor<10xf32>
+  %ru = mesh.gather %u : !mesh.dist<tensor<1xf32>, #mesh.layout<[-]>> -> tensor<1xf32>
+  mesh.return %rs, %rt, %ru : tensor<10xf32>, tensor<10xf32>, tensor<1xf32>
+}
