@@ -124,27 +124,3 @@ def test_gemv_auto_falls_back_to_one_k_tree_when_colors_run_out():
     assert routable(
         programs, parse_options((256, 2), "wse2:colors=9", "meshgemm", "ktree", 2)
     )
-
-
-def test_gemv_auto_times_each_k_at_its_lines_best_shape():
-    import dataclasses
-
-    from plmr.lowering.tile_to_mesh import parse_options
-    from plmr.lowering.tile_to_mesh.segments import allreduce_choice, shaped_cycles
-    from plmr.lowering.tile_to_mesh.segments import line_allreduce_cycles as line
-    from plmr.target.collectives import group_options
-
-    # On 540 PEs, 10 values: with the default groups K = 2 is faster (1,485 cycles
-    # against 1,555), with each line's best groups K = 3 is (1,337 against 1,461).
-    opts = parse_options((540, 2), "wse2", "meshgemm", "auto", 2)
-    assert allreduce_choice(opts, "y", 10) == ("ktree", 2, None)
-    shaped = dataclasses.replace(opts, shaped_trees=True)
-    assert allreduce_choice(shaped, "y", 10) == ("ktree", 3, None)
-    for k, want in ((2, 1461.0), (3, 1337.0)):
-        got = shaped_cycles("wse2", 540, 10, k, None)
-        assert got == pytest.approx(want, abs=1.0)
-        assert got == min(
-            line("wse2", 540, 10, "ktree", k, g, None) for g in group_options(540)
-        )
-    assert line("wse2", 540, 10, "ktree", 2, None, None) == pytest.approx(1485.0, abs=1.0)
-    assert line("wse2", 540, 10, "ktree", 3, None, None) == pytest.approx(1555.0, abs=1.0)
