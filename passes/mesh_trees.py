@@ -42,13 +42,11 @@ from plmr.dialects import mesh
 from plmr.dialects.graph import static_shape
 from plmr.errors import PlmrError
 from plmr.target.collective_stages import line_cycles
-from plmr.target.collectives import (
-    GROUP_SIZES,
-    allreduce_plan,
-    group_options,
-    segmented_plan,
-)
+from plmr.target.collectives import allreduce_plan, segmented_plan
 from plmr.target.device import Device, get_device
+
+GROUP_SIZES = (4, 6, 8, 11, 14, 17, 20, 24, 32)
+"""First-phase chain lengths a line's K-tree shape is chosen from (besides the default)."""
 
 
 @dataclass(frozen=True)
@@ -68,6 +66,16 @@ class TreeShape:
     """... with the chosen groups (the default's if it was kept)."""
     routed: bool = True
     """False: the shape was faster but did not route within the colors (default kept)."""
+
+
+def group_options(span: int) -> list[int | None]:
+    """The first-phase groups tried for a tree over `span` PEs, the default first."""
+    options: list[int | None] = [None]
+    for size in GROUP_SIZES:
+        groups = -(-span // size)
+        if 1 < groups < span and groups not in options:
+            options.append(groups)
+    return options
 
 
 def allreduce_cycles(
@@ -168,4 +176,4 @@ class MeshShapeTreesPass(ModulePass):
         shape_trees(op, self.check_routes)
 
 
-__all__ = ["GROUP_SIZES", "MeshShapeTreesPass", "TreeShape", "group_options", "shape_trees"]
+__all__ = ["GROUP_SIZES", "MeshShapeTreesPass", "TreeShape", "shape_trees"]

@@ -214,9 +214,6 @@ def _check_options(opts: CompileOptions) -> Options:
     mesh_opts = parse_options(
         opts.grid, opts.device, opts.gemm, opts.gemv, opts.k, opts.groups, opts.fit_tiles
     )
-    if opts.shape_trees and opts.gemv == "auto":
-        # The K each allreduce takes is timed at its line's best shape (mesh-shape-trees).
-        mesh_opts = dataclasses.replace(mesh_opts, shaped_trees=True)
     if opts.layers < 0 or opts.layers == 1:
         raise PassOptionError(
             f"plmr compile: layers must be 0 (whatever repeats) or >= 2, got {opts.layers}"

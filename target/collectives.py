@@ -204,21 +204,6 @@ def ktree_levels(n: int, k: int, groups: int | None) -> list[list[list[int]]]:
     return levels
 
 
-GROUP_SIZES = (4, 6, 8, 11, 14, 17, 20, 24, 32)
-"""First-phase chain lengths a line's K-tree shape is chosen from besides the default
-(`mesh-shape-trees`)."""
-
-
-def group_options(span: int) -> list[int | None]:
-    """The first-phase groups tried for a K-tree over `span` PEs, the default first."""
-    options: list[int | None] = [None]
-    for size in GROUP_SIZES:
-        groups = -(-span // size)
-        if 1 < groups < span and groups not in options:
-            options.append(groups)
-    return options
-
-
 @lru_cache(maxsize=4096)
 def reduce_plan(
     n: int, algorithm: str, k: int = 2, groups: int | None = None, root: int | None = None

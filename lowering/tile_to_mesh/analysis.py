@@ -105,9 +105,6 @@ class Options:
     fit_tiles: bool = False
     """Rotations may also cut the reduction into padded chunks and split their parallel
     loops unevenly (`plmr compile --fit-tiles`); without it they split evenly."""
-    shaped_trees: bool = False
-    """With `gemv = auto`: each K is timed with the first-phase groups its line times
-    fastest (`mesh-shape-trees` gives the trees those groups after the lowering)."""
 
     def n(self, axis: str) -> int:
         """PEs along `axis` (or along the axis of a banded layout entry)."""

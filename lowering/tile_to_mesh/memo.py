@@ -64,15 +64,7 @@ stats = _SWITCH.stats
 
 
 def _options_key(opts: Options) -> Hashable:
-    return (
-        opts.grid,
-        opts.device_spec,
-        opts.gemm,
-        opts.gemv,
-        opts.k,
-        opts.groups,
-        opts.shaped_trees,
-    )
+    return (opts.grid, opts.device_spec, opts.gemm, opts.gemv, opts.k, opts.groups)
 
 
 def _epilogue_candidates(top: tile.ForOp) -> list[Operation]:

@@ -24,12 +24,7 @@ from plmr.dialects.graph import static_shape
 from plmr.lowering.tile_to_mesh.analysis import Options
 from plmr.lowering.tile_to_mesh.builders import const_index, ktree_groups
 from plmr.target.collective_stages import line_cycles
-from plmr.target.collectives import (
-    allreduce_plan,
-    broadcast_plan,
-    group_options,
-    segmented_plan,
-)
+from plmr.target.collectives import allreduce_plan, broadcast_plan, segmented_plan
 from plmr.target.device import Device, get_device
 
 
@@ -79,9 +74,7 @@ def allreduce_choice(
     """
     The algorithm, K and groups of an allreduce of `elems` values per PE along `axis`
     (within segments of `segment` PEs): the options', or with `gemv = auto` the K-tree
-    whose K takes the fewest cycles on one line (with `shaped_trees`, each K at the
-    first-phase groups that suit the line best: `mesh-shape-trees` gives them after the
-    lowering; the op keeps the default groups until then).
+    whose K takes the fewest cycles on one line.
     """
     groups = ktree_groups(opts, axis)
     if groups is not None and segment is not None:
@@ -91,23 +84,9 @@ def allreduce_choice(
     n = opts.n(axis)
 
     def cycles(k: int) -> float:
-        if not opts.shaped_trees:
-            return line_allreduce_cycles(
-                opts.device_spec, n, elems, "ktree", k, None, segment
-            )
-        return shaped_cycles(opts.device_spec, n, elems, k, segment)
+        return line_allreduce_cycles(opts.device_spec, n, elems, "ktree", k, None, segment)
 
     return "ktree", min(AUTO_K, key=cycles), None
-
-
-@lru_cache(maxsize=1024)
-def shaped_cycles(device: str, n: int, elems: int, k: int, segment: int | None) -> float:
-    """The fewest cycles of a K-tree allreduce on one line over its groups options."""
-    span = n if segment is None else segment
-    return min(
-        line_allreduce_cycles(device, n, elems, "ktree", k, g, segment)
-        for g in group_options(span)
-    )
 
 
 def line_cycles_of(
