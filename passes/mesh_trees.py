@@ -17,6 +17,12 @@ runtime's timing, `line_cycles`, with each allreduce's combine and block) are th
 fewest; the default wins ties. With `check-routes` (the default) a line's new shape is
 kept only if the program's collectives still route within the device's colors.
 
+With `phases` (the pipeline passes `gemv = auto`'s K choices, 2 and 3) the allreduces
+of a line are grouped whatever their K and may all take one K among them with its best
+groups: where the colors left by the lowering's choice (one K-tree for all when the
+chosen trees did not route) allow a deeper tree on one line, that line takes it. At most
+`TRIES` shapes are tried per line, fastest first.
+
 What every PE computes is unchanged: a K-tree with any groups combines every block of
 the line once (`plmr.target.collectives.ktree_levels`).
 
@@ -40,7 +46,7 @@ from xdsl.passes import ModulePass
 
 from plmr.dialects import mesh
 from plmr.dialects.graph import static_shape
-from plmr.errors import PlmrError
+from plmr.errors import PassOptionError, PlmrError
 from plmr.target.collective_stages import line_cycles
 from plmr.target.collectives import allreduce_plan, segmented_plan
 from plmr.target.device import Device, get_device
@@ -57,6 +63,7 @@ class TreeShape:
     span: int
     """PEs of the tree (the segment's, if segmented)."""
     k: int
+    """The trees' K (0: the line's allreduces kept K's of their own, not all alike)."""
     groups: int | None
     """The chosen first-phase groups (None: the default kept)."""
     allreduces: int
@@ -79,12 +86,16 @@ def group_options(span: int) -> list[int | None]:
 
 
 def allreduce_cycles(
-    op: mesh.AllreduceOp, groups: int | None, grid: tuple[int, int], device: Device
+    op: mesh.AllreduceOp,
+    groups: int | None,
+    grid: tuple[int, int],
+    device: Device,
+    k: int | None = None,
 ) -> float:
-    """One line's timing of the K-tree `op` with `groups` (its combine, its block)."""
+    """One line's timing of the K-tree `op` (or with `k` phases) with `groups`."""
     n = mesh.axis_size(op.axis.data, grid)
     span = mesh.segment_of(op, grid)
-    plan = allreduce_plan(span, "ktree", op.k.value.data, groups)
+    plan = allreduce_plan(span, "ktree", op.k.value.data if k is None else k, groups)
     if span != n:
         plan = segmented_plan(plan, n)
     shape = static_shape(op.result, "value")
@@ -94,18 +105,30 @@ def allreduce_cycles(
     return float(line_cycles(plan, elems, device, kind=kind, width=width).max())
 
 
-def _set_groups(ops: list[mesh.AllreduceOp], groups: int | None) -> None:
+def _set_tree(ops: list[mesh.AllreduceOp], k: int, groups: int | None) -> None:
     for op in ops:
+        op.properties["k"] = IntegerAttr(k, 64)
         if groups is None:
             op.properties.pop("groups", None)
         else:
             op.properties["groups"] = IntegerAttr(groups, 64)
 
 
+TRIES = 3
+"""Shapes tried per line, fastest first, before the line keeps its trees (each try
+routes the program once)."""
+
+
 def shape_program(
-    program: mesh.ProgramOp, routes: Callable[[mesh.ProgramOp], bool] | None
+    program: mesh.ProgramOp,
+    routes: Callable[[mesh.ProgramOp], bool] | None,
+    phases: tuple[int, ...] = (),
 ) -> list[TreeShape]:
-    """Chooses the shape of each line's K-trees in `program` (see the module doc)."""
+    """
+    Chooses the shape of each line's K-trees in `program` (see the module doc); with
+    `phases`, a line's allreduces may also take one K among them (the planner's choice
+    under `gemv = auto`), else each keeps its K.
+    """
     grid = program.grid_shape
     device = get_device(program.device.spec.data)
     lines: dict[tuple[str, int, int], list[mesh.AllreduceOp]] = {}
@@ -114,27 +137,48 @@ def shape_program(
             continue
         if op.algorithm.data != "ktree" or op.k.value.data < 2:
             continue
-        key = (op.axis.data, mesh.segment_of(op, grid), op.k.value.data)
+        k = 0 if phases else op.k.value.data
+        key = (op.axis.data, mesh.segment_of(op, grid), k)
         lines.setdefault(key, []).append(op)
     shapes: list[TreeShape] = []
     for (axis, span, k), ops in lines.items():
+        own = [op.k.value.data for op in ops]
+        default = sum(
+            allreduce_cycles(op, None, grid, device, j)
+            for op, j in zip(ops, own, strict=True)
+        )
 
-        def total(groups: int | None, ops: list[mesh.AllreduceOp] = ops) -> float:
-            return sum(allreduce_cycles(op, groups, grid, device) for op in ops)
+        def total(
+            choice: tuple[int, int | None], ops: list[mesh.AllreduceOp] = ops
+        ) -> float:
+            return sum(
+                allreduce_cycles(op, choice[1], grid, device, choice[0]) for op in ops
+            )
 
-        best = min(group_options(span), key=total)
-        default = total(None)
-        if best is None:
-            shapes.append(TreeShape(axis, span, k, None, len(ops), default, default))
-            continue
-        _set_groups(ops, best)
-        if routes is not None and not routes(program):
-            _set_groups(ops, None)
+        ks = phases or (k,)
+        options = [(j, g) for j in ks for g in group_options(span)]
+        faster = sorted(
+            (c for c in options if total(c) < default), key=lambda c: (total(c), c[0])
+        )
+        chosen: tuple[int, int | None] | None = None
+        tried = 0
+        for choice in faster[:TRIES]:
+            tried += 1
+            _set_tree(ops, *choice)
+            if routes is None or routes(program):
+                chosen = choice
+                break
+            for op, j in zip(ops, own, strict=True):
+                _set_tree([op], j, None)
+        if chosen is None:
+            k_kept = own[0] if len(set(own)) == 1 else 0
             shapes.append(
-                TreeShape(axis, span, k, None, len(ops), default, default, routed=False)
+                TreeShape(axis, span, k_kept, None, len(ops), default, default, tried == 0)
             )
             continue
-        shapes.append(TreeShape(axis, span, k, best, len(ops), default, total(best)))
+        shapes.append(
+            TreeShape(axis, span, chosen[0], chosen[1], len(ops), default, total(chosen))
+        )
     return shapes
 
 
@@ -151,12 +195,19 @@ def fits_colors(program: mesh.ProgramOp) -> bool:
     return True
 
 
-def shape_trees(module: ModuleOp, check_routes: bool = True) -> list[TreeShape]:
+def shape_trees(
+    module: ModuleOp, check_routes: bool = True, phases: tuple[int, ...] = ()
+) -> list[TreeShape]:
     """`shape_program` for every `mesh.program` of `module`."""
+    if any(k < 2 for k in phases):
+        raise PassOptionError(
+            f"mesh-shape-trees: phases must be at least 2, got {list(phases)}"
+        )
     shapes: list[TreeShape] = []
     for program in module.walk():
         if isinstance(program, mesh.ProgramOp):
-            shapes += shape_program(program, fits_colors if check_routes else None)
+            check = fits_colors if check_routes else None
+            shapes += shape_program(program, check, phases)
     return shapes
 
 
@@ -165,15 +216,17 @@ class MeshShapeTreesPass(ModulePass):
     """
     Gives the K-tree allreduces of each line of a mesh program the first-phase groups
     that time fastest on that line (see the module doc); `check-routes` keeps a shape
-    only if the program still routes within the device's colors.
+    only if the program still routes within the device's colors; `phases` (e.g. `2,3`)
+    lets a line's allreduces also take one K among them.
     """
 
     name = "mesh-shape-trees"
 
     check_routes: bool = True
+    phases: tuple[int, ...] = ()
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        shape_trees(op, self.check_routes)
+        shape_trees(op, self.check_routes, self.phases)
 
 
 __all__ = ["GROUP_SIZES", "MeshShapeTreesPass", "TreeShape", "shape_trees"]

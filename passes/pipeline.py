@@ -428,10 +428,11 @@ def _pack(module: ModuleOp, opts: CompileOptions, plans: list[NestPlan] | None) 
     if plans is not None:
         update_plans(plans, merges)
     if opts.shape_trees and opts.gemv == "auto":
+        from plmr.lowering.tile_to_mesh.segments import AUTO_K
         from plmr.passes.mesh_trees import shape_trees
 
         with step("mesh-shape-trees"):
-            shape_trees(module, check_routes=opts.route and not opts.relay)
+            shape_trees(module, check_routes=opts.route and not opts.relay, phases=AUTO_K)
 
 
 def _route(ctx: Context, module: ModuleOp, opts: CompileOptions) -> None:
