@@ -432,7 +432,9 @@ def _pack(module: ModuleOp, opts: CompileOptions, plans: list[NestPlan] | None) 
         from plmr.passes.mesh_trees import shape_trees
 
         with step("mesh-shape-trees"):
-            shape_trees(module, check_routes=opts.route and not opts.relay, phases=AUTO_K)
+            # Shapes are checked against the colors even when the program is not
+            # routed here: a shape never makes a program that fit stop fitting.
+            shape_trees(module, check_routes=True, phases=AUTO_K)
 
 
 def _route(ctx: Context, module: ModuleOp, opts: CompileOptions) -> None:
