@@ -17,6 +17,7 @@ from xdsl.dialects.builtin import (
     FloatAttr,
     IntegerType,
     TensorType,
+    UnitAttr,
     i1,
 )
 from xdsl.dialects.utils import EnumAttribute
@@ -27,6 +28,7 @@ from xdsl.irdl import (
     irdl_attr_definition,
     irdl_op_definition,
     operand_def,
+    opt_prop_def,
     prop_def,
     result_def,
     traits_def,
@@ -43,6 +45,7 @@ from plmr.dialects.graph_shapes import (
     fmt_shape,
     is_bool_type,
     is_float_type,
+    is_integer_type,
     static_shape,
     tensor_type,
     where_shape,
@@ -452,3 +455,250 @@ class PowOp(GraphOp):
         if not is_float_type(t.element_type):
             raise VerifyException(f"'graph.pow' needs a floating-point tensor, got {t}")
         return [t]
+
+
+# ---------------------------------------------------------------------------------------
+# Arithmetic, activations and math of one operand
+# ---------------------------------------------------------------------------------------
+
+
+@irdl_op_definition
+class AddOp(BinaryElementwiseOp):
+    """
+    Elementwise sum with numpy broadcasting.
+
+    ```mlir
+    %c = graph.add %a, %b : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+    ```
+    """
+
+    name = "graph.add"
+
+    traits = traits_def(Pure(), Commutative())
+
+
+@irdl_op_definition
+class SubOp(BinaryElementwiseOp):
+    """
+    Elementwise difference with numpy broadcasting.
+
+    ```mlir
+    %c = graph.sub %a, %b : (tensor<4x8xf32>, tensor<4x1xf32>) -> tensor<4x8xf32>
+    ```
+    """
+
+    name = "graph.sub"
+
+
+@irdl_op_definition
+class MulOp(BinaryElementwiseOp):
+    """
+    Elementwise product with numpy broadcasting.
+
+    ```mlir
+    %c = graph.mul %a, %b : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+    ```
+    """
+
+    name = "graph.mul"
+
+    traits = traits_def(Pure(), Commutative())
+
+
+@irdl_op_definition
+class DivOp(BinaryElementwiseOp):
+    """
+    Elementwise quotient with numpy broadcasting.
+
+    ```mlir
+    %c = graph.div %a, %b : (tensor<4x8xf32>, tensor<4x1xf32>) -> tensor<4x8xf32>
+    ```
+    """
+
+    name = "graph.div"
+
+
+@irdl_op_definition
+class ScaleOp(GraphOp):
+    """
+    Multiplies every element by a scalar constant.
+
+    ```mlir
+    %s = graph.scale %a by 1.250000e-01 : tensor<4x8xf32>
+    ```
+    """
+
+    name = "graph.scale"
+
+    T: ClassVar = VarConstraint("T", base(TensorType))
+
+    input = operand_def(T)
+    factor = prop_def(FloatAttr[Float64Type])
+    result = result_def(T)
+
+    traits = traits_def(Pure())
+
+    assembly_format = "$input `by` $factor attr-dict `:` type($result)"
+
+    def __init__(self, input: SSAValue | Operation, factor: float | FloatAttr[Float64Type]):
+        value = SSAValue.get(input)
+        if not isinstance(factor, FloatAttr):
+            factor = FloatAttr(float(factor), Float64Type())
+        super().__init__(
+            operands=[value], result_types=[value.type], properties={"factor": factor}
+        )
+
+    def infer_result_types(self) -> Sequence[Attribute]:
+        t = tensor_type(self.input, "input")
+        factor = self.factor.value.data
+        if is_integer_type(t.element_type) and not float(factor).is_integer():
+            raise VerifyException(
+                f"'graph.scale' of an integer tensor needs an integral factor, got {factor}"
+            )
+        return [t]
+
+
+@irdl_op_definition
+class ReluOp(UnaryElementwiseOp):
+    """
+    `max(x, 0)`, elementwise.
+
+    ```mlir
+    %r = graph.relu %a : tensor<4x8xf32>
+    ```
+    """
+
+    name = "graph.relu"
+
+    FLOAT_ONLY: ClassVar[bool] = False
+
+
+@irdl_op_definition
+class GeluOp(GraphOp):
+    """
+    Gaussian error linear unit, `x·Φ(x)`; with `tanh`, the tanh approximation.
+
+    ```mlir
+    %g = graph.gelu %a : tensor<4x8xf32>
+    %h = graph.gelu %a tanh : tensor<4x8xf32>
+    ```
+    """
+
+    name = "graph.gelu"
+
+    T: ClassVar = VarConstraint("T", base(TensorType))
+
+    input = operand_def(T)
+    tanh = opt_prop_def(UnitAttr)
+    result = result_def(T)
+
+    traits = traits_def(Pure())
+
+    assembly_format = "$input (`tanh` $tanh^)? attr-dict `:` type($result)"
+
+    def __init__(self, input: SSAValue | Operation, tanh: bool = False):
+        value = SSAValue.get(input)
+        super().__init__(
+            operands=[value],
+            result_types=[value.type],
+            properties={"tanh": UnitAttr()} if tanh else {},
+        )
+
+    def infer_result_types(self) -> Sequence[Attribute]:
+        t = tensor_type(self.input, "input")
+        if not is_float_type(t.element_type):
+            raise VerifyException(f"'graph.gelu' needs a floating-point tensor, got {t}")
+        return [t]
+
+
+@irdl_op_definition
+class SiluOp(UnaryElementwiseOp):
+    """
+    `x·sigmoid(x)` (swish), elementwise.
+
+    ```mlir
+    %s = graph.silu %a : tensor<4x8xf32>
+    ```
+    """
+
+    name = "graph.silu"
+
+
+@irdl_op_definition
+class SigmoidOp(UnaryElementwiseOp):
+    """
+    `1 / (1 + exp(-x))`, elementwise.
+
+    ```mlir
+    %s = graph.sigmoid %a : tensor<4x8xf32>
+    ```
+    """
+
+    name = "graph.sigmoid"
+
+
+@irdl_op_definition
+class TanhOp(UnaryElementwiseOp):
+    """
+    Hyperbolic tangent, elementwise.
+
+    ```mlir
+    %t = graph.tanh %a : tensor<4x8xf32>
+    ```
+    """
+
+    name = "graph.tanh"
+
+
+@irdl_op_definition
+class ExpOp(UnaryElementwiseOp):
+    """
+    `e^x`, elementwise.
+
+    ```mlir
+    %e = graph.exp %a : tensor<4x8xf32>
+    ```
+    """
+
+    name = "graph.exp"
+
+
+@irdl_op_definition
+class ErfOp(UnaryElementwiseOp):
+    """
+    The Gauss error function, elementwise.
+
+    ```mlir
+    %e = graph.erf %a : tensor<4x8xf32>
+    ```
+    """
+
+    name = "graph.erf"
+
+
+@irdl_op_definition
+class SqrtOp(UnaryElementwiseOp):
+    """
+    Square root, elementwise.
+
+    ```mlir
+    %s = graph.sqrt %a : tensor<4x8xf32>
+    ```
+    """
+
+    name = "graph.sqrt"
+
+
+@irdl_op_definition
+class NegOp(UnaryElementwiseOp):
+    """
+    `-x`, elementwise.
+
+    ```mlir
+    %n = graph.neg %a : tensor<4x8xf32>
+    ```
+    """
+
+    name = "graph.neg"
+
+    FLOAT_ONLY: ClassVar[bool] = False

@@ -6,6 +6,7 @@ steps), `expand` (broadcast to a shape), `pad` (constant, reflect or edge) and
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 from xdsl.dialects.builtin import (
@@ -15,6 +16,7 @@ from xdsl.dialects.builtin import (
     FloatAttr,
     IntegerAttr,
     TensorType,
+    i64,
 )
 from xdsl.dialects.utils import EnumAttribute
 from xdsl.ir import Attribute, Operation, SpacedOpaqueSyntaxAttribute, SSAValue
@@ -25,6 +27,8 @@ from xdsl.irdl import (
     prop_def,
     result_def,
     traits_def,
+    var_operand_def,
+    var_result_def,
 )
 from xdsl.traits import Pure
 from xdsl.utils.exceptions import VerifyException
@@ -32,15 +36,20 @@ from xdsl.utils.str_enum import StrEnum
 
 from plmr.dialects.graph_base import GraphOp
 from plmr.dialects.graph_shapes import (
+    check_same_element_type,
+    concat_shape,
     element_type,
     expand_shape,
     fmt_shape,
     gather_elements_shape,
+    gather_shape,
     is_integer_type,
     pad_shape,
     slice_shape,
+    split_shapes,
     static_shape,
     tensor_type,
+    transpose_shape,
 )
 from plmr.dialects.graph_shapes import i64_array as _i64_array
 from plmr.dialects.graph_shapes import i64_attr as _i64
@@ -264,6 +273,225 @@ class GatherElementsOp(GraphOp):
                 f"gather_elements indices must be integers, got {self.indices.type}"
             )
         shape = gather_elements_shape(
+            static_shape(self.data, "data"),
+            static_shape(self.indices, "indices"),
+            self.axis.value.data,
+        )
+        return [TensorType(element_type(self.data), shape)]
+
+
+# ---------------------------------------------------------------------------------------
+# Layout, joining, splitting and gathering
+# ---------------------------------------------------------------------------------------
+
+
+@irdl_op_definition
+class TransposeOp(GraphOp):
+    """
+    Permutes the dimensions: result dim `i` is input dim `perm[i]`.
+
+    ```mlir
+    %t = graph.transpose %a perm = [0, 2, 1] : tensor<2x4x8xf32> -> tensor<2x8x4xf32>
+    ```
+    """
+
+    name = "graph.transpose"
+
+    input = operand_def(TensorType)
+    perm = prop_def(DenseArrayBase.constr(I64))
+    result = result_def(TensorType)
+
+    traits = traits_def(Pure())
+
+    assembly_format = (
+        "$input `perm` `=` $perm attr-dict `:` type($input) `->` type($result)"
+    )
+
+    def __init__(self, input: SSAValue | Operation, perm: Sequence[int]):
+        value = SSAValue.get(input)
+        shape = transpose_shape(static_shape(value, "input"), perm)
+        super().__init__(
+            operands=[value],
+            result_types=[TensorType(element_type(value), shape)],
+            properties={"perm": _i64_array(perm)},
+        )
+
+    def infer_result_types(self) -> Sequence[Attribute]:
+        shape = transpose_shape(static_shape(self.input, "input"), _ints(self.perm))
+        return [TensorType(element_type(self.input), shape)]
+
+
+@irdl_op_definition
+class ReshapeOp(GraphOp):
+    """
+    Reinterprets the elements (row-major) under a new shape with the same element count.
+
+    ```mlir
+    %r = graph.reshape %a : tensor<2x4x8xf32> -> tensor<8x8xf32>
+    ```
+    """
+
+    name = "graph.reshape"
+
+    input = operand_def(TensorType)
+    result = result_def(TensorType)
+
+    traits = traits_def(Pure())
+
+    assembly_format = "$input attr-dict `:` type($input) `->` type($result)"
+
+    def __init__(self, input: SSAValue | Operation, shape: Sequence[int]):
+        value = SSAValue.get(input)
+        super().__init__(
+            operands=[value], result_types=[TensorType(element_type(value), shape)]
+        )
+
+    def infer_result_types(self) -> Sequence[Attribute]:
+        src = tensor_type(self.input, "input")
+        dst = tensor_type(self.result, "result")
+        if src.element_type != dst.element_type:
+            raise VerifyException(
+                f"reshape cannot change the element type ({src.element_type} to "
+                f"{dst.element_type})"
+            )
+        n_src, n_dst = math.prod(src.get_shape()), math.prod(dst.get_shape())
+        if n_src != n_dst:
+            raise VerifyException(
+                f"reshape from {fmt_shape(src.get_shape())} ({n_src} elements) to "
+                f"{fmt_shape(dst.get_shape())} ({n_dst} elements) changes the element count"
+            )
+        return [dst]
+
+
+@irdl_op_definition
+class ConcatOp(GraphOp):
+    """
+    Concatenates tensors along `axis`; all other dimensions must agree.
+
+    ```mlir
+    %c = graph.concat %a, %b axis = 1 : (tensor<4x8xf32>, tensor<4x2xf32>) -> tensor<4x10xf32>
+    ```
+    """
+
+    name = "graph.concat"
+
+    inputs = var_operand_def(TensorType)
+    axis = prop_def(IntegerAttr[I64])
+    result = result_def(TensorType)
+
+    traits = traits_def(Pure())
+
+    assembly_format = (
+        "$inputs `axis` `=` $axis attr-dict `:` `(` type($inputs) `)` `->` type($result)"
+    )
+
+    def __init__(self, inputs: Sequence[SSAValue | Operation], axis: int):
+        values = [SSAValue.get(v) for v in inputs]
+        shape = concat_shape([static_shape(v, "input") for v in values], axis)
+        super().__init__(
+            operands=[values],
+            result_types=[TensorType(element_type(values[0]), shape)],
+            properties={"axis": _i64(axis)},
+        )
+
+    def infer_result_types(self) -> Sequence[Attribute]:
+        values = list(self.inputs)
+        if not values:
+            raise VerifyException("concat needs at least one input")
+        check_same_element_type(values, [f"input {i}" for i in range(len(values))])
+        shape = concat_shape(
+            [static_shape(v, f"input {i}") for i, v in enumerate(values)],
+            self.axis.value.data,
+        )
+        return [TensorType(element_type(values[0]), shape)]
+
+
+@irdl_op_definition
+class SplitOp(GraphOp):
+    """
+    Splits a tensor along `axis` into pieces of the given `sizes`.
+
+    ```mlir
+    %q, %k, %v = graph.split %qkv axis = 1 sizes = [8, 8, 8] : tensor<4x24xf32> -> (tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>)
+    ```
+    """
+
+    name = "graph.split"
+
+    input = operand_def(TensorType)
+    axis = prop_def(IntegerAttr[I64])
+    sizes = prop_def(DenseArrayBase.constr(I64))
+    outputs = var_result_def(TensorType)
+
+    traits = traits_def(Pure())
+
+    assembly_format = (
+        "$input `axis` `=` $axis `sizes` `=` $sizes attr-dict `:` type($input) `->` "
+        "`(` type($outputs) `)`"
+    )
+
+    def __init__(self, input: SSAValue | Operation, axis: int, sizes: Sequence[int]):
+        value = SSAValue.get(input)
+        shapes = split_shapes(static_shape(value, "input"), axis, sizes)
+        elt = element_type(value)
+        super().__init__(
+            operands=[value],
+            result_types=[[TensorType(elt, s) for s in shapes]],
+            properties={"axis": _i64(axis), "sizes": _i64_array(sizes)},
+        )
+
+    def infer_result_types(self) -> Sequence[Attribute]:
+        elt = element_type(self.input)
+        shapes = split_shapes(
+            static_shape(self.input, "input"), self.axis.value.data, _ints(self.sizes)
+        )
+        return [TensorType(elt, s) for s in shapes]
+
+
+@irdl_op_definition
+class GatherOp(GraphOp):
+    """
+    ONNX Gather: selects slices of `data` along `axis` at integer `indices` (negative
+    indices count from the end); the result shape is
+    `data.shape[:axis] + indices.shape + data.shape[axis + 1:]`. An embedding lookup is
+    a gather on axis 0.
+
+    ```mlir
+    %e = graph.gather %table, %ids axis = 0 : (tensor<100x16xf32>, tensor<1x8xi64>) -> tensor<1x8x16xf32>
+    ```
+    """
+
+    name = "graph.gather"
+
+    data = operand_def(TensorType)
+    indices = operand_def(TensorType)
+    axis = prop_def(IntegerAttr[I64], default_value=IntegerAttr(0, i64))
+    result = result_def(TensorType)
+
+    traits = traits_def(Pure())
+
+    assembly_format = (
+        "$data `,` $indices (`axis` `=` $axis^)? attr-dict `:` `(` type($data) `,` "
+        "type($indices) `)` `->` type($result)"
+    )
+
+    def __init__(
+        self, data: SSAValue | Operation, indices: SSAValue | Operation, axis: int = 0
+    ):
+        d, i = SSAValue.get(data), SSAValue.get(indices)
+        shape = gather_shape(static_shape(d, "data"), static_shape(i, "indices"), axis)
+        super().__init__(
+            operands=[d, i],
+            result_types=[TensorType(element_type(d), shape)],
+            properties={"axis": _i64(axis)},
+        )
+
+    def infer_result_types(self) -> Sequence[Attribute]:
+        if not is_integer_type(element_type(self.indices)):
+            raise VerifyException(
+                f"gather indices must be integers, got {self.indices.type}"
+            )
+        shape = gather_shape(
             static_shape(self.data, "data"),
             static_shape(self.indices, "indices"),
             self.axis.value.data,

@@ -47,22 +47,33 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from xdsl.dialects.builtin import ModuleOp
 
 from plmr.dialects import mesh
 from plmr.errors import PlmrError
+from plmr.models.bench_options import (
+    bench_config,
+    default_options,
+    default_tokens,
+    grid_block,
+    resolve_model,
+)
+from plmr.models.bench_programs import (
+    Compiled,
+    LayerTimer,
+    Timed,
+    WholeModel,
+    compile_program,
+    runtime_options,
+    simulate_compiled,
+    simulate_whole_model,
+    timed,
+)
 from plmr.models.floor import LayerFloor, layer_floor
-from plmr.models.llama import LlamaConfig, ProgramBuilder, get_config
+from plmr.models.llama import LlamaConfig, ProgramBuilder
 from plmr.models.nests import (
     NestTime,
-    NestTimer,
-    count_ops,
-    critical_path,
-    describe,
     layer_window,
     nest_name,
-    program_signatures,
-    run_nests,
 )
 from plmr.models.reference_layer import (
     ReferenceLayer,
@@ -71,9 +82,8 @@ from plmr.models.reference_layer import (
     layer_macs,
 )
 from plmr.models.wafers import Hop, Placement, WaferStep, hops, place_stages, wafer_step
-from plmr.passes.pipeline import CompileOptions, compile_module
-from plmr.runtime.report import Report
-from plmr.target.device import Device, get_device
+from plmr.passes.pipeline import CompileOptions
+from plmr.target.device import get_device
 
 KINDS = ("decode", "prefill")
 
@@ -339,236 +349,6 @@ class LlmBench:
         return lines
 
 
-def default_tokens(kind: str, config: LlamaConfig) -> int:
-    """
-    The default context (decode) or prompt (prefill): 4096 tokens (WaferLLM's), or the
-    model's positions if fewer; tiny: its cache (decode) or 8 tokens (prefill).
-    """
-    if config.name == "tiny":
-        return config.max_seq if kind == "decode" else 8
-    return min(4096, config.max_seq)
-
-
-def resolve_model(model: str | LlamaConfig) -> LlamaConfig:
-    """A preset by name, or the config itself."""
-    return get_config(model) if isinstance(model, str) else model
-
-
-def grid_block(
-    model: str | LlamaConfig, grid: tuple[int, int], kind: str = "prefill"
-) -> int:
-    """
-    The block size of large grids, 0 for small ones (the compile's own search): a PE's
-    share of the (padded) FFN width, so that every GEMV (decode) and every step of a
-    MeshGEMM over the FFN (prefill) has one block per PE and axis (`fit` shrinks it to
-    the narrower dims), as the kernel library's kernels do. (Prefill blocks of a PE's
-    share of the model's width made the FFN's block products 5 thin ones per step:
-    llama3-8b on 480², 11.35M cycles per layer against 7.47M.)
-    """
-    del kind
-    p, q = grid
-    if p * q <= 64:
-        return 0
-    config = resolve_model(model)
-    n, m = max(p, q), math.lcm(p, q)
-    return max(1, math.ceil(-(-config.ffn_dim // m) * m / n))
-
-
-def bench_config(
-    model: str | LlamaConfig, grid: tuple[int, int], tokens: int
-) -> LlamaConfig:
-    """
-    The preset with `tokens` positions, its sizes padded where they need it to a
-    multiple of lcm(P, Q), so that every dimension splits evenly over the PEs (the
-    blocks are then fitted to the grid: `convert-loop-to-tile{fit fit-grid}`).
-    """
-    base = dataclasses.replace(resolve_model(model), max_seq=tokens)
-    multiple = math.lcm(*grid)
-    sizes = (base.dim, base.ffn_dim, base.vocab, base.max_seq)
-    if all(s % multiple == 0 for s in sizes):
-        return base
-    return base.padded(multiple)
-
-
-def default_options(
-    model: str | LlamaConfig, grid: tuple[int, int], device: str, kind: str = "prefill"
-) -> CompileOptions:
-    """
-    16×16 blocks on small grids, `grid_block` blocks on large ones. On large grids
-    prefill splits fused reductions into lcm(P, Q) chunks; decode does not split them
-    (chunks = 1: the attention's maximum over the cache is one nest whose reduction the
-    mesh allreduces, not chunk maxima and a nest that combines them). Decode on large
-    grids: each allreduce takes the K-tree's K that its line times fastest (`gemv =
-    auto`; prefill's allreduces keep K = 2 without the cost of trying).
-    """
-    block = grid_block(model, grid, kind)
-    if not block:
-        return CompileOptions(
-            grid=grid, device=device, substitute=False, tile_sizes=(16, 16), fit_tiles=True
-        )
-    return CompileOptions(
-        grid=grid,
-        device=device,
-        substitute=False,
-        tile_sizes=(block, block),
-        fit_tiles=True,
-        chunks=1 if kind == "decode" else math.lcm(*grid),
-        gemv="auto" if kind == "decode" else "ktree",
-    )
-
-
-@dataclass
-class Timed:
-    """One compiled and simulated program."""
-
-    report: Report
-    nests: list[NestTime]
-    signatures: list[tuple[str, ...]]
-    spmds: int
-    allreduces: int
-    compile_seconds: float
-    simulate_seconds: float
-
-
-@dataclass
-class Compiled:
-    """One compiled program."""
-
-    module: ModuleOp
-    signatures: list[tuple[str, ...]]
-    spmds: int
-    allreduces: int
-    seconds: float
-
-
-def _compile(text: str, options: CompileOptions) -> Compiled:
-    from plmr.dialects.context import make_context, parse_module
-
-    start = time.perf_counter()
-    module = compile_module(make_context(), parse_module(text), options)
-    seconds = time.perf_counter() - start
-    counts = count_ops(module)
-    return Compiled(
-        module, program_signatures(module), counts.spmds, counts.allreduces, seconds
-    )
-
-
-def _zero_inputs(module: ModuleOp) -> list[Any]:
-    """Zero-stride inputs of the program (timing mode: shapes only, no host memory)."""
-    from plmr.dialects import mesh
-    from plmr.dialects.graph import static_shape
-
-    program = next(op for op in module.ops if isinstance(op, mesh.ProgramOp))
-    return [
-        np.broadcast_to(np.float32(0), static_shape(arg, "input"))
-        for arg in program.body.block.args
-    ]
-
-
-def _simulate(
-    compiled: Compiled, options: CompileOptions, dev: Device, exact: bool
-) -> Timed:
-    start = time.perf_counter()
-    report, nests = run_nests(
-        compiled.module,
-        _zero_inputs(compiled.module),
-        dev,
-        relay=options.relay,
-        runtime_options=runtime_options(exact),
-    )
-    return Timed(
-        report,
-        nests,
-        compiled.signatures,
-        compiled.spmds,
-        compiled.allreduces,
-        compiled.seconds,
-        time.perf_counter() - start,
-    )
-
-
-def timed(text: str, options: CompileOptions, dev: Device, exact: bool = False) -> Timed:
-    """Compiles and simulates (timing mode) one program, timing each nest."""
-    return _simulate(_compile(text, options), options, dev, exact)
-
-
-_timed = timed
-
-
-@dataclass
-class LayerTimer(NestTimer):
-    """The nest timer of a whole-model run: keeps the nests' ends of the first two layers."""
-
-    first_ends: list[float] | None = None
-    """The nests' ends when the layer window is about to run for the third layer."""
-
-    def on_layer(self, layer: int) -> None:
-        if layer == 1:
-            self.flush()
-            self.first_ends = list(self.ends)
-
-
-@dataclass
-class WholeModel:
-    """A whole model simulated: the two-layer program with its second layer repeated."""
-
-    report: Report
-    nests: list[NestTime]
-    """The nests of the two-layer program, timed in the whole model's run."""
-    layer_cycles: float
-    """Mean cycles of the layers after the first (end of the last layer minus end of
-    the first, over their number)."""
-    seconds: float
-
-
-def simulate_whole_model(
-    one: Compiled,
-    two: Compiled,
-    n_layers: int,
-    options: CompileOptions,
-    dev: Device,
-    exact: bool = False,
-) -> WholeModel:
-    """
-    Simulates every layer of an `n_layers` model from its one- and two-layer programs
-    (timing mode): the two-layer program runs with its second layer's nests (found by
-    `layer_window`) once for each of the layers 2..n (`plmr.runtime.layer_repeat.LayerRepeat`:
-    each run reads the run before's outputs, with fresh collectives), then the head.
-    Layers that repeat with a uniform period are extrapolated unless `exact`.
-    """
-    from plmr.runtime.layer_repeat import layer_repeat
-    from plmr.runtime.mesh_machine import find_program
-
-    program = find_program(two.module, None)
-    window = layer_window(one.signatures, two.signatures)
-    plan = layer_repeat(program, window, n_layers - 1)
-    start = time.perf_counter()
-    timer = LayerTimer(dev, "timing", options.relay, exact=exact, layers=plan)
-    _, report = timer.run_program(program, _zero_inputs(two.module))
-    nests = [op for op in program.body.block.ops if isinstance(op, mesh.SpmdOp)]
-    ends = list(timer.ends)
-    if timer.first_ends is not None:
-        ends[: window.stop] = timer.first_ends[: window.stop]
-    times = [
-        NestTime(i, nest_name(nest) or f"nest{i}", describe(nest), cycles, end)
-        for i, (nest, cycles, end) in enumerate(
-            zip(nests, critical_path(ends), ends, strict=True)
-        )
-    ]
-    marks = timer.extrapolation.layer_ends
-    (k0, t0), (k1, t1) = marks[0], marks[-1]
-    layer = (t1 - t0) / (k1 - k0) if k1 > k0 else 0.0
-    return WholeModel(report, times, layer, time.perf_counter() - start)
-
-
-def runtime_options(exact: bool) -> dict[str, Any]:
-    """
-    The runtime's options (`MeshRuntime` fields): `exact` simulates every loop iteration
-    instead of extrapolating loops that reached their steady state.
-    """
-    return {"exact": exact}
-
-
 def bench_llm(
     kind: str,
     model: str | LlamaConfig,
@@ -645,8 +425,8 @@ def bench_llm(
             return builder.decode(layers=layers, head=True, tokens=step_tokens)
         return builder.prefill(config.max_seq, layers=layers, head=True)
 
-    compiled_one = _compile(program([0]), opts)
-    compiled_two = _compile(program([0, 1]), opts) if base.n_layers > 1 else None
+    compiled_one = compile_program(program([0]), opts)
+    compiled_two = compile_program(program([0, 1]), opts) if base.n_layers > 1 else None
     compile_seconds = compiled_one.seconds + (compiled_two.seconds if compiled_two else 0.0)
     spmds, allreduces = compiled_one.spmds, compiled_one.allreduces
     whole: WholeModel | None = None
@@ -669,13 +449,13 @@ def bench_llm(
         model_cycles = float(whole.report.cycles)
         first_cycles = model_cycles - (base.n_layers - 1) * layer_cycles
     else:
-        first = _simulate(compiled_one, opts, dev, exact)
+        first = simulate_compiled(compiled_one, opts, dev, exact)
         one = two = first.report
         layer_cycles = float(one.cycles)
         nests = first.nests
         simulate_seconds = first.simulate_seconds
         if compiled_two is not None:
-            second = _simulate(compiled_two, opts, dev, exact)
+            second = simulate_compiled(compiled_two, opts, dev, exact)
             two = second.report
             layer_cycles = float(two.cycles) - float(one.cycles)
             window = layer_window(compiled_one.signatures, compiled_two.signatures)
@@ -789,14 +569,28 @@ def _layer_spmds(
     return [(n.index, n.name, spmds[n.index]) for n in nests]
 
 
+# The names under which benchmarks/steady_state.py and the tests reach these helpers.
+_compile = compile_program
+_simulate = simulate_compiled
+_timed = timed
+
 __all__ = [
     "KINDS",
     "WAFERLLM",
+    "Compiled",
+    "LayerTimer",
     "LlmBench",
     "Timed",
+    "WholeModel",
+    "bench_config",
     "bench_llm",
+    "compile_program",
+    "default_options",
+    "default_tokens",
+    "grid_block",
     "resolve_model",
     "runtime_options",
+    "simulate_compiled",
     "simulate_whole_model",
     "timed",
 ]

@@ -36,6 +36,7 @@ from plmr.errors import PlmrError
 from plmr.runtime.evaluator import EvalImpl, ReferenceEvaluator
 from plmr.runtime.numpy_ops import erf, gelu, sigmoid, silu
 from plmr.runtime.weights import load_weight
+from plmr.target.op_cost import op_work
 from plmr.values import Array, dense_to_numpy, numpy_dtype, tensor_dtype
 
 Impl = EvalImpl
@@ -637,7 +638,7 @@ def count_op(
     elif isinstance(op, tile.StoreOp) and op.dest in globals_:
         stats.bytes_stored += tile.nbytes(op.block.type)
     if isinstance(op, tile.TileOp) and not isinstance(op, tile.ForOp):
-        stats.flops += op.cost().flops
+        stats.flops += op_work(op).flops
 
 
 def tensor_bytes(t: Attribute) -> int:

@@ -1,21 +1,178 @@
 """
-The compute cycles of one tile op on a PE of a device (the mesh runtime's model, also the
-cost the partitioner plans with).
+The work and the compute cycles of one tile op on a PE of a device (the mesh runtime's
+model, also the cost the partitioner plans with): `op_work` counts an op's arithmetic and
+SRAM traffic, `op_cycles` turns that into cycles with the device's SIMD widths.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
+from functools import singledispatch
 from typing import cast
 
 from xdsl.dialects import arith
 from xdsl.dialects.builtin import TensorType
-from xdsl.ir import Attribute, Operation
+from xdsl.ir import Attribute, Operation, SSAValue
 
 from plmr.dialects import tile
 from plmr.dialects.graph import static_shape
 from plmr.target.device import Device
 from plmr.values import tensor_dtype
+
+# ---------------------------------------------------------------------------------------
+# Work: arithmetic and SRAM traffic of one op
+# ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class OpCost:
+    """Work of one op on one core: arithmetic operations and SRAM traffic."""
+
+    flops: int = 0
+    """Arithmetic operations (a fused multiply-add counts as one)."""
+    fmacs: bool = False
+    """True when `flops` are multiply-accumulates (they use the FMAC SIMD width)."""
+    bytes_read: int = 0
+    bytes_written: int = 0
+
+    def __add__(self, other: OpCost) -> OpCost:
+        return OpCost(
+            self.flops + other.flops,
+            self.fmacs or other.fmacs,
+            self.bytes_read + other.bytes_read,
+            self.bytes_written + other.bytes_written,
+        )
+
+
+TRANSCENDENTAL_COST = 8
+"""Flops charged per element for exp/log/erf/tanh/sigmoid-like functions."""
+
+_CHEAP_KINDS = {"neg", "abs", "relu", "add", "sub", "mul", "max", "min"}
+
+_CHEAP_MATH = {"math.absf", "math.absi", "math.floor", "math.ceil"}
+"""`math` ops of a map body that cost one flop per element, like `arith`."""
+
+
+def body_op_cost(name: str) -> int:
+    """Flops per element of one op of a `tile.map` body."""
+    if name.startswith("arith.") or name in _CHEAP_MATH:
+        return 1
+    return TRANSCENDENTAL_COST
+
+
+def map_kind_cost(kind: str) -> int:
+    """Flops per element of a named `tile.map` kind."""
+    return 1 if kind in _CHEAP_KINDS else TRANSCENDENTAL_COST
+
+
+def nelems(value: SSAValue) -> int:
+    return math.prod(static_shape(value, "value"))
+
+
+@singledispatch
+def op_work(op: Operation) -> OpCost:
+    """
+    The work of `op` on one core: zero for ops that only rename or reshape a block in
+    place (`tile.reshape`, `tile.for` itself, `tile.yield`) and for ops of other dialects.
+    """
+    return OpCost()
+
+
+@op_work.register
+def _fill_work(op: tile.FillOp) -> OpCost:
+    return OpCost(bytes_written=tile.nbytes(op.result.type))
+
+
+@op_work.register
+def _load_work(op: tile.LoadOp) -> OpCost:
+    return OpCost(bytes_written=tile.nbytes(op.result.type))
+
+
+@op_work.register
+def _store_work(op: tile.StoreOp) -> OpCost:
+    return OpCost(bytes_read=tile.nbytes(op.block.type))
+
+
+@op_work.register
+def _dot_work(op: tile.DotOp) -> OpCost:
+    lhs, out = static_shape(op.lhs, "lhs"), static_shape(op.result, "result")
+    k = lhs[-2] if op.transpose_a is not None else lhs[-1]
+    macs = math.prod(out) * k
+    read = tile.nbytes(op.lhs.type) + tile.nbytes(op.rhs.type)
+    if op.acc is not None:
+        read += tile.nbytes(op.acc.type)
+    written = tile.nbytes(op.result.type)
+    return OpCost(flops=macs, fmacs=True, bytes_read=read, bytes_written=written)
+
+
+@op_work.register
+def _reduce_work(op: tile.ReduceOp) -> OpCost:
+    return OpCost(
+        flops=nelems(op.input),
+        bytes_read=tile.nbytes(op.input.type),
+        bytes_written=tile.nbytes(op.result.type),
+    )
+
+
+@op_work.register
+def _map_work(op: tile.MapOp) -> OpCost:
+    n = nelems(op.result)
+    if op.kind_name is not None:
+        per = map_kind_cost(op.kind_name)
+    else:
+        per = sum(
+            body_op_cost(inner.name)
+            for inner in op.body.block.ops
+            if not isinstance(inner, tile.YieldOp) and inner.name != "arith.constant"
+        )
+    read = sum(tile.nbytes(v.type) for v in op.inputs)
+    return OpCost(
+        flops=n * max(per, 1), bytes_read=read, bytes_written=tile.nbytes(op.result.type)
+    )
+
+
+@op_work.register
+def _broadcast_work(op: tile.BroadcastOp) -> OpCost:
+    return OpCost(
+        bytes_read=tile.nbytes(op.input.type), bytes_written=tile.nbytes(op.result.type)
+    )
+
+
+@op_work.register
+def _cast_work(op: tile.CastOp) -> OpCost:
+    return OpCost(
+        flops=nelems(op.input),
+        bytes_read=tile.nbytes(op.input.type),
+        bytes_written=tile.nbytes(op.result.type),
+    )
+
+
+@op_work.register
+def _transpose_work(op: tile.TransposeOp) -> OpCost:
+    return OpCost(
+        bytes_read=tile.nbytes(op.input.type), bytes_written=tile.nbytes(op.result.type)
+    )
+
+
+@op_work.register
+def _select_work(op: tile.SelectOp) -> OpCost:
+    return OpCost(
+        flops=nelems(op.result),
+        bytes_read=tile.nbytes(op.on_true.type),
+        bytes_written=tile.nbytes(op.result.type),
+    )
+
+
+@op_work.register
+def _lookup_work(op: tile.LookupOp) -> OpCost:
+    # Host work: the selected rows are copied once, nothing runs on a PE.
+    return OpCost(flops=0, bytes_read=0, bytes_written=0)
+
+
+# ---------------------------------------------------------------------------------------
+# Cycles
+# ---------------------------------------------------------------------------------------
 
 
 def op_cycles(dev: Device, op: Operation) -> float:
@@ -23,7 +180,7 @@ def op_cycles(dev: Device, op: Operation) -> float:
     if isinstance(op, tile.DotOp):
         return _dot_cycles(dev, op)
     if isinstance(op, tile.TileOp):
-        cost = op.cost()
+        cost = op_work(op)
         if cost.flops == 0 and cost.bytes_read == 0 and cost.bytes_written == 0:
             return 0.0
         ratio = _byte_ratio(dev, op)

@@ -110,12 +110,12 @@ def compile_cache() -> CompileCache:
 @pytest.fixture(scope="module")
 def cached_bench_compiles(compile_cache: CompileCache) -> Iterator[None]:
     """
-    `plmr bench` (`models/bench.py`) compiles through the session's `CompileCache` in
+    `plmr bench` (`models/bench_programs.py`) compiles through the session's `CompileCache` in
     a module: its tests bench the same tiny programs many times over, and what they
     check is the bench's counts and timings of a compiled program, not its compile.
     """
-    from plmr.models import bench
+    from plmr.models import bench_programs
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(bench, "compile_module", compile_cache.compile)
+        patch.setattr(bench_programs, "compile_module", compile_cache.compile)
         yield

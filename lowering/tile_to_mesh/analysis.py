@@ -17,6 +17,7 @@ from xdsl.ir import Block, BlockArgument, Operation, SSAValue
 
 from plmr.dialects import tile
 from plmr.target.device import Device
+from plmr.target.op_cost import op_work
 
 GEMM_CHOICES = ("meshgemm", "cannon", "summa")
 GEMV_CHOICES = ("ktree", "pipeline", "ring", "auto")
@@ -187,7 +188,7 @@ def _trip_flops(op: Operation) -> float:
                 if isinstance(parent, tile.ForOp):
                     trips *= parent.trip_count
                 parent = parent.parent_op()
-            total += inner.cost().flops * trips
+            total += op_work(inner).flops * trips
     return total
 
 

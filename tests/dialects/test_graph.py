@@ -38,8 +38,11 @@ from xdsl.utils.test_value import create_ssa_value
 from plmr.dialects import (
     graph,
     graph_base,
+    graph_constants,
+    graph_contractions,
     graph_elementwise,
     graph_movement,
+    graph_reductions,
     graph_shapes,
     graph_weights,
 )
@@ -1018,7 +1021,16 @@ PYTHON_ONLY_ERRORS = [
 
 @pytest.mark.parametrize(
     "module",
-    [graph, graph_base, graph_elementwise, graph_movement, graph_shapes, graph_weights],
+    [
+        graph_base,
+        graph_constants,
+        graph_contractions,
+        graph_elementwise,
+        graph_movement,
+        graph_reductions,
+        graph_shapes,
+        graph_weights,
+    ],
     ids=lambda m: m.__name__,
 )
 def test_every_verifier_error_is_exercised(unreached: Any, module: Any):

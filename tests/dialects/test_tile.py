@@ -1,4 +1,4 @@
-"""Tests of the `tile` dialect: builders, costs, verifiers, docstrings, the op list."""
+"""Tests of the `tile` dialect: builders, verifiers, docstrings, the op list."""
 
 from __future__ import annotations
 
@@ -13,11 +13,9 @@ import numpy as np
 import pytest
 from xdsl.context import Context
 from xdsl.dialects import arith
-from xdsl.dialects import math as mathd
 from xdsl.dialects.arith import Arith
 from xdsl.dialects.builtin import (
     DYNAMIC_INDEX,
-    BFloat16Type,
     Builtin,
     Float64Type,
     FloatAttr,
@@ -42,10 +40,9 @@ from xdsl.parser import Parser
 from xdsl.utils.exceptions import ParseError, VerifyException
 from xdsl.utils.test_value import create_ssa_value
 
-from plmr.dialects import tile
+from plmr.dialects import tile, tile_compute, tile_layout, tile_memory, tile_regions
 from plmr.dialects.tile import (
     BINARY_KINDS,
-    TRANSCENDENTAL_COST,
     UNARY_KINDS,
     BroadcastOp,
     CastOp,
@@ -56,7 +53,6 @@ from plmr.dialects.tile import (
     LoopKind,
     LoopKindAttr,
     MapOp,
-    OpCost,
     ReduceKind,
     ReduceKindAttr,
     ReduceOp,
@@ -66,7 +62,6 @@ from plmr.dialects.tile import (
     TileOp,
     TransposeOp,
     YieldOp,
-    map_kind_cost,
     nbytes,
 )
 from plmr.runtime.reference import ReferenceEvaluator
@@ -590,161 +585,6 @@ def test_nbytes(t: Attribute, size: int):
     assert nbytes(t) == size
 
 
-def test_op_cost_adds_up():
-    a = OpCost(flops=10, fmacs=False, bytes_read=4, bytes_written=8)
-    b = OpCost(flops=5, fmacs=True, bytes_read=1, bytes_written=2)
-    assert a + b == OpCost(15, True, 5, 10)
-    assert a + OpCost() == a
-    assert OpCost() == OpCost(0, False, 0, 0)
-
-
-CHEAP_KINDS = {"neg", "abs", "relu", "add", "sub", "mul", "max", "min"}
-"""Kinds that cost one operation per element; the others are transcendental."""
-
-
-def _kind_cost(kind: str) -> int:
-    return 1 if kind in CHEAP_KINDS else 8
-
-
-def test_map_kind_cost():
-    for kind in (*UNARY_KINDS, *BINARY_KINDS):
-        assert map_kind_cost(kind) == _kind_cost(kind), kind
-    assert TRANSCENDENTAL_COST == 8
-
-
-def _body(arg_types: Sequence[Attribute], make: Any) -> Region:
-    block = Block(arg_types=arg_types)
-    ops = make(*block.args)
-    block.add_ops([*ops, YieldOp(ops[-1] if ops else block.args[0])])
-    return Region(block)
-
-
-def test_costs_of_data_movement():
-    assert FillOp(0, TensorType(f32, (16, 16))).cost() == OpCost(bytes_written=1024)
-    load = LoadOp(tensor((64, 64), f16), [index(), index()], (16, 32))
-    assert load.cost() == OpCost(bytes_written=1024)
-    store = StoreOp(tensor((16, 16)), tensor((64, 64)), [index(), index()])
-    assert store.cost() == OpCost(bytes_read=1024)
-    bcast = BroadcastOp(tensor((16, 1)), (16, 64))
-    assert bcast.cost() == OpCost(bytes_read=64, bytes_written=4096)
-    cast = CastOp(tensor((16, 8)), f16)
-    assert cast.cost() == OpCost(flops=128, bytes_read=512, bytes_written=256)
-    tr = TransposeOp(tensor((16, 8), i8), (1, 0))
-    assert tr.cost() == OpCost(bytes_read=128, bytes_written=128)
-    assert ReshapeOp(tensor((4, 16)), (64,)).cost() == OpCost()
-    assert _loop(0, 64, 16, "reduction", [tensor((4, 4))]).cost() == OpCost()
-
-
-@pytest.mark.parametrize(
-    "lhs, rhs, ta, tb, elt, macs",
-    [
-        ((16, 8), (8, 32), False, False, f32, 16 * 32 * 8),
-        ((8, 16), (8, 32), True, False, f32, 16 * 32 * 8),
-        ((16, 8), (32, 8), False, True, f32, 16 * 32 * 8),
-        ((8, 16), (32, 8), True, True, f32, 16 * 32 * 8),
-        ((64, 1), (1, 64), False, False, f32, 64 * 64),
-        ((1, 64), (64, 1), False, False, f32, 64),
-        ((4, 16, 8), (4, 8, 32), False, False, f16, 4 * 16 * 32 * 8),
-        ((2, 8, 16), (2, 32, 8), True, True, i8, 2 * 16 * 32 * 8),
-    ],
-)
-def test_dot_cost(
-    lhs: tuple[int, ...],
-    rhs: tuple[int, ...],
-    ta: bool,
-    tb: bool,
-    elt: Attribute,
-    macs: int,
-):
-    size = nbytes(elt)
-    a, b = tensor(lhs, elt), tensor(rhs, elt)
-    op = DotOp(a, b, transpose_a=ta, transpose_b=tb)
-    out = math.prod(tile.static_shape(op.result, "result")) * size
-    read = (math.prod(lhs) + math.prod(rhs)) * size
-    assert op.cost() == OpCost(flops=macs, fmacs=True, bytes_read=read, bytes_written=out)
-    acc = DotOp(
-        a, b, tensor(tile.static_shape(op.result, "r"), elt), transpose_a=ta, transpose_b=tb
-    )
-    assert acc.cost() == OpCost(macs, True, read + out, out)
-
-
-def test_reduce_cost():
-    op = ReduceOp("max", tensor((16, 64)), 1)
-    assert op.cost() == OpCost(flops=1024, bytes_read=4096, bytes_written=64)
-    op = ReduceOp("sum", tensor((2, 4, 8), f16), 0)
-    assert op.cost() == OpCost(flops=64, bytes_read=128, bytes_written=64)
-
-
-@pytest.mark.parametrize("kind", UNARY_KINDS)
-def test_unary_map_cost(kind: str):
-    op = MapOp([tensor((16, 64))], kind)
-    per = _kind_cost(kind)
-    assert op.cost() == OpCost(flops=1024 * per, bytes_read=4096, bytes_written=4096)
-    assert not op.cost().fmacs
-
-
-@pytest.mark.parametrize("kind", BINARY_KINDS)
-def test_binary_map_cost(kind: str):
-    # Broadcasting: the flops count output elements, the reads each input once.
-    op = MapOp([tensor((16, 64)), tensor((16, 1))], kind)
-    per = _kind_cost(kind)
-    assert op.cost() == OpCost(flops=1024 * per, bytes_read=4096 + 64, bytes_written=4096)
-
-
-def test_map_body_cost():
-    x = tensor((16, 64))
-    # arith.constant is free; arith ops cost 1 and math ops a transcendental each.
-    scale = MapOp(
-        [x],
-        body=_body(
-            [f32],
-            lambda v: [c := arith.ConstantOp(FloatAttr(0.5, f32)), arith.MulfOp(v, c)],
-        ),
-    )
-    assert scale.cost() == OpCost(flops=1024, bytes_read=4096, bytes_written=4096)
-    exp_sub = MapOp(
-        [x, tensor((16, 1))],
-        body=_body([f32, f32], lambda a, b: [d := arith.SubfOp(a, b), mathd.ExpOp(d)]),
-    )
-    assert exp_sub.cost() == OpCost(
-        flops=1024 * (1 + TRANSCENDENTAL_COST), bytes_read=4096 + 64, bytes_written=4096
-    )
-    # A body that does nothing still costs one operation per element.
-    identity = MapOp([x], body=_body([f32], lambda v: []))
-    assert identity.cost() == OpCost(flops=1024, bytes_read=4096, bytes_written=4096)
-    # The output element type decides the bytes written.
-    half = MapOp(
-        [x],
-        body=_body([f32], lambda v: [arith.TruncFOp(v, f16)]),
-        result_type=TensorType(f16, (16, 64)),
-    )
-    half.verify()
-    assert half.cost() == OpCost(flops=1024, bytes_read=4096, bytes_written=2048)
-    # A masked select on i1 blocks (graph.where of a graph.cmp): compare, select and
-    # the cheap math ops (abs, floor, ceil) cost one each; i1 elements are one byte.
-    mask = MapOp(
-        [x, tensor((16, 64), i1)],
-        body=_body(
-            [f32, i1],
-            lambda v, m: [
-                a := mathd.AbsFOp(v),
-                f := mathd.FloorOp(a),
-                c := mathd.CeilOp(f),
-                arith.SelectOp(m, c, v),
-            ],
-        ),
-    )
-    mask.verify()
-    assert mask.cost() == OpCost(flops=1024 * 4, bytes_read=4096 + 1024, bytes_written=4096)
-    compare = MapOp(
-        [x, x],
-        body=_body([f32, f32], lambda a, b: [arith.CmpfOp(a, b, "olt")]),
-        result_type=TensorType(i1, (16, 64)),
-    )
-    compare.verify()
-    assert compare.cost() == OpCost(flops=1024, bytes_read=8192, bytes_written=1024)
-
-
 # ---------------------------------------------------------------------------------------
 # Verifier errors of ops built in Python
 # ---------------------------------------------------------------------------------------
@@ -918,10 +758,15 @@ def test_dot_flags_print_in_a_fixed_order():
 # ---------------------------------------------------------------------------------------
 
 
-def test_every_verifier_error_is_exercised(unreached: Any):
-    """Runs invalid.mlir under a line tracer: every raise of tile.py must be reached."""
-    missed = unreached(tile.__file__, INVALID_MLIR, minimum=35)
-    assert missed == {}, "errors of tile.py that no test triggers"
+@pytest.mark.parametrize(
+    "module, minimum",
+    [(tile_memory, 9), (tile_compute, 8), (tile_layout, 5), (tile_regions, 18)],
+    ids=lambda m: getattr(m, "__name__", ""),
+)
+def test_every_verifier_error_is_exercised(unreached: Any, module: Any, minimum: int):
+    """Runs invalid.mlir under a line tracer: every raise of the tile ops is reached."""
+    missed = unreached(module.__file__, INVALID_MLIR, minimum=minimum)
+    assert missed == {}, f"errors of {module.__name__} that no test triggers"
 
 
 def test_invalid_mlir_has_one_chunk_per_diagnostic():
@@ -941,9 +786,3 @@ def test_module_of_all_docstring_examples_verifies():
     ]
     module = parse("\n".join(functions))
     assert len(list(module.ops)) == len(list(Tile.operations))
-
-
-def test_bf16_blocks_are_two_bytes_per_element():
-    assert isinstance(bf16, BFloat16Type)
-    op = LoadOp(tensor((64, 64), bf16), [index(), index()], (16, 16))
-    assert op.cost() == OpCost(bytes_written=512)

@@ -36,6 +36,7 @@ from plmr.runtime.tile_ops import (
     global_values,
     tensor_bytes,
 )
+from plmr.target.op_cost import op_work
 
 Array = npt.NDArray[Any]
 
@@ -1699,4 +1700,4 @@ def test_select_picks_a_whole_block_per_pe():
     np.testing.assert_array_equal(out[0, 0], a[0, 0])
     np.testing.assert_array_equal(out[0, 1], b[0, 1])
     np.testing.assert_array_equal(out[1, 1], a[1, 1])
-    assert op.cost().flops == 6
+    assert op_work(op).flops == 6

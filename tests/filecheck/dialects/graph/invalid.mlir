@@ -7,7 +7,7 @@
 // directly follow the separator of its chunk's output, so that a chunk which unexpectedly
 // verifies cannot borrow the diagnostic of a later chunk.
 //
-// Three raises of graph.py cannot be reached from textual IR (a non-tensor operand is
+// Three raises of the graph_*.py modules cannot be reached from textual IR (a non-tensor operand is
 // rejected by the operand constraints first, `concat_shape([])` is shadowed by ConcatOp's
 // own check, and the parser rejects a dense literal of the wrong size); tests/dialects/
 // test_graph.py triggers them from Python and checks that this file covers all others.

@@ -7,7 +7,7 @@
 // custom syntax cannot express the bad IR. Each expected message must directly follow the
 // separator of its chunk's output, so that a chunk which unexpectedly verifies cannot
 // borrow the diagnostic of a later chunk. tests/dialects/test_tile.py checks that this
-// file reaches every `raise VerifyException` of tile.py.
+// file reaches every `raise VerifyException` of the tile_*.py modules.
 
 // tile.fill: blocks have static shapes.
 %z = tile.fill 0.0 : tensor<?x16xf32>
