@@ -59,6 +59,11 @@ class OpTable(Generic[P, R]):
 
         return register
 
+    def update(self, other: OpTable[P, R]) -> None:
+        """Registers every entry of `other` here too."""
+        for cls, fn in other.as_dict().items():
+            self.add(cls, fn)
+
     def lookup(self, op: Operation) -> Callable[Concatenate[Operation, P], R] | None:
         """The function registered for the class of `op`, or None."""
         return self._impls.get(type(op))
