@@ -15,13 +15,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from xdsl.dialects import arith
-from xdsl.ir import Operation, SSAValue
+from xdsl.ir import SSAValue
 
 from plmr.dialects import graph
 from plmr.dialects.loop import ReadOp
 from plmr.lowering.gather import lower_gather_elements
 from plmr.lowering.loop_builders import (
-    Lowering,
+    LoweringTable,
     broadcast_read,
     element_of,
     index,
@@ -29,9 +29,12 @@ from plmr.lowering.loop_builders import (
     shape_of,
 )
 
+DATA_MOVEMENT_LOWERINGS = LoweringTable("convert-graph-to-loop")
+"""The lowerings of the data-movement ops, by op class."""
 
-def _lower_slice(op: Operation) -> list[SSAValue]:
-    assert isinstance(op, graph.SliceOp)
+
+@DATA_MOVEMENT_LOWERINGS.impl(graph.SliceOp)
+def _lower_slice(op: graph.SliceOp) -> list[SSAValue]:
     x = op.input
     starts, steps = op.starts.get_values(), op.steps.get_values()
 
@@ -45,8 +48,8 @@ def _lower_slice(op: Operation) -> list[SSAValue]:
     return [map_nest(shape_of(op.result), body, element_of(op.result))]
 
 
-def _lower_expand(op: Operation) -> list[SSAValue]:
-    assert isinstance(op, graph.ExpandOp)
+@DATA_MOVEMENT_LOWERINGS.impl(graph.ExpandOp)
+def _lower_expand(op: graph.ExpandOp) -> list[SSAValue]:
     x = op.input
     return [
         map_nest(
@@ -81,8 +84,8 @@ def _reflect(i: SSAValue, begin: int, end: int, size: int) -> SSAValue:
     return j
 
 
-def _lower_pad(op: Operation) -> list[SSAValue]:
-    assert isinstance(op, graph.PadOp)
+@DATA_MOVEMENT_LOWERINGS.impl(graph.PadOp)
+def _lower_pad(op: graph.PadOp) -> list[SSAValue]:
     x = op.input
     shape = shape_of(x)
     rank = len(shape)
@@ -106,10 +109,4 @@ def _lower_pad(op: Operation) -> list[SSAValue]:
     return [map_nest(shape_of(op.result), body, element_of(op.result))]
 
 
-DATA_MOVEMENT_LOWERINGS: dict[type[Operation], Lowering] = {
-    graph.SliceOp: _lower_slice,
-    graph.ExpandOp: _lower_expand,
-    graph.PadOp: _lower_pad,
-    graph.GatherElementsOp: lower_gather_elements,
-}
-"""The lowerings of the data-movement ops, by op class."""
+DATA_MOVEMENT_LOWERINGS.add(graph.GatherElementsOp, lower_gather_elements)

@@ -88,9 +88,8 @@ def _one_hot(
     return reduce_nest(shape_of(out), (size,), 0, elt, term, add)
 
 
-def lower_gather(op: Operation) -> list[SSAValue]:
+def lower_gather(op: graph.GatherOp) -> list[SSAValue]:
     """`graph.gather`: `out[i.., j.., k..] = data[i.., ids[j..], k..]` along `axis`."""
-    assert isinstance(op, graph.GatherOp)
     data, indices = op.data, op.indices
     dshape = shape_of(data)
     ax = graph.normalize_axis(op.axis.value.data, len(dshape))
@@ -114,9 +113,8 @@ def _on_host(v: SSAValue) -> bool:
     return isinstance(v.owner, graph.ConstantOp | graph.WeightOp | arith.ConstantOp)
 
 
-def lower_gather_elements(op: Operation) -> list[SSAValue]:
+def lower_gather_elements(op: graph.GatherElementsOp) -> list[SSAValue]:
     """`graph.gather_elements`: `out[p] = data[p with p[axis] = ids[p]]`."""
-    assert isinstance(op, graph.GatherElementsOp)
     data, indices = op.data, op.indices
     dshape = shape_of(data)
     ax = graph.normalize_axis(op.axis.value.data, len(dshape))

@@ -46,7 +46,7 @@ from plmr.errors import PlmrError
 from plmr.lowering.data_movement import DATA_MOVEMENT_LOWERINGS
 from plmr.lowering.gather import lower_gather
 from plmr.lowering.loop_builders import (
-    Lowering,
+    LoweringTable,
     Shape,
     add,
     broadcast_read,
@@ -69,6 +69,9 @@ from plmr.lowering.loop_builders import binary_lowering as _binary
 from plmr.lowering.loop_builders import element_of as _elt
 from plmr.lowering.loop_builders import shape_of as _shape
 from plmr.lowering.loop_builders import unary_lowering as _unary
+
+GRAPH_LOWERINGS = LoweringTable("convert-graph-to-loop")
+"""How each `graph` op becomes loop nests: (op) -> replacement values (built in place)."""
 
 
 def _relu(x: SSAValue) -> SSAValue:
@@ -99,19 +102,19 @@ def _gelu_tanh(x: SSAValue) -> SSAValue:
     return mul(mul(half, x), add(one, t))
 
 
-def _lower_gelu(op: Operation) -> list[SSAValue]:
-    assert isinstance(op, graph.GeluOp)
+@GRAPH_LOWERINGS.impl(graph.GeluOp)
+def _lower_gelu(op: graph.GeluOp) -> list[SSAValue]:
     return _unary(_gelu_tanh if op.tanh is not None else _gelu_erf)(op)
 
 
-def _lower_scale(op: Operation) -> list[SSAValue]:
-    assert isinstance(op, graph.ScaleOp)
+@GRAPH_LOWERINGS.impl(graph.ScaleOp)
+def _lower_scale(op: graph.ScaleOp) -> list[SSAValue]:
     factor = op.factor.value.data
     return _unary(lambda x: mul(x, const(factor, x.type)))(op)
 
 
-def _lower_matmul(op: Operation) -> list[SSAValue]:
-    assert isinstance(op, graph.MatmulOp)
+@GRAPH_LOWERINGS.impl(graph.MatmulOp)
+def _lower_matmul(op: graph.MatmulOp) -> list[SSAValue]:
     a, b = op.lhs, op.rhs
     sa, sb = _shape(a), _shape(b)
     out = _shape(op.result)
@@ -134,8 +137,8 @@ def _batch_index(shape: Shape, batch: Sequence[SSAValue]) -> list[SSAValue]:
     return [index(0) if d == 1 else batch[off + i] for i, d in enumerate(shape)]
 
 
-def _lower_transpose(op: Operation) -> list[SSAValue]:
-    assert isinstance(op, graph.TransposeOp)
+@GRAPH_LOWERINGS.impl(graph.TransposeOp)
+def _lower_transpose(op: graph.TransposeOp) -> list[SSAValue]:
     x = op.input
     perm = op.perm.get_values()
 
@@ -191,8 +194,8 @@ def reshape_groups(src: Shape, dst: Shape) -> list[tuple[list[int], list[int]]]:
     return groups
 
 
-def _lower_reshape(op: Operation) -> list[SSAValue]:
-    assert isinstance(op, graph.ReshapeOp)
+@GRAPH_LOWERINGS.impl(graph.ReshapeOp)
+def _lower_reshape(op: graph.ReshapeOp) -> list[SSAValue]:
     x = op.input
     src, dst = _shape(x), _shape(op.result)
 
@@ -267,8 +270,8 @@ def _scaled_read(v: SSAValue, idx: Sequence[SSAValue], count: int) -> SSAValue:
     return div(x, const(count, x.type))
 
 
-def _lower_reduce(op: Operation) -> list[SSAValue]:
-    assert isinstance(op, graph.ReduceOp)
+@GRAPH_LOWERINGS.impl(graph.ReduceOp)
+def _lower_reduce(op: graph.ReduceOp) -> list[SSAValue]:
     kind = op.kind.data.value
     axes = op.normalized_axes()
     keep = op.keepdims is not None
@@ -294,8 +297,8 @@ def _drop(idx: Sequence[SSAValue], axes: Sequence[int]) -> list[SSAValue]:
     return [v for a, v in enumerate(idx) if a not in axes]
 
 
-def _lower_softmax(op: Operation) -> list[SSAValue]:
-    assert isinstance(op, graph.SoftmaxOp)
+@GRAPH_LOWERINGS.impl(graph.SoftmaxOp)
+def _lower_softmax(op: graph.SoftmaxOp) -> list[SSAValue]:
     x = op.input
     shape = _shape(x)
     axis = graph.normalize_axis(op.axis.value.data, len(shape))
@@ -318,8 +321,8 @@ def _norm_param(p: SSAValue, idx: Sequence[SSAValue]) -> SSAValue:
     return broadcast_read(p, idx)
 
 
-def _lower_layernorm(op: Operation) -> list[SSAValue]:
-    assert isinstance(op, graph.LayerNormOp)
+@GRAPH_LOWERINGS.impl(graph.LayerNormOp)
+def _lower_layernorm(op: graph.LayerNormOp) -> list[SSAValue]:
     x = op.input
     shape = _shape(x)
     ax = graph.normalize_axis(op.axis.value.data, len(shape))
@@ -353,8 +356,8 @@ def _lower_layernorm(op: Operation) -> list[SSAValue]:
     return [map_nest(shape, normalise, elt)]
 
 
-def _lower_rmsnorm(op: Operation) -> list[SSAValue]:
-    assert isinstance(op, graph.RmsNormOp)
+@GRAPH_LOWERINGS.impl(graph.RmsNormOp)
+def _lower_rmsnorm(op: graph.RmsNormOp) -> list[SSAValue]:
     x = op.input
     shape = _shape(x)
     ax = graph.normalize_axis(op.axis.value.data, len(shape))
@@ -379,8 +382,8 @@ def _lower_rmsnorm(op: Operation) -> list[SSAValue]:
     return [map_nest(shape, normalise, elt)]
 
 
-def _lower_concat(op: Operation) -> list[SSAValue]:
-    assert isinstance(op, graph.ConcatOp)
+@GRAPH_LOWERINGS.impl(graph.ConcatOp)
+def _lower_concat(op: graph.ConcatOp) -> list[SSAValue]:
     inputs = list(op.inputs)
     out = _shape(op.result)
     ax = graph.normalize_axis(op.axis.value.data, len(out))
@@ -405,8 +408,8 @@ def _lower_concat(op: Operation) -> list[SSAValue]:
     return [map_nest(out, body, elt)]
 
 
-def _lower_split(op: Operation) -> list[SSAValue]:
-    assert isinstance(op, graph.SplitOp)
+@GRAPH_LOWERINGS.impl(graph.SplitOp)
+def _lower_split(op: graph.SplitOp) -> list[SSAValue]:
     x = op.input
     ax = graph.normalize_axis(op.axis.value.data, len(_shape(x)))
     results: list[SSAValue] = []
@@ -437,8 +440,8 @@ def _window_index(
     return pos
 
 
-def _lower_conv2d(op: Operation) -> list[SSAValue]:
-    assert isinstance(op, graph.Conv2dOp)
+@GRAPH_LOWERINGS.impl(graph.Conv2dOp)
+def _lower_conv2d(op: graph.Conv2dOp) -> list[SSAValue]:
     x, w = op.input, op.weight
     out = _shape(op.result)
     _, cg, kh, kw = _shape(w)
@@ -472,8 +475,8 @@ def _lower_conv2d(op: Operation) -> list[SSAValue]:
     return [map_nest(out, add_bias, elt)]
 
 
-def _lower_pool(op: Operation) -> list[SSAValue]:
-    assert isinstance(op, graph.PoolOp)
+@GRAPH_LOWERINGS.impl(graph.PoolOp)
+def _lower_pool(op: graph.PoolOp) -> list[SSAValue]:
     x = op.input
     out = _shape(op.result)
     _, _, height, width = _shape(x)
@@ -521,12 +524,13 @@ def _window_count(o: SSAValue, stride: int, pad: int, kernel: int, size: int) ->
     return arith.SubiOp(hi, lo).result
 
 
-def _lower_constant(op: Operation) -> list[SSAValue]:
-    assert isinstance(op, graph.ConstantOp)
+@GRAPH_LOWERINGS.impl(graph.ConstantOp)
+def _lower_constant(op: graph.ConstantOp) -> list[SSAValue]:
     return [arith.ConstantOp(op.value).result]
 
 
-def _lower_weight(op: Operation) -> list[SSAValue]:
+@GRAPH_LOWERINGS.impl(graph.WeightOp)
+def _lower_weight(op: graph.WeightOp) -> list[SSAValue]:
     """A weight stays a reference: an `arith.constant` of a `dense_resource`."""
     ref = weight_ref(op)
     assert ref is not None
@@ -552,14 +556,14 @@ def compare(predicate: str, a: SSAValue, b: SSAValue) -> SSAValue:
     return arith.CmpiOp(a, b, table[predicate]).result
 
 
-def _lower_cmp(op: Operation) -> list[SSAValue]:
-    assert isinstance(op, graph.CmpOp)
+@GRAPH_LOWERINGS.impl(graph.CmpOp)
+def _lower_cmp(op: graph.CmpOp) -> list[SSAValue]:
     predicate = op.predicate.data.value
     return _binary(lambda a, b: compare(predicate, a, b))(op)
 
 
-def _lower_where(op: Operation) -> list[SSAValue]:
-    assert isinstance(op, graph.WhereOp)
+@GRAPH_LOWERINGS.impl(graph.WhereOp)
+def _lower_where(op: graph.WhereOp) -> list[SSAValue]:
     c, a, b = op.condition, op.lhs, op.rhs
 
     def body(idx: Sequence[SSAValue]) -> SSAValue:
@@ -619,8 +623,8 @@ def convert(x: SSAValue, dst: Attribute) -> SSAValue:
     raise PlmrError(f"convert-graph-to-loop: no cast from {src} to {dst}")
 
 
-def _lower_cast(op: Operation) -> list[SSAValue]:
-    assert isinstance(op, graph.CastOp)
+@GRAPH_LOWERINGS.impl(graph.CastOp)
+def _lower_cast(op: graph.CastOp) -> list[SSAValue]:
     x = op.input
     dst = _elt(op.result)
     return [map_nest(_shape(x), lambda idx: convert(ReadOp(x, idx).result, dst), dst)]
@@ -630,61 +634,39 @@ def _abs(x: SSAValue) -> SSAValue:
     return (mathd.AbsFOp(x) if is_float(x) else mathd.AbsIOp(x)).result
 
 
-def _lower_pow(op: Operation) -> list[SSAValue]:
-    assert isinstance(op, graph.PowOp)
+@GRAPH_LOWERINGS.impl(graph.PowOp)
+def _lower_pow(op: graph.PowOp) -> list[SSAValue]:
     exponent = op.exponent.value.data
     return _unary(lambda x: mathd.PowFOp(x, const(exponent, x.type)).result)(op)
 
 
-LOWERINGS: dict[type[Operation], Lowering] = {
-    graph.MatmulOp: _lower_matmul,
-    graph.AddOp: _binary(add),
-    graph.SubOp: _binary(sub),
-    graph.MulOp: _binary(mul),
-    graph.DivOp: _binary(div),
-    graph.ScaleOp: _lower_scale,
-    graph.ReluOp: _unary(_relu),
-    graph.GeluOp: _lower_gelu,
-    graph.SiluOp: _unary(_silu),
-    graph.SigmoidOp: _unary(_sigmoid),
-    graph.TanhOp: _unary(lambda x: mathd.TanhOp(x).result),
-    graph.ExpOp: _unary(exp),
-    graph.ErfOp: _unary(lambda x: mathd.ErfOp(x).result),
-    graph.SqrtOp: _unary(lambda x: mathd.SqrtOp(x).result),
-    graph.NegOp: _unary(neg),
-    graph.TransposeOp: _lower_transpose,
-    graph.ReshapeOp: _lower_reshape,
-    graph.ReduceOp: _lower_reduce,
-    graph.SoftmaxOp: _lower_softmax,
-    graph.LayerNormOp: _lower_layernorm,
-    graph.RmsNormOp: _lower_rmsnorm,
-    graph.ConcatOp: _lower_concat,
-    graph.SplitOp: _lower_split,
-    graph.Conv2dOp: _lower_conv2d,
-    graph.PoolOp: _lower_pool,
-    graph.ConstantOp: _lower_constant,
-    graph.WeightOp: _lower_weight,
-    graph.GatherOp: lower_gather,
-    graph.WhereOp: _lower_where,
-    graph.CmpOp: _lower_cmp,
-    graph.NotOp: _unary(_not),
-    graph.AndOp: _binary(lambda a, b: arith.AndIOp(a, b).result),
-    graph.OrOp: _binary(lambda a, b: arith.OrIOp(a, b).result),
-    graph.XorOp: _binary(lambda a, b: arith.XOrIOp(a, b).result),
-    graph.CastOp: _lower_cast,
-    graph.AbsOp: _unary(_abs),
-    graph.LogOp: _unary(lambda x: mathd.LogOp(x).result),
-    graph.CosOp: _unary(lambda x: mathd.CosOp(x).result),
-    graph.SinOp: _unary(lambda x: mathd.SinOp(x).result),
-    graph.FloorOp: _unary(lambda x: mathd.FloorOp(x).result),
-    graph.CeilOp: _unary(lambda x: mathd.CeilOp(x).result),
-    graph.ReciprocalOp: _unary(lambda x: div(const(1, x.type), x)),
-    graph.PowOp: _lower_pow,
-    graph.MaximumOp: _binary(maximum),
-    graph.MinimumOp: _binary(minimum),
-    **DATA_MOVEMENT_LOWERINGS,
-}
-"""How each `graph` op becomes loop nests: (op) -> replacement values (built in place)."""
+GRAPH_LOWERINGS.add(graph.AddOp, _binary(add))
+GRAPH_LOWERINGS.add(graph.SubOp, _binary(sub))
+GRAPH_LOWERINGS.add(graph.MulOp, _binary(mul))
+GRAPH_LOWERINGS.add(graph.DivOp, _binary(div))
+GRAPH_LOWERINGS.add(graph.ReluOp, _unary(_relu))
+GRAPH_LOWERINGS.add(graph.SiluOp, _unary(_silu))
+GRAPH_LOWERINGS.add(graph.SigmoidOp, _unary(_sigmoid))
+GRAPH_LOWERINGS.add(graph.TanhOp, _unary(lambda x: mathd.TanhOp(x).result))
+GRAPH_LOWERINGS.add(graph.ExpOp, _unary(exp))
+GRAPH_LOWERINGS.add(graph.ErfOp, _unary(lambda x: mathd.ErfOp(x).result))
+GRAPH_LOWERINGS.add(graph.SqrtOp, _unary(lambda x: mathd.SqrtOp(x).result))
+GRAPH_LOWERINGS.add(graph.NegOp, _unary(neg))
+GRAPH_LOWERINGS.add(graph.GatherOp, lower_gather)
+GRAPH_LOWERINGS.add(graph.NotOp, _unary(_not))
+GRAPH_LOWERINGS.add(graph.AndOp, _binary(lambda a, b: arith.AndIOp(a, b).result))
+GRAPH_LOWERINGS.add(graph.OrOp, _binary(lambda a, b: arith.OrIOp(a, b).result))
+GRAPH_LOWERINGS.add(graph.XorOp, _binary(lambda a, b: arith.XOrIOp(a, b).result))
+GRAPH_LOWERINGS.add(graph.AbsOp, _unary(_abs))
+GRAPH_LOWERINGS.add(graph.LogOp, _unary(lambda x: mathd.LogOp(x).result))
+GRAPH_LOWERINGS.add(graph.CosOp, _unary(lambda x: mathd.CosOp(x).result))
+GRAPH_LOWERINGS.add(graph.SinOp, _unary(lambda x: mathd.SinOp(x).result))
+GRAPH_LOWERINGS.add(graph.FloorOp, _unary(lambda x: mathd.FloorOp(x).result))
+GRAPH_LOWERINGS.add(graph.CeilOp, _unary(lambda x: mathd.CeilOp(x).result))
+GRAPH_LOWERINGS.add(graph.ReciprocalOp, _unary(lambda x: div(const(1, x.type), x)))
+GRAPH_LOWERINGS.add(graph.MaximumOp, _binary(maximum))
+GRAPH_LOWERINGS.add(graph.MinimumOp, _binary(minimum))
+GRAPH_LOWERINGS.update(DATA_MOVEMENT_LOWERINGS)
 
 
 def _is_empty(t: Attribute) -> bool:
@@ -699,7 +681,7 @@ def _empty_constant(t: Attribute) -> SSAValue:
 
 def lower_graph_op(op: Operation) -> None:
     """Replaces one graph op by its loop nests (built right before it)."""
-    lowering = LOWERINGS.get(type(op))
+    lowering = GRAPH_LOWERINGS.lookup(op)
     if lowering is None:
         raise PlmrError(f"convert-graph-to-loop: no lowering for '{op.name}'")
     with ImplicitBuilder(Builder(InsertPoint.before(op))):

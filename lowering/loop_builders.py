@@ -22,6 +22,7 @@ from xdsl.ir import Attribute, BlockArgument, Operation, SSAValue
 
 from plmr.dialects import graph
 from plmr.dialects.loop import IteratorKind, ReadOp, build_nest
+from plmr.dialects.op_table import OpTable
 from plmr.errors import PlmrError
 
 P = IteratorKind.PARALLEL
@@ -178,6 +179,8 @@ def reduce_nest(
 # ---------------------------------------------------------------------------------------
 
 Lowering = Callable[[Operation], list[SSAValue]]
+LoweringTable = OpTable[[], list[SSAValue]]
+"""Lowerings by op class: (op) -> replacement values (built in place)."""
 
 
 def binary_lowering(fn: Callable[[SSAValue, SSAValue], SSAValue]) -> Lowering:

@@ -11,7 +11,7 @@ import it.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 import numpy as np
 from xdsl.dialects import func
@@ -31,6 +31,51 @@ OpImpl = Callable[[Operation, list[Array]], list[Array]]
 
 EvalImpl = Callable[["ReferenceEvaluator", Operation, list[Any]], list[Any]]
 """An implementation that needs the evaluator (regions, vectorised leading dims)."""
+
+OpT = TypeVar("OpT", bound=Operation)
+
+
+class EvalTable:
+    """
+    Evaluator implementations by op class, each typed by the class it is registered for
+    (`@TILE_IMPLS.impl(tile.LoadOp)` over `def _load(ev, op: tile.LoadOp, args)`).
+    """
+
+    def __init__(self) -> None:
+        self._impls: dict[type[Operation], EvalImpl] = {}
+
+    def add(
+        self,
+        cls: type[OpT],
+        fn: Callable[[ReferenceEvaluator, OpT, list[Any]], list[Any]],
+    ) -> None:
+        """Registers `fn` for ops of exactly the class `cls`."""
+        if cls in self._impls:
+            raise ValueError(f"'{cls.__name__}' has two evaluator implementations")
+        # The evaluator dispatches on `type(op)`, so `fn` only ever receives a `cls`.
+        self._impls[cls] = cast(EvalImpl, fn)
+
+    def impl(
+        self, *classes: type[OpT]
+    ) -> Callable[
+        [Callable[[ReferenceEvaluator, OpT, list[Any]], list[Any]]],
+        Callable[[ReferenceEvaluator, OpT, list[Any]], list[Any]],
+    ]:
+        """Decorator: registers the function for each of `classes`."""
+
+        def register(
+            fn: Callable[[ReferenceEvaluator, OpT, list[Any]], list[Any]],
+        ) -> Callable[[ReferenceEvaluator, OpT, list[Any]], list[Any]]:
+            for cls in classes:
+                self.add(cls, fn)
+            return fn
+
+        return register
+
+    def as_dict(self) -> dict[type[Operation], EvalImpl]:
+        """A copy of the table as a dict from op class to implementation."""
+        return dict(self._impls)
+
 
 _OP_IMPLS: dict[type[Operation], OpImpl] = {}
 _EVAL_IMPLS: dict[type[Operation], EvalImpl] = {}

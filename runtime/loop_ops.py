@@ -33,7 +33,7 @@ from xdsl.ir import Attribute, Operation, SSAValue
 from plmr.dialects import loop
 from plmr.dialects.graph import static_shape
 from plmr.errors import PlmrError
-from plmr.runtime.evaluator import EvalImpl, ReferenceEvaluator
+from plmr.runtime.evaluator import EvalImpl, EvalTable, ReferenceEvaluator
 from plmr.values import Array, numpy_dtype, tensor_dtype
 
 BOX_ELEMENTS = 1 << 22
@@ -383,32 +383,32 @@ class NestRunner:
         return np.asarray(value)
 
 
-def _nest(ev: ReferenceEvaluator, op: Operation, args: list[Any]) -> list[Any]:
-    assert isinstance(op, loop.NestOp)
+LOOP_TABLE = EvalTable()
+"""The `loop` implementations, each registered for its op class."""
+
+
+@LOOP_TABLE.impl(loop.NestOp)
+def _nest(ev: ReferenceEvaluator, op: loop.NestOp, args: list[Any]) -> list[Any]:
     if ev.lead:
         raise PlmrError("a loop.nest cannot run inside a per-core program")
     with np.errstate(all="ignore"):
         return NestRunner(ev).run(op, args)
 
 
-def _read(ev: ReferenceEvaluator, op: Operation, args: list[Any]) -> list[Any]:
-    assert isinstance(op, loop.ReadOp)
+@LOOP_TABLE.impl(loop.ReadOp)
+def _read(ev: ReferenceEvaluator, op: loop.ReadOp, args: list[Any]) -> list[Any]:
     with np.errstate(all="ignore"):
         return [NestRunner(ev).read(op)]
 
 
-def _empty(ev: ReferenceEvaluator, op: Operation, args: list[Any]) -> list[Any]:
+@LOOP_TABLE.impl(tensor.EmptyOp)
+def _empty(ev: ReferenceEvaluator, op: tensor.EmptyOp, args: list[Any]) -> list[Any]:
     """A fresh tensor in global memory (zeros: its contents are unspecified)."""
-    assert isinstance(op, tensor.EmptyOp)
     t = op.tensor.type
     return [np.zeros(ev.lead + static_shape(t, "tensor"), dtype=tensor_dtype(t))]
 
 
-LOOP_IMPLS: dict[type[Operation], EvalImpl] = {
-    loop.NestOp: _nest,
-    loop.ReadOp: _read,
-    tensor.EmptyOp: _empty,
-}
+LOOP_IMPLS: dict[type[Operation], EvalImpl] = LOOP_TABLE.as_dict()
 """
 Implementations of the `loop` ops for the `ReferenceEvaluator`, and of `tensor.empty`
 (the global tensors that `convert-loop-to-tile` stores the results of nests into).

@@ -2,8 +2,9 @@
 Reference semantics of the `graph` dialect in plain numpy, and the reference interpreter
 of every level.
 
-Each `graph` op has one numpy function (`numpy_ops`, ONNX semantics); `GRAPH_IMPLS` maps
-the ops to them. Importing this module registers the semantics of every level with the
+Each `graph` op has one numpy function (`numpy_ops`, ONNX semantics), registered for its
+class in the typed table `REFERENCE` (`@REFERENCE.impl(graph.GeluOp)`); `GRAPH_IMPLS` is
+derived from it. Importing this module registers the semantics of every level with the
 evaluator engine (`graph` here, `loop` in `loop_ops`, `tile` and the `arith` / `math`
 ops it uses in `tile_ops`), so `ReferenceEvaluator` runs programs at any of them.
 `evaluate_function` runs a `func.func` of graph ops on numpy arrays: the oracle every
@@ -24,6 +25,7 @@ from xdsl.ir import Operation
 
 from plmr.dialects import graph
 from plmr.dialects.graph_weights import weight_ref
+from plmr.dialects.op_table import OpTable
 from plmr.errors import PlmrError
 from plmr.runtime.evaluator import (
     EvalImpl,
@@ -62,6 +64,10 @@ from plmr.values import Array, dense_to_numpy, tensor_dtype
 # ---------------------------------------------------------------------------------------
 
 
+REFERENCE = OpTable[[list[Array]], list[Array]]("reference semantics")
+"""The reference semantics of every `graph` op: (op, operand arrays) -> result arrays."""
+
+
 def _ints(attr: Any) -> tuple[int, ...]:
     values: tuple[int, ...] = attr.get_values()
     return values
@@ -85,14 +91,14 @@ def _binary(
     return run
 
 
-def _run_matmul(op: Operation, args: list[Array]) -> list[Array]:
-    assert isinstance(op, graph.MatmulOp)
+@REFERENCE.impl(graph.MatmulOp)
+def _run_matmul(op: graph.MatmulOp, args: list[Array]) -> list[Array]:
     a, b = args
     return [matmul(a, b, op.transpose_a is not None, op.transpose_b is not None)]
 
 
-def _run_scale(op: Operation, args: list[Array]) -> list[Array]:
-    assert isinstance(op, graph.ScaleOp)
+@REFERENCE.impl(graph.ScaleOp)
+def _run_scale(op: graph.ScaleOp, args: list[Array]) -> list[Array]:
     (x,) = args
     factor = op.factor.value.data
     if x.dtype.kind in "iu":
@@ -102,23 +108,24 @@ def _run_scale(op: Operation, args: list[Array]) -> list[Array]:
     return [(x * np.asarray(factor, dtype=x.dtype)).astype(x.dtype)]
 
 
-def _run_gelu(op: Operation, args: list[Array]) -> list[Array]:
-    assert isinstance(op, graph.GeluOp)
+@REFERENCE.impl(graph.GeluOp)
+def _run_gelu(op: graph.GeluOp, args: list[Array]) -> list[Array]:
     return [gelu(args[0], op.tanh is not None)]
 
 
-def _run_transpose(op: Operation, args: list[Array]) -> list[Array]:
-    assert isinstance(op, graph.TransposeOp)
+@REFERENCE.impl(graph.TransposeOp)
+def _run_transpose(op: graph.TransposeOp, args: list[Array]) -> list[Array]:
     # `.copy(order="C")`, not `np.ascontiguousarray`, which turns a 0-d array into 1-d.
     return [np.transpose(args[0], _ints(op.perm)).copy(order="C")]
 
 
-def _run_reshape(op: Operation, args: list[Array]) -> list[Array]:
+@REFERENCE.impl(graph.ReshapeOp)
+def _run_reshape(op: graph.ReshapeOp, args: list[Array]) -> list[Array]:
     return [args[0].reshape(graph.static_shape(op.results[0], "result"))]
 
 
-def _run_reduce(op: Operation, args: list[Array]) -> list[Array]:
-    assert isinstance(op, graph.ReduceOp)
+@REFERENCE.impl(graph.ReduceOp)
+def _run_reduce(op: graph.ReduceOp, args: list[Array]) -> list[Array]:
     return [
         np.asarray(
             reduce(op.kind.data, args[0], op.normalized_axes(), op.keepdims is not None)
@@ -126,34 +133,34 @@ def _run_reduce(op: Operation, args: list[Array]) -> list[Array]:
     ]
 
 
-def _run_softmax(op: Operation, args: list[Array]) -> list[Array]:
-    assert isinstance(op, graph.SoftmaxOp)
+@REFERENCE.impl(graph.SoftmaxOp)
+def _run_softmax(op: graph.SoftmaxOp, args: list[Array]) -> list[Array]:
     return [softmax(args[0], op.axis.value.data)]
 
 
-def _run_layernorm(op: Operation, args: list[Array]) -> list[Array]:
-    assert isinstance(op, graph.LayerNormOp)
+@REFERENCE.impl(graph.LayerNormOp)
+def _run_layernorm(op: graph.LayerNormOp, args: list[Array]) -> list[Array]:
     bias = args[2] if len(args) > 2 else None
     return [layernorm(args[0], args[1], bias, op.axis.value.data, op.epsilon.value.data)]
 
 
-def _run_rmsnorm(op: Operation, args: list[Array]) -> list[Array]:
-    assert isinstance(op, graph.RmsNormOp)
+@REFERENCE.impl(graph.RmsNormOp)
+def _run_rmsnorm(op: graph.RmsNormOp, args: list[Array]) -> list[Array]:
     return [rmsnorm(args[0], args[1], op.axis.value.data, op.epsilon.value.data)]
 
 
-def _run_concat(op: Operation, args: list[Array]) -> list[Array]:
-    assert isinstance(op, graph.ConcatOp)
+@REFERENCE.impl(graph.ConcatOp)
+def _run_concat(op: graph.ConcatOp, args: list[Array]) -> list[Array]:
     return [np.concatenate(args, axis=op.axis.value.data)]
 
 
-def _run_split(op: Operation, args: list[Array]) -> list[Array]:
-    assert isinstance(op, graph.SplitOp)
+@REFERENCE.impl(graph.SplitOp)
+def _run_split(op: graph.SplitOp, args: list[Array]) -> list[Array]:
     return split(args[0], op.axis.value.data, _ints(op.sizes))
 
 
-def _run_conv2d(op: Operation, args: list[Array]) -> list[Array]:
-    assert isinstance(op, graph.Conv2dOp)
+@REFERENCE.impl(graph.Conv2dOp)
+def _run_conv2d(op: graph.Conv2dOp, args: list[Array]) -> list[Array]:
     bias = args[2] if len(args) > 2 else None
     return [
         conv2d(
@@ -168,8 +175,8 @@ def _run_conv2d(op: Operation, args: list[Array]) -> list[Array]:
     ]
 
 
-def _run_pool(op: Operation, args: list[Array]) -> list[Array]:
-    assert isinstance(op, graph.PoolOp)
+@REFERENCE.impl(graph.PoolOp)
+def _run_pool(op: graph.PoolOp, args: list[Array]) -> list[Array]:
     return [
         pool(
             op.kind.data,
@@ -182,24 +189,26 @@ def _run_pool(op: Operation, args: list[Array]) -> list[Array]:
     ]
 
 
-def _run_constant(op: Operation, args: list[Array]) -> list[Array]:
-    assert isinstance(op, graph.ConstantOp)
+@REFERENCE.impl(graph.ConstantOp)
+def _run_constant(op: graph.ConstantOp, args: list[Array]) -> list[Array]:
     return [dense_to_numpy(op.value)]
 
 
-def _run_weight(op: Operation, args: list[Array]) -> list[Array]:
+@REFERENCE.impl(graph.WeightOp)
+def _run_weight(op: graph.WeightOp, args: list[Array]) -> list[Array]:
     ref = weight_ref(op)
     assert ref is not None
     return [load_weight(ref)]
 
 
-def _run_gather(op: Operation, args: list[Array]) -> list[Array]:
-    assert isinstance(op, graph.GatherOp)
+@REFERENCE.impl(graph.GatherOp)
+def _run_gather(op: graph.GatherOp, args: list[Array]) -> list[Array]:
     data, indices = args
     return [gather(data, indices, op.axis.value.data % max(data.ndim, 1))]
 
 
-def _run_where(op: Operation, args: list[Array]) -> list[Array]:
+@REFERENCE.impl(graph.WhereOp)
+def _run_where(op: graph.WhereOp, args: list[Array]) -> list[Array]:
     c, a, b = args
     return [np.where(c, a, b).astype(a.dtype)]
 
@@ -214,94 +223,72 @@ _COMPARE: dict[str, Callable[[Array, Array], Array]] = {
 }
 
 
-def _run_cmp(op: Operation, args: list[Array]) -> list[Array]:
-    assert isinstance(op, graph.CmpOp)
+@REFERENCE.impl(graph.CmpOp)
+def _run_cmp(op: graph.CmpOp, args: list[Array]) -> list[Array]:
     a, b = args
     return [np.asarray(_COMPARE[op.predicate.data](a, b), dtype=np.bool_)]
 
 
-def _run_cast(op: Operation, args: list[Array]) -> list[Array]:
+@REFERENCE.impl(graph.CastOp)
+def _run_cast(op: graph.CastOp, args: list[Array]) -> list[Array]:
     return [cast_to(args[0], tensor_dtype(op.results[0].type))]
 
 
-def _run_pow(op: Operation, args: list[Array]) -> list[Array]:
-    assert isinstance(op, graph.PowOp)
+@REFERENCE.impl(graph.PowOp)
+def _run_pow(op: graph.PowOp, args: list[Array]) -> list[Array]:
     (x,) = args
     return [np.power(x, np.asarray(op.exponent.value.data, dtype=x.dtype))]
 
 
-def _run_slice(op: Operation, args: list[Array]) -> list[Array]:
-    assert isinstance(op, graph.SliceOp)
+@REFERENCE.impl(graph.SliceOp)
+def _run_slice(op: graph.SliceOp, args: list[Array]) -> list[Array]:
     return [slice_(args[0], _ints(op.starts), _ints(op.ends), _ints(op.steps))]
 
 
-def _run_expand(op: Operation, args: list[Array]) -> list[Array]:
+@REFERENCE.impl(graph.ExpandOp)
+def _run_expand(op: graph.ExpandOp, args: list[Array]) -> list[Array]:
     shape = graph.static_shape(op.results[0], "result")
     return [np.broadcast_to(args[0], shape).copy()]
 
 
-def _run_pad(op: Operation, args: list[Array]) -> list[Array]:
-    assert isinstance(op, graph.PadOp)
+@REFERENCE.impl(graph.PadOp)
+def _run_pad(op: graph.PadOp, args: list[Array]) -> list[Array]:
     return [pad(args[0], _ints(op.pads), op.mode.data, op.value.value.data)]
 
 
-def _run_gather_elements(op: Operation, args: list[Array]) -> list[Array]:
-    assert isinstance(op, graph.GatherElementsOp)
+@REFERENCE.impl(graph.GatherElementsOp)
+def _run_gather_elements(op: graph.GatherElementsOp, args: list[Array]) -> list[Array]:
     data, indices = args
     return [gather_elements(data, indices, op.axis.value.data % max(data.ndim, 1))]
 
 
-GRAPH_IMPLS: dict[type[Operation], OpImpl] = {
-    graph.MatmulOp: _run_matmul,
-    graph.AddOp: _binary(np.add),
-    graph.SubOp: _binary(np.subtract),
-    graph.MulOp: _binary(np.multiply),
-    graph.DivOp: _binary(np.divide),
-    graph.ScaleOp: _run_scale,
-    graph.ReluOp: _unary(relu),
-    graph.GeluOp: _run_gelu,
-    graph.SiluOp: _unary(silu),
-    graph.SigmoidOp: _unary(sigmoid),
-    graph.TanhOp: _unary(np.tanh),
-    graph.ExpOp: _unary(np.exp),
-    graph.ErfOp: _unary(erf),
-    graph.SqrtOp: _unary(np.sqrt),
-    graph.NegOp: _unary(np.negative),
-    graph.TransposeOp: _run_transpose,
-    graph.ReshapeOp: _run_reshape,
-    graph.ReduceOp: _run_reduce,
-    graph.SoftmaxOp: _run_softmax,
-    graph.LayerNormOp: _run_layernorm,
-    graph.RmsNormOp: _run_rmsnorm,
-    graph.ConcatOp: _run_concat,
-    graph.SplitOp: _run_split,
-    graph.Conv2dOp: _run_conv2d,
-    graph.PoolOp: _run_pool,
-    graph.ConstantOp: _run_constant,
-    graph.WeightOp: _run_weight,
-    graph.GatherOp: _run_gather,
-    graph.WhereOp: _run_where,
-    graph.CmpOp: _run_cmp,
-    graph.NotOp: _unary(np.logical_not),
-    graph.AndOp: _binary(np.logical_and),
-    graph.OrOp: _binary(np.logical_or),
-    graph.XorOp: _binary(np.logical_xor),
-    graph.CastOp: _run_cast,
-    graph.AbsOp: _unary(np.abs),
-    graph.LogOp: _unary(np.log),
-    graph.CosOp: _unary(np.cos),
-    graph.SinOp: _unary(np.sin),
-    graph.FloorOp: _unary(np.floor),
-    graph.CeilOp: _unary(np.ceil),
-    graph.ReciprocalOp: _unary(np.reciprocal),
-    graph.PowOp: _run_pow,
-    graph.MaximumOp: _binary(np.maximum),
-    graph.MinimumOp: _binary(np.minimum),
-    graph.SliceOp: _run_slice,
-    graph.ExpandOp: _run_expand,
-    graph.PadOp: _run_pad,
-    graph.GatherElementsOp: _run_gather_elements,
-}
+REFERENCE.add(graph.AddOp, _binary(np.add))
+REFERENCE.add(graph.SubOp, _binary(np.subtract))
+REFERENCE.add(graph.MulOp, _binary(np.multiply))
+REFERENCE.add(graph.DivOp, _binary(np.divide))
+REFERENCE.add(graph.ReluOp, _unary(relu))
+REFERENCE.add(graph.SiluOp, _unary(silu))
+REFERENCE.add(graph.SigmoidOp, _unary(sigmoid))
+REFERENCE.add(graph.TanhOp, _unary(np.tanh))
+REFERENCE.add(graph.ExpOp, _unary(np.exp))
+REFERENCE.add(graph.ErfOp, _unary(erf))
+REFERENCE.add(graph.SqrtOp, _unary(np.sqrt))
+REFERENCE.add(graph.NegOp, _unary(np.negative))
+REFERENCE.add(graph.NotOp, _unary(np.logical_not))
+REFERENCE.add(graph.AndOp, _binary(np.logical_and))
+REFERENCE.add(graph.OrOp, _binary(np.logical_or))
+REFERENCE.add(graph.XorOp, _binary(np.logical_xor))
+REFERENCE.add(graph.AbsOp, _unary(np.abs))
+REFERENCE.add(graph.LogOp, _unary(np.log))
+REFERENCE.add(graph.CosOp, _unary(np.cos))
+REFERENCE.add(graph.SinOp, _unary(np.sin))
+REFERENCE.add(graph.FloorOp, _unary(np.floor))
+REFERENCE.add(graph.CeilOp, _unary(np.ceil))
+REFERENCE.add(graph.ReciprocalOp, _unary(np.reciprocal))
+REFERENCE.add(graph.MaximumOp, _binary(np.maximum))
+REFERENCE.add(graph.MinimumOp, _binary(np.minimum))
+
+GRAPH_IMPLS: dict[type[Operation], OpImpl] = REFERENCE.as_dict()
 """Reference implementation of every `graph` op: (op, operand arrays) -> result arrays."""
 
 register_op_impls(GRAPH_IMPLS)
@@ -338,6 +325,7 @@ def run_tile_function(
 
 __all__ = [
     "GRAPH_IMPLS",
+    "REFERENCE",
     "EvalImpl",
     "OpImpl",
     "ReferenceEvaluator",

@@ -33,13 +33,17 @@ from plmr.dialects import tile
 from plmr.dialects.graph import normalize_axis, static_shape
 from plmr.dialects.graph_weights import weight_ref
 from plmr.errors import PlmrError
-from plmr.runtime.evaluator import EvalImpl, ReferenceEvaluator
+from plmr.runtime.evaluator import EvalImpl, EvalTable, ReferenceEvaluator
 from plmr.runtime.numpy_ops import erf, gelu, sigmoid, silu
 from plmr.runtime.weights import load_weight
 from plmr.target.op_cost import op_work
 from plmr.values import Array, dense_to_numpy, numpy_dtype, tensor_dtype
 
 Impl = EvalImpl
+
+
+TILE_IMPLS = EvalTable()
+"""The tile, `arith` and `math` implementations, each registered for its op class."""
 
 
 def _lead(ev: ReferenceEvaluator) -> int:
@@ -66,8 +70,8 @@ def _expand(ev: ReferenceEvaluator, x: Array, rank: int) -> Array:
 # ---------------------------------------------------------------------------------------
 
 
-def _fill(ev: ReferenceEvaluator, op: Operation, args: list[Any]) -> list[Any]:
-    assert isinstance(op, tile.FillOp)
+@TILE_IMPLS.impl(tile.FillOp)
+def _fill(ev: ReferenceEvaluator, op: tile.FillOp, args: list[Any]) -> list[Any]:
     shape = ev.lead + static_shape(op.result, "result")
     return [np.full(shape, op.value.value.data, dtype=tensor_dtype(op.result.type))]
 
@@ -106,8 +110,8 @@ def _window_index(
     return tuple(grids)
 
 
-def _load(ev: ReferenceEvaluator, op: Operation, args: list[Any]) -> list[Any]:
-    assert isinstance(op, tile.LoadOp)
+@TILE_IMPLS.impl(tile.LoadOp)
+def _load(ev: ReferenceEvaluator, op: tile.LoadOp, args: list[Any]) -> list[Any]:
     src, *offsets = args
     block = static_shape(op.result, "result")
     full = static_shape(op.source, "source")
@@ -166,8 +170,8 @@ def _clipped_index(
     return tuple(out[:-1]), out[-1]
 
 
-def _store(ev: ReferenceEvaluator, op: Operation, args: list[Any]) -> list[Any]:
-    assert isinstance(op, tile.StoreOp)
+@TILE_IMPLS.impl(tile.StoreOp)
+def _store(ev: ReferenceEvaluator, op: tile.StoreOp, args: list[Any]) -> list[Any]:
     blk, dest, *offsets = args
     block = static_shape(op.block, "block")
     full = static_shape(op.dest, "dest")
@@ -201,8 +205,8 @@ def _dead_after(value: SSAValue, use: Operation) -> bool:
     return isinstance(value, OpResult) and value.op.parent_block() is use.parent_block()
 
 
-def _dot(ev: ReferenceEvaluator, op: Operation, args: list[Any]) -> list[Any]:
-    assert isinstance(op, tile.DotOp)
+@TILE_IMPLS.impl(tile.DotOp)
+def _dot(ev: ReferenceEvaluator, op: tile.DotOp, args: list[Any]) -> list[Any]:
     a, b = np.asarray(args[0]), np.asarray(args[1])
     if op.transpose_a is not None:
         a = np.swapaxes(a, -1, -2)
@@ -214,8 +218,8 @@ def _dot(ev: ReferenceEvaluator, op: Operation, args: list[Any]) -> list[Any]:
     return [out]
 
 
-def _reduce(ev: ReferenceEvaluator, op: Operation, args: list[Any]) -> list[Any]:
-    assert isinstance(op, tile.ReduceOp)
+@TILE_IMPLS.impl(tile.ReduceOp)
+def _reduce(ev: ReferenceEvaluator, op: tile.ReduceOp, args: list[Any]) -> list[Any]:
     x = np.asarray(args[0])
     rank = len(static_shape(op.input, "input"))
     axis = _lead(ev) + normalize_axis(op.axis.value.data, rank)
@@ -272,8 +276,8 @@ BINARY: dict[str, Callable[[Array, Array], Array]] = {
 }
 
 
-def _map(ev: ReferenceEvaluator, op: Operation, args: list[Any]) -> list[Any]:
-    assert isinstance(op, tile.MapOp)
+@TILE_IMPLS.impl(tile.MapOp)
+def _map(ev: ReferenceEvaluator, op: tile.MapOp, args: list[Any]) -> list[Any]:
     rank = len(static_shape(op.result, "result"))
     inputs = [_expand(ev, np.asarray(a), rank) for a in args]
     kind = op.kind_name
@@ -285,40 +289,40 @@ def _map(ev: ReferenceEvaluator, op: Operation, args: list[Any]) -> list[Any]:
     return [np.broadcast_to(out, ev.lead + static_shape(op.result, "result"))]
 
 
-def _broadcast(ev: ReferenceEvaluator, op: Operation, args: list[Any]) -> list[Any]:
-    assert isinstance(op, tile.BroadcastOp)
+@TILE_IMPLS.impl(tile.BroadcastOp)
+def _broadcast(ev: ReferenceEvaluator, op: tile.BroadcastOp, args: list[Any]) -> list[Any]:
     shape = static_shape(op.result, "result")
     x = _expand(ev, np.asarray(args[0]), len(shape))
     return [np.array(np.broadcast_to(x, ev.lead + shape))]
 
 
-def _cast(ev: ReferenceEvaluator, op: Operation, args: list[Any]) -> list[Any]:
-    assert isinstance(op, tile.CastOp)
+@TILE_IMPLS.impl(tile.CastOp)
+def _cast(ev: ReferenceEvaluator, op: tile.CastOp, args: list[Any]) -> list[Any]:
     return [np.asarray(args[0]).astype(tensor_dtype(op.result.type))]
 
 
-def _transpose(ev: ReferenceEvaluator, op: Operation, args: list[Any]) -> list[Any]:
-    assert isinstance(op, tile.TransposeOp)
+@TILE_IMPLS.impl(tile.TransposeOp)
+def _transpose(ev: ReferenceEvaluator, op: tile.TransposeOp, args: list[Any]) -> list[Any]:
     lead = _lead(ev)
     perm = [*range(lead), *(lead + p for p in op.perm.get_values())]
     return [np.transpose(args[0], perm).copy()]
 
 
-def _reshape(ev: ReferenceEvaluator, op: Operation, args: list[Any]) -> list[Any]:
-    assert isinstance(op, tile.ReshapeOp)
+@TILE_IMPLS.impl(tile.ReshapeOp)
+def _reshape(ev: ReferenceEvaluator, op: tile.ReshapeOp, args: list[Any]) -> list[Any]:
     return [np.reshape(args[0], ev.lead + static_shape(op.result, "result"))]
 
 
-def _select_block(ev: ReferenceEvaluator, op: Operation, args: list[Any]) -> list[Any]:
-    assert isinstance(op, tile.SelectOp)
+@TILE_IMPLS.impl(tile.SelectOp)
+def _select_block(ev: ReferenceEvaluator, op: tile.SelectOp, args: list[Any]) -> list[Any]:
     cond, a, b = (np.asarray(v) for v in args)
     rank = len(static_shape(op.result, "result"))
     cond = cond.reshape(cond.shape + (1,) * rank)
     return [np.where(cond, a, b)]
 
 
-def _for(ev: ReferenceEvaluator, op: Operation, args: list[Any]) -> list[Any]:
-    assert isinstance(op, tile.ForOp)
+@TILE_IMPLS.impl(tile.ForOp)
+def _for(ev: ReferenceEvaluator, op: tile.ForOp, args: list[Any]) -> list[Any]:
     values = list(args)
     # A carried array that some other value still names must not be updated in place.
     for init, value in zip(op.iter_args, values, strict=True):
@@ -350,8 +354,8 @@ def lookup_rows(table: Array, ids: Array, axis: int) -> Array:
     return np.take(table, np.where(raw < 0, raw + size, raw), axis=axis)
 
 
-def _lookup(ev: ReferenceEvaluator, op: Operation, args: list[Any]) -> list[Any]:
-    assert isinstance(op, tile.LookupOp)
+@TILE_IMPLS.impl(tile.LookupOp)
+def _lookup(ev: ReferenceEvaluator, op: tile.LookupOp, args: list[Any]) -> list[Any]:
     if ev.lead:
         raise PlmrError("tile.lookup runs on the host: it cannot appear inside a mesh.spmd")
     table = np.asarray(args[0])
@@ -364,8 +368,8 @@ def _lookup(ev: ReferenceEvaluator, op: Operation, args: list[Any]) -> list[Any]
 # ---------------------------------------------------------------------------------------
 
 
-def _constant(ev: ReferenceEvaluator, op: Operation, args: list[Any]) -> list[Any]:
-    assert isinstance(op, arith.ConstantOp)
+@TILE_IMPLS.impl(arith.ConstantOp)
+def _constant(ev: ReferenceEvaluator, op: arith.ConstantOp, args: list[Any]) -> list[Any]:
     value: Attribute = op.value
     if isinstance(value, IntegerAttr):
         return [np.asarray(value.value.data, dtype=numpy_dtype(op.result.type))]
@@ -459,28 +463,38 @@ _CMPF: dict[int, Callable[[Any, Any], Any]] = {
 }
 
 
-def _cmpi(ev: ReferenceEvaluator, op: Operation, args: list[Any]) -> list[Any]:
-    assert isinstance(op, arith.CmpiOp)
+@TILE_IMPLS.impl(arith.CmpiOp)
+def _cmpi(ev: ReferenceEvaluator, op: arith.CmpiOp, args: list[Any]) -> list[Any]:
     return [_CMP[op.predicate.value.data](args[0], args[1])]
 
 
-def _cmpf(ev: ReferenceEvaluator, op: Operation, args: list[Any]) -> list[Any]:
-    assert isinstance(op, arith.CmpfOp)
+@TILE_IMPLS.impl(arith.CmpfOp)
+def _cmpf(ev: ReferenceEvaluator, op: arith.CmpfOp, args: list[Any]) -> list[Any]:
     pred = op.predicate.value.data
     if pred not in _CMPF:
         raise PlmrError(f"unsupported arith.cmpf predicate {pred}")
     return [_CMPF[pred](args[0], args[1])]
 
 
-def _select(ev: ReferenceEvaluator, op: Operation, args: list[Any]) -> list[Any]:
+@TILE_IMPLS.impl(arith.SelectOp)
+def _select(ev: ReferenceEvaluator, op: arith.SelectOp, args: list[Any]) -> list[Any]:
     return [np.where(args[0], args[1], args[2])]
 
 
+@TILE_IMPLS.impl(
+    arith.IndexCastOp,
+    arith.SIToFPOp,
+    arith.FPToSIOp,
+    arith.ExtFOp,
+    arith.TruncFOp,
+    arith.TruncIOp,
+)
 def _convert(ev: ReferenceEvaluator, op: Operation, args: list[Any]) -> list[Any]:
     return [np.asarray(args[0]).astype(numpy_dtype(op.results[0].type))]
 
 
-def _extsi(ev: ReferenceEvaluator, op: Operation, args: list[Any]) -> list[Any]:
+@TILE_IMPLS.impl(arith.ExtSIOp)
+def _extsi(ev: ReferenceEvaluator, op: arith.ExtSIOp, args: list[Any]) -> list[Any]:
     """Sign extension: an `i1` true is all ones (-1)."""
     x = np.asarray(args[0])
     dtype = numpy_dtype(op.results[0].type)
@@ -489,6 +503,7 @@ def _extsi(ev: ReferenceEvaluator, op: Operation, args: list[Any]) -> list[Any]:
     return [x.astype(dtype)]
 
 
+@TILE_IMPLS.impl(arith.ExtUIOp, arith.UIToFPOp)
 def _from_unsigned(ev: ReferenceEvaluator, op: Operation, args: list[Any]) -> list[Any]:
     """`arith.uitofp` / `arith.extui`: the integer read as unsigned (`i1` true is 1)."""
     x = np.asarray(args[0])
@@ -501,75 +516,49 @@ def _rsqrt_scalar(x: Any) -> Any:
     return 1 / np.sqrt(x)
 
 
-def _fma(ev: ReferenceEvaluator, op: Operation, args: list[Any]) -> list[Any]:
+@TILE_IMPLS.impl(mathd.FmaOp)
+def _fma(ev: ReferenceEvaluator, op: mathd.FmaOp, args: list[Any]) -> list[Any]:
     return [args[0] * args[1] + args[2]]
 
 
-EVAL_IMPLS: dict[type[Operation], EvalImpl] = {
-    tile.FillOp: _fill,
-    tile.LoadOp: _load,
-    tile.StoreOp: _store,
-    tile.DotOp: _dot,
-    tile.ReduceOp: _reduce,
-    tile.MapOp: _map,
-    tile.BroadcastOp: _broadcast,
-    tile.CastOp: _cast,
-    tile.TransposeOp: _transpose,
-    tile.ReshapeOp: _reshape,
-    tile.SelectOp: _select_block,
-    tile.ForOp: _for,
-    tile.LookupOp: _lookup,
-    arith.ConstantOp: _constant,
-    arith.AddiOp: _binary_scalar(np.add),
-    arith.SubiOp: _binary_scalar(np.subtract),
-    arith.MuliOp: _binary_scalar(np.multiply),
-    arith.DivSIOp: _binary_scalar(_divsi),
-    arith.DivUIOp: _binary_scalar(_unsigned(np.floor_divide)),
-    arith.RemSIOp: _binary_scalar(_remsi),
-    arith.RemUIOp: _binary_scalar(_unsigned(np.remainder)),
-    arith.FloorDivSIOp: _binary_scalar(np.floor_divide),
-    arith.CeilDivSIOp: _binary_scalar(_ceildivsi),
-    arith.MaxSIOp: _binary_scalar(np.maximum),
-    arith.MinSIOp: _binary_scalar(np.minimum),
-    arith.AndIOp: _binary_scalar(np.bitwise_and),
-    arith.OrIOp: _binary_scalar(np.bitwise_or),
-    arith.XOrIOp: _binary_scalar(np.bitwise_xor),
-    arith.AddfOp: _binary_scalar(np.add),
-    arith.SubfOp: _binary_scalar(np.subtract),
-    arith.MulfOp: _binary_scalar(np.multiply),
-    arith.DivfOp: _binary_scalar(np.divide),
-    arith.MaximumfOp: _binary_scalar(np.maximum),
-    arith.MinimumfOp: _binary_scalar(np.minimum),
-    arith.MaxnumfOp: _binary_scalar(np.fmax),
-    arith.MinnumfOp: _binary_scalar(np.fmin),
-    arith.NegfOp: _unary_scalar(np.negative),
-    arith.CmpiOp: _cmpi,
-    arith.CmpfOp: _cmpf,
-    arith.SelectOp: _select,
-    arith.IndexCastOp: _convert,
-    arith.SIToFPOp: _convert,
-    arith.FPToSIOp: _convert,
-    arith.ExtFOp: _convert,
-    arith.TruncFOp: _convert,
-    arith.ExtSIOp: _extsi,
-    arith.ExtUIOp: _from_unsigned,
-    arith.TruncIOp: _convert,
-    arith.UIToFPOp: _from_unsigned,
-    mathd.ExpOp: _unary_scalar(np.exp),
-    mathd.LogOp: _unary_scalar(np.log),
-    mathd.CosOp: _unary_scalar(np.cos),
-    mathd.SinOp: _unary_scalar(np.sin),
-    mathd.SqrtOp: _unary_scalar(np.sqrt),
-    mathd.RsqrtOp: _unary_scalar(_rsqrt_scalar),
-    mathd.TanhOp: _unary_scalar(np.tanh),
-    mathd.ErfOp: _unary_scalar(erf),
-    mathd.AbsFOp: _unary_scalar(np.abs),
-    mathd.AbsIOp: _unary_scalar(np.abs),
-    mathd.FloorOp: _unary_scalar(np.floor),
-    mathd.CeilOp: _unary_scalar(np.ceil),
-    mathd.PowFOp: _binary_scalar(np.power),
-    mathd.FmaOp: _fma,
-}
+TILE_IMPLS.add(arith.AddiOp, _binary_scalar(np.add))
+TILE_IMPLS.add(arith.SubiOp, _binary_scalar(np.subtract))
+TILE_IMPLS.add(arith.MuliOp, _binary_scalar(np.multiply))
+TILE_IMPLS.add(arith.DivSIOp, _binary_scalar(_divsi))
+TILE_IMPLS.add(arith.DivUIOp, _binary_scalar(_unsigned(np.floor_divide)))
+TILE_IMPLS.add(arith.RemSIOp, _binary_scalar(_remsi))
+TILE_IMPLS.add(arith.RemUIOp, _binary_scalar(_unsigned(np.remainder)))
+TILE_IMPLS.add(arith.FloorDivSIOp, _binary_scalar(np.floor_divide))
+TILE_IMPLS.add(arith.CeilDivSIOp, _binary_scalar(_ceildivsi))
+TILE_IMPLS.add(arith.MaxSIOp, _binary_scalar(np.maximum))
+TILE_IMPLS.add(arith.MinSIOp, _binary_scalar(np.minimum))
+TILE_IMPLS.add(arith.AndIOp, _binary_scalar(np.bitwise_and))
+TILE_IMPLS.add(arith.OrIOp, _binary_scalar(np.bitwise_or))
+TILE_IMPLS.add(arith.XOrIOp, _binary_scalar(np.bitwise_xor))
+TILE_IMPLS.add(arith.AddfOp, _binary_scalar(np.add))
+TILE_IMPLS.add(arith.SubfOp, _binary_scalar(np.subtract))
+TILE_IMPLS.add(arith.MulfOp, _binary_scalar(np.multiply))
+TILE_IMPLS.add(arith.DivfOp, _binary_scalar(np.divide))
+TILE_IMPLS.add(arith.MaximumfOp, _binary_scalar(np.maximum))
+TILE_IMPLS.add(arith.MinimumfOp, _binary_scalar(np.minimum))
+TILE_IMPLS.add(arith.MaxnumfOp, _binary_scalar(np.fmax))
+TILE_IMPLS.add(arith.MinnumfOp, _binary_scalar(np.fmin))
+TILE_IMPLS.add(arith.NegfOp, _unary_scalar(np.negative))
+TILE_IMPLS.add(mathd.ExpOp, _unary_scalar(np.exp))
+TILE_IMPLS.add(mathd.LogOp, _unary_scalar(np.log))
+TILE_IMPLS.add(mathd.CosOp, _unary_scalar(np.cos))
+TILE_IMPLS.add(mathd.SinOp, _unary_scalar(np.sin))
+TILE_IMPLS.add(mathd.SqrtOp, _unary_scalar(np.sqrt))
+TILE_IMPLS.add(mathd.RsqrtOp, _unary_scalar(_rsqrt_scalar))
+TILE_IMPLS.add(mathd.TanhOp, _unary_scalar(np.tanh))
+TILE_IMPLS.add(mathd.ErfOp, _unary_scalar(erf))
+TILE_IMPLS.add(mathd.AbsFOp, _unary_scalar(np.abs))
+TILE_IMPLS.add(mathd.AbsIOp, _unary_scalar(np.abs))
+TILE_IMPLS.add(mathd.FloorOp, _unary_scalar(np.floor))
+TILE_IMPLS.add(mathd.CeilOp, _unary_scalar(np.ceil))
+TILE_IMPLS.add(mathd.PowFOp, _binary_scalar(np.power))
+
+EVAL_IMPLS: dict[type[Operation], EvalImpl] = TILE_IMPLS.as_dict()
 """Implementations that run on the evaluator (vectorised over its leading shape)."""
 
 
