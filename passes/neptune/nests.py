@@ -35,7 +35,8 @@ from xdsl.ir import (
     SSAValue,
 )
 from xdsl.rewriter import InsertPoint
-from xdsl.traits import Commutative, IsTerminator, Pure
+from xdsl.traits import Commutative, Pure
+from xdsl.transforms.dead_code_elimination import region_dce
 
 from plmr.dialects.loop import IteratorKind, NestOp, ReadOp, YieldOp
 from plmr.values import dense_to_numpy
@@ -571,25 +572,15 @@ def cse(block: Block) -> bool:
 
 
 def dce(block: Block) -> bool:
-    """Erases pure ops without uses in `block` and nested bodies; True if any."""
-    changed = False
-    progress = True
-    while progress:
-        progress = False
-        for op in reversed(list(block.ops)):
-            for region in op.regions:
-                for inner in region.blocks:
-                    changed |= dce(inner)
-            if (
-                op.results
-                and op.has_trait(Pure)
-                and not op.has_trait(IsTerminator)
-                and all(not r.uses for r in op.results)
-            ):
-                op.detach()
-                op.erase()
-                progress = changed = True
-    return changed
+    """
+    Erases the ops of `block` and of the bodies nested in it whose results nothing live
+    reads and that have no other effect (xDSL's `region_dce` on the block's region);
+    True if any.
+    """
+    region = block.parent
+    if region is None:
+        raise ValueError("dce needs a block inside a region (a function or a nest body)")
+    return region_dce(region)
 
 
 def index_constant(value: int) -> SSAValue:
