@@ -132,8 +132,10 @@ def _map_work(op: tile.MapOp) -> OpCost:
     )
 
 
-@op_work.register
-def _broadcast_work(op: tile.BroadcastOp) -> OpCost:
+@op_work.register(tile.BroadcastOp)
+@op_work.register(tile.TransposeOp)
+def _copy_work(op: tile.BroadcastOp | tile.TransposeOp) -> OpCost:
+    """A block copied into another shape: read once, written once."""
     return OpCost(
         bytes_read=tile.nbytes(op.input.type), bytes_written=tile.nbytes(op.result.type)
     )
@@ -145,13 +147,6 @@ def _cast_work(op: tile.CastOp) -> OpCost:
         flops=nelems(op.input),
         bytes_read=tile.nbytes(op.input.type),
         bytes_written=tile.nbytes(op.result.type),
-    )
-
-
-@op_work.register
-def _transpose_work(op: tile.TransposeOp) -> OpCost:
-    return OpCost(
-        bytes_read=tile.nbytes(op.input.type), bytes_written=tile.nbytes(op.result.type)
     )
 
 
