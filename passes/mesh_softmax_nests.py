@@ -51,6 +51,7 @@ from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 
 from plmr.dialects import mesh, tile
 from plmr.dialects.graph import element_type, static_shape
+from plmr.passes.dead_ops import erase_dead
 from plmr.passes.mesh_pack import Merge, hoist_allreduce, single_allreduce
 from plmr.target.collective_stages import line_cycles
 from plmr.target.device import Device, get_device
@@ -501,23 +502,8 @@ def fuse_nests(chain: NestChain) -> mesh.SpmdOp:
     for op in (total, maximum):
         op.detach()
         op.erase()
-    _erase_dead(payload_value)
+    erase_dead(payload_value)
     return _merged(chain)
-
-
-_PURE = (tile.StoreOp, tile.FillOp, tile.ReshapeOp, arith.ConstantOp)
-
-
-def _erase_dead(value: SSAValue) -> None:
-    """Erases the packing of the old payload (stores, fills, reshapes) left unused."""
-    owner = value.owner
-    if not isinstance(owner, _PURE) or any(r.uses for r in owner.results):
-        return
-    operands = list(owner.operands)
-    owner.detach()
-    owner.erase()
-    for operand in operands:
-        _erase_dead(operand)
 
 
 def faster_fused(

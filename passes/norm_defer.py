@@ -37,6 +37,7 @@ from xdsl.passes import ModulePass
 from plmr.dialects import graph
 from plmr.errors import PassOptionError
 from plmr.passes.canonicalize.match import constant_op, elt_of, shape_of
+from plmr.passes.dead_ops import erase_dead
 
 MAX_ROWS = 1
 """
@@ -147,21 +148,6 @@ def _defer(matmul: graph.MatmulOp, scale: _Scale) -> list[Operation]:
     return [*lhs_ops, product, *rstd_ops, out]
 
 
-def _erase_dead(op: Operation) -> None:
-    """Erases `op` and, transitively, the reshapes and norm it was the last user of."""
-    pending = [op]
-    while pending:
-        dead = pending.pop()
-        if any(r.uses for r in dead.results):
-            continue
-        sources = [o.owner for o in dead.operands]
-        dead.detach()
-        dead.erase()
-        pending.extend(
-            s for s in sources if isinstance(s, graph.ReshapeOp | graph.RmsNormOp)
-        )
-
-
 def _rows(norm: graph.RmsNormOp) -> int:
     shape = shape_of(norm.input)
     return math.prod(shape[: graph.normalize_axis(norm.axis.value.data, len(shape))])
@@ -189,7 +175,7 @@ def defer_norm_scales(module: ModuleOp, max_rows: int = MAX_ROWS) -> int:
             assert mm_block is not None
             mm_block.insert_ops_before(new, matmul)
             matmul.result.replace_all_uses_with(new[-1].results[0])
-            _erase_dead(matmul)
+            erase_dead(matmul)
             count += 1
     return count
 

@@ -52,7 +52,7 @@ from plmr.dialects import graph
 from plmr.errors import PassOptionError
 from plmr.passes.canonicalize.attention import repeated_heads
 from plmr.passes.canonicalize.match import owner_of, shape_of
-from plmr.passes.rotate_fold import erase_dead
+from plmr.passes.dead_ops import erase_dead
 from plmr.passes.timing import count
 from plmr.passes.transpose_elim import UNARY_ELEMENTWISE
 

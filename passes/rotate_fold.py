@@ -28,6 +28,7 @@ from xdsl.rewriter import InsertPoint, Rewriter
 
 from plmr.dialects import graph
 from plmr.dialects.graph_weights import weight_ref
+from plmr.passes.dead_ops import erase_dead
 from plmr.passes.timing import count
 from plmr.runtime.weights import rotate_half
 from plmr.values import constant_attr, dense_to_numpy
@@ -152,19 +153,6 @@ def _rotated(weight: Operation, h: int) -> Operation:
     ref = weight_ref(weight)
     assert ref is not None
     return graph.WeightOp.of(replace(ref, rotate=h))
-
-
-def erase_dead(op: Operation) -> None:
-    """Erases `op` and then its operands' owners that are left without uses."""
-    pending = [op]
-    while pending:
-        o = pending.pop()
-        if any(r.uses for r in o.results) or o.parent is None:
-            continue
-        owners = [v.owner for v in o.operands if isinstance(v.owner, Operation)]
-        o.detach()
-        o.erase()
-        pending.extend(owners)
 
 
 def fold_block(ops: list[Operation]) -> int:

@@ -14,7 +14,8 @@ from collections.abc import Callable
 
 from xdsl.dialects import func
 from xdsl.dialects.builtin import FunctionType, ModuleOp
-from xdsl.ir import Block, Operation
+from xdsl.ir import Operation
+from xdsl.transforms.dead_code_elimination import region_dce
 
 from plmr.dialects import graph
 from plmr.dialects.context import parse_module
@@ -37,18 +38,6 @@ def _retype(fn: func.FuncOp) -> None:
     fn.res_attrs = None
 
 
-def _erase_dead(block: Block) -> None:
-    changed = True
-    while changed:
-        changed = False
-        for op in reversed(list(block.ops)):
-            if isinstance(op, func.ReturnOp) or any(r.uses for r in op.results):
-                continue
-            op.detach()
-            op.erase()
-            changed = True
-
-
 def _drop_result(text: str, i: int) -> str | None:
     module = parse_module(text, "<minimize>")
     fn = _main(module)
@@ -61,7 +50,7 @@ def _drop_result(text: str, i: int) -> str | None:
     fn.body.block.insert_op_before(new, ret)
     ret.detach()
     ret.erase()
-    _erase_dead(fn.body.block)
+    region_dce(fn.body)
     _retype(fn)
     return module_text(module)
 
@@ -80,7 +69,7 @@ def _return_op(text: str, i: int) -> str | None:
     block.insert_op_before(new, ret)
     ret.detach()
     ret.erase()
-    _erase_dead(block)
+    region_dce(fn.body)
     _retype(fn)
     return module_text(module)
 
@@ -103,7 +92,7 @@ def _drop_op(text: str, i: int) -> str | None:
         r.replace_all_uses_with(arg)
     op.detach()
     op.erase()
-    _erase_dead(block)
+    region_dce(fn.body)
     _retype(fn)
     return module_text(module)
 
