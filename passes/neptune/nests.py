@@ -29,13 +29,13 @@ from xdsl.ir import (
     Attribute,
     Block,
     BlockArgument,
-    IRNode,
     Operation,
     OpResult,
     SSAValue,
 )
 from xdsl.rewriter import InsertPoint
-from xdsl.traits import Commutative, Pure
+from xdsl.traits import Pure
+from xdsl.transforms.common_subexpression_elimination import cse as xdsl_cse
 from xdsl.transforms.dead_code_elimination import region_dce
 
 from plmr.dialects.loop import IteratorKind, NestOp, ReadOp, YieldOp
@@ -509,66 +509,12 @@ def _hoist_from(nested: NestOp) -> bool:
     return moved
 
 
-_COMMUTATIVE: tuple[type[Operation], ...] = (
-    arith.AddfOp,
-    arith.MulfOp,
-    arith.MaximumfOp,
-    arith.MinimumfOp,
-    arith.MaxnumfOp,
-    arith.MinnumfOp,
-    arith.AddiOp,
-    arith.MuliOp,
-    arith.MaxSIOp,
-    arith.MinSIOp,
-)
-
-
-def _commutative(op: Operation) -> bool:
-    return isinstance(op, _COMMUTATIVE) or op.has_trait(Commutative)
-
-
-def _equivalent(a: Operation, b: Operation) -> bool:
-    if a.result_types != b.result_types:
-        return False
-    if _commutative(a) and not a.regions and a.name == b.name:
-        return (
-            a.properties == b.properties
-            and a.attributes == b.attributes
-            and sorted(map(id, a.operands)) == sorted(map(id, b.operands))
-        )
-    if a.parent is None or b.parent is None:
-        return False
-    context: dict[IRNode | SSAValue, IRNode | SSAValue] = {a.parent: b.parent}
-    return a.is_structurally_equivalent(b, context)
-
-
-def _key(op: Operation) -> tuple[str, tuple[int, ...]]:
-    ids = tuple(id(v) for v in op.operands)
-    return (op.name, tuple(sorted(ids)) if _commutative(op) else ids)
-
-
-def cse(block: Block) -> bool:
-    """Merges identical pure ops of `block` (and of the bodies nested in it)."""
-    changed = False
-    seen: dict[tuple[str, tuple[int, ...]], list[Operation]] = {}
-    for op in list(block.ops):
-        for region in op.regions:
-            for inner in region.blocks:
-                changed |= cse(inner)
-        if not op.has_trait(Pure) or isinstance(op, YieldOp) or not op.results:
-            continue
-        key = _key(op)
-        for other in seen.get(key, []):
-            if _equivalent(other, op):
-                for old, new in zip(op.results, other.results, strict=True):
-                    old.replace_all_uses_with(new)
-                op.detach()
-                op.erase()
-                changed = True
-                break
-        else:
-            seen.setdefault(key, []).append(op)
-    return changed
+def cse(block: Block) -> None:
+    """
+    Merges identical pure ops of `block` and of the bodies nested in it (xDSL's
+    `common_subexpression_elimination`, which also erases the ops left without uses).
+    """
+    xdsl_cse(block)
 
 
 def dce(block: Block) -> bool:
