@@ -24,7 +24,8 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
-from xdsl.rewriter import InsertPoint, Rewriter
+from xdsl.pattern_rewriter import PatternRewriter, PatternRewriteWalker, RewritePattern
+from xdsl.rewriter import InsertPoint
 
 from plmr.dialects import graph
 from plmr.dialects.graph_weights import weight_ref
@@ -155,28 +156,30 @@ def _rotated(weight: Operation, h: int) -> Operation:
     return graph.WeightOp.of(replace(ref, rotate=h))
 
 
-def fold_block(ops: list[Operation]) -> int:
-    """Folds every `rotate_half` of a projection among `ops`; returns how many."""
-    folded = 0
-    for op in ops:
-        if op.parent is None:
-            continue
+@dataclass
+class FoldRotateHalf(RewritePattern):
+    """Folds the `rotate_half` of a projection that a concat or a matmul by R computes."""
+
+    folded: int = 0
+    """How many rotations this pattern folded."""
+
+    def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
         if isinstance(op, graph.ConcatOp):
             halves = _halves(op)
         elif isinstance(op, graph.MatmulOp):
             halves = _by_rotation(op)
         else:
-            continue
+            return
         if halves is None:
-            continue
+            return
         source, h = halves
         found = _projection(source, h)
         if found is None:
-            continue
+            return
         matmul = found.matmul
         weight = _rotated(matmul.rhs.owner, h)  # pyright: ignore[reportArgumentType]
         new = graph.MatmulOp(matmul.lhs, weight, matmul.transpose_a is not None)
-        new.result.name_hint = f"{op.result.name_hint or 'rot'}_proj"
+        new.result.name_hint = f"{op.results[0].name_hint or 'rot'}_proj"
         made: list[Operation] = [weight, new]
         value = new.result
         if found.bias is not None:
@@ -190,12 +193,11 @@ def fold_block(ops: list[Operation]) -> int:
             clone = link.clone(value_mapper={link.operands[0]: value})
             made.append(clone)
             value = clone.results[0]
-        value.name_hint = op.result.name_hint
-        Rewriter.insert_op(made, InsertPoint.before(op))
-        op.result.replace_all_uses_with(value)
-        erase_dead(op)
-        folded += 1
-    return folded
+        value.name_hint = op.results[0].name_hint
+        rewriter.insert(made, InsertPoint.before(op))
+        rewriter.replace_all_uses_with(op.results[0], value)
+        erase_dead(op, rewriter)
+        self.folded += 1
 
 
 class GraphFoldRotateHalfPass(ModulePass):
@@ -222,5 +224,10 @@ class GraphFoldRotateHalfPass(ModulePass):
 
 
 def fold_module(module: ModuleOp) -> int:
-    """Runs the fold over every block of `module`; returns how many folded."""
-    return fold_block(list(module.walk()))
+    """
+    Folds every `rotate_half` of a projection in `module`, in one walk (the ops a fold
+    makes are not visited again); returns how many.
+    """
+    pattern = FoldRotateHalf()
+    PatternRewriteWalker(pattern, apply_recursively=False).rewrite_module(module)
+    return pattern.folded
