@@ -33,6 +33,13 @@ from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
+from xdsl.pattern_rewriter import (
+    PatternRewriter,
+    PatternRewriteWalker,
+    RewritePattern,
+    op_type_rewrite_pattern,
+)
+from xdsl.rewriter import InsertPoint
 
 from plmr.dialects import graph
 from plmr.errors import PassOptionError
@@ -153,31 +160,39 @@ def _rows(norm: graph.RmsNormOp) -> int:
     return math.prod(shape[: graph.normalize_axis(norm.axis.value.data, len(shape))])
 
 
+@dataclass
+class DeferNormScale(RewritePattern):
+    """Rewrites the matmuls that read a `graph.rmsnorm` of at most `max_rows` rows."""
+
+    max_rows: int
+    deferred: int = 0
+    """How many matmuls this pattern rewrote."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, norm: graph.RmsNormOp, rewriter: PatternRewriter) -> None:
+        if _rows(norm) > self.max_rows:
+            return
+        matmuls = [m for m in _reading_matmuls(norm) if _deferrable(m, norm)]
+        if not matmuls:
+            return
+        ops, scale = _build_scale(norm)
+        rewriter.insert(ops, InsertPoint.after(norm))
+        for matmul in matmuls:
+            new = _defer(matmul, scale)
+            rewriter.insert(new, InsertPoint.before(matmul))
+            rewriter.replace_all_uses_with(matmul.result, new[-1].results[0])
+            erase_dead(matmul, rewriter)
+            self.deferred += 1
+
+
 def defer_norm_scales(module: ModuleOp, max_rows: int = MAX_ROWS) -> int:
     """
     Rewrites every matmul of a `graph.rmsnorm` of at most `max_rows` rows (see the
-    module); returns how many.
+    module), in one walk; returns how many.
     """
-    count = 0
-    for norm in [op for op in module.walk() if isinstance(op, graph.RmsNormOp)]:
-        if _rows(norm) > max_rows:
-            continue
-        matmuls = [m for m in _reading_matmuls(norm) if _deferrable(m, norm)]
-        if not matmuls:
-            continue
-        block = norm.parent_block()
-        assert block is not None
-        ops, scale = _build_scale(norm)
-        block.insert_ops_after(ops, norm)
-        for matmul in matmuls:
-            new = _defer(matmul, scale)
-            mm_block = matmul.parent_block()
-            assert mm_block is not None
-            mm_block.insert_ops_before(new, matmul)
-            matmul.result.replace_all_uses_with(new[-1].results[0])
-            erase_dead(matmul)
-            count += 1
-    return count
+    pattern = DeferNormScale(max_rows)
+    PatternRewriteWalker(pattern, apply_recursively=False).rewrite_module(module)
+    return pattern.deferred
 
 
 @dataclass(frozen=True)
