@@ -40,12 +40,18 @@ anything but the heads (`H == hkv` has nothing to repeat).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp, TensorType
 from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
+from xdsl.pattern_rewriter import (
+    PatternRewriter,
+    PatternRewriteWalker,
+    RewritePattern,
+    op_type_rewrite_pattern,
+)
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from plmr.dialects import graph
@@ -72,7 +78,9 @@ def _reshaped(value: SSAValue, shape: tuple[int, ...]) -> tuple[SSAValue, list[O
     return op.result, [op]
 
 
-def fold_matmul(op: graph.MatmulOp, max_rows: int = 0) -> graph.ReshapeOp | None:
+def fold_matmul(
+    op: graph.MatmulOp, rewriter: PatternRewriter, max_rows: int = 0
+) -> graph.ReshapeOp | None:
     """
     Regroups `op` if its right operand is `repeat_kv(u)` and its query heads have at most
     `max_rows` rows (0: any); returns the reshape of the grouped product back to heads,
@@ -102,9 +110,9 @@ def fold_matmul(op: graph.MatmulOp, max_rows: int = 0) -> graph.ReshapeOp | None
     back = graph.ReshapeOp(matmul, shape_of(op.result))
     matmul.result.name_hint = f"{op.result.name_hint or 'mm'}_grouped"
     back.result.name_hint = op.result.name_hint
-    Rewriter.insert_op([*made, *more, matmul, back], InsertPoint.before(op))
-    op.result.replace_all_uses_with(back.result)
-    erase_dead(op)
+    rewriter.insert([*made, *more, matmul, back], InsertPoint.before(op))
+    rewriter.replace_all_uses_with(op.result, back.result)
+    erase_dead(op, rewriter)
     return back
 
 
@@ -240,14 +248,32 @@ def _reshape_users_read(value: SSAValue, source: SSAValue) -> None:
             user.operands[use.index] = source
 
 
+@dataclass
+class FoldRepeatKv(RewritePattern):
+    """Regroups a matmul against a `repeat_kv` (see `fold_matmul`)."""
+
+    max_rows: int
+    backs: list[graph.ReshapeOp] = field(default_factory=list[graph.ReshapeOp])
+    """The reshapes back to heads of the matmuls this pattern regrouped, in order."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: graph.MatmulOp, rewriter: PatternRewriter) -> None:
+        back = fold_matmul(op, rewriter, self.max_rows)
+        if back is not None:
+            self.backs.append(back)
+
+
 def fold_module(module: ModuleOp, max_rows: int = 0) -> int:
     """
     Regroups every matmul against a `repeat_kv` in `module` (of at most `max_rows` query
     rows per head; 0: any), then keeps the scores grouped through the row-wise ops up to
-    P·V; returns how many matmuls it regrouped.
+    P·V; returns how many matmuls it regrouped. The regrouping is a pattern walked once;
+    sinking it is not op by op (a whole chain of row-wise ops is rebuilt grouped, or left
+    as it is), so it follows over the regrouped matmuls.
     """
-    matmuls = [op for op in module.walk() if isinstance(op, graph.MatmulOp)]
-    backs = [b for op in matmuls if (b := fold_matmul(op, max_rows)) is not None]
+    pattern = FoldRepeatKv(max_rows)
+    PatternRewriteWalker(pattern, apply_recursively=False).rewrite_module(module)
+    backs = pattern.backs
     for back in backs:
         if back.parent is not None:
             sink_regrouping(back)
