@@ -36,7 +36,7 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.passes import ModulePass
-from xdsl.rewriter import InsertPoint
+from xdsl.rewriter import InsertPoint, Rewriter
 from xdsl.utils.hints import isa
 
 from plmr.dialects import graph
@@ -698,9 +698,7 @@ def lower_graph_op(op: Operation) -> None:
             )
         if old.name_hint:
             new.name_hint = old.name_hint
-        old.replace_all_uses_with(new)
-    op.detach()
-    op.erase()
+    Rewriter.replace_op(op, (), values)
 
 
 @dataclass(frozen=True)

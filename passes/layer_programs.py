@@ -129,12 +129,10 @@ def _part(fn: func.FuncOp, name: str, ops: list[Operation]) -> func.FuncOp | Non
             if use.operation not in members:
                 use.operation.operands[use.index] = new
     for op in reversed(ops):
-        op.detach()
-        op.erase()
+        Rewriter.erase_op(op)
     for leaf in leaves:
         if not leaf.results[0].uses:
-            leaf.detach()
-            leaf.erase()
+            Rewriter.erase_op(leaf)
     return part
 
 
@@ -474,8 +472,7 @@ def compile_layered(
     _sequence(fn, trial)
     _stages(fn, trial, body.sym_name.data, depth)
     for op in list(module.ops):
-        op.detach()
-        op.erase()
+        Rewriter.erase_op(op)
     for op in list(trial.ops):
         op.detach()
         module.body.block.add_op(op)

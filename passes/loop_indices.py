@@ -229,8 +229,7 @@ def _drop_dead(root: Operation) -> None:
                 and isinstance(op.results[0].type, IndexType)
                 and not op.results[0].uses
             ):
-                op.detach()
-                op.erase()
+                Rewriter.erase_op(op)
                 dead = True
 
 

@@ -77,12 +77,9 @@ def _merge(group: list[graph.MatmulOp]) -> None:
     for op, res in zip(group, split.results, strict=True):
         res.name_hint = op.result.name_hint
         owner = op.rhs.owner
-        op.result.replace_all_uses_with(res)
-        op.detach()
-        op.erase()
+        Rewriter.replace_op(op, (), [res])
         if isinstance(owner, graph.ConstantOp | graph.WeightOp) and not owner.result.uses:
-            owner.detach()
-            owner.erase()
+            Rewriter.erase_op(owner)
 
 
 def _merged_weight(group: list[graph.MatmulOp], axis: int) -> graph.GraphOp:

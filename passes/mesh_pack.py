@@ -66,6 +66,7 @@ from xdsl.dialects import arith
 from xdsl.dialects.builtin import IndexType, IntegerAttr, ModuleOp, TensorType
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.passes import ModulePass
+from xdsl.rewriter import InsertPoint, Rewriter
 
 from plmr.dialects import mesh, tile
 from plmr.dialects.graph import element_type, static_shape
@@ -162,23 +163,12 @@ def inline_single_trip(loop: tile.ForOp) -> None:
     assert loop.trip_count == 1
     block = loop.body.block
     lb = arith.ConstantOp(IntegerAttr(loop.lb.value.data, IndexType()))
-    parent = loop.parent_block()
-    assert parent is not None
-    parent.insert_op_before(lb, loop)
-    block.args[0].replace_all_uses_with(lb.result)
-    for arg, init in zip(block.args[1:], loop.iter_args, strict=True):
-        arg.replace_all_uses_with(init)
+    Rewriter.insert_op(lb, InsertPoint.before(loop))
     yield_op = block.last_op
     assert isinstance(yield_op, tile.YieldOp)
-    for result, value in zip(loop.res, yield_op.operands, strict=True):
-        result.replace_all_uses_with(value)
-    yield_op.detach()
-    yield_op.erase()
-    for op in list(block.ops):
-        op.detach()
-        parent.insert_op_before(op, loop)
-    loop.detach()
-    loop.erase()
+    Rewriter.inline_block(block, InsertPoint.before(loop), [lb.result, *loop.iter_args])
+    Rewriter.replace_op(loop, (), list(yield_op.operands))
+    Rewriter.erase_op(yield_op)
 
 
 def hoist_allreduce(allreduce: mesh.AllreduceOp, spmd: mesh.SpmdOp) -> None:
@@ -278,8 +268,7 @@ def _merge(
         result.name_hint = old.name_hint
         old.replace_all_uses_with(result)
     for op in (ra, rb, a, b):
-        op.detach()
-        op.erase(safe_erase=False)
+        Rewriter.erase_op(op, safe_erase=False)
     return merged
 
 

@@ -56,6 +56,7 @@ from xdsl.dialects import arith
 from xdsl.dialects.builtin import IndexType, IntegerAttr, ModuleOp, TensorType
 from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
+from xdsl.rewriter import Rewriter
 
 from plmr.dialects import mesh, tile
 from plmr.dialects.graph import element_type, static_shape
@@ -301,16 +302,10 @@ def fuse_chain(chain: SoftmaxChain) -> mesh.AllreduceOp:
             out = back.result
         outs.append(out)
     block.insert_ops_before(ops, maximum)
-    maximum.result.replace_all_uses_with(outs[0])
     for partial, out in zip(chain.partials, outs[1:], strict=True):
-        partial.allreduce.result.replace_all_uses_with(out)
-    dead: list[Operation] = []
-    for partial in chain.partials:
-        dead.extend([partial.allreduce, partial.product])
-    dead.append(maximum)
-    for op in dead:
-        op.detach()
-        op.erase()
+        Rewriter.replace_op(partial.allreduce, (), [out])
+        Rewriter.erase_op(partial.product)
+    Rewriter.replace_op(maximum, (), [outs[0]])
     _erase_unused([p.reshape for p in chain.partials if p.reshape is not None])
     _erase_unused(chain.exps)
     _erase_unused(chain.subs)
@@ -324,8 +319,7 @@ def _erase_unused(ops: Sequence[Operation]) -> None:
             continue
         seen.add(id(op))
         if all(not r.uses for r in op.results):
-            op.detach()
-            op.erase()
+            Rewriter.erase_op(op)
 
 
 def fuse_softmax(module: ModuleOp, always: bool = False) -> int:

@@ -48,6 +48,7 @@ from typing import TypeVar
 from xdsl.dialects import arith
 from xdsl.dialects.builtin import IndexType, IntegerAttr, ModuleOp, TensorType
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
+from xdsl.rewriter import Rewriter
 
 from plmr.dialects import mesh, tile
 from plmr.dialects.graph import element_type, static_shape
@@ -496,12 +497,9 @@ def fuse_nests(chain: NestChain) -> mesh.SpmdOp:
     block = total.parent_block()
     assert block is not None
     block.insert_ops_before(ops, total)
-    total.result.replace_all_uses_with(out)
-    maximum.result.replace_all_uses_with(m)
     payload_value = total.input
-    for op in (total, maximum):
-        op.detach()
-        op.erase()
+    Rewriter.replace_op(total, (), [out])
+    Rewriter.replace_op(maximum, (), [m])
     erase_dead(payload_value)
     return _merged(chain)
 

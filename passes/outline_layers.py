@@ -285,12 +285,10 @@ def _replace(
                 if isinstance(v.owner, LEAVES):
                     used_leaves.add(v.owner)
         for op in reversed(ops):
-            op.detach()
-            op.erase()
+            Rewriter.erase_op(op)
     for leaf in used_leaves:
         if not leaf.results[0].uses:
-            leaf.detach()
-            leaf.erase()
+            Rewriter.erase_op(leaf)
 
 
 def hoisted_order(ops: list[Operation], rounds: int = 4) -> list[Operation]:

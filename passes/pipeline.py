@@ -29,6 +29,7 @@ from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp, TensorType
 from xdsl.ir import Attribute, Operation
 from xdsl.passes import ModulePass
+from xdsl.rewriter import Rewriter
 from xdsl.utils.exceptions import DiagnosticException
 from xdsl.utils.hints import isa
 
@@ -614,8 +615,7 @@ def _grid_blocks(
 
 def _replace_body(module: ModuleOp, new: ModuleOp) -> None:
     for op in list(module.ops):
-        op.detach()
-        op.erase()
+        Rewriter.erase_op(op)
     for op in list(new.ops):
         op.detach()
         module.body.block.add_op(op)

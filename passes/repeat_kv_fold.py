@@ -241,9 +241,7 @@ def _reshape_users_read(value: SSAValue, source: SSAValue) -> None:
         if not isinstance(user, graph.ReshapeOp):
             continue
         if shape_of(user.result) == shape_of(source):
-            user.result.replace_all_uses_with(source)
-            user.detach()
-            user.erase()
+            Rewriter.replace_op(user, (), [source])
         else:
             user.operands[use.index] = source
 

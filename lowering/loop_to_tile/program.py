@@ -18,7 +18,7 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.ir import Block, Operation, SSAValue
 from xdsl.passes import ModulePass
-from xdsl.rewriter import InsertPoint
+from xdsl.rewriter import InsertPoint, Rewriter
 
 from plmr.dialects.loop import (
     REMARK_ATTR,
@@ -319,8 +319,7 @@ def _insert(
         value.name_hint = old.name_hint
         old.replace_all_uses_with(value)
     for owner in [*([epilogue] if epilogue is not None else []), nest]:
-        owner.detach()
-        owner.erase()
+        Rewriter.erase_op(owner)
 
 
 def _drop(block: Block) -> None:

@@ -26,7 +26,7 @@ from xdsl.pattern_rewriter import (
     RewritePattern,
     op_type_rewrite_pattern,
 )
-from xdsl.rewriter import InsertPoint
+from xdsl.rewriter import InsertPoint, Rewriter
 
 from plmr.dialects import graph
 from plmr.errors import PassOptionError
@@ -259,8 +259,7 @@ def substitute_module(
         return reports
     # Not faster on the mesh: the input stays.
     for op in list(module.body.block.ops):
-        op.detach()
-        op.erase()
+        Rewriter.erase_op(op)
     for op in list(original.body.block.ops):
         op.detach()
         module.body.block.add_op(op)
