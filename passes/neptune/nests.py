@@ -33,7 +33,7 @@ from xdsl.ir import (
     OpResult,
     SSAValue,
 )
-from xdsl.rewriter import InsertPoint
+from xdsl.rewriter import InsertPoint, Rewriter
 from xdsl.traits import Pure
 from xdsl.transforms.common_subexpression_elimination import cse as xdsl_cse
 from xdsl.transforms.dead_code_elimination import region_dce
@@ -163,9 +163,7 @@ def inline_map_read(producer: NestOp, read: ReadOp) -> None:
     mapping: dict[SSAValue, SSAValue] = dict(zip(producer.dims, read.indices, strict=True))
     with ImplicitBuilder(Builder(InsertPoint.before(read))):
         values = clone_body(producer, mapping)
-    read.result.replace_all_uses_with(values[k])
-    read.detach()
-    read.erase()
+    Rewriter.replace_op(read, (), [values[k]])
 
 
 def inline_reduction_read(producer: NestOp, read: ReadOp) -> NestOp:
@@ -198,9 +196,7 @@ def inline_reduction_read(producer: NestOp, read: ReadOp) -> NestOp:
     )
     Builder(InsertPoint.before(read)).insert(nested)
     nested.res[k].name_hint = read.result.name_hint or producer.res[k].name_hint
-    read.result.replace_all_uses_with(nested.res[k])
-    read.detach()
-    read.erase()
+    Rewriter.replace_op(read, (), [nested.res[k]])
     return nested
 
 
@@ -244,8 +240,7 @@ def inline_maps(block: Block) -> bool:
                 inline_map_read(nest, read)
             progress = changed = True
             if all(not res.uses for res in nest.res):
-                nest.detach()
-                nest.erase()
+                Rewriter.erase_op(nest)
     return changed
 
 
@@ -470,8 +465,7 @@ def _merge_maps(first: NestOp, later: NestOp) -> None:
         new.name_hint = old.name_hint
         old.replace_all_uses_with(new)
     for nest in (first, later):
-        nest.detach()
-        nest.erase()
+        Rewriter.erase_op(nest)
 
 
 # ---------------------------------------------------------------------------------------
@@ -555,12 +549,9 @@ def fold_scalar_constant_reads(block: Block) -> None:
             parent = read.parent_block()
             assert parent is not None
             parent.insert_op_before(c, read)
-            read.result.replace_all_uses_with(c.result)
-            read.detach()
-            read.erase()
+            Rewriter.replace_op(read, (), [c.result])
         if not op.result.uses:
-            op.detach()
-            op.erase()
+            Rewriter.erase_op(op)
 
 
 def hoist_constants(block: Block) -> None:
