@@ -240,6 +240,8 @@ def inline_maps(block: Block) -> bool:
                 continue  # a per-row factor recomputed for every element of a row
             if _gemv_vector(nest, reads, block):
                 continue  # recomputed for every output column of a GEMV: store it
+            if _one_row_operand(nest, reads, block):
+                continue  # recomputed for every cached row a decode step reads: store it
             for read in reads:
                 inline_map_read(nest, read)
             progress = changed = True
@@ -349,6 +351,52 @@ def _gemv_vector(nest: NestOp, reads: Sequence[ReadOp], block: Block) -> bool:
             return True
     return False
 
+
+def _one_row_operand(nest: NestOp, reads: Sequence[ReadOp], block: Block) -> bool:
+    """
+    Whether the map `nest` combines two or more tensors by arithmetic into an operand
+    that a reduction contracts along its reduction loop and reads again for every index
+    of a parallel loop at least `SMALL_REREAD_LIMIT` long, and that is at most
+    1/`ROW_OPERAND_RATIO` of the tensor the reduction reads along that loop: a decode
+    step's rotated query `q·cos + rotate_half(q)·sin`, read by the scores against every
+    cached key. Inlined, that work does not depend on the cached row yet is done once per
+    cached row; stored, it is done once per element. Prefill's rotated queries (a row
+    per token, as large as the keys) stay inlined, as fusion needs.
+    """
+    if not any(isinstance(op, _FLOAT_ARITH) for op in nest.body.walk()):
+        return False
+    if len({r.source for r in nest.body.walk() if isinstance(r, ReadOp)}) < 2:
+        return False
+    size = max(_elements(r.type) for r in nest.res)
+    for read in reads:
+        top = _top(read, block)
+        if not isinstance(top, NestOp) or not _rereads(read, block, SMALL_REREAD_LIMIT):
+            continue
+        red = [top.dims[i] for i in top.reduction_dims]
+        if not any(_uses(i, d) for i in read.indices for d in red):
+            continue
+        long = [
+            dim
+            for dim, kind, extent in zip(top.dims, top.kinds, top.extents, strict=True)
+            if kind == IteratorKind.PARALLEL
+            and extent >= SMALL_REREAD_LIMIT
+            and not any(_uses(i, dim) for i in read.indices)
+        ]
+        along = [
+            _elements(op.source.type)
+            for op in top.walk()
+            if isinstance(op, ReadOp)
+            and op.source not in nest.res
+            and any(_uses(i, d) for i in op.indices for d in long)
+        ]
+        if along and size * ROW_OPERAND_RATIO <= max(along):
+            return True
+    return False
+
+
+ROW_OPERAND_RATIO = 16
+"""How much larger than a map the tensor read along its re-reading loop must be for
+`_one_row_operand` to store the map (a cache of many rows against one query row)."""
 
 _FLOAT_ARITH = (arith.AddfOp, arith.SubfOp, arith.MulfOp, arith.DivfOp)
 
