@@ -9,6 +9,7 @@ kept by the host.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -69,7 +70,8 @@ def test_compiled_step_equals_the_export(export: Path, grid: tuple[int, int]):
     assert names == ["present.0.key", "present.0.value"]
     rng = np.random.default_rng(sum(grid))
     start = 100
-    wafer, pasts = WaferState(), {}
+    wafer = WaferState()
+    pasts: dict[str, np.ndarray[Any, Any]] = {}
     shape = (1, CONFIG.kv_heads, ROWS - 1, HEAD_DIM)
     for name in names:
         past = rng.standard_normal(shape).astype(np.float32)
