@@ -26,6 +26,13 @@ with A's results then B's. A pair merges when
 - A is among the `window` nests before B (nearest first), and the merged body's SRAM
   (at most the sum of both peaks and the packed buffers) fits a PE of the device.
 
+First, within one nest: the allreduces at the top of its body (not in loops) that share
+all of the above, where none's payload is computed from another's result and no result is
+read before the last of them, become one allreduce at the place of the last, when that is
+faster by the same timing (a nest's head gathers each value it reads whole with an
+allreduce of its own: a cache append's new K, rotated K and V rows, three along one axis,
+become one).
+
 What every PE computes is unchanged: the combine is elementwise, so each slice of the
 packed result is the allreduce of that payload. The packed allreduce keeps A's `colors`;
 run `mesh-route` after the pass (the pipeline does) to route it again.
@@ -272,6 +279,149 @@ def _merge(
     return merged
 
 
+# -- several allreduces of one body ---------------------------------------------------
+
+
+def _payload_copy_cycles(device: Device, sizes: Sequence[int]) -> float:
+    """The packing's compute for payloads of `sizes`: a fill, a store and a load of each."""
+    e = device.elem_bytes
+
+    def op(read: int, written: int) -> float:
+        return vector_op_cycles(device, 0, False, read * e, written * e)
+
+    return op(0, sum(sizes)) + sum(op(n, 0) + op(0, n) for n in sizes)
+
+
+def group_saved_cycles(group: Sequence[mesh.AllreduceOp], device: Device) -> float:
+    """
+    What one packed allreduce of `group`'s payloads saves on one line against one
+    allreduce each (the packing's copies included; negative: packing is slower).
+    """
+    sizes = [_elements(r) for r in group]
+    apart = sum(_allreduce_cycles(r, n, device) for r, n in zip(group, sizes, strict=True))
+    packed = _allreduce_cycles(group[0], sum(sizes), device)
+    return apart - packed - _payload_copy_cycles(device, sizes)
+
+
+def _in_block(op: Operation, block: Block) -> Operation | None:
+    """The ancestor of `op` (itself included) that sits in `block`, if any."""
+    cur: Operation | None = op
+    while cur is not None and cur.parent_block() is not block:
+        cur = cur.parent_op()
+    return cur
+
+
+def _reads_any(value: SSAValue, results: set[SSAValue], block: Block) -> bool:
+    """Whether `value` is computed (transitively, within `block`) from one of `results`."""
+    seen: set[Operation] = set()
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if v in results:
+            return True
+        owner = v.owner
+        if not isinstance(owner, Operation) or owner in seen:
+            continue
+        top = _in_block(owner, block)
+        if top is None or top in seen:
+            continue
+        seen.add(top)
+        for inner in top.walk():
+            stack.extend(inner.operands)
+    return False
+
+
+def _used_before(result: SSAValue, at: Operation, block: Block) -> bool:
+    """Whether an op of `block` before `at` (or inside it) reads `result`."""
+    for use in result.uses:
+        top = _in_block(use.operation, block)
+        if top is None or not top.is_before_in_block(at):
+            continue
+        return True
+    return False
+
+
+def _pack_group(group: Sequence[mesh.AllreduceOp]) -> mesh.AllreduceOp:
+    """
+    Replaces the allreduces of `group` (one block, in order) by one allreduce of their
+    payloads stored side by side, at the place of the last; returns it.
+    """
+    last = group[-1]
+    block = last.parent_block()
+    assert block is not None
+    sizes = [_elements(r) for r in group]
+    packed_type = TensorType(element_type(last.input), [sum(sizes)])
+    offsets = [_index(sum(sizes[:i])) for i in range(len(group))]
+    buffer = tile.FillOp(0.0, packed_type)
+    ops: list[Operation] = [*offsets, buffer]
+    acc: SSAValue = buffer.result
+    for r, n, at in zip(group, sizes, offsets, strict=True):
+        flat = _reshape(r.input, [n])
+        store = tile.StoreOp(flat[1], acc, [at])
+        ops += [*flat[0], store]
+        acc = store.result
+    packed = mesh.AllreduceOp.create(
+        operands=[acc],
+        result_types=[packed_type],
+        properties=dict(group[0].properties),
+        attributes=dict(group[0].attributes),
+    )
+    ops.append(packed)
+    for r, n, at in zip(group, sizes, offsets, strict=True):
+        part = tile.LoadOp(packed, [at], [n])
+        out = _reshape(part.result, static_shape(r.result, "allreduce"))
+        ops += [part, *out[0]]
+        out[1].name_hint = r.result.name_hint
+        r.result.replace_all_uses_with(out[1])
+    block.insert_ops_before(ops, last)
+    for r in group:
+        r.detach()
+        r.erase()
+    return packed
+
+
+def pack_within(spmd: mesh.SpmdOp, device: Device, max_elements: int) -> int:
+    """
+    Packs the allreduces at the top of `spmd`'s body (not in loops) that share kind,
+    axis, algorithm, K, groups, segment and element type, where none's payload is
+    computed from another's result and no result is read before the last of them: one
+    allreduce at the place of the last (the relayouts at a nest's head gather each value
+    read whole: the new K, V and rotated K rows of a cache append). Each group is the
+    first pending allreduce and the later ones that may join it (within `max_elements`
+    values), cut to its longest prefix that the runtime's timing of a line says is
+    faster. Returns the number of allreduces removed.
+    """
+    block = spmd.body.block
+    pending = [op for op in block.ops if isinstance(op, mesh.AllreduceOp)]
+    removed = 0
+    while pending:
+        first = pending.pop(0)
+        if first.kind.data == mesh.CombineKind.SOFTMAX:
+            continue
+        group = [first]
+        for r in list(pending):
+            if _key(r) != _key(first):
+                continue
+            results: set[SSAValue] = {g.result for g in group}
+            if _reads_any(r.input, results, block):
+                continue
+            if any(_used_before(g.result, r, block) for g in group):
+                continue
+            if sum(_elements(g) for g in [*group, r]) > max_elements:
+                continue
+            group.append(r)
+        # Each packed payload saves a latency; a pair may not pay for its copies where
+        # three do: the longest prefix that is faster.
+        while len(group) > 1 and group_saved_cycles(group, device) <= 0:
+            group.pop()
+        if len(group) > 1:
+            for r in group[1:]:
+                pending.remove(r)
+            _pack_group(group)
+            removed += len(group) - 1
+    return removed
+
+
 @dataclass
 class _Packer:
     block: Block
@@ -388,7 +538,10 @@ def update_plans(plans: list[NestPlan], merges: Sequence[Merge]) -> None:
 def pack_allreduces(
     module: ModuleOp, window: int = 4, max_elements: int = 1024
 ) -> list[Merge]:
-    """Merges the sibling nests of every `mesh.program` in `module` (see the module doc)."""
+    """
+    Packs the allreduces of each nest's body, then merges the sibling nests of every
+    `mesh.program` in `module` (see the module doc).
+    """
     if window < 1 or max_elements < 1:
         raise PassOptionError(
             f"mesh-pack-allreduces: window ({window}) and max-elements ({max_elements}) "
@@ -399,6 +552,8 @@ def pack_allreduces(
         if not isinstance(program, mesh.ProgramOp):
             continue
         device = get_device(program.device.spec.data)
+        for spmd in [op for op in program.body.block.ops if isinstance(op, mesh.SpmdOp)]:
+            pack_within(spmd, device, max_elements)
         packer = _Packer(program.body.block, device, window, max_elements)
         merges.extend(packer.run())
     return merges
@@ -407,9 +562,10 @@ def pack_allreduces(
 @dataclass(frozen=True)
 class MeshPackAllreducesPass(ModulePass):
     """
-    Merges independent `mesh.spmd` nests whose single allreduces share kind, axis and
-    algorithm into one nest with one allreduce of both payloads: `window` (nests looked
-    back from each nest), `max-elements` (largest packed payload).
+    Packs the independent allreduces of one `mesh.spmd` body that share kind, axis and
+    algorithm into one, then merges independent `mesh.spmd` nests whose single
+    allreduces do into one nest with one allreduce of both payloads: `window` (nests
+    looked back from each nest), `max-elements` (largest packed payload).
     """
 
     name = "mesh-pack-allreduces"
@@ -424,9 +580,11 @@ class MeshPackAllreducesPass(ModulePass):
 __all__ = [
     "Merge",
     "MeshPackAllreducesPass",
+    "group_saved_cycles",
     "hoist_allreduce",
     "inline_single_trip",
     "pack_allreduces",
+    "pack_within",
     "single_allreduce",
     "update_plans",
 ]

@@ -17,7 +17,13 @@ from plmr.lowering.tile_to_mesh import NestPlan
 from plmr.models.generate import ProgramBuilder
 from plmr.models.llama_config import LlamaConfig, get_config
 from plmr.models.nests import count_ops
-from plmr.passes.mesh_pack import pack_allreduces, saved_cycles, single_allreduce
+from plmr.passes.mesh_pack import (
+    group_saved_cycles,
+    pack_allreduces,
+    pack_within,
+    saved_cycles,
+    single_allreduce,
+)
 from plmr.passes.pipeline import CompileOptions, compile_module
 from plmr.runtime.mesh_machine import find_program, run_mesh
 from plmr.runtime.running import random_inputs
@@ -97,6 +103,43 @@ mesh.program @big(%a: tensor<128x128xf32>) -> (tensor<128xf32>, tensor<128xf32>)
     assert pack_allreduces(parse_module(text)) == []
     roomy = parse_module(text.replace('"test-tiny"', '"test-small"'))
     assert len(pack_allreduces(roomy)) == 1
+
+
+WITHIN = HAND_WRITTEN.with_name("mesh-pack-allreduces-within.mlir")
+
+
+def _allreduces(spmd: mesh.SpmdOp) -> int:
+    return sum(isinstance(op, mesh.AllreduceOp) for op in spmd.body.walk())
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_allreduces_of_one_body_packed_compute_the_same(seed: int):
+    text = WITHIN.read_text()
+    before = parse_module(text)
+    after = parse_module(text)
+    assert pack_allreduces(after) == []
+    after.verify()
+    for name in _programs(before):
+        want, got = _run(before, name, seed), _run(after, name, seed)
+        for w, g in zip(want, got, strict=True):
+            np.testing.assert_array_equal(g, w)
+
+    def counts(module: ModuleOp) -> list[int]:
+        return [_allreduces(op) for op in module.walk() if isinstance(op, mesh.SpmdOp)]
+
+    # @head: the three gathers along y are one; @kept: all five stay.
+    assert counts(before) == [3, 5]
+    assert counts(after) == [1, 5]
+
+
+def test_a_group_within_max_elements_packs_once():
+    module = parse_module(WITHIN.read_text())
+    head = next(op for op in module.walk() if isinstance(op, mesh.SpmdOp))
+    group = [op for op in head.body.walk() if isinstance(op, mesh.AllreduceOp)]
+    device = get_device("test-small")
+    assert group_saved_cycles(group, device) > 0
+    assert pack_within(head, device, max_elements=8) == 1
+    assert pack_within(head, device, max_elements=8) == 0
 
 
 def test_bad_options_are_one_error():
