@@ -151,18 +151,24 @@ def _index_roots(value: SSAValue) -> set[SSAValue] | None:
 
 
 def batch_dims(nest: NestOp) -> int:
-    """The leading parallel dims of a reduction nest before its last two parallel dims."""
+    """
+    The leading parallel dims of a reduction nest before its matrix's rows and columns:
+    its last two parallel dims, or its last one where a vector accumulator holds the
+    columns (an attention nest's `P·V` rows of `hd` values). Leading dims of extent 1
+    (an export's batch of one) count with the heads behind them; none if all are 1.
+    """
     if not nest.is_reduction:
         return 0
+    vector = any(isa(t, TensorType[Attribute]) for t in nest.inits.types)
     par = nest.parallel_dims
     count = 0
-    for i in range(len(par) - 2):
+    for i in range(len(par) - (1 if vector else 2)):
         if par[i] != i:
             break
         count += 1
     ext = nest.extents
-    while count and all(e == 1 for e in ext[:count]):
-        count = 0
+    if all(e == 1 for e in ext[:count]):
+        return 0
     return count
 
 
