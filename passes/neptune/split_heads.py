@@ -2,7 +2,10 @@
 `loop-split-heads`: time-multiplexed heads. Every batched nest (a matmul-like reduction
 over leading head dimensions) is split into one nest per head, and so is every nest
 that reads a head's slice of a split result; a reduction over heads (the sum of the
-heads' output projections) is unrolled into a sum of the heads' tensors.
+heads' output projections) is unrolled into a sum of the heads' tensors. An export's
+nests carry a batch of one before the heads (`[1, H, L, S]`), and its fused attention
+holds the rows of `P·V` in a vector accumulator: the heads behind the unit batch are
+split all the same.
 
 On a large grid the head dimensions (8 KV heads, 4 queries per KV head) are far smaller
 than an axis of the mesh (480 PEs): a batched projection `[Hkv, G, L, hd]` split over
