@@ -2,7 +2,10 @@
 `loop-split-heads`: time-multiplexed heads. Every batched nest (a matmul-like reduction
 over leading head dimensions) is split into one nest per head, and so is every nest
 that reads a head's slice of a split result; a reduction over heads (the sum of the
-heads' output projections) is unrolled into a sum of the heads' tensors.
+heads' output projections) is unrolled into a sum of the heads' tensors. An export's
+nests carry a batch of one before the heads (`[1, H, L, S]`), and its fused attention
+holds the rows of `P·V` in a vector accumulator: the heads behind the unit batch are
+split all the same.
 
 On a large grid the head dimensions (8 KV heads, 4 queries per KV head) are far smaller
 than an axis of the mesh (480 PEs): a batched projection `[Hkv, G, L, hd]` split over
@@ -151,18 +154,24 @@ def _index_roots(value: SSAValue) -> set[SSAValue] | None:
 
 
 def batch_dims(nest: NestOp) -> int:
-    """The leading parallel dims of a reduction nest before its last two parallel dims."""
+    """
+    The leading parallel dims of a reduction nest before its matrix's rows and columns:
+    its last two parallel dims, or its last one where a vector accumulator holds the
+    columns (an attention nest's `P·V` rows of `hd` values). Leading dims of extent 1
+    (an export's batch of one) count with the heads behind them; none if all are 1.
+    """
     if not nest.is_reduction:
         return 0
+    vector = any(isa(t, TensorType[Attribute]) for t in nest.inits.types)
     par = nest.parallel_dims
     count = 0
-    for i in range(len(par) - 2):
+    for i in range(len(par) - (1 if vector else 2)):
         if par[i] != i:
             break
         count += 1
     ext = nest.extents
-    while count and all(e == 1 for e in ext[:count]):
-        count = 0
+    if all(e == 1 for e in ext[:count]):
+        return 0
     return count
 
 

@@ -58,3 +58,51 @@ func.func @plain(%a: tensor<8x16xf32>, %w: tensor<16x4xf32>) -> tensor<8x4xf32> 
   %m = graph.matmul %a, %w : (tensor<8x16xf32>, tensor<16x4xf32>) -> tensor<8x4xf32>
   func.return %m : tensor<8x4xf32>
 }
+
+// -----
+
+// An exported attention nest: a batch of one before its heads, the keys a reduction and
+// the rows of `P·V` a vector accumulator. The heads behind the unit batch are split, each
+// nest reading its head at constant indices; the returned tensor is reassembled.
+
+// CHECK-LABEL: func.func @attention
+// CHECK:         %[[O0:.*]] = loop.nest (%[[I0:.*]], %[[J0:.*]]) to (4, 3) [parallel, reduction] init(%{{.*}} = %{{.*}} : tensor<2xf32>) -> tensor<4x2xf32>
+// CHECK:           %[[B0:.*]] = arith.constant 0 : index
+// CHECK-NEXT:      %[[H0:.*]] = arith.constant 0 : index
+// CHECK:             loop.read %q[%[[B0]], %[[H0]], %[[I0]], %{{.*}}] : tensor<1x2x4x2xf32>
+// CHECK-NEXT:        loop.read %v[%[[B0]], %[[H0]], %[[J0]], %{{.*}}] : tensor<1x2x3x2xf32>
+// CHECK:         %[[O1:.*]] = loop.nest (%[[I1:.*]], %[[J1:.*]]) to (4, 3) [parallel, reduction] init(%{{.*}} = %{{.*}} : tensor<2xf32>) -> tensor<4x2xf32>
+// CHECK:           %[[B1:.*]] = arith.constant 0 : index
+// CHECK-NEXT:      %[[H1:.*]] = arith.constant 1 : index
+// CHECK:             loop.read %q[%[[B1]], %[[H1]], %[[I1]], %{{.*}}] : tensor<1x2x4x2xf32>
+// CHECK:         %o = loop.nest (%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) to (1, 2, 4, 2) [parallel, parallel, parallel, parallel]
+// CHECK:           loop.read %[[O0]]
+// CHECK:           loop.read %[[O1]]
+// CHECK:         func.return %o
+func.func @attention(%q: tensor<1x2x4x2xf32>, %v: tensor<1x2x3x2xf32>) -> tensor<1x2x4x2xf32> {
+  %z = arith.constant dense<0.000000e+00> : tensor<2xf32>
+  %o = loop.nest (%b, %h, %i, %j) to (1, 2, 4, 3) [parallel, parallel, parallel, reduction] init(%acc = %z : tensor<2xf32>) -> tensor<1x2x4x2xf32> {
+    %n = loop.nest (%d) to (2) [parallel] -> tensor<2xf32> {
+      %x = loop.read %q[%b, %h, %i, %d] : tensor<1x2x4x2xf32>
+      %y = loop.read %v[%b, %h, %j, %d] : tensor<1x2x3x2xf32>
+      %a = loop.read %acc[%d] : tensor<2xf32>
+      %p = arith.mulf %x, %y : f32
+      %s = arith.addf %a, %p : f32
+      loop.yield %s : f32
+    }
+    loop.yield %n : tensor<2xf32>
+  }
+  func.return %o : tensor<1x2x4x2xf32>
+}
+
+// -----
+
+// A batch of one and nothing behind it: nothing to split.
+
+// CHECK-LABEL: func.func @unit
+// CHECK:         %m = loop.nest (%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) to (1, 8, 4, 16) [parallel, parallel, parallel, reduction]
+// CHECK-NOT:     loop.nest
+func.func @unit(%a: tensor<1x8x16xf32>, %w: tensor<16x4xf32>) -> tensor<1x8x4xf32> {
+  %m = graph.matmul %a, %w : (tensor<1x8x16xf32>, tensor<16x4xf32>) -> tensor<1x8x4xf32>
+  func.return %m : tensor<1x8x4xf32>
+}

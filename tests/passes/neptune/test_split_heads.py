@@ -7,6 +7,7 @@ tensor; `plmr compile` splits only when the batched program does not fit.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -17,13 +18,17 @@ from plmr.dialects import mesh
 from plmr.dialects.context import make_context, parse_module
 from plmr.dialects.loop import NestOp
 from plmr.errors import PlmrError
+from plmr.frontend.onnx.core import import_onnx_file
+from plmr.frontend.onnx.weights import WeightsOptions
 from plmr.models.llama import ProgramBuilder, get_config
+from plmr.models.llama_onnx import LlamaOnnxConfig, write_llama_onnx
 from plmr.passes.neptune.split_heads import split_module_heads
 from plmr.passes.pipeline import (
     CompileOptions,
     compile_module,
     from_loop_level,
     to_loop_level,
+    weight_passes,
 )
 from plmr.runtime.reference import evaluate_function
 from plmr.runtime.running import functions, random_inputs, run_entry, select_entry
@@ -236,3 +241,30 @@ def test_compile_reports_the_split_programs_overflow():
     )
     with pytest.raises(PlmrError, match="bytes of SRAM"):
         compile_module(make_context(), module, opts)
+
+
+def test_exported_attention_split_behind_its_unit_batch(tmp_path: Path):
+    # An ONNX export's attention nest: batch 1, then 4 query heads; FlashAttention fused.
+    config = LlamaOnnxConfig(
+        hidden=32, heads=4, kv_heads=2, ffn=64, vocab=16, seq=8, embedding=False
+    )
+    write_llama_onnx(tmp_path / "p.onnx", config)
+    module = import_onnx_file(
+        str(tmp_path / "p.onnx"), weights=WeightsOptions(inline_limit=1 << 30)
+    )
+    ctx = make_context()
+    opts = CompileOptions(outline_layers=False)
+    for rewrite in weight_passes(opts):
+        rewrite.apply(ctx, module)
+    to_loop_level(ctx, module, opts)
+    name = functions(module)[0].sym_name.data
+    args = _inputs(module, 4)
+    want = evaluate_function(module, name, args)
+    assert "probs_max" in _nest_names(module)
+    assert split_module_heads(module)
+    module.verify()
+    names = _nest_names(module)
+    assert [n for n in names if n.startswith("probs_max")] == [
+        f"probs_max_h0x{h}" for h in range(4)
+    ]
+    _assert_close(evaluate_function(module, name, args), want)
