@@ -415,6 +415,9 @@ def bench_llm(
     )
     config = bench_config(base, grid, n)
     opts = options or default_options(base, grid, device, kind)
+    if kind == "decode" and step_tokens > opts.decode_rows:
+        # The k new tokens' queries and norms are compiled as a decode step's.
+        opts = dataclasses.replace(opts, decode_rows=step_tokens)
     # One projection GEMV on large grids, where the head dimension splits over an axis.
     builder = ProgramBuilder(
         config, None, form, one_projection=grid_block(base, grid, kind) > 0

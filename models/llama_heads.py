@@ -330,26 +330,32 @@ class HeadsBuilder:
             ones = t.op("one", f"graph.constant dense<1.0> : {unit}", unit)
             seq = tensor_type(hkv, 1, s_len, hd)
             if n == 1:
-                slot = t.reshape("%slot", (1, 1, s_len, 1))
-                taken = slot
+                slots = [t.reshape("%slot", (1, 1, s_len, 1))]
+                taken = slots[0]
             else:
-                # Every slot taken by one of the new tokens; a token's row lands at its
-                # slot through the one-hot product slotᵀ·rows.
+                # Every slot taken by one of the new tokens; token j's row lands at its
+                # slot through the broadcast product slot_j ⊗ row_j: elementwise, so
+                # the fusion inlines the append into the scores' and P·V's reads.
                 taken = t.reshape(
                     t.reduce_axes("sum", "%slot", (0,), tensor_type(s_len)),
                     (1, 1, s_len, 1),
                 )
-                slot = t.transpose(t.reshape("%slot", (1, 1, n, s_len)), (0, 1, 3, 2))
+                slots = [
+                    t.reshape(part, (1, 1, s_len, 1))
+                    for part in t.slices("%slot", 0, [1] * n)
+                ]
             keep = t.binary("sub", ones, taken, tensor_type(1, 1, s_len, 1))
 
             def with_new(cache: str, row: str) -> str:
-                # cache·(1 − slots) + slotᵀ·rows: exact whatever the slots hold.
+                # cache·(1 − slots) + Σ_j slot_j ⊗ row_j: exact whatever the slots hold.
                 c4 = t.reshape(cache, (hkv, 1, s_len, hd))
-                kept = t.binary("mul", c4, keep, seq)
-                placed = (
-                    t.binary("mul", slot, row, seq) if n == 1 else t.matmul(slot, row, seq)
-                )
-                return t.binary("add", kept, placed, seq)
+                placed = t.binary("mul", c4, keep, seq)
+                rows = [row] if n == 1 else t.slices(row, 2, [1] * n)
+                for slot, one_row in zip(slots, rows, strict=True):
+                    placed = t.binary(
+                        "add", placed, t.binary("mul", slot, one_row, seq), seq
+                    )
+                return placed
 
             kc = with_new(f"%kcache_l{layer}", k)
             vc = with_new(f"%vcache_l{layer}", v)

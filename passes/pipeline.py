@@ -75,6 +75,11 @@ class CompileOptions:
     """Fold RoPE's rotate_half of a projection into its weights (graph-fold-rotate-half)."""
     fold_repeat_kv: bool = True
     """GQA's queries regrouped against the un-repeated K/V heads (graph-fold-repeat-kv)."""
+    decode_rows: int = 1
+    """Queries and norms of at most this many rows per head are compiled as a decode
+    step's: GQA's groups regrouped (graph-fold-repeat-kv) and the norms' scales deferred
+    (graph-defer-norm-scale). A k-token decode step (speculative decoding's verification)
+    sets k; a prefill's many rows are blocked better without them."""
     merge_matmuls: bool = True
     """One matmul for the projections of one input (graph-merge-matmuls), of products of
     at least `MERGE_MIN_ROWS` rows."""
@@ -226,6 +231,10 @@ def _check_options(opts: CompileOptions) -> Options:
         )
     if opts.budget < 0:
         raise PassOptionError(f"plmr compile: budget must be >= 0, got {opts.budget}")
+    if opts.decode_rows < 1:
+        raise PassOptionError(
+            f"plmr compile: decode_rows must be at least 1, got {opts.decode_rows}"
+        )
     if opts.fuse not in ("auto", "rolling", "split-k"):
         raise PassOptionError(
             f"plmr compile: unknown fuse strategy '{opts.fuse}' (auto, rolling, split-k)"
@@ -268,11 +277,11 @@ def graph_passes(opts: CompileOptions) -> list[ModulePass]:
         passes.append(GraphFoldRotateHalfPass())
     if opts.fold_repeat_kv:
         # Decode steps (one query row per head); a prefill's grouped scores blocked worse.
-        passes.append(GraphFoldRepeatKvPass(max_rows=1))
+        passes.append(GraphFoldRepeatKvPass(max_rows=opts.decode_rows))
     if opts.eliminate_transposes:
         passes.append(TransposeElimPass())
     if opts.defer_norm_scale:
-        passes.append(GraphDeferNormScalePass())
+        passes.append(GraphDeferNormScalePass(max_rows=opts.decode_rows))
     if opts.substitute:
         # Keep the substitutions whose concatenations fold into constants (fused
         # weights): a concatenation of computed values is a copy on the mesh.

@@ -492,6 +492,78 @@ def test_k_token_step_on_the_mesh_equals_k_single_steps(tiny: Tiny):
     ]
 
 
+def test_k_token_step_appends_elementwise(tiny: Tiny):
+    """
+    The k new rows enter the cache's read as k broadcast products (inlined by the
+    fusion into the scores' and P·V's reads), not as a one-hot matmul `slotᵀ·rows`: no
+    matmul reads the slots.
+    """
+    from xdsl.ir import BlockArgument, SSAValue
+
+    from plmr.dialects import graph
+
+    config, weights = tiny
+
+    def from_slot(value: SSAValue) -> bool:
+        while not isinstance(value, BlockArgument):
+            owner = value.owner
+            if not isinstance(owner, graph.ReshapeOp | graph.TransposeOp | graph.SliceOp):
+                return False
+            value = owner.operands[0]
+        return value.index == 2  # decode(x, mask, slot, ...)
+
+    for k in (2, 4):
+        module = parse_module(ProgramBuilder(config, weights).decode(tokens=k))
+        products = [op for op in module.walk() if isinstance(op, graph.MatmulOp)]
+        assert products
+        assert not [op for op in products if any(from_slot(v) for v in op.operands)]
+        muls = [op for op in module.walk() if isinstance(op, graph.MulOp)]
+        assert sum(any(from_slot(v) for v in op.operands) for op in muls) == 2 * k * (
+            config.n_layers
+        )
+
+
+@pytest.mark.parametrize("decode_rows", [1, 3])
+def test_k_token_step_compiled_as_a_decode_step(tiny: Tiny, decode_rows: int):
+    """
+    `decode_rows = k` compiles the k-token step's norms and queries as a decode step's
+    (deferred norm scales): the logits stay numpy's on 2x3.
+    """
+    from plmr.dialects import graph
+    from plmr.passes.pipeline import compile_module, graph_passes
+    from plmr.runtime.mesh_machine import run_mesh
+
+    config, weights = tiny
+    args, want, _ = _k_token_case(config, weights, PROMPT, [11, 3, 42])
+    opts = CompileOptions(
+        grid=(2, 3),
+        substitute=False,
+        tile_sizes=(4, 4),
+        fit_tiles=True,
+        decode_rows=decode_rows,
+    )
+    text = ProgramBuilder(config, weights).decode(tokens=3)
+    at_graph = parse_module(text)
+    for rewrite in graph_passes(opts)[:-1]:  # up to the lowering to loops
+        rewrite.apply(make_context(), at_graph)
+    norms = sum(isinstance(op, graph.RmsNormOp) for op in at_graph.walk())
+    # Each layer's two norms and the final one; deferred, the two are split apart.
+    assert (norms == 2 * config.n_layers + 1) == (decode_rows < 3)
+    module = compile_module(make_context(), parse_module(text), opts)
+    got, _ = run_mesh(module, args, mode="functional")
+    np.testing.assert_allclose(got[0], want, rtol=1e-4, atol=1e-4)
+
+
+def test_decode_rows_must_be_positive(tiny: Tiny):
+    from plmr.passes.pipeline import compile_module
+
+    config, weights = tiny
+    text = ProgramBuilder(config, weights).decode(tokens=2)
+    opts = CompileOptions(grid=(2, 2), substitute=False, decode_rows=0)
+    with pytest.raises(PlmrError, match="decode_rows must be at least 1, got 0"):
+        compile_module(make_context(), parse_module(text), opts)
+
+
 def test_k_token_step_errors(tiny: Tiny):
     config, weights = tiny
     with pytest.raises(PlmrError, match="heads form only"):
