@@ -106,11 +106,12 @@ def best_blocking(
     """
     The best of `mesh_estimate`'s blockings, trying `first` first and stopping at the
     first estimate below `stop_below` (then the estimate is that blocking's, an upper
-    bound of the best). `module` is not changed.
+    bound of the best). A blocking stops lowering once its nests cost the best so far.
+    `module` is not changed.
     """
     from plmr.lowering.graph_to_loop import ConvertGraphToLoopPass
     from plmr.lowering.loop_to_tile import ConvertLoopToTilePass
-    from plmr.lowering.tile_to_mesh import lower_module, parse_options
+    from plmr.lowering.tile_to_mesh import OverBound, lower_module, parse_options
     from plmr.passes.graph_canonicalize import GraphCanonicalizePass
     from plmr.passes.loop_indices import LoopSimplifyIndicesPass
     from plmr.passes.neptune.fuse import NeptuneFusePass
@@ -135,8 +136,8 @@ def best_blocking(
             with step("convert-loop-to-tile"):
                 ConvertLoopToTilePass(tile_sizes=blocking).apply(ctx, trial)
             with step("convert-tile-to-mesh"):
-                cycles = lower_module(trial, options, price_only=True)
-        except PlmrError:
+                cycles = lower_module(trial, options, price_only=True, bound=best.cycles)
+        except (PlmrError, OverBound):
             continue
         if cycles < best.cycles:
             best = Estimate(cycles, blocking)
