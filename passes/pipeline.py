@@ -20,6 +20,7 @@ routed (the estimate does not depend on them; a trial that does not route is rej
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -485,12 +486,15 @@ def search_blocking(
     fitted SRAM) lowered on a copy to the mesh, packed and routed, the one with the
     lowest estimate kept (ties to the earlier). Raises the first trial's error (one out
     of SRAM preferred) when none lowers. Only a trial whose estimate improves on the
-    best so far is packed and routed (both leave the estimate as it is).
+    best so far is packed and routed (both leave the estimate as it is), and a trial
+    stops lowering once its nests lowered cost what the best so far costs (each nest's
+    estimate adds to the total: such a trial cannot be kept).
     """
-    from plmr.lowering.tile_to_mesh import lower_module
+    from plmr.lowering.tile_to_mesh import OverBound, lower_module
 
     best: Blocking | None = None
     first_error: PlmrError | None = None
+    stopped = 0
     for spread in spread_choices(opts):
         if best is not None or (spread and not _out_of_sram(first_error)):
             break
@@ -500,19 +504,24 @@ def search_blocking(
             try:
                 with step("convert-loop-to-tile"):
                     loop_to_tile_pass(opts, sizes, bands, spread).apply(ctx, trial)
+                bound = math.inf if best is None else best.cost * 0.999
                 with step("convert-tile-to-mesh"):
-                    cost = lower_module(trial, mesh_opts, trial_plans)
+                    cost = lower_module(trial, mesh_opts, trial_plans, bound=bound)
                 # Packing and routing leave the estimate as it is: only a trial that
                 # would be kept is routed (a routing error still rejects it).
-                if best is not None and cost >= best.cost * 0.999:
+                if cost >= bound:
                     continue
                 _pack(trial, opts, trial_plans)
                 _route(ctx, trial, opts)
+            except OverBound:
+                stopped += 1
+                continue
             except PlmrError as e:
                 if first_error is None or (not spread and "SRAM" in str(e)):
                     first_error = e
                 continue
             best = Blocking(sizes, bands, spread, cost, trial, trial_plans)
+    count("blocking trials stopped at the best's estimate", stopped)
     if best is None:
         assert first_error is not None
         raise first_error

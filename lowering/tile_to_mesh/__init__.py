@@ -87,6 +87,7 @@ from plmr.lowering.tile_to_mesh.mapping import Mapping
 from plmr.lowering.tile_to_mesh.planning import NestPlan
 from plmr.lowering.tile_to_mesh.program import (
     ConvertTileToMeshPass,
+    OverBound,
     lower_module,
     parse_options,
 )
@@ -100,6 +101,7 @@ __all__ = [
     "Nest",
     "NestPlan",
     "Options",
+    "OverBound",
     "analyze_nest",
     "lower_module",
     "parse_options",

@@ -6,6 +6,7 @@ The pass `convert-tile-to-mesh`: every function becomes a `mesh.program`, nest b
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -79,11 +80,26 @@ def _gathered(m: Mapping, layouts: dict[SSAValue, Layout]) -> str:
     )
 
 
+class OverBound(Exception):
+    """A bounded lowering stopped: its nests so far cost at least the bound."""
+
+
 class FunctionLowering:
-    def __init__(self, fn: func.FuncOp, opts: Options, price_only: bool = False):
+    def __init__(
+        self,
+        fn: func.FuncOp,
+        opts: Options,
+        price_only: bool = False,
+        bound: float = math.inf,
+        spent: float = 0.0,
+    ):
         self.fn = fn
         self.opts = opts
         self.price_only = price_only
+        self.bound = bound
+        """Stop (`OverBound`) once `spent` and the nests lowered cost at least this."""
+        self.spent = spent
+        """The estimate of the functions lowered before this one."""
         """
         Only the estimate is wanted: a nest whose mapping the memo holds is not emitted,
         its results are placeholders of their placed types (`_place_known`).
@@ -305,6 +321,14 @@ class FunctionLowering:
         _memo.record_error(key, names, message)
         raise PlmrError(message)
 
+    def _add_cost(self, cycles: float) -> None:
+        """Adds a nest's estimate, stopping at the bound (totals only grow)."""
+        if cycles < 0:
+            self.bound = math.inf  # a total that can shrink bounds nothing
+        self.cost += cycles
+        if self.spent + self.cost >= self.bound:
+            raise OverBound(self.spent + self.cost)
+
     def _place_known(self, nest: Nest, m: Mapping) -> None:
         """
         Prices `nest` under `m`, the memo's mapping, without emitting it: its results
@@ -334,7 +358,7 @@ class FunctionLowering:
             new.name_hint = old.name_hint
             self.placed[old] = _Placed(new, layout)
         self.absorbed |= absorbed
-        self.cost += m.cost
+        self._add_cost(m.cost)
 
     def _accept(
         self,
@@ -347,7 +371,7 @@ class FunctionLowering:
         if spmd is None:
             spmd = emitter.emit()
         self.absorbed |= emitter.epilogue
-        self.cost += m.cost
+        self._add_cost(m.cost)
         loops = [*nest.chain, *([nest.reduction] if nest.reduction else [])]
         loops += [lp for lp in m.loops() if lp not in loops]
         self.plans.append(
@@ -405,13 +429,18 @@ def lower_module(
     opts: Options,
     plans: list[NestPlan] | None = None,
     price_only: bool = False,
+    bound: float = math.inf,
 ) -> float:
     """
     Replaces every function of `module` by its mesh program (all or nothing) and returns
     the estimated cycles of the chosen mappings; `plans` receives each nest's mapping.
     With `price_only` only the estimate counts: the nests whose mappings the memo holds
     are priced without being emitted, so the programs left in `module` are not runnable
-    (the estimate is the one a full lowering gives).
+    (the estimate is the one a full lowering gives). With a finite `bound` (not with
+    `gemv = auto`, whose fallback prices differently), the lowering stops with
+    `OverBound` as soon as the nests lowered cost at least `bound` (each nest's
+    estimate adds to the total), leaving `module` unusable: a search wanting only
+    programs under the bound lowers no more nests of one that cannot be.
     """
     fns = [op for op in module.ops if isinstance(op, func.FuncOp) and op.body.blocks]
     if not fns:
@@ -426,8 +455,16 @@ def lower_module(
     first = [fn.clone() for fn in fns] if opts.gemv == "auto" else fns
     # `gemv = auto` routes the programs it chose: those are emitted in full.
     price_only = price_only and opts.gemv != "auto"
-    lowerings = [FunctionLowering(fn, opts, price_only) for fn in first]
-    programs = [(fn, low.run()) for fn, low in zip(fns, lowerings, strict=True)]
+    if opts.gemv == "auto":
+        bound = math.inf
+    lowerings: list[FunctionLowering] = []
+    programs: list[tuple[func.FuncOp, mesh.ProgramOp]] = []
+    spent = 0.0
+    for fn, copy in zip(fns, first, strict=True):
+        low = FunctionLowering(copy, opts, price_only, bound, spent)
+        programs.append((fn, low.run()))
+        lowerings.append(low)
+        spent += low.cost
     if opts.gemv == "auto" and not routable([p for _, p in programs], opts):
         fallback = dataclasses.replace(opts, gemv="ktree", k=2)
         lowerings = [FunctionLowering(fn, fallback) for fn in fns]

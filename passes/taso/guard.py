@@ -20,6 +20,7 @@ runs `taso-substitute`, so this module lowers with the passes, not through the p
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 from xdsl.dialects.builtin import ModuleOp
 
@@ -44,20 +45,47 @@ def guard_prices(
     """
     The mesh estimates (cycles) of `before` and `after` that the guard compares: of the
     changed regions, or of the whole programs (see the module docstring).
+
+    `before` is priced over every blocking; `after` starts from the blocking that won
+    for `before` and stops at the first estimate that decides for it (below `before`'s,
+    by more than `CLOSE` for the regions): its price is then an upper bound of its best,
+    and the decision, `after < before` (by more than `CLOSE` on the regions), is the one
+    pricing every blocking of both gives.
     """
     regions = changed_regions(before, after)
     if regions is not None:
         with step("region"):
-            priced = (
-                mesh_estimate(regions[0], grid, device),
-                mesh_estimate(regions[1], grid, device),
+            old = best_blocking(regions[0], grid, device)
+            new = (
+                best_blocking(
+                    regions[1], grid, device, old.blocking, old.cycles * (1 - CLOSE)
+                )
+                if math.isfinite(old.cycles)
+                else Estimate(math.inf, None)
             )
+        priced = (old.cycles, new.cycles)
         if all(math.isfinite(p) for p in priced) and abs(
             priced[1] - priced[0]
         ) > CLOSE * max(priced):
             return priced
     with step("whole program"):
-        return mesh_estimate(before, grid, device), mesh_estimate(after, grid, device)
+        old = best_blocking(before, grid, device)
+        new = best_blocking(after, grid, device, old.blocking, old.cycles)
+        return old.cycles, new.cycles
+
+
+BLOCKINGS = tuple((p, r) for p in PARALLEL_TILES for r in REDUCTION_TILES)
+"""The blockings the guard tries, in order."""
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """The mesh partitioner's best estimate of a program and the blocking giving it."""
+
+    cycles: float
+    """Infinite if no blocking lowers."""
+    blocking: tuple[int, int] | None
+    """`(parallel, reduction)`; None if no blocking lowers."""
 
 
 def mesh_estimate(module: ModuleOp, grid: tuple[int, int], device: str) -> float:
@@ -65,9 +93,25 @@ def mesh_estimate(module: ModuleOp, grid: tuple[int, int], device: str) -> float
     The mesh partitioner's estimate (cycles) of `module` lowered for `grid`, the best
     over the blockings tried; infinite if it does not lower. `module` is not changed.
     """
+    return best_blocking(module, grid, device).cycles
+
+
+def best_blocking(
+    module: ModuleOp,
+    grid: tuple[int, int],
+    device: str,
+    first: tuple[int, int] | None = None,
+    stop_below: float = -math.inf,
+) -> Estimate:
+    """
+    The best of `mesh_estimate`'s blockings, trying `first` first and stopping at the
+    first estimate below `stop_below` (then the estimate is that blocking's, an upper
+    bound of the best). A blocking stops lowering once its nests cost the best so far.
+    `module` is not changed.
+    """
     from plmr.lowering.graph_to_loop import ConvertGraphToLoopPass
     from plmr.lowering.loop_to_tile import ConvertLoopToTilePass
-    from plmr.lowering.tile_to_mesh import lower_module, parse_options
+    from plmr.lowering.tile_to_mesh import OverBound, lower_module, parse_options
     from plmr.passes.graph_canonicalize import GraphCanonicalizePass
     from plmr.passes.loop_indices import LoopSimplifyIndicesPass
     from plmr.passes.neptune.fuse import NeptuneFusePass
@@ -83,16 +127,20 @@ def mesh_estimate(module: ModuleOp, grid: tuple[int, int], device: str) -> float
         NeptuneFusePass(strategy="auto", chunks=4, remarks=False).apply(ctx, work)
         LoopSimplifyIndicesPass().apply(ctx, work)
     except PlmrError:
-        return math.inf
-    best = math.inf
-    for p in PARALLEL_TILES:
-        for r in REDUCTION_TILES:
-            trial = work.clone()
-            try:
-                with step("convert-loop-to-tile"):
-                    ConvertLoopToTilePass(tile_sizes=(p, r)).apply(ctx, trial)
-                with step("convert-tile-to-mesh"):
-                    best = min(best, lower_module(trial, options, price_only=True))
-            except PlmrError:
-                continue
+        return Estimate(math.inf, None)
+    order = sorted(BLOCKINGS, key=lambda b: b != first)
+    best = Estimate(math.inf, None)
+    for blocking in order:
+        trial = work.clone()
+        try:
+            with step("convert-loop-to-tile"):
+                ConvertLoopToTilePass(tile_sizes=blocking).apply(ctx, trial)
+            with step("convert-tile-to-mesh"):
+                cycles = lower_module(trial, options, price_only=True, bound=best.cycles)
+        except (PlmrError, OverBound):
+            continue
+        if cycles < best.cycles:
+            best = Estimate(cycles, blocking)
+        if best.cycles < stop_below:
+            break
     return best

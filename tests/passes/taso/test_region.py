@@ -1,5 +1,6 @@
 """The changed region of a substitution, and the mesh guard that prices it."""
 
+import math
 from pathlib import Path
 
 import pytest
@@ -7,7 +8,13 @@ from xdsl.dialects import func
 
 from plmr.dialects import graph
 from plmr.dialects.context import load_module, parse_module
-from plmr.passes.taso.guard import guard_prices, mesh_estimate
+from plmr.passes.taso.guard import (
+    BLOCKINGS,
+    CLOSE,
+    best_blocking,
+    guard_prices,
+    mesh_estimate,
+)
 from plmr.passes.taso.region import changed_regions
 from plmr.passes.taso.substitute import cleanup, substitute_module
 
@@ -123,3 +130,47 @@ def test_the_region_guard_decides_as_the_whole_program_guard(load):
     assert sum(1 for _ in regions[0].walk()) < sum(1 for _ in before.walk())
     assert region != whole
     assert (region[1] < region[0]) == (whole[1] < whole[0])
+
+
+def exhaustive_guard(before, after, grid=(4, 4)) -> bool:
+    """The guard's decision from every blocking of both versions priced (the reference)."""
+    regions = changed_regions(before, after)
+    if regions is not None:
+        old = mesh_estimate(regions[0], grid, "wse2")
+        new = mesh_estimate(regions[1], grid, "wse2")
+        if (
+            math.isfinite(old)
+            and math.isfinite(new)
+            and abs(new - old) > CLOSE * max(old, new)
+        ):
+            return new < old
+    return mesh_estimate(after, grid, "wse2") < mesh_estimate(before, grid, "wse2")
+
+
+@pytest.mark.parametrize(
+    "load",
+    [
+        lambda: load_module(EXAMPLES / "onnx" / "rnn_cell.mlir"),
+        lambda: load_module(EXAMPLES / "onnx" / "attention.mlir"),
+    ],
+    ids=["rnn_cell", "attention"],
+)
+def test_the_guard_stopping_early_decides_as_pricing_every_blocking(load):
+    before, after = rewritten(load())
+    priced = guard_prices(before, after, (4, 4), "wse2")
+    assert (priced[1] < priced[0]) == exhaustive_guard(before, after)
+
+
+def test_a_blocking_search_started_from_the_winner_stops_at_it():
+    module = load_module(EXAMPLES / "onnx" / "attention.mlir")
+    full = best_blocking(module, (4, 4), "wse2")
+    assert full.blocking in BLOCKINGS
+    assert math.isfinite(full.cycles)
+    assert full.cycles == mesh_estimate(module, (4, 4), "wse2")
+    # Any estimate stops the search: the first blocking tried is the one given.
+    for first in (full.blocking, BLOCKINGS[-1]):
+        one = best_blocking(module, (4, 4), "wse2", first, math.inf)
+        assert one.blocking == first
+        assert one.cycles >= full.cycles
+    # Never below the best: the search runs through every blocking and finds it.
+    assert best_blocking(module, (4, 4), "wse2", BLOCKINGS[-1], 0.0).cycles == full.cycles

@@ -1,0 +1,121 @@
+"""
+The blocking search of `plmr compile` (`passes/pipeline.py`) with bounded trials: a
+trial stops lowering once its nests cost what the best trial so far costs
+(`lower_module(bound=...)`), and the search keeps the blocking, program and plans that
+lowering every trial in full keeps.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+from xdsl.dialects.builtin import ModuleOp
+
+from plmr.dialects.context import load_module, make_context
+from plmr.dialects.printing import module_text
+from plmr.errors import PlmrError
+from plmr.lowering import tile_to_mesh
+from plmr.lowering.loop_to_tile import ConvertLoopToTilePass
+from plmr.lowering.tile_to_mesh import OverBound, lower_module, memo, parse_options
+from plmr.passes.pipeline import (
+    CompileOptions,
+    _check_options,  # pyright: ignore[reportPrivateUsage]
+    search_blocking,
+    to_loop_level,
+)
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+CASES = [
+    ("attention/decode_gqa.mlir", (4, 4)),
+    ("onnx/attention.mlir", (4, 4)),
+    ("onnx/mlp.mlir", (4, 4)),
+]
+
+
+def _loop_level(example: str, grid: tuple[int, int]) -> tuple[ModuleOp, CompileOptions]:
+    ctx = make_context()
+    module = load_module(EXAMPLES / example, ctx)
+    assert isinstance(module, ModuleOp)
+    opts = CompileOptions(grid=grid, substitute=False)
+    to_loop_level(ctx, module, opts)
+    return module, opts
+
+
+@pytest.mark.parametrize(("example", "grid"), CASES)
+def test_bounded_trials_keep_the_blocking_of_full_trials(
+    example: str, grid: tuple[int, int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    module, opts = _loop_level(example, grid)
+    ctx, mesh_opts = make_context(), _check_options(opts)
+    stopped: list[float] = []
+
+    def counting(*args: object, **kwargs: object) -> float:
+        try:
+            return lower_module(*args, **kwargs)  # pyright: ignore[reportArgumentType]
+        except OverBound as e:
+            stopped.append(e.args[0])
+            raise
+
+    monkeypatch.setattr(tile_to_mesh, "lower_module", counting)
+    memo.clear()
+    bounded = search_blocking(ctx, module, opts, mesh_opts)
+
+    def unbounded(*args: object, bound: float = math.inf, **kwargs: object) -> float:
+        return lower_module(*args, **kwargs)  # pyright: ignore[reportArgumentType]
+
+    monkeypatch.setattr(tile_to_mesh, "lower_module", unbounded)
+    memo.clear()
+    full = search_blocking(ctx, module, opts, mesh_opts)
+    assert (bounded.sizes, bounded.bands, bounded.spread) == (
+        full.sizes,
+        full.bands,
+        full.spread,
+    )
+    assert bounded.cost == full.cost
+    assert module_text(bounded.module) == module_text(full.module)
+    assert [(p.name, p.mapping(), p.estimate) for p in bounded.plans] == [
+        (p.name, p.mapping(), p.estimate) for p in full.plans
+    ]
+    # Every stopped trial had cost at least the kept one's when it stopped.
+    assert all(cost >= full.cost for cost in stopped)
+
+
+def test_some_trials_stop_at_the_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    stopped: list[float] = []
+
+    def counting(*args: object, **kwargs: object) -> float:
+        try:
+            return lower_module(*args, **kwargs)  # pyright: ignore[reportArgumentType]
+        except OverBound as e:
+            stopped.append(e.args[0])
+            raise
+
+    monkeypatch.setattr(tile_to_mesh, "lower_module", counting)
+    module, opts = _loop_level("onnx/attention.mlir", (4, 4))
+    search_blocking(make_context(), module, opts, _check_options(opts))
+    assert stopped
+
+
+def test_a_bounded_lowering_stops_only_at_the_bound() -> None:
+    module, _ = _loop_level("graph/decoder_block.mlir", (2, 2))
+    ctx = make_context()
+    options = parse_options((2, 2), "wse2", "meshgemm", "ktree", 2)
+    tiled = module.clone()
+    ConvertLoopToTilePass(tile_sizes=(8, 8)).apply(ctx, tiled)
+    full = lower_module(tiled.clone(), options)
+    assert math.isfinite(full)
+    assert full > 0
+    # A bound above the estimate changes nothing; at or below it, the lowering stops
+    # with what the nests lowered so far cost, at least the bound.
+    above = tiled.clone()
+    assert lower_module(above, options, bound=full * 1.01) == full
+    assert module_text(above).count("mesh.program") >= 1
+    for bound in (full, full / 2, 0.0):
+        with pytest.raises(OverBound) as info:
+            lower_module(tiled.clone(), options, bound=bound)
+        assert bound <= info.value.args[0] <= full
+    # A refusal is still the refusal, not a stop.
+    assert not issubclass(OverBound, PlmrError)
