@@ -59,6 +59,7 @@ from xdsl.passes import ModulePass
 
 from plmr.dialects import graph
 from plmr.dialects.graph import element_type, static_shape
+from plmr.dialects.narrow import terminator
 from plmr.errors import PlmrError
 from plmr.target.interface import STATE_ATTR, arg_names, result_names, state_args
 from plmr.values import constant_attr
@@ -285,8 +286,7 @@ class _Rewriter:
     # -- the two forms -----------------------------------------------------------------
 
     def decode(self, pairs: list[StatePair]) -> None:
-        ret = self.fn.body.block.last_op
-        assert isinstance(ret, func.ReturnOp)
+        ret = terminator(self.fn.body.block, func.ReturnOp)
         length: int | None = None
         for pair in pairs:
             assert pair.input is not None
@@ -361,8 +361,7 @@ class _Rewriter:
                     "(capacity=S, the decode export's S)"
                 )
             )
-        ret = self.fn.body.block.last_op
-        assert isinstance(ret, func.ReturnOp)
+        ret = terminator(self.fn.body.block, func.ReturnOp)
         for pair in pairs:
             index = self.result_index(pair.output)
             value = ret.operands[index]

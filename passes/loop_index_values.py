@@ -46,6 +46,7 @@ from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from plmr.dialects.loop import NestOp, ReadOp
+from plmr.dialects.narrow import type_of
 from plmr.lowering.loop_to_tile.blocks import INDEX_OPS
 
 """Index arithmetic redone on `i64` values."""
@@ -129,8 +130,7 @@ class _Function:
                 )
                 return True
             if isinstance(op, arith.IndexCastOp) and isinstance(op.input.type, IndexType):
-                out = op.result.type
-                assert isinstance(out, IntegerType)
+                out = type_of(op.result, IntegerType)
                 value = self.value(op.input, op, memo)
                 if out.width.data == 64:
                     self.rewriter.replace_op(op, [], [value])

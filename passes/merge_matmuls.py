@@ -35,6 +35,7 @@ from xdsl.rewriter import InsertPoint, Rewriter
 
 from plmr.dialects import graph
 from plmr.dialects.graph_weights import concat_refs, weight_ref
+from plmr.dialects.narrow import expect
 from plmr.errors import PlmrError
 from plmr.passes.timing import count
 from plmr.values import constant_attr, dense_to_numpy
@@ -90,8 +91,8 @@ def _merged_weight(group: list[graph.MatmulOp], axis: int) -> graph.GraphOp:
         return graph.WeightOp.of(concat_refs([r for r in refs if r is not None], axis))
     weights: list[np.ndarray[Any, Any]] = []
     for owner in owners:
-        assert isinstance(owner, graph.ConstantOp)
-        weights.append(dense_to_numpy(owner.value))
+        constant = expect(owner, graph.ConstantOp, "the right operand of a merged matmul")
+        weights.append(dense_to_numpy(constant.value))
     merged = np.concatenate(weights, axis=axis)
     return graph.ConstantOp(constant_attr(merged, graph.element_type(group[0].rhs)))
 

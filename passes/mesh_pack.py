@@ -77,6 +77,7 @@ from xdsl.rewriter import InsertPoint, Rewriter
 
 from plmr.dialects import mesh, tile
 from plmr.dialects.graph import element_type, static_shape
+from plmr.dialects.narrow import expect, terminator
 from plmr.errors import PassOptionError
 from plmr.target.collective_stages import line_cycles
 from plmr.target.device import Device, get_device
@@ -171,8 +172,7 @@ def inline_single_trip(loop: tile.ForOp) -> None:
     block = loop.body.block
     lb = arith.ConstantOp(IntegerAttr(loop.lb.value.data, IndexType()))
     Rewriter.insert_op(lb, InsertPoint.before(loop))
-    yield_op = block.last_op
-    assert isinstance(yield_op, tile.YieldOp)
+    yield_op = terminator(block, tile.YieldOp)
     Rewriter.inline_block(block, InsertPoint.before(loop), [lb.result, *loop.iter_args])
     Rewriter.replace_op(loop, (), list(yield_op.operands))
     Rewriter.erase_op(yield_op)
@@ -183,7 +183,7 @@ def hoist_allreduce(allreduce: mesh.AllreduceOp, spmd: mesh.SpmdOp) -> None:
     loops: list[tile.ForOp] = []
     parent = allreduce.parent_op()
     while parent is not None and parent is not spmd:
-        assert isinstance(parent, tile.ForOp)
+        parent = expect(parent, tile.ForOp, "an op enclosing an allreduce in its spmd nest")
         loops.append(parent)
         parent = parent.parent_op()
     for loop in reversed(loops):
@@ -232,9 +232,8 @@ def _merge(
 
     a_head, a_tail = split(a_block, ra)
     b_head, b_tail = split(b_block, rb)
-    a_yield, b_yield = a_block.last_op, b_block.last_op
-    assert isinstance(a_yield, mesh.YieldOp)
-    assert isinstance(b_yield, mesh.YieldOp)
+    a_yield = terminator(a_block, mesh.YieldOp)
+    b_yield = terminator(b_block, mesh.YieldOp)
 
     def move(ops: Sequence[Operation]) -> None:
         for op in ops:

@@ -52,6 +52,7 @@ from xdsl.rewriter import Rewriter
 
 from plmr.dialects import mesh, tile
 from plmr.dialects.graph import element_type, static_shape
+from plmr.dialects.narrow import expect, terminator
 from plmr.passes.dead_ops import erase_dead
 from plmr.passes.mesh_pack import Merge, hoist_allreduce, single_allreduce
 from plmr.target.collective_stages import line_cycles
@@ -121,9 +122,8 @@ def _closure(seeds: Sequence[SSAValue], stop: Operation | None = None) -> set[SS
             if op is stop:
                 continue
             new: list[SSAValue] = list(op.results)
-            if isinstance(op, tile.YieldOp) and isinstance(op.parent_op(), tile.ForOp):
-                loop = op.parent_op()
-                assert isinstance(loop, tile.ForOp)
+            loop = op.parent_op()
+            if isinstance(op, tile.YieldOp) and isinstance(loop, tile.ForOp):
                 for i, operand in enumerate(op.operands):
                     if operand is value:
                         new += [loop.body.block.args[1 + i], loop.res[i]]
@@ -285,8 +285,7 @@ def _payload(total: mesh.AllreduceOp) -> list[tuple[SSAValue, int]]:
         offset = store.offsets[0].owner
         if not isinstance(offset, arith.ConstantOp) or len(list(store.result.uses)) != 1:
             break
-        attr = offset.value
-        assert isinstance(attr, IntegerAttr)
+        attr = expect(offset.value, IntegerAttr, "the offset of a one-dimensional store")
         pieces.append((store.block, int(attr.value.data)))
         value = store.dest
     if pieces and _is_zero_fill(value):
@@ -422,8 +421,7 @@ def _merged(chain: NestChain) -> mesh.SpmdOp:
             old.replace_all_uses_with(arg)
         for v, old in zip(nest.inputs, block.args[2:], strict=True):
             old.replace_all_uses_with(yielded[v] if v in internal else block_of[v])
-        yield_op = block.last_op
-        assert isinstance(yield_op, mesh.YieldOp)
+        yield_op = terminator(block, mesh.YieldOp)
         for result, value in zip(nest.results, yield_op.values, strict=True):
             yielded[result] = value
         if nest is not nests[-1]:

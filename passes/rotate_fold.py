@@ -29,6 +29,7 @@ from xdsl.rewriter import InsertPoint
 
 from plmr.dialects import graph
 from plmr.dialects.graph_weights import weight_ref
+from plmr.dialects.narrow import expect
 from plmr.passes.dead_ops import erase_dead
 from plmr.passes.timing import count
 from plmr.runtime.weights import rotate_half
@@ -138,8 +139,9 @@ def _projection(value: SSAValue, h: int) -> _Projection | None:
         ) != graph.static_shape(matmul_side[0], "result"):
             return None
         value = matmul_side[0]
-    matmul = value.owner
-    assert isinstance(matmul, graph.MatmulOp)
+    matmul = expect(
+        value.owner, graph.MatmulOp, "the producer of a folded rotation's input"
+    )
     if matmul.transpose_b is not None or not _foldable(matmul.rhs, h, 2):
         return None
     return _Projection(matmul, bias, view[::-1])

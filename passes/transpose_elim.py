@@ -33,6 +33,7 @@ from xdsl.pattern_rewriter import (
 )
 
 from plmr.dialects import graph
+from plmr.dialects.narrow import expect
 from plmr.values import constant_attr, dense_to_numpy
 
 UNARY_ELEMENTWISE = (
@@ -168,8 +169,8 @@ def rebuild_unary(op: Operation, value: SSAValue) -> Operation:
         return graph.PowOp(value, op.exponent)
     if isinstance(op, graph.CastOp):
         return graph.CastOp(value, graph.element_type(op.result))
-    assert isinstance(op, graph.UnaryElementwiseOp)
-    return type(op)(value)
+    unary = expect(op, graph.UnaryElementwiseOp, "an op moved past a transpose")
+    return type(unary)(value)
 
 
 class SinkThroughUnary(RewritePattern):

@@ -78,6 +78,7 @@ def layer_repeat(program: mesh.ProgramOp, window: range, times: int) -> LayerRep
     """
     ops = list(program.body.block.ops)
     nests = [i for i, op in enumerate(ops) if isinstance(op, mesh.SpmdOp)]
+    spmds = [op for op in ops if isinstance(op, mesh.SpmdOp)]
     if not window or window.start < 1 or window.stop > len(nests):
         raise PlmrError(
             f"nests {window.start}..{window.stop - 1} are not a layer after another "
@@ -86,9 +87,7 @@ def layer_repeat(program: mesh.ProgramOp, window: range, times: int) -> LayerRep
     pairs: dict[SSAValue, SSAValue] = {}
     first = window.start
     for i in range(min(len(window), window.start)):
-        a, b = ops[nests[window.start - 1 - i]], ops[nests[window.stop - 1 - i]]
-        assert isinstance(a, mesh.SpmdOp)
-        assert isinstance(b, mesh.SpmdOp)
+        a, b = spmds[window.start - 1 - i], spmds[window.stop - 1 - i]
         if [v.type for v in a.outputs] != [v.type for v in b.outputs]:
             break
         pairs.update(zip(a.outputs, b.outputs, strict=True))

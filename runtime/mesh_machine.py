@@ -34,6 +34,7 @@ from xdsl.ir import Attribute, BlockArgument, Operation, SSAValue
 from plmr.dialects import mesh, tile
 from plmr.dialects.graph import normalize_axis, static_shape
 from plmr.dialects.graph_weights import weight_ref
+from plmr.dialects.narrow import type_of
 from plmr.errors import PlmrError
 from plmr.runtime.collective_moves import collective_data, flow_control
 from plmr.runtime.layer_repeat import LayerRepeat, LayerRunner, chain_power, chain_run
@@ -238,8 +239,7 @@ class MeshRuntime:
         ]
         for arg, name in zip(block.args, states or [None] * len(block.args), strict=True):
             if name is not None:
-                t = arg.type
-                assert isinstance(t, TensorType)
+                t = type_of(arg, TensorType)
                 dtype = np.dtype(tensor_dtype(cast(Attribute, t)))
                 self._state_args[arg] = StateInput(name, static_shape(arg, "input"), dtype)
         if len(inputs) != len(host_args):
@@ -302,8 +302,7 @@ class MeshRuntime:
         elif isinstance(op, mesh.ScatterOp):
             want = self._state_args.get(op.input)
             if want is not None and self.state is not None:
-                d = op.result.type
-                assert isinstance(d, mesh.DistType)
+                d = type_of(op.result, mesh.DistType)
                 pad = 0.0 if op.pad is None else op.pad.value.data
                 blocks, moved, cycles = self.state.place(
                     want, d, self.grid, self.mode == "timing", self.device, pad
@@ -320,8 +319,7 @@ class MeshRuntime:
                     isinstance(op.input, BlockArgument)
                     and op.input.index not in self._weight_args
                 ):
-                    d = op.result.type
-                    assert isinstance(d, mesh.DistType)
+                    d = type_of(op.result, mesh.DistType)
                     self._host_in += _tensor_bytes(d.tensor)
         elif isinstance(op, mesh.GatherOp):
             env[op.result] = self._gather(op, env[op.input])
@@ -359,15 +357,12 @@ class MeshRuntime:
         for value, name in zip(op.values, states, strict=True):
             out.append(env[value])
             if name is None or self.state is None:
-                t = value.type
-                assert isinstance(t, TensorType)
-                self._host_out += _tensor_bytes(cast(TensorType[Attribute], t))
+                self._host_out += _tensor_bytes(type_of(value, TensorType))
                 continue
             shape = static_shape(value, "result")
             owner = value.owner
             if isinstance(owner, mesh.GatherOp):
-                d = owner.input.type
-                assert isinstance(d, mesh.DistType)
+                d = type_of(owner.input, mesh.DistType)
                 kept = Resident(shape, self.grid, env[owner.input], d.layout)
             else:
                 kept = Resident(shape, self.grid, np.asarray(env[value]), None)
@@ -444,8 +439,7 @@ class MeshRuntime:
         return lookup_rows(table, ids, axis)
 
     def _scatter(self, op: mesh.ScatterOp, x: Array) -> Array:
-        d = op.result.type
-        assert isinstance(d, mesh.DistType)
+        d = type_of(op.result, mesh.DistType)
         if self.mode == "timing":
             block = d.block_shape(self.grid)
             return np.broadcast_to(np.zeros((), dtype=x.dtype), self.grid + block)
@@ -458,8 +452,7 @@ class MeshRuntime:
         return scatter_array(x, d.layout, self.grid, pad)
 
     def _gather(self, op: mesh.GatherOp, blocks: Array) -> Array:
-        d = op.input.type
-        assert isinstance(d, mesh.DistType)
+        d = type_of(op.input, mesh.DistType)
         shape = d.tensor.get_shape()
         if self.mode == "timing":
             return np.broadcast_to(np.zeros((), dtype=blocks.dtype), shape)

@@ -34,15 +34,16 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Sequence
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 from xdsl.dialects import arith, func
 from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, TensorType
-from xdsl.ir import Attribute, SSAValue
+from xdsl.ir import SSAValue
 
 from plmr.dialects import mesh
 from plmr.dialects.graph_weights import weight_ref
+from plmr.dialects.narrow import type_of
 from plmr.errors import PlmrError
 from plmr.runtime.report import OpTime, Report
 from plmr.runtime.state import Resident, WaferState
@@ -61,8 +62,7 @@ from plmr.values import Array, dense_to_numpy, tensor_dtype
 
 def _constant(op: arith.ConstantOp, mode: str) -> Array:
     ref = weight_ref(op)
-    t = op.result.type
-    assert isinstance(t, TensorType)
+    t = type_of(op.result, TensorType)
     if ref is not None:
         if mode == "timing":
             dtype = tensor_dtype(t)  # pyright: ignore[reportUnknownArgumentType]
@@ -158,9 +158,7 @@ def _hop(
     elements = 0
     for result in run.results:
         if any(isinstance(use.operation, mesh.RunOp) for use in result.uses):
-            t = result.type
-            assert isinstance(t, TensorType)
-            shape = cast(TensorType[Attribute], t).get_shape()
+            shape = type_of(result, TensorType).get_shape()
             elements += math.prod(shape)
     placement = place_stages(groups, program.grid_shape, dev, what=what)
     return hops(placement, dev, elements)[stage].cycles

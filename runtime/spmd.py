@@ -15,7 +15,9 @@ import numpy.typing as npt
 from xdsl.ir import Operation, SSAValue
 
 from plmr.dialects import mesh, tile
+from plmr.dialects.narrow import expect
 from plmr.errors import PlmrError
+from plmr.runtime.evaluator import EvalTable
 from plmr.runtime.reference import ReferenceEvaluator
 from plmr.runtime.steady import MeshRuntime as SteadyRuntime
 from plmr.runtime.steady import (
@@ -161,17 +163,7 @@ class SpmdEvaluator(ReferenceEvaluator):
         self.runtime = runtime
         self.program = program
         self.ready: dict[SSAValue, Ready] = {}
-        self.eval_impls.update(
-            {
-                tile.ForOp: _run_for,
-                mesh.ShiftOp: _run_collective,
-                mesh.BroadcastOp: _run_collective,
-                mesh.AllreduceOp: _run_collective,
-                mesh.ReduceOp: _run_collective,
-                mesh.SendOp: _run_send,
-                mesh.RecvOp: _run_recv,
-            }
-        )
+        self.eval_impls.update(_SPMD_IMPLS.as_dict())
 
     def ready_of(self, values: Sequence[SSAValue]) -> Ready:
         """
@@ -277,9 +269,16 @@ def _uniform_index(value: Any, what: str) -> int:
     return int(first)
 
 
-def _run_for(ev: ReferenceEvaluator, op: Operation, args: list[Any]) -> list[Any]:
-    assert isinstance(ev, SpmdEvaluator)
-    assert isinstance(op, tile.ForOp)
+_SPMD_IMPLS = EvalTable()
+
+
+def _spmd(ev: ReferenceEvaluator) -> SpmdEvaluator:
+    return expect(ev, SpmdEvaluator, "the evaluator of a mesh.spmd body")
+
+
+@_SPMD_IMPLS.impl(tile.ForOp)
+def _run_for(ev: ReferenceEvaluator, op: tile.ForOp, args: list[Any]) -> list[Any]:
+    ev = _spmd(ev)
     block = op.body.block
     carried_ready = [ev.ready.get(v, 0.0) for v in op.iter_args]
     values = list(args)
@@ -306,8 +305,9 @@ def _run_for(ev: ReferenceEvaluator, op: Operation, args: list[Any]) -> list[Any
     return values
 
 
+@_SPMD_IMPLS.impl(mesh.ShiftOp, mesh.BroadcastOp, mesh.AllreduceOp, mesh.ReduceOp)
 def _run_collective(ev: ReferenceEvaluator, op: Operation, args: list[Any]) -> list[Any]:
-    assert isinstance(ev, SpmdEvaluator)
+    ev = _spmd(ev)
     rt = ev.runtime
     values = dict(zip(op.operands, args, strict=True))
     source: SSAValue = getattr(op, "input")
@@ -326,18 +326,18 @@ def _run_collective(ev: ReferenceEvaluator, op: Operation, args: list[Any]) -> l
     return [result]
 
 
-def _run_send(ev: ReferenceEvaluator, op: Operation, args: list[Any]) -> list[Any]:
-    assert isinstance(ev, SpmdEvaluator)
-    assert isinstance(op, mesh.SendOp)
+@_SPMD_IMPLS.impl(mesh.SendOp)
+def _run_send(ev: ReferenceEvaluator, op: mesh.SendOp, args: list[Any]) -> list[Any]:
+    ev = _spmd(ev)
     ev.runtime.send(
         op, args[0], args[1] if len(args) > 1 else None, ev.ready_of([op.input])
     )
     return []
 
 
-def _run_recv(ev: ReferenceEvaluator, op: Operation, args: list[Any]) -> list[Any]:
-    assert isinstance(ev, SpmdEvaluator)
-    assert isinstance(op, mesh.RecvOp)
+@_SPMD_IMPLS.impl(mesh.RecvOp)
+def _run_recv(ev: ReferenceEvaluator, op: mesh.RecvOp, args: list[Any]) -> list[Any]:
+    ev = _spmd(ev)
     data, ready = ev.runtime.recv(op, args[0] if args else None)
     ev.ready[op.result] = ready
     return [data]

@@ -26,3 +26,25 @@ def test_pyright_strict():
     proc = _run(str(BIN / "basedpyright"), "--pythonpath", sys.executable)
     assert proc.returncode == 0, proc.stdout[-5000:] + proc.stderr
     assert "0 errors" in proc.stdout
+
+
+ASSERT_ISINSTANCE_LIMIT = 10
+"""At most this many `assert isinstance` in the package: narrow with typed helpers instead."""
+
+
+def test_few_assert_isinstance_in_the_package():
+    skip = {"tests", "benchmarks", "build", "typecheck"}
+    found: dict[str, int] = {}
+    for path in sorted(ROOT.rglob("*.py")):
+        rel = path.relative_to(ROOT)
+        if rel.parts[0] in skip or rel.parts[0].startswith("."):
+            continue
+        count = path.read_text().count("assert isinstance(")
+        if count:
+            found[str(rel)] = count
+    total = sum(found.values())
+    listing = ", ".join(f"{name} ({n})" for name, n in found.items())
+    assert total <= ASSERT_ISINSTANCE_LIMIT, (
+        f"{total} `assert isinstance` in the package (at most {ASSERT_ISINSTANCE_LIMIT}): "
+        f"{listing}; narrow with plmr.dialects.narrow or typed accessors instead"
+    )

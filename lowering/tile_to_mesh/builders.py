@@ -15,6 +15,7 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Attribute, SSAValue
 
 from plmr.dialects import mesh
+from plmr.dialects.narrow import type_of
 from plmr.lowering.tile_to_mesh.analysis import (
     Layout,
     Options,
@@ -67,8 +68,7 @@ def ring_coord(b: Builder, pos: SSAValue, ring: str, n: int) -> SSAValue:
 def dist_type(
     value: SSAValue, layout: Layout, skew: str = "", ring: str = "", chunks: int = 0
 ):
-    t = value.type
-    assert isinstance(t, TensorType)
+    t = type_of(value, TensorType)
     return mesh.DistType(
         t,  # pyright: ignore[reportUnknownArgumentType]
         mesh.LayoutAttr(
@@ -98,6 +98,5 @@ def ring_for(ring: str, n: int) -> str:
 
 
 def element_type(value: SSAValue) -> Attribute:
-    t = value.type
-    assert isinstance(t, TensorType)
+    t = type_of(value, TensorType)
     return t.element_type  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]

@@ -22,6 +22,7 @@ from xdsl.rewriter import InsertPoint
 
 from plmr.dialects import mesh, tile
 from plmr.dialects.graph import static_shape
+from plmr.dialects.narrow import terminator, type_of
 from plmr.errors import PlmrError
 from plmr.lowering.tile_to_mesh.analysis import (
     Composite,
@@ -133,8 +134,7 @@ class NestEmitter(Relayout):
         out_types = [_dist(o, lay) for o, lay in zip(nest.outputs, m.outputs, strict=True)]
         arg_types: list[Attribute] = [IndexType(), IndexType()]
         for v in inputs:
-            d = v.type
-            assert isinstance(d, mesh.DistType)
+            d = type_of(v, mesh.DistType)
             arg_types.append(TensorType(d.tensor.element_type, d.block_shape(opts.grid)))
         body = Block(arg_types=arg_types)
         b = Builder(InsertPoint.at_end(body))
@@ -151,8 +151,7 @@ class NestEmitter(Relayout):
         for (src, layout, skew), value, arg in zip(
             wants, inputs, body.args[2:], strict=True
         ):
-            d = value.type
-            assert isinstance(d, mesh.DistType)
+            d = type_of(value, mesh.DistType)
             have = _layout_of(d)
             already = (
                 have == layout
@@ -217,8 +216,7 @@ class NestEmitter(Relayout):
                 if v in held:
                     placed = low.placed[v].value
                     inputs.append(placed)
-                    d = placed.type
-                    assert isinstance(d, mesh.DistType)
+                    d = type_of(placed, mesh.DistType)
                     shape = d.block_shape(self.opts.grid)
                     arg = body.insert_arg(
                         TensorType(d.tensor.element_type, shape), len(body.args)
@@ -290,8 +288,7 @@ class NestEmitter(Relayout):
             self.guards.pop()
             if loop.kind.data == tile.LoopKind.REDUCTION:
                 # A block of padding leaves the accumulators as they were.
-                yield_op = body.last_op
-                assert isinstance(yield_op, tile.YieldOp)
+                yield_op = terminator(body, tile.YieldOp)
                 kept = [
                     self.b.insert(tile.SelectOp(valid, new, prev)).result
                     for new, prev in zip(yield_op.values, body.args[1:], strict=True)
@@ -400,8 +397,7 @@ class NestEmitter(Relayout):
             self._emit_ops(old.ops)
             if limit is not None:
                 # A block past the reduction's end (padding) keeps the accumulators.
-                yield_op = body.last_op
-                assert isinstance(yield_op, tile.YieldOp)
+                yield_op = terminator(body, tile.YieldOp)
                 valid = self.b.insert(arith.CmpiOp(body.args[0], limit, "slt")).result
                 kept = [
                     self.b.insert(tile.SelectOp(valid, new, prev)).result
@@ -678,8 +674,7 @@ class StraightEmitter(NestEmitter):
             inputs.append(low.scatter(src, whole) if placed is None else placed.value)
         arg_types: list[Attribute] = [IndexType(), IndexType()]
         for v in inputs:
-            d = v.type
-            assert isinstance(d, mesh.DistType)
+            d = type_of(v, mesh.DistType)
             arg_types.append(TensorType(d.tensor.element_type, d.block_shape(opts.grid)))
         body = Block(arg_types=arg_types)
         self.b = Builder(InsertPoint.at_end(body))
@@ -691,8 +686,7 @@ class StraightEmitter(NestEmitter):
         self.local = {}
         self.operands = {}
         for src, value, arg in zip(globals_, inputs, body.args[2:], strict=True):
-            d = value.type
-            assert isinstance(d, mesh.DistType)
+            d = type_of(value, mesh.DistType)
             whole = tuple("-" for _ in static_shape(src, "input"))
             have = _layout_of(d)
             block: SSAValue = arg

@@ -14,6 +14,7 @@ from xdsl.ir import SSAValue
 
 from plmr.dialects import mesh, tile
 from plmr.dialects.graph import static_shape
+from plmr.dialects.narrow import terminator
 from plmr.errors import PlmrError
 from plmr.lowering.loop_to_tile.analysis import BAND_MIN_WIDTH
 from plmr.lowering.tile_to_mesh.analysis import (
@@ -138,8 +139,7 @@ def _fits(loop: tile.ForOp, parts: int) -> bool:
 def plain_accumulators(red: tile.ForOp) -> list[str] | None:
     """The combine kind of each accumulator if all are plain (acc ⊕ independent term)."""
     block = red.body.block
-    last = block.last_op
-    assert isinstance(last, tile.YieldOp)
+    terminator(block, tile.YieldOp)
     kinds: list[str] = []
     for i in range(len(block.args) - 1):
         kind = _plain_combine(red, i)
@@ -165,8 +165,7 @@ def _plain_combine(red: tile.ForOp, i: int) -> str | None:
     (`Σ_g Σ_d …`: the only accumulator, the inner loop starts from it and is plain).
     """
     block = red.body.block
-    last = block.last_op
-    assert isinstance(last, tile.YieldOp)
+    last = terminator(block, tile.YieldOp)
     accs = list(block.args[1:])
     acc = accs[i]
     uses = [u.operation for u in acc.uses]

@@ -34,7 +34,7 @@ from functools import lru_cache
 
 from plmr.errors import PlmrError
 from plmr.passes.taso.dag import Dag, Node
-from plmr.passes.taso.ops import Params, Shape
+from plmr.passes.taso.ops import Params, Shape, param_int, param_ints
 from plmr.target.device import Device
 from plmr.target.op_cost import block_product_cycles
 
@@ -243,15 +243,13 @@ class CostModel:
         if kind == "conv2d":
             x, w = in_shapes[0], in_shapes[1]
             out = out_shapes[0]
-            groups = params[3]
-            assert isinstance(groups, int)
+            groups = param_int(kind, params, 3, "groups")
             m_rows = out[0] * out[2] * out[3]
             k = w[1] * w[2] * w[3]
             halo = (w[2] - 1 + w[3] - 1) * x[1] * d.elem_bytes / d.link_bytes_per_cycle
             return self.matmul(groups, m_rows, k, out[1] // groups) + halo
         if kind == "pool":
-            kernel = params[1]
-            assert isinstance(kernel, tuple)
+            kernel = param_ints(kind, params, 1, "kernel")
             work = float(kernel[0] * kernel[1])
             x = in_shapes[0]
             halo = (
@@ -338,8 +336,7 @@ class CostModel:
     def is_absorbed(self, dag: Dag, nid: int, node: Node) -> bool:
         if node.kind != "transpose":
             return False
-        perm = node.params[0]
-        assert isinstance(perm, tuple)
+        perm = param_ints(node.kind, node.params, 0, "perm")
         rank = len(perm)
         if rank < 2 or perm != (*range(rank - 2), rank - 1, rank - 2):
             return False

@@ -23,7 +23,8 @@ from xdsl.rewriter import Rewriter
 from xdsl.utils.hints import isa
 
 from plmr.dialects import graph
-from plmr.passes.taso.ops import Params, Shape, build_op, op_key
+from plmr.dialects.narrow import terminator
+from plmr.passes.taso.ops import Params, Shape, build_op, op_key, param_int
 from plmr.values import constant_attr, dense_to_numpy
 
 Val = tuple[int, int]
@@ -74,9 +75,7 @@ class DagContext:
         return h
 
     def constant(self, node: Node) -> DenseIntOrFPElementsAttr[Any] | np.ndarray[Any, Any]:
-        index = node.params[1]
-        assert isinstance(index, int)
-        return self.constants[index]
+        return self.constants[param_int(node.kind, node.params, 1, "constant index")]
 
     def const_value(self, node: Node) -> np.ndarray[Any, Any]:
         raw = self.constant(node)
@@ -266,8 +265,7 @@ class Dag:
                         replace[(nid, 0)] = producer.operands[0]
                 elif node.kind == "split":
                     producer = dag.nodes[node.operands[0][0]]
-                    axis = node.params[0]
-                    assert isinstance(axis, int)
+                    axis = param_int(node.kind, node.params, 0, "axis")
                     if (
                         producer.kind == "concat"
                         and producer.params[0] == axis
@@ -426,9 +424,7 @@ def export_function(dag: Dag, fn: func.FuncOp) -> None:
     for nid in dag.order():
         node = dag.nodes[nid]
         if node.kind == "arg":
-            index = node.params[0]
-            assert isinstance(index, int)
-            vals[(nid, 0)] = block.args[index]
+            vals[(nid, 0)] = block.args[param_int(node.kind, node.params, 0, "argument")]
             continue
         operands = [vals[o] for o in node.operands]
         if node.kind == "const":
@@ -440,9 +436,7 @@ def export_function(dag: Dag, fn: func.FuncOp) -> None:
             )
             op: Operation = graph.ConstantOp(attr)
         elif node.kind.startswith("opaque:"):
-            index = node.params[0]
-            assert isinstance(index, int)
-            op = ctx.opaque[index].clone()
+            op = ctx.opaque[param_int(node.kind, node.params, 0, "opaque index")].clone()
             op.operands = operands
         else:
             op = build_op(node.kind, node.params, operands)
@@ -452,8 +446,7 @@ def export_function(dag: Dag, fn: func.FuncOp) -> None:
                 res.name_hint = names[r]
             vals[(nid, r)] = res
         new_ops.append(op)
-    ret = block.last_op
-    assert isinstance(ret, func.ReturnOp)
+    ret = terminator(block, func.ReturnOp)
     old = [op for op in block.ops if op is not ret]
     for op in new_ops:
         block.insert_op_before(op, ret)

@@ -19,7 +19,15 @@ import numpy as np
 from xdsl.utils.exceptions import VerifyException
 
 from plmr.passes.taso.dag import Dag, Node, Val
-from plmr.passes.taso.ops import COMMUTATIVE, Params, Shape, infer_shapes
+from plmr.passes.taso.ops import (
+    COMMUTATIVE,
+    Params,
+    Shape,
+    infer_shapes,
+    param_float,
+    param_int,
+    param_ints,
+)
 from plmr.passes.taso.rules import (
     INPUT,
     PatOp,
@@ -113,9 +121,7 @@ def value_ranks(rule: Rule, pattern: Pattern) -> dict[Ref, int]:
     ranks: dict[Ref, int] = {(INPUT, i): len(s) for i, s in enumerate(rule.inputs)}
     for j, op in enumerate(pattern.ops):
         if op.kind == "const":
-            shape = op.params[1]
-            assert isinstance(shape, tuple)
-            rank = len(shape)
+            rank = len(param_ints(op.kind, op.params, 1, "shape"))
         else:
             rank = max(ranks[r] for r in op.operands)
         for r in range(op.num_results):
@@ -148,12 +154,10 @@ def lift_params(kind: str, params: Params, batch: int) -> Params:
     if batch == 0:
         return params
     if kind in ("concat", "split"):
-        axis = params[0]
-        assert isinstance(axis, int)
+        axis = param_int(kind, params, 0, "axis")
         return (axis + batch, *params[1:])
     if kind == "transpose":
-        perm = params[0]
-        assert isinstance(perm, tuple)
+        perm = param_ints(kind, params, 0, "perm")
         return ((*range(batch), *(p + batch for p in perm)),)
     return params
 
@@ -217,8 +221,7 @@ def _params_match(
             return False
     del j
     if k == "scale":
-        factor = node.params[0]
-        assert isinstance(factor, float)
+        factor = param_float(k, node.params, 0, "factor")
         if state.factor is None:
             state.factor = factor
             return True
@@ -226,15 +229,13 @@ def _params_match(
     if k == "split":
         if node.params[0] != lift_params(k, pat.params, batch)[0]:
             return False
-        rep, actual = pat.params[1], node.params[1]
-        assert isinstance(rep, tuple)
-        assert isinstance(actual, tuple)
+        rep = param_ints(k, pat.params, 1, "sizes")
+        actual = param_ints(k, node.params, 1, "sizes")
         return len(rep) == len(actual) and all(
             _bind_dim(state, r, a, rule.symbols) for r, a in zip(rep, actual, strict=True)
         )
     if k == "const":
-        shape = pat.params[1]
-        assert isinstance(shape, tuple)
+        shape = param_ints(k, pat.params, 1, "shape")
         return (
             node.params[0] == "value"
             and _bind_shape(state, shape, node.shapes[0], rule)
@@ -380,8 +381,7 @@ def apply_match(dag: Dag, m: Match) -> Dag | None:
         params: Params = map_params(op, m.dims, d.rule.symbols, m.factor)
         operands = tuple(get(r) for r in op.operands)
         if op.kind == "const":
-            shape = params[1]
-            assert isinstance(shape, tuple)
+            shape = param_ints(op.kind, params, 1, "shape")
             assert elt is not None
             ctx.constants.append(identity_array(shape, np.float64))
             node = Node("const", ("value", len(ctx.constants) - 1), (), (shape,), elt)
@@ -422,7 +422,5 @@ def apply_match(dag: Dag, m: Match) -> Dag | None:
 
 def _sizes_of(op: PatOp) -> tuple[int, ...]:
     if op.kind in ("split", "const"):
-        sizes = op.params[1]
-        assert isinstance(sizes, tuple)
-        return sizes
+        return param_ints(op.kind, op.params, 1, "sizes")
     return ()

@@ -17,6 +17,7 @@ from xdsl.ir import Operation, SSAValue
 from xdsl.utils.exceptions import VerifyException
 
 from plmr.dialects import graph
+from plmr.errors import PlmrError
 
 Shape = tuple[int, ...]
 Param = bool | int | float | str | tuple[int, ...]
@@ -107,15 +108,52 @@ def op_key(op: Operation) -> tuple[str, Params] | None:
     return None
 
 
-def _tuple(p: Param) -> tuple[int, ...]:
-    assert isinstance(p, tuple)
-    return p
+def _param(kind: str, params: Params, index: int, name: str) -> Param:
+    if index >= len(params):
+        raise PlmrError(
+            f"substitution op {kind!r} has no parameter {name!r} (position {index}) in "
+            f"{params!r}; the rule or search graph that built it is malformed"
+        )
+    return params[index]
 
 
-def _int(p: Param) -> int:
-    assert isinstance(p, int)
-    assert not isinstance(p, bool)
-    return p
+def _bad_param(kind: str, name: str, value: object, expected: str) -> PlmrError:
+    return PlmrError(
+        f"substitution op {kind!r}: parameter {name!r} is {value!r}, expected {expected}; "
+        "the rule or search graph that built it is malformed"
+    )
+
+
+def param_int(kind: str, params: Params, index: int, name: str) -> int:
+    """Parameter `index` (called `name`) of a `kind` op as an int; PlmrError otherwise."""
+    value = _param(kind, params, index, name)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise _bad_param(kind, name, value, "an int")
+    return value
+
+
+def param_ints(kind: str, params: Params, index: int, name: str) -> tuple[int, ...]:
+    """Parameter `index` (called `name`) of a `kind` op as a tuple of ints (a shape, axes)."""
+    value = _param(kind, params, index, name)
+    if not isinstance(value, tuple):
+        raise _bad_param(kind, name, value, "a tuple of ints")
+    return value
+
+
+def param_float(kind: str, params: Params, index: int, name: str) -> float:
+    """Parameter `index` (called `name`) of a `kind` op as a float (a scale factor)."""
+    value = _param(kind, params, index, name)
+    if not isinstance(value, float):
+        raise _bad_param(kind, name, value, "a float")
+    return value
+
+
+def param_str(kind: str, params: Params, index: int, name: str) -> str:
+    """Parameter `index` (called `name`) of a `kind` op as a string (a pool kind)."""
+    value = _param(kind, params, index, name)
+    if not isinstance(value, str):
+        raise _bad_param(kind, name, value, "a string")
+    return value
 
 
 def infer_shapes(kind: str, params: Params, shapes: Sequence[Shape]) -> list[Shape]:
@@ -127,26 +165,33 @@ def infer_shapes(kind: str, params: Params, shapes: Sequence[Shape]) -> list[Sha
     if kind in UNARY_KINDS or kind in ("scale", "gelu"):
         return [shapes[0]]
     if kind == "transpose":
-        return [graph.transpose_shape(shapes[0], _tuple(params[0]))]
+        return [graph.transpose_shape(shapes[0], param_ints(kind, params, 0, "perm"))]
     if kind == "concat":
-        return [graph.concat_shape(list(shapes), _int(params[0]))]
+        return [graph.concat_shape(list(shapes), param_int(kind, params, 0, "axis"))]
     if kind == "split":
-        return graph.split_shapes(shapes[0], _int(params[0]), _tuple(params[1]))
+        return graph.split_shapes(
+            shapes[0],
+            param_int(kind, params, 0, "axis"),
+            param_ints(kind, params, 1, "sizes"),
+        )
     if kind == "conv2d":
         return [
             graph.conv2d_shape(
                 shapes[0],
                 shapes[1],
-                _tuple(params[0]),
-                _tuple(params[1]),
-                _tuple(params[2]),
-                _int(params[3]),
+                param_ints(kind, params, 0, "strides"),
+                param_ints(kind, params, 1, "pads"),
+                param_ints(kind, params, 2, "dilations"),
+                param_int(kind, params, 3, "groups"),
             )
         ]
     if kind == "pool":
         return [
             graph.pool_shape(
-                shapes[0], _tuple(params[1]), _tuple(params[2]), _tuple(params[3])
+                shapes[0],
+                param_ints(kind, params, 1, "kernel"),
+                param_ints(kind, params, 2, "strides"),
+                param_ints(kind, params, 3, "pads"),
             )
         ]
     raise VerifyException(f"no shape rule for '{kind}'")
@@ -161,36 +206,36 @@ def build_op(kind: str, params: Params, operands: Sequence[SSAValue]) -> Operati
     if kind in UNARY_KINDS:
         return UNARY_KINDS[kind](operands[0])
     if kind == "scale":
-        factor = params[0]
-        assert isinstance(factor, float)
-        return graph.ScaleOp(operands[0], factor)
+        return graph.ScaleOp(operands[0], param_float(kind, params, 0, "factor"))
     if kind == "gelu":
         return graph.GeluOp(operands[0], bool(params[0]))
     if kind == "transpose":
-        return graph.TransposeOp(operands[0], _tuple(params[0]))
+        return graph.TransposeOp(operands[0], param_ints(kind, params, 0, "perm"))
     if kind == "concat":
-        return graph.ConcatOp(list(operands), _int(params[0]))
+        return graph.ConcatOp(list(operands), param_int(kind, params, 0, "axis"))
     if kind == "split":
-        return graph.SplitOp(operands[0], _int(params[0]), _tuple(params[1]))
+        return graph.SplitOp(
+            operands[0],
+            param_int(kind, params, 0, "axis"),
+            param_ints(kind, params, 1, "sizes"),
+        )
     if kind == "conv2d":
         return graph.Conv2dOp(
             operands[0],
             operands[1],
             operands[2] if params[4] else None,
-            strides=_tuple(params[0]),
-            pads=_tuple(params[1]),
-            dilations=_tuple(params[2]),
-            groups=_int(params[3]),
+            strides=param_ints(kind, params, 0, "strides"),
+            pads=param_ints(kind, params, 1, "pads"),
+            dilations=param_ints(kind, params, 2, "dilations"),
+            groups=param_int(kind, params, 3, "groups"),
         )
     if kind == "pool":
-        kind_name = params[0]
-        assert isinstance(kind_name, str)
         return graph.PoolOp(
-            kind_name,
+            param_str(kind, params, 0, "pool kind"),
             operands[0],
-            _tuple(params[1]),
-            strides=_tuple(params[2]),
-            pads=_tuple(params[3]),
+            param_ints(kind, params, 1, "kernel"),
+            strides=param_ints(kind, params, 2, "strides"),
+            pads=param_ints(kind, params, 3, "pads"),
             count_include_pad=bool(params[4]),
         )
     raise VerifyException(f"cannot build an op of kind '{kind}'")
@@ -216,12 +261,13 @@ def describe(kind: str, params: Params) -> str:
     if kind in ("concat", "split"):
         return f"{kind}[{params[0]}]"
     if kind == "transpose":
-        return f"transpose[{','.join(str(p) for p in _tuple(params[0]))}]"
+        return f"transpose[{','.join(str(p) for p in param_ints(kind, params, 0, 'perm'))}]"
     if kind == "matmul":
         flags = [name for name, on in zip(("ta", "tb"), params, strict=True) if on]
         return f"matmul[{','.join(flags)}]" if flags else "matmul"
     if kind == "conv2d":
-        strides, pads = _tuple(params[0]), _tuple(params[1])
+        strides = param_ints(kind, params, 0, "strides")
+        pads = param_ints(kind, params, 1, "pads")
         extra = "" if strides == (1, 1) else f" s{strides[0]}"
         return f"conv2d[p{pads[0]}{pads[1]}{extra}]"
     if kind == "pool":

@@ -49,6 +49,7 @@ from plmr.passes.taso.ops import (
     build_op,
     describe,
     op_key,
+    param_ints,
 )
 
 _OP_KINDS = frozenset(SUBSTITUTION_KINDS) - {"const"}
@@ -135,14 +136,12 @@ def map_params(
 ) -> Params:
     """A pattern op's parameters at concrete sizes and scalar factor."""
     if op.kind == "split":
-        sizes = op.params[1]
-        assert isinstance(sizes, tuple)
+        sizes = param_ints(op.kind, op.params, 1, "sizes")
         return (op.params[0], tuple(map_dim(s, dims, symbols) for s in sizes))
     if op.kind == "scale":
         return (factor,)
     if op.kind == "const":
-        shape = op.params[1]
-        assert isinstance(shape, tuple)
+        shape = param_ints(op.kind, op.params, 1, "shape")
         return (op.params[0], map_shape(shape, dims, symbols))
     return op.params
 
@@ -188,8 +187,7 @@ def build_pattern_ops(
     for pat in pattern.ops:
         params = map_params(pat, dims, symbols, factor)
         if pat.kind == "const":
-            shape = params[1]
-            assert isinstance(shape, tuple)
+            shape = param_ints(pat.kind, params, 1, "shape")
             new = graph.ConstantOp(dense_attr(identity_array(shape)))
             new.attributes[CONSTANT_ATTR] = StringAttr(IDENTITY)
         else:

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from plmr.passes.taso.ops import Params
+from plmr.passes.taso.ops import Params, param_int, param_ints
 from plmr.passes.taso.rules import INPUT, PatOp, Pattern, Ref
 
 Array = npt.NDArray[Any]
@@ -44,11 +44,6 @@ def identity_of(shape: Sequence[int], dtype: Any) -> Array:
     else:
         out[c, c, shape[2] // 2, shape[3] // 2] = 1
     return out
-
-
-def _int(p: Any) -> int:
-    assert isinstance(p, int)
-    return p
 
 
 class ArrayOps:
@@ -81,15 +76,14 @@ class ArrayOps:
         if kind == "relu":
             return [self.relu(args[0])]
         if kind == "transpose":
-            perm = params[0]
-            assert isinstance(perm, tuple)
+            perm = param_ints(kind, params, 0, "perm")
             return [np.ascontiguousarray(np.transpose(args[0], perm))]
         if kind == "concat":
-            return [np.concatenate(args, axis=_int(params[0]))]
+            return [np.concatenate(args, axis=param_int(kind, params, 0, "axis"))]
         if kind == "split":
-            sizes = params[1]
-            assert isinstance(sizes, tuple)
-            parts = np.split(args[0], np.cumsum(sizes)[:-1], axis=_int(params[0]))
+            sizes = param_ints(kind, params, 1, "sizes")
+            axis = param_int(kind, params, 0, "axis")
+            parts = np.split(args[0], np.cumsum(sizes)[:-1], axis=axis)
             return [np.ascontiguousarray(p) for p in parts]
         if kind == "conv2d":
             return [conv_same(args[0], args[1])]
@@ -98,8 +92,7 @@ class ArrayOps:
                 self.pool_max(args[0]) if params[0] == "max" else self.pool_avg(args[0])
             ]
         if kind == "const":
-            shape = params[1]
-            assert isinstance(shape, tuple)
+            shape = param_ints(kind, params, 1, "shape")
             return [identity_of(shape, self.dtype)]
         raise AssertionError(f"no array semantics for '{kind}'")
 

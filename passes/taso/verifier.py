@@ -27,7 +27,7 @@ import numpy.typing as npt
 from xdsl.dialects.builtin import Float64Type, ModuleOp
 from xdsl.utils.exceptions import VerifyException
 
-from plmr.passes.taso.ops import COMMUTATIVE
+from plmr.passes.taso.ops import COMMUTATIVE, param_int, param_ints
 from plmr.passes.taso.rules import (
     INPUT,
     PatOp,
@@ -193,17 +193,14 @@ def _symbolic_eval(
         elif k == "relu":
             out = [np.vectorize(relu, otypes=[object])(xs[0])]
         elif k == "transpose":
-            perm = params[0]
-            assert isinstance(perm, tuple)
+            perm = param_ints(k, params, 0, "perm")
             out = [np.transpose(xs[0], perm)]
         elif k == "concat":
-            axis = params[0]
-            assert isinstance(axis, int)
+            axis = param_int(k, params, 0, "axis")
             out = [np.concatenate(xs, axis=axis)]
         elif k == "split":
-            axis, sizes = params[0], params[1]
-            assert isinstance(axis, int)
-            assert isinstance(sizes, tuple)
+            axis = param_int(k, params, 0, "axis")
+            sizes = param_ints(k, params, 1, "sizes")
             out = np.split(xs[0], [sizes[0]], axis=axis)
         elif k == "conv2d":
             out = [conv_same(xs[0], xs[1])]
@@ -230,8 +227,7 @@ def _symbolic_eval(
                 )
                 out = [np.asarray(total) / z3.RealVal(9)]
         elif k == "const":
-            shape = params[1]
-            assert isinstance(shape, tuple)
+            shape = param_ints(k, params, 1, "shape")
             out = [identity_array(shape, dtype=np.int64).astype(object)]
         else:
             raise AssertionError(f"no symbolic semantics for '{k}'")
@@ -368,8 +364,7 @@ def mutants(rule: Rule) -> list[tuple[str, Rule]]:
                 )
             )
         if op.kind in ("concat", "split"):
-            axis = op.params[0]
-            assert isinstance(axis, int)
+            axis = param_int(op.kind, op.params, 0, "axis")
             for other in (0, 1, 2, 3):
                 if other != axis:
                     candidates.append(

@@ -19,6 +19,7 @@ from xdsl.transforms.dead_code_elimination import region_dce
 
 from plmr.dialects import graph
 from plmr.dialects.context import parse_module
+from plmr.dialects.narrow import terminator
 from plmr.dialects.printing import module_text
 from plmr.validate.fuzz.driver import Case, Config, Outcome, run_case
 
@@ -29,8 +30,7 @@ def _main(module: ModuleOp) -> func.FuncOp:
 
 def _retype(fn: func.FuncOp) -> None:
     block = fn.body.block
-    ret = block.last_op
-    assert isinstance(ret, func.ReturnOp)
+    ret = terminator(block, func.ReturnOp)
     fn.function_type = FunctionType.from_lists(
         [a.type for a in block.args], [v.type for v in ret.operands]
     )
@@ -41,8 +41,7 @@ def _retype(fn: func.FuncOp) -> None:
 def _drop_result(text: str, i: int) -> str | None:
     module = parse_module(text, "<minimize>")
     fn = _main(module)
-    ret = fn.body.block.last_op
-    assert isinstance(ret, func.ReturnOp)
+    ret = terminator(fn.body.block, func.ReturnOp)
     if len(ret.operands) <= 1:
         return None
     values = [v for j, v in enumerate(ret.operands) if j != i]
@@ -61,8 +60,7 @@ def _return_op(text: str, i: int) -> str | None:
     fn = _main(module)
     block = fn.body.block
     ops = [op for op in block.ops if not isinstance(op, func.ReturnOp)]
-    ret = block.last_op
-    assert isinstance(ret, func.ReturnOp)
+    ret = terminator(block, func.ReturnOp)
     if i >= len(ops) or isinstance(ops[i], graph.ConstantOp) or not ops[i].results:
         return None
     new = func.ReturnOp(*ops[i].results)

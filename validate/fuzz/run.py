@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import cast
 
+from plmr.dialects.narrow import expect
 from plmr.validate.fuzz.driver import (
     FUZZ_TOLERANCE,
     Case,
@@ -118,17 +119,14 @@ def fuzz(
 
     for tag, result in run_tasks(tasks(), jobs, timeout, deadline):
         if result is None:
-            assert isinstance(tag, int)
-            case = make_case(seed, tag, level, text_share)
+            case = make_case(seed, expect(tag, int, "a fuzz task's tag"), level, text_share)
             outcome = Outcome("timeout", "", f"more than {timeout:.0f} s")
         elif isinstance(result, tuple):
             got = cast(tuple[object, object], result)
-            case, outcome = got
-            assert isinstance(case, Case)
-            assert isinstance(outcome, Outcome)
+            case = expect(got[0], Case, "a fuzz worker's case")
+            outcome = expect(got[1], Outcome, "a fuzz worker's outcome")
         else:
-            assert isinstance(tag, int)
-            case = make_case(seed, tag, level, text_share)
+            case = make_case(seed, expect(tag, int, "a fuzz task's tag"), level, text_share)
             outcome = Outcome("crash", "worker", str(result))
         summary.counts[outcome.kind] += 1
         summary.through_text += case.config.through_text
@@ -164,13 +162,11 @@ def _minimize_and_write(
             yield (minimize_task, (f.case, f.outcome, tolerance, budget)), i
 
     for tag, result in run_tasks(tasks(), jobs, budget * 2 + 60, None):
-        assert isinstance(tag, int)
+        index = expect(tag, int, "a minimizer task's tag")
         if isinstance(result, tuple):
-            text, outcome = cast(tuple[object, object], result)
-            assert isinstance(text, str)
-            assert isinstance(outcome, Outcome)
-            todo[tag].minimized = text
-            todo[tag].outcome = outcome
+            got = cast(tuple[object, object], result)
+            todo[index].minimized = expect(got[0], str, "a minimized program")
+            todo[index].outcome = expect(got[1], Outcome, "a minimizer's outcome")
     for n, f in enumerate(summary.failures):
         f.path = out / f"{f.outcome.kind}-{summary.seed}-{f.case.index:05d}.mlir"
         f.path.write_text(case_file(f, summary.seed))

@@ -18,7 +18,7 @@ from egglog.bindings import EGraph, Value
 
 from plmr.passes.taso.cost import EPILOGUE_KINDS, FUSIBLE, PRODUCER_KINDS, CostModel
 from plmr.passes.taso.eqsat.encode import Keys
-from plmr.passes.taso.ops import Params, Shape
+from plmr.passes.taso.ops import Params, Shape, param_int, param_ints
 
 CONSTRUCTORS = ("Arg", "Const", "Ident", "N1", "N2", "N3", "N4", "Scale", "Split", "Res")
 
@@ -110,9 +110,8 @@ def node_kind(node: ENode, keys: Keys) -> tuple[str, Params]:
 
 
 def split_shapes(params: Params, shape: Shape) -> tuple[Shape, ...]:
-    axis, sizes = params
-    assert isinstance(axis, int)
-    assert isinstance(sizes, tuple)
+    axis = param_int("split", params, 0, "axis")
+    sizes = param_ints("split", params, 1, "sizes")
     return tuple(
         tuple(int(s) if i == axis else d for i, d in enumerate(shape)) for s in sizes
     )
@@ -210,8 +209,7 @@ def node_costs(
             )
             absorbed = False
             if kind == "transpose":
-                perm = params[0]
-                assert isinstance(perm, tuple)
+                perm = param_ints(kind, params, 0, "perm")
                 rank = len(perm)
                 absorbed = (
                     rank >= 2

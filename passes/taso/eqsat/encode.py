@@ -27,7 +27,14 @@ from dataclasses import dataclass, field
 
 from plmr.passes.taso.dag import Dag, Node
 from plmr.passes.taso.matcher import LIFTABLE, lift_params
-from plmr.passes.taso.ops import COMMUTATIVE, Params, Shape
+from plmr.passes.taso.ops import (
+    COMMUTATIVE,
+    Params,
+    Shape,
+    param_float,
+    param_int,
+    param_ints,
+)
 from plmr.passes.taso.rules import INPUT, PatOp, Pattern, Ref, Rule
 
 MAX_RANK = 6
@@ -123,12 +130,11 @@ def node_term(node: Node, operands: Sequence[str], keys: Keys) -> str:
     if node.kind == "const":
         return f"(Const {node.params[1]})"
     if node.kind == "scale":
-        factor = node.params[0]
-        assert isinstance(factor, float)
+        factor = param_float(node.kind, node.params, 0, "factor")
         return f"(Scale {keys.factor(factor)} {operands[0]})"
     if node.kind == "split" and len(node.shapes) == 2:
-        axis, sizes = node.params
-        assert isinstance(sizes, tuple)
+        axis = param_int(node.kind, node.params, 0, "axis")
+        sizes = param_ints(node.kind, node.params, 1, "sizes")
         return f"(Split {axis} {sizes[0]} {sizes[1]} {operands[0]})"
     if not 1 <= len(operands) <= MAX_OPERANDS:
         raise EncodeError(
@@ -219,9 +225,8 @@ def _window(size: Dim, kernel: Dim, stride: int, pad: int, dilation: int) -> Dim
     return f"(+ (/ (+ {size} {pad - span}) {stride}) 1)"
 
 
-def _ints(p: object) -> tuple[int, ...]:
-    assert isinstance(p, tuple)
-    return tuple(int(x) for x in p)  # pyright: ignore[reportUnknownArgumentType, reportUnknownVariableType]
+def _ints(kind: str, params: Params, index: int, name: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in param_ints(kind, params, index, name))
 
 
 def infer_dims(
@@ -244,16 +249,17 @@ def infer_dims(
     if kind in ("scale", "relu"):
         return [operands[0]]
     if kind == "transpose":
-        perm = _ints(params[0])
+        perm = _ints(kind, params, 0, "perm")
         return [tuple(operands[0][p] for p in perm)]
     if kind == "concat":
-        axis = params[0]
-        assert isinstance(axis, int)
+        axis = param_int(kind, params, 0, "axis")
         a, b = operands
         return [tuple(_add(x, y) if i == axis else x for i, (x, y) in enumerate(zip(a, b)))]
     if kind == "conv2d":
         x, w = operands[0], operands[1]
-        strides, pads, dilations = _ints(params[0]), _ints(params[1]), _ints(params[2])
+        strides = _ints(kind, params, 0, "strides")
+        pads = _ints(kind, params, 1, "pads")
+        dilations = _ints(kind, params, 2, "dilations")
         return [
             (
                 x[0],
@@ -264,7 +270,9 @@ def infer_dims(
         ]
     if kind == "pool":
         x = operands[0]
-        kernel, strides, pads = _ints(params[1]), _ints(params[2]), _ints(params[3])
+        kernel = _ints(kind, params, 1, "kernel")
+        strides = _ints(kind, params, 2, "strides")
+        pads = _ints(kind, params, 3, "pads")
         return [
             (
                 x[0],
@@ -359,8 +367,9 @@ class _Direction:
             if op.kind == "scale":
                 self.query.append(f"(= {out} (Scale ?f {args[0]}))")
             elif op.kind == "split":
-                axis, sizes = self.params(op)
-                assert isinstance(sizes, tuple)
+                params = self.params(op)
+                axis = param_int(op.kind, params, 0, "axis")
+                sizes = param_ints(op.kind, params, 1, "sizes")
                 dims = [self.dim(s) for s in sizes]
                 self.bound |= {d for d in dims if d.startswith("?")}
                 self.query.append(f"(= {out} (Split {axis} {dims[0]} {dims[1]} {args[0]}))")
@@ -377,9 +386,8 @@ class _Direction:
                     names[(j, r)] = f"{out}_{r}"
                     self.query.append(f"(= {out}_{r} (Res {r} {out}))")
             if op.kind == "const":
-                shape = op.params[1]
-                assert isinstance(shape, tuple)
-                self.bind_shape(out, _ints(shape), f"c{j}")
+                shape = _ints(op.kind, op.params, 1, "shape")
+                self.bind_shape(out, shape, f"c{j}")
         for k in sorted(frm.used_inputs()):
             var_shape[k] = self.bind_shape(f"?x{k}", rule.inputs[k], f"x{k}")
         outs = [names[r] for r in frm.outputs]
@@ -396,18 +404,17 @@ class _Direction:
             if rule.pointwise:
                 result_shapes: list[tuple[Dim, ...]] = [("?S",)] * op.num_results
             elif op.kind == "split":
-                axis, sizes = self.params(op)
-                assert isinstance(sizes, tuple)
-                assert isinstance(axis, int)
+                params = self.params(op)
+                axis = param_int(op.kind, params, 0, "axis")
+                sizes = param_ints(op.kind, params, 1, "sizes")
                 src = shapes[op.operands[0]]
                 result_shapes = [
                     tuple(self.dim(s) if i == axis else d for i, d in enumerate(src))
                     for s in sizes
                 ]
             elif op.kind == "const":
-                shape = op.params[1]
-                assert isinstance(shape, tuple)
-                result_shapes = [tuple(self.dim(d) for d in _ints(shape))]
+                shape = _ints(op.kind, op.params, 1, "shape")
+                result_shapes = [tuple(self.dim(d) for d in shape)]
             else:
                 result_shapes = infer_dims(
                     op.kind, self.params(op), [shapes[r] for r in op.operands]
@@ -415,8 +422,9 @@ class _Direction:
             if op.kind == "scale":
                 term = f"(Scale ?f {args[0]})"
             elif op.kind == "split":
-                axis, sizes = self.params(op)
-                assert isinstance(sizes, tuple)
+                params = self.params(op)
+                axis = param_int(op.kind, params, 0, "axis")
+                sizes = param_ints(op.kind, params, 1, "sizes")
                 d0, d1 = (self.dim(s) for s in sizes)
                 term = f"(Split {axis} {d0} {d1} {args[0]})"
             elif op.kind == "const":

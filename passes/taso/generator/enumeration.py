@@ -19,6 +19,7 @@ from plmr.passes.taso.ops import (
     Params,
     Shape,
     conv_params,
+    param_int,
     pool_params,
 )
 from plmr.passes.taso.semantics import FingerprintOps
@@ -115,8 +116,7 @@ def propagate_bounds(
     where a concat joined it, on an axis where that boundary survived.
     """
     if kind == "concat":
-        axis = params[0]
-        assert isinstance(axis, int)
+        axis = param_int(kind, params, 0, "axis")
         merged = [x if x == y else None for x, y in zip(bounds[0], bounds[1], strict=True)]
         merged[axis] = shapes[0][axis]
         return [tuple(merged)]
@@ -131,8 +131,7 @@ def propagate_bounds(
     if kind == "conv2d":
         return [(bounds[0][0], bounds[1][0], None, None)]
     if kind == "split":
-        axis = params[0]
-        assert isinstance(axis, int)
+        axis = param_int(kind, params, 0, "axis")
         b = list(bounds[0])
         b[axis] = None
         return [tuple(b), tuple(b)]
@@ -237,8 +236,7 @@ class Enumerator:
                 if (k == "transpose" and x.ndim != 2) or (k == "pool" and x.ndim != 4):
                     continue
                 if k == "split":
-                    axis = t.params[0]
-                    assert isinstance(axis, int)
+                    axis = param_int(t.kind, t.params, 0, "axis")
                     if axis >= x.ndim or ts[j].bounds[axis] is None:
                         continue
                 yield (j,)
@@ -255,8 +253,7 @@ class Enumerator:
                 elif k in COMMUTATIVE:
                     ok = a.shape == b.shape
                 elif k == "concat":
-                    axis = t.params[0]
-                    assert isinstance(axis, int)
+                    axis = param_int(t.kind, t.params, 0, "axis")
                     ok = (
                         a.ndim == b.ndim
                         and axis < a.ndim
@@ -314,8 +311,7 @@ class Enumerator:
                 args = [ts[j].value for j in operands]
                 params = t.params
                 if t.kind == "split":
-                    axis = t.params[0]
-                    assert isinstance(axis, int)
+                    axis = param_int(t.kind, t.params, 0, "axis")
                     bound = ts[operands[0]].bounds[axis]
                     assert bound is not None
                     params = split_params(axis, bound, args[0].shape[axis])

@@ -17,6 +17,8 @@ from plmr.passes.taso.ops import (
     Params,
     Shape,
     infer_shapes,
+    param_int,
+    param_ints,
 )
 from plmr.passes.taso.rules import INPUT, PatOp, Pattern, Ref, Rule
 
@@ -141,8 +143,7 @@ def generalize(src: Pattern, dst: Pattern, inputs: Sequence[InputSpec], name: st
             a = [vals[r] for r in op.operands]
             k = op.kind
             if k == "const":
-                const_shape = op.params[1]
-                assert isinstance(const_shape, tuple)
+                const_shape = param_ints(k, op.params, 1, "shape")
                 num_shapes: list[Shape] = [const_shape]
             else:
                 num_shapes = infer_shapes(k, op.params, [x.num_shape for x in a])
@@ -172,8 +173,7 @@ def generalize(src: Pattern, dst: Pattern, inputs: Sequence[InputSpec], name: st
                 shapes = [[a[0].shape[1], a[0].shape[0]]]
                 bounds = [[a[0].bounds[1], a[0].bounds[0]]]
             elif k == "concat":
-                axis = op.params[0]
-                assert isinstance(axis, int)
+                axis = param_int(k, op.params, 0, "axis")
                 for d, (x, y) in enumerate(zip(a[0].shape, a[1].shape, strict=True)):
                     if d != axis:
                         need(uni.unify(x, y), "concat shapes")
@@ -183,8 +183,7 @@ def generalize(src: Pattern, dst: Pattern, inputs: Sequence[InputSpec], name: st
                 merged[axis] = a[0].shape[axis]
                 shapes, bounds = [shape], [merged]
             elif k == "split":
-                axis = op.params[0]
-                assert isinstance(axis, int)
+                axis = param_int(k, op.params, 0, "axis")
                 first = a[0].bounds[axis]
                 need(first is not None, "split without a boundary")
                 assert first is not None
@@ -198,16 +197,14 @@ def generalize(src: Pattern, dst: Pattern, inputs: Sequence[InputSpec], name: st
                 b[axis] = None
                 shapes, bounds = [o1, o2], [b, list(b)]
             elif k == "conv2d":
-                pads = op.params[1]
-                assert isinstance(pads, tuple)
+                pads = param_ints(k, op.params, 1, "pads")
                 need(uni.unify(a[0].shape[1], a[1].shape[1]), "conv channels")
                 need(uni.unify(a[1].shape[2], (2 * pads[0] + 1, ())), "kernel height")
                 need(uni.unify(a[1].shape[3], (2 * pads[1] + 1, ())), "kernel width")
                 shapes = [[a[0].shape[0], a[1].shape[0], a[0].shape[2], a[0].shape[3]]]
                 bounds = [[a[0].bounds[0], a[1].bounds[0], None, None]]
             elif k == "const":
-                shape_param = op.params[1]
-                assert isinstance(shape_param, tuple)
+                shape_param = param_ints(k, op.params, 1, "shape")
                 n = uni.fresh()
                 const: list[Expr] = [n, n]
                 if len(shape_param) == 4:
@@ -313,7 +310,6 @@ def generalized_key(rule: Rule) -> str:
 def _size_names(op: PatOp, sizes: dict[int, str], symbols: frozenset[int]) -> Params:
     if op.kind not in ("split", "const"):
         return op.params
-    raw = op.params[1]
-    assert isinstance(raw, tuple)
+    raw = param_ints(op.kind, op.params, 1, "sizes")
     names = "x".join(sizes.get(s, str(s)) if s in symbols else str(s) for s in raw)
     return (op.params[0], names)

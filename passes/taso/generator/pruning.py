@@ -23,6 +23,8 @@ from plmr.passes.taso.ops import (
     COMMUTATIVE,
     Shape,
     infer_shapes,
+    param_int,
+    param_ints,
 )
 from plmr.passes.taso.rules import INPUT, PatOp, Pattern, Ref
 
@@ -41,8 +43,7 @@ def to_pattern(
         arg_shapes = [shapes[j] for j in operands]
         params = t.params
         if t.kind == "split":
-            axis = t.params[0]
-            assert isinstance(axis, int)
+            axis = param_int(t.kind, t.params, 0, "axis")
             bound = bounds[operands[0]][axis]
             assert bound is not None
             params = split_params(axis, bound, arg_shapes[0][axis])
@@ -274,8 +275,7 @@ def abstract_constants(
         index: dict[int, int] = {}
         for i, op in enumerate(p.ops):
             if op.kind == "const":
-                shape = op.params[1]
-                assert isinstance(shape, tuple)
+                shape = param_ints(op.kind, op.params, 1, "shape")
                 if shape not in by_shape:
                     by_shape[shape] = n_inputs + len(extra)
                     extra.append(shape)
