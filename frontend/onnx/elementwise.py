@@ -198,6 +198,7 @@ for _name, _op in (
     ("Abs", graph.AbsOp),
     ("Ceil", graph.CeilOp),
     ("Cos", graph.CosOp),
+    ("Cosh", graph.CoshOp),
     ("Erf", graph.ErfOp),
     ("Exp", graph.ExpOp),
     ("Floor", graph.FloorOp),
@@ -208,6 +209,7 @@ for _name, _op in (
     ("Relu", graph.ReluOp),
     ("Sigmoid", graph.SigmoidOp),
     ("Sin", graph.SinOp),
+    ("Sinh", graph.SinhOp),
     ("Sqrt", graph.SqrtOp),
     ("Tanh", graph.TanhOp),
 ):
