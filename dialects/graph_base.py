@@ -18,7 +18,6 @@ from enum import Enum
 from typing import Any, ClassVar, cast
 
 import numpy.typing as npt
-
 from xdsl.dialects import arith
 from xdsl.dialects.builtin import (
     AnyFloat,

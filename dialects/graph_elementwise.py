@@ -9,7 +9,6 @@ constant, `maximum` and `minimum`. Binary ones broadcast like numpy. Part of the
 from __future__ import annotations
 
 import math
-
 from abc import ABC
 from collections.abc import Sequence
 from typing import Any, ClassVar
