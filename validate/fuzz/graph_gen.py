@@ -59,8 +59,8 @@ from plmr.validate.fuzz.graph_values import (
 )
 from plmr.validate.fuzz.graph_values import Retry as _Retry
 from plmr.validate.fuzz.graph_values import broadcasts as _broadcasts
-from plmr.validate.fuzz.unary_draws import UNARY_DRAWS, UnaryDraw
 from plmr.validate.fuzz.graph_values import factorize as _factorize
+from plmr.validate.fuzz.unary_draws import UNARY_DRAWS, UnaryDraw
 
 
 @dataclass
