@@ -62,6 +62,48 @@ from plmr.validate.fuzz.graph_values import broadcasts as _broadcasts
 from plmr.validate.fuzz.graph_values import factorize as _factorize
 from plmr.validate.fuzz.unary_draws import UNARY_DRAWS, UnaryDraw
 
+DRAWN_OPS: frozenset[type[Operation]] = frozenset(
+    {
+        graph.AddOp,
+        graph.SubOp,
+        graph.MulOp,
+        graph.DivOp,
+        graph.MaximumOp,
+        graph.MinimumOp,
+        graph.GeluOp,
+        graph.PowOp,
+        graph.ScaleOp,
+        graph.MatmulOp,
+        graph.Conv2dOp,
+        graph.PoolOp,
+        graph.TransposeOp,
+        graph.ReshapeOp,
+        graph.ConcatOp,
+        graph.SplitOp,
+        graph.SliceOp,
+        graph.ExpandOp,
+        graph.PadOp,
+        graph.GatherOp,
+        graph.GatherElementsOp,
+        graph.ReduceOp,
+        graph.SoftmaxOp,
+        graph.LayerNormOp,
+        graph.RmsNormOp,
+        graph.WhereOp,
+        graph.CmpOp,
+        graph.NotOp,
+        graph.AndOp,
+        graph.OrOp,
+        graph.XorOp,
+        graph.CastOp,
+        graph.ConstantOp,
+        *UNARY_DRAWS,
+    }
+)
+"""Every graph op the generator draws: the unary elementwise ops of `UNARY_DRAWS` and the
+ops its other draws build (a `graph.weight`'s values live in a file, and fuzzed programs
+are self-contained)."""
+
 
 @dataclass
 class GraphGenerator(ValueDraws):
