@@ -56,7 +56,7 @@ def taso_kind(cls: type[Operation]) -> str:
     for kind, known in (*UNARY_KINDS.items(), *BINARY_KINDS.items()):
         if known is cls:
             return kind
-    return _PRICED_BY_OWN_FORMULA.get(cls, f"opaque:{cls.name}")  # pyright: ignore[reportAttributeAccessIssue]
+    return _PRICED_BY_OWN_FORMULA.get(cls, f"opaque:{cls.name}")
 
 
 @dataclass
