@@ -86,14 +86,14 @@ ELEMENT_WORK = {
         )
     },
 }
+"""Cycles of SIMD work per element (transcendentals need several)."""
+# An op that carries its meaning costs what its scalar body does as a `tile.map` body.
 ELEMENT_WORK.update(
     {
         f"opaque:{cls.name}": float(scalar_body_cost(meaning.body, f32))
         for cls, meaning in unary_meanings().items()
     }
 )
-"""Cycles of SIMD work per element (transcendentals need several); an op that carries
-its meaning costs what its scalar body does."""
 MOVE_KINDS = frozenset(
     {
         "concat",
