@@ -29,8 +29,10 @@ from xdsl.traits import Commutative, ConstantLike, Pure
 
 from plmr.dialects.graph_base import (
     BinaryElementwiseOp,
+    Domain,
     GraphOp,
     UnaryElementwiseOp,
+    UnaryMeaning,
 )
 from plmr.dialects.graph_constants import (
     ConstantOp,
@@ -48,6 +50,7 @@ from plmr.dialects.graph_elementwise import (
     CmpOp,
     CmpPredicate,
     CmpPredicateAttr,
+    CoshOp,
     CosOp,
     DivOp,
     ErfOp,
@@ -68,6 +71,7 @@ from plmr.dialects.graph_elementwise import (
     ScaleOp,
     SigmoidOp,
     SiluOp,
+    SinhOp,
     SinOp,
     SqrtOp,
     SubOp,
@@ -171,6 +175,8 @@ Graph = Dialect(
         LogOp,
         CosOp,
         SinOp,
+        CoshOp,
+        SinhOp,
         FloorOp,
         CeilOp,
         ReciprocalOp,
@@ -185,6 +191,16 @@ Graph = Dialect(
     ],
     [ReduceKindAttr, PoolKindAttr, CmpPredicateAttr, PadModeAttr],
 )
+
+
+def unary_meanings() -> dict[type[UnaryElementwiseOp], UnaryMeaning]:
+    """The ops of `Graph` that carry their meaning (`UnaryElementwiseOp.MEANING`)."""
+    return {
+        cls: cls.MEANING
+        for cls in Graph.operations
+        if issubclass(cls, UnaryElementwiseOp) and cls.MEANING is not None
+    }
+
 
 __all__ = [
     "AbsOp",
@@ -202,7 +218,9 @@ __all__ = [
     "ConstantOp",
     "Conv2dOp",
     "CosOp",
+    "CoshOp",
     "DivOp",
+    "Domain",
     "ErfOp",
     "ExpOp",
     "ExpandOp",
@@ -242,6 +260,7 @@ __all__ = [
     "SigmoidOp",
     "SiluOp",
     "SinOp",
+    "SinhOp",
     "SliceOp",
     "SoftmaxOp",
     "SplitOp",
@@ -250,6 +269,7 @@ __all__ = [
     "TanhOp",
     "TransposeOp",
     "UnaryElementwiseOp",
+    "UnaryMeaning",
     "WeightOp",
     "WhereOp",
     "XorOp",
@@ -276,5 +296,6 @@ __all__ = [
     "static_shape",
     "tensor_type",
     "transpose_shape",
+    "unary_meanings",
     "where_shape",
 ]

@@ -1,15 +1,27 @@
 """
 The base classes of the `graph` ops: `GraphOp` (verification re-infers the result types)
 and the elementwise unary and binary ops.
+
+A unary elementwise op that expands to existing `arith` / `math` ops carries its whole
+meaning in `MEANING` (a `UnaryMeaning`): its numpy semantics, its scalar body and the
+inputs it is defined on. The reference interpreter, `convert-graph-to-loop`, the cost of
+graph substitutions and the program fuzzer derive their entries for the op from it, so
+such an op is its class, its place in the dialect and (for an ONNX op) one importer entry.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
-from typing import ClassVar
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any, ClassVar, cast
 
+import numpy.typing as npt
+from xdsl.dialects import arith
 from xdsl.dialects.builtin import (
+    AnyFloat,
+    FloatAttr,
     TensorType,
 )
 from xdsl.ir import Attribute, Operation, SSAValue
@@ -86,6 +98,41 @@ class BinaryElementwiseOp(GraphOp, ABC):
         return [TensorType(element_type(self.lhs), shape)]
 
 
+class Domain(Enum):
+    """The inputs on which a unary function is defined and well conditioned in f32."""
+
+    ANY = "any"
+    """Every finite input."""
+    POSITIVE = "positive"
+    """Positive inputs only (`log`, `sqrt`)."""
+    SQUASHED = "squashed"
+    """Inputs of moderate size (`exp` and its kin overflow on large ones)."""
+
+
+@dataclass(frozen=True)
+class UnaryMeaning:
+    """
+    What a unary elementwise op computes, in one place:
+
+    - `numpy`: its semantics on arrays (the reference interpreter runs it);
+    - `body`: builds its scalar body from existing `arith` / `math` ops at the current
+      insertion point (the loop nest of `convert-graph-to-loop`); it must compute what
+      `numpy` computes, which the differential tests check;
+    - `domain` and `bound`: the inputs it is defined on and a bound of |result| given a
+      bound of |input| (the fuzzer draws operands and tracks magnitudes with them).
+    """
+
+    numpy: Callable[[npt.NDArray[Any]], npt.NDArray[Any]]
+    body: Callable[[SSAValue], SSAValue]
+    domain: Domain
+    bound: Callable[[float], float]
+
+
+def float_constant(value: float, like: SSAValue) -> SSAValue:
+    """A scalar `arith.constant` of `value` with the (float) type of `like`."""
+    return arith.ConstantOp(FloatAttr(value, cast(AnyFloat, like.type))).result
+
+
 class UnaryElementwiseOp(GraphOp, ABC):
     """Elementwise unary op; the result has the operand's type."""
 
@@ -97,6 +144,10 @@ class UnaryElementwiseOp(GraphOp, ABC):
     traits = traits_def(Pure())
 
     FLOAT_ONLY: ClassVar[bool] = True
+
+    MEANING: ClassVar[UnaryMeaning | None] = None
+    """The op's semantics, scalar body and domain, when it expands to `arith` / `math`;
+    None for ops whose entries are registered by hand in each table."""
 
     assembly_format = "$input attr-dict `:` type($result)"
 

@@ -1,17 +1,22 @@
 """
 The elementwise `graph` ops of ONNX models beyond arithmetic: selection (`where`),
 comparison (`cmp`, an `i1` result), logic on `i1` (`not`, `and`, `or`, `xor`), casts,
-`abs`, `log`, `cos`, `sin`, `floor`, `ceil`, `reciprocal`, `pow` by a constant, `maximum`
-and `minimum`. Binary ones broadcast like numpy. Part of the `Graph` dialect
+`abs`, `log`, `cos`, `sin`, `sinh`, `cosh`, `floor`, `ceil`, `reciprocal`, `pow` by a
+constant, `maximum` and `minimum`. Binary ones broadcast like numpy. Part of the `Graph` dialect
 (`plmr.dialects.graph`).
 """
 
 from __future__ import annotations
 
+import math
 from abc import ABC
 from collections.abc import Sequence
-from typing import ClassVar
+from typing import Any, ClassVar
 
+import numpy as np
+import numpy.typing as npt
+from xdsl.dialects import arith
+from xdsl.dialects import math as mathd
 from xdsl.dialects.builtin import (
     Float64Type,
     FloatAttr,
@@ -37,7 +42,14 @@ from xdsl.traits import Commutative, Pure
 from xdsl.utils.exceptions import VerifyException
 from xdsl.utils.str_enum import StrEnum
 
-from plmr.dialects.graph_base import BinaryElementwiseOp, GraphOp, UnaryElementwiseOp
+from plmr.dialects.graph_base import (
+    BinaryElementwiseOp,
+    Domain,
+    GraphOp,
+    UnaryElementwiseOp,
+    UnaryMeaning,
+    float_constant,
+)
 from plmr.dialects.graph_shapes import (
     broadcast_shapes,
     check_same_element_type,
@@ -376,6 +388,63 @@ class SinOp(UnaryElementwiseOp):
     """
 
     name = "graph.sin"
+
+
+def _exp_pair(x: SSAValue, combine: type[arith.AddfOp | arith.SubfOp]) -> SSAValue:
+    """`(e^x ± e^-x) / 2` in `arith` / `math`."""
+    pos = mathd.ExpOp(x).result
+    neg = mathd.ExpOp(arith.NegfOp(x).result).result
+    return arith.MulfOp(combine(pos, neg).result, float_constant(0.5, x)).result
+
+
+def _sinh_body(x: SSAValue) -> SSAValue:
+    return _exp_pair(x, arith.SubfOp)
+
+
+def _cosh_body(x: SSAValue) -> SSAValue:
+    return _exp_pair(x, arith.AddfOp)
+
+
+def _sinh(x: npt.NDArray[Any]) -> npt.NDArray[Any]:
+    return np.sinh(x)
+
+
+def _cosh(x: npt.NDArray[Any]) -> npt.NDArray[Any]:
+    return np.cosh(x)
+
+
+@irdl_op_definition
+class SinhOp(UnaryElementwiseOp):
+    """
+    Hyperbolic sine, elementwise: `(e^x - e^-x) / 2`.
+
+    ```mlir
+    %r = graph.sinh %a : tensor<4x8xf32>
+    ```
+    """
+
+    name = "graph.sinh"
+
+    MEANING: ClassVar[UnaryMeaning | None] = UnaryMeaning(
+        numpy=_sinh, body=_sinh_body, domain=Domain.SQUASHED, bound=math.sinh
+    )
+
+
+@irdl_op_definition
+class CoshOp(UnaryElementwiseOp):
+    """
+    Hyperbolic cosine, elementwise: `(e^x + e^-x) / 2`.
+
+    ```mlir
+    %r = graph.cosh %a : tensor<4x8xf32>
+    ```
+    """
+
+    name = "graph.cosh"
+
+    MEANING: ClassVar[UnaryMeaning | None] = UnaryMeaning(
+        numpy=_cosh, body=_cosh_body, domain=Domain.SQUASHED, bound=math.cosh
+    )
 
 
 @irdl_op_definition

@@ -666,6 +666,8 @@ GRAPH_LOWERINGS.add(graph.CeilOp, _unary(lambda x: mathd.CeilOp(x).result))
 GRAPH_LOWERINGS.add(graph.ReciprocalOp, _unary(lambda x: div(const(1, x.type), x)))
 GRAPH_LOWERINGS.add(graph.MaximumOp, _binary(maximum))
 GRAPH_LOWERINGS.add(graph.MinimumOp, _binary(minimum))
+for _cls, _meaning in graph.unary_meanings().items():
+    GRAPH_LOWERINGS.add(_cls, _unary(_meaning.body))
 GRAPH_LOWERINGS.update(DATA_MOVEMENT_LOWERINGS)
 
 

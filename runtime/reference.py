@@ -287,6 +287,8 @@ REFERENCE.add(graph.CeilOp, _unary(np.ceil))
 REFERENCE.add(graph.ReciprocalOp, _unary(np.reciprocal))
 REFERENCE.add(graph.MaximumOp, _binary(np.maximum))
 REFERENCE.add(graph.MinimumOp, _binary(np.minimum))
+for _cls, _meaning in graph.unary_meanings().items():
+    REFERENCE.add(_cls, _unary(_meaning.numpy))
 
 GRAPH_IMPLS: dict[type[Operation], OpImpl] = REFERENCE.as_dict()
 """Reference implementation of every `graph` op: (op, operand arrays) -> result arrays."""

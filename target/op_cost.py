@@ -7,13 +7,15 @@ SRAM traffic, `op_cycles` turns that into cycles with the device's SIMD widths.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import singledispatch
 from typing import cast
 
+from xdsl.builder import ImplicitBuilder
 from xdsl.dialects import arith
 from xdsl.dialects.builtin import TensorType
-from xdsl.ir import Attribute, Operation, SSAValue
+from xdsl.ir import Attribute, Block, Operation, SSAValue
 
 from plmr.dialects import tile
 from plmr.dialects.graph import static_shape
@@ -59,6 +61,17 @@ def body_op_cost(name: str) -> int:
     if name.startswith("arith.") or name in _CHEAP_MATH:
         return 1
     return TRANSCENDENTAL_COST
+
+
+def scalar_body_cost(body: Callable[[SSAValue], SSAValue], elt: Attribute) -> int:
+    """
+    Flops per element of a scalar body (`UnaryMeaning.body`): the cost of the `tile.map`
+    it becomes, built once on a scalar of type `elt`.
+    """
+    block = Block(arg_types=[elt])
+    with ImplicitBuilder(block):
+        body(block.args[0])
+    return sum(body_op_cost(op.name) for op in block.ops if op.name != "arith.constant")
 
 
 def map_kind_cost(kind: str) -> int:

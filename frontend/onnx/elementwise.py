@@ -194,23 +194,28 @@ def _unary(op: Callable[[SSAValue], Operation]) -> Handler:
     return handle
 
 
-for _name, _op in (
-    ("Abs", graph.AbsOp),
-    ("Ceil", graph.CeilOp),
-    ("Cos", graph.CosOp),
-    ("Erf", graph.ErfOp),
-    ("Exp", graph.ExpOp),
-    ("Floor", graph.FloorOp),
-    ("Log", graph.LogOp),
-    ("Not", graph.NotOp),
-    ("Reciprocal", graph.ReciprocalOp),
-    ("Neg", graph.NegOp),
-    ("Relu", graph.ReluOp),
-    ("Sigmoid", graph.SigmoidOp),
-    ("Sin", graph.SinOp),
-    ("Sqrt", graph.SqrtOp),
-    ("Tanh", graph.TanhOp),
-):
+UNARY_OPS: dict[str, type[graph.UnaryElementwiseOp]] = {
+    "Abs": graph.AbsOp,
+    "Ceil": graph.CeilOp,
+    "Cos": graph.CosOp,
+    "Cosh": graph.CoshOp,
+    "Erf": graph.ErfOp,
+    "Exp": graph.ExpOp,
+    "Floor": graph.FloorOp,
+    "Log": graph.LogOp,
+    "Not": graph.NotOp,
+    "Reciprocal": graph.ReciprocalOp,
+    "Neg": graph.NegOp,
+    "Relu": graph.ReluOp,
+    "Sigmoid": graph.SigmoidOp,
+    "Sin": graph.SinOp,
+    "Sinh": graph.SinhOp,
+    "Sqrt": graph.SqrtOp,
+    "Tanh": graph.TanhOp,
+}
+"""The elementwise unary ONNX ops that map to one `graph` op each."""
+
+for _name, _op in UNARY_OPS.items():
     handles(_name)(_unary(_op))
 
 

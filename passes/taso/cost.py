@@ -32,11 +32,14 @@ import math
 from collections.abc import Sequence
 from functools import lru_cache
 
+from xdsl.dialects.builtin import f32
+
+from plmr.dialects.graph import unary_meanings
 from plmr.errors import PlmrError
 from plmr.passes.taso.dag import Dag, Node
 from plmr.passes.taso.ops import Params, Shape, param_int, param_ints
 from plmr.target.device import Device
-from plmr.target.op_cost import block_product_cycles
+from plmr.target.op_cost import block_product_cycles, scalar_body_cost
 
 EPILOGUE_KINDS = frozenset({"relu", "scale", "sigmoid", "tanh", "gelu", "silu", "neg"})
 """Unary ops a matmul or conv applies to its result before storing it."""
@@ -84,6 +87,28 @@ ELEMENT_WORK = {
     },
 }
 """Cycles of SIMD work per element (transcendentals need several)."""
+# An op that carries its meaning costs what its scalar body does as a `tile.map` body.
+ELEMENT_WORK.update(
+    {
+        f"opaque:{cls.name}": float(scalar_body_cost(meaning.body, f32))
+        for cls, meaning in unary_meanings().items()
+    }
+)
+MOVE_KINDS = frozenset(
+    {
+        "concat",
+        "split",
+        "opaque:graph.reshape",
+        "opaque:graph.gather",
+        "opaque:graph.slice",
+        "opaque:graph.expand",
+        "opaque:graph.pad",
+        "opaque:graph.gather_elements",
+    }
+)
+"""Ops that only move data: priced as one copy of their result."""
+SHAPED_KINDS = frozenset({"matmul", "conv2d", "pool", "transpose"}) | MOVE_KINDS
+"""Ops priced by their shapes rather than per element."""
 REDUCING = frozenset(
     {
         "opaque:graph.softmax",
@@ -262,14 +287,7 @@ class CostModel:
             )
         if kind == "transpose":
             return self.transpose(out_elems)
-        if kind in ("concat", "split") or kind in (
-            "opaque:graph.reshape",
-            "opaque:graph.gather",
-            "opaque:graph.slice",
-            "opaque:graph.expand",
-            "opaque:graph.pad",
-            "opaque:graph.gather_elements",
-        ):
+        if kind in MOVE_KINDS:
             return self.move(out_elems)
         work = ELEMENT_WORK.get(kind, 2.0)
         in_elems = max((_size(s) for s in in_shapes), default=out_elems)

@@ -202,6 +202,8 @@ CASES: dict[str, tuple[str, str]] = {
     "floor": (f"%a: {t(3, 4)}", unary("floor")),
     "ceil": (f"%a: {t(3, 4)}", unary("ceil")),
     "reciprocal": (f"%a: {t(3, 4)}", unary("reciprocal")),
+    "sinh": (f"%a: {t(3, 4)}", unary("sinh")),
+    "cosh": (f"%a: {t(3, 4)}", unary("cosh")),
     "pow": (f"%a: {t(3, 4)}", f"%y = graph.pow %a by 1.5 : {t(3, 4)}"),
     "maximum": (
         f"%a: {t(3, 1)}, %b: {t(4)}",

@@ -1,6 +1,6 @@
 """
 Differential tests of the ops of ONNX models (where, cmp, logic, casts, abs, log, cos,
-sin, RoPE's tables of run-time positions, concatenations of computed values, floor, ceil, reciprocal, pow, maximum, minimum, slice, expand, pad, gather_elements) through
+sin, sinh, cosh, RoPE's tables of run-time positions, concatenations of computed values, floor, ceil, reciprocal, pow, maximum, minimum, slice, expand, pad, gather_elements) through
 every level: the graph reference semantics, the loop runtime after
 `convert-graph-to-loop`, and the mesh runtime (functional mode) after `plmr compile` for
 a 2x2 grid, on random inputs. The forms the tile level cannot block are refused with one
@@ -78,6 +78,8 @@ PROGRAMS: dict[str, tuple[str, str]] = {
     "abs_int": (f"%a: {I}", f"%y = graph.abs %a : {I}"),
     "log": (f"%a: {F}", f"%p = graph.abs %a : {F}\n  %y = graph.log %p : {F}"),
     "cos": (f"%a: {F}", f"%y = graph.cos %a : {F}"),
+    "sinh": (f"%a: {F}", f"%y = graph.sinh %a : {F}"),
+    "cosh": (f"%a: {F}", f"%y = graph.cosh %a : {F}"),
     "sin": (f"%a: {F}", f"%y = graph.sin %a : {F}"),
     "rope_tables": (
         "%p: tensor<8x1xi64>",

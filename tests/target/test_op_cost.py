@@ -241,3 +241,15 @@ def test_bf16_blocks_are_two_bytes_per_element():
     assert isinstance(bf16, BFloat16Type)
     op = LoadOp(tensor((64, 64), bf16), [index(), index()], (16, 16))
     assert op_work(op) == OpCost(bytes_written=512)
+
+
+def test_a_scalar_body_costs_its_ops_like_a_map_body():
+    from plmr.target.op_cost import TRANSCENDENTAL_COST, scalar_body_cost
+
+    def body(x: SSAValue) -> SSAValue:
+        half = arith.ConstantOp(FloatAttr(0.5, f32)).result
+        return arith.MulfOp(mathd.TanhOp(x).result, half).result
+
+    # The constant is free, the tanh transcendental, the product one flop.
+    assert scalar_body_cost(body, f32) == TRANSCENDENTAL_COST + 1
+    assert scalar_body_cost(lambda x: x, f32) == 0

@@ -29,6 +29,7 @@ from __future__ import annotations
 import math
 import random
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 from xdsl.dialects import func
@@ -44,6 +45,7 @@ from xdsl.ir import Attribute, Block, Operation, SSAValue
 from xdsl.utils.exceptions import VerifyException
 
 from plmr.dialects import graph
+from plmr.dialects.graph import Domain
 from plmr.dialects.graph_shapes import element_type, static_shape
 from plmr.errors import PlmrError
 from plmr.passes.taso.dag import constant_attr
@@ -58,6 +60,49 @@ from plmr.validate.fuzz.graph_values import (
 from plmr.validate.fuzz.graph_values import Retry as _Retry
 from plmr.validate.fuzz.graph_values import broadcasts as _broadcasts
 from plmr.validate.fuzz.graph_values import factorize as _factorize
+from plmr.validate.fuzz.unary_draws import UNARY_DRAWS, UnaryDraw
+
+DRAWN_OPS: frozenset[type[Operation]] = frozenset(
+    {
+        graph.AddOp,
+        graph.SubOp,
+        graph.MulOp,
+        graph.DivOp,
+        graph.MaximumOp,
+        graph.MinimumOp,
+        graph.GeluOp,
+        graph.PowOp,
+        graph.ScaleOp,
+        graph.MatmulOp,
+        graph.Conv2dOp,
+        graph.PoolOp,
+        graph.TransposeOp,
+        graph.ReshapeOp,
+        graph.ConcatOp,
+        graph.SplitOp,
+        graph.SliceOp,
+        graph.ExpandOp,
+        graph.PadOp,
+        graph.GatherOp,
+        graph.GatherElementsOp,
+        graph.ReduceOp,
+        graph.SoftmaxOp,
+        graph.LayerNormOp,
+        graph.RmsNormOp,
+        graph.WhereOp,
+        graph.CmpOp,
+        graph.NotOp,
+        graph.AndOp,
+        graph.OrOp,
+        graph.XorOp,
+        graph.CastOp,
+        graph.ConstantOp,
+        *UNARY_DRAWS,
+    }
+)
+"""Every graph op the generator draws: the unary elementwise ops of `UNARY_DRAWS` and the
+ops its other draws build (a `graph.weight`'s values live in a file, and fuzzed programs
+are self-contained)."""
 
 
 @dataclass
@@ -94,70 +139,23 @@ class GraphGenerator(ValueDraws):
                 Info(max(ia.bound, ib.bound), ia.exact and ib.exact),
             )
 
+    UNARY_CHOICES: ClassVar[tuple[type[graph.UnaryElementwiseOp] | str, ...]] = (
+        *UNARY_DRAWS,
+        "gelu",
+        "pow",
+        "scale",
+    )
+    """Every unary elementwise op (`UNARY_DRAWS`) and the unary ops with attributes."""
+
     def _unary(self) -> None:
-        kind = self.rng.choice(
-            (
-                "relu",
-                "gelu",
-                "silu",
-                "sigmoid",
-                "tanh",
-                "exp",
-                "erf",
-                "sqrt",
-                "neg",
-                "abs",
-                "log",
-                "cos",
-                "sin",
-                "floor",
-                "ceil",
-                "reciprocal",
-                "pow",
-                "scale",
-            )
-        )
-        if kind in ("floor", "ceil"):
-            a = self._pick(lambda v: self._float(v) and self._i(v).exact)
-            op = graph.FloorOp(a) if kind == "floor" else graph.CeilOp(a)
-            self._emit(op, Info(self._i(a).bound + 1, True))
+        kind = self.rng.choice(self.UNARY_CHOICES)
+        if not isinstance(kind, str):
+            self._unary_elementwise(kind, UNARY_DRAWS[kind])
             return
         a = self._pick_float()
         ia = self._i(a)
-        if kind == "relu":
-            self._emit(graph.ReluOp(a), ia)
-        elif kind == "gelu":
+        if kind == "gelu":
             self._emit(graph.GeluOp(a, self.rng.random() < 0.5), Info(ia.bound, False))
-        elif kind == "silu":
-            self._emit(graph.SiluOp(a), Info(ia.bound, False))
-        elif kind == "sigmoid":
-            self._emit(graph.SigmoidOp(a), Info(1.0, False))
-        elif kind == "tanh":
-            self._emit(graph.TanhOp(a), Info(1.0, False))
-        elif kind == "erf":
-            self._emit(graph.ErfOp(a), Info(1.0, False))
-        elif kind == "exp":
-            s = self._squashed(a)
-            self._emit(graph.ExpOp(s), Info(math.exp(min(self._i(s).bound, 12)), False))
-        elif kind == "sqrt":
-            p = self._positive(a)
-            self._emit(graph.SqrtOp(p), Info(math.sqrt(self._i(p).bound), False))
-        elif kind == "log":
-            p = self._positive(a)
-            self._emit(graph.LogOp(p), Info(math.log(self._i(p).bound) + 1, False))
-        elif kind in ("cos", "sin"):
-            # Squashed: the argument's rounding error stays below the tolerance.
-            s = self._squashed(a)
-            self._emit(
-                graph.CosOp(s) if kind == "cos" else graph.SinOp(s), Info(1.0, False)
-            )
-        elif kind == "reciprocal":
-            p = self._positive(a)
-            self._emit(graph.ReciprocalOp(p), Info(2.0, False))
-        elif kind == "neg":
-            self._emit(graph.NegOp(a), ia)
-        elif kind == "abs":
-            self._emit(graph.AbsOp(a), ia)
         elif kind == "pow":
             exponent = self.rng.choice((2.0, 3.0, 0.5, -1.0, 1.5))
             if exponent != int(exponent) or exponent < 0:
@@ -172,6 +170,21 @@ class GraphGenerator(ValueDraws):
             factor = self.rng.choice((0.5, 2.0, -1.0, 0.1, 3.0))
             exact = ia.exact and factor in (0.5, 2.0, -1.0)
             self._emit(graph.ScaleOp(a, factor), Info(ia.bound * abs(factor), exact))
+
+    def _unary_elementwise(
+        self, cls: type[graph.UnaryElementwiseOp], draw: UnaryDraw
+    ) -> None:
+        if draw.domain is None:
+            a = self._pick(lambda v: self._float(v) and self._i(v).exact)
+            self._emit(cls(a), Info(draw.bound(self._i(a).bound), True))
+            return
+        a = self._pick_float()
+        if draw.domain is Domain.POSITIVE:
+            a = self._positive(a)
+        elif draw.domain is Domain.SQUASHED:
+            a = self._squashed(a)
+        ia = self._i(a)
+        self._emit(cls(a), Info(draw.bound(ia.bound), draw.keeps_exact and ia.exact))
 
     def _matmul(self) -> None:
         a = self._pick_float(1)

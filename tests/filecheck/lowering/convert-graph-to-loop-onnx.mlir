@@ -241,6 +241,39 @@ func.func @rope(%p: tensor<4x1xi64>, %f: tensor<1x8xf32>) -> (tensor<4x8xf32>, t
 
 // -----
 
+// sinh and cosh expand to `(e^x ∓ e^-x) / 2` in existing `arith` / `math` ops: the
+// scalar body the op class carries.
+
+// CHECK-LABEL: func.func @hyperbolic(%a: tensor<2x3xf32>) -> (tensor<2x3xf32>, tensor<2x3xf32>) {
+// CHECK-NEXT:    %s = loop.nest (%[[I:.*]], %[[J:.*]]) to (2, 3) [parallel, parallel] -> tensor<2x3xf32> {
+// CHECK-NEXT:    [[X:%[0-9]+]] = loop.read %a[%[[I]], %[[J]]] : tensor<2x3xf32>
+// CHECK-NEXT:    [[P:%[0-9]+]] = math.exp [[X]] : f32
+// CHECK-NEXT:    [[NX:%[0-9]+]] = arith.negf [[X]] : f32
+// CHECK-NEXT:    [[N:%[0-9]+]] = math.exp [[NX]] : f32
+// CHECK-NEXT:    [[D:%[0-9]+]] = arith.subf [[P]], [[N]] : f32
+// CHECK-NEXT:    [[H:%[0-9]+]] = arith.constant 5.000000e-01 : f32
+// CHECK-NEXT:    [[S:%[0-9]+]] = arith.mulf [[D]], [[H]] : f32
+// CHECK-NEXT:    loop.yield [[S]] : f32
+// CHECK-NEXT:    }
+// CHECK-NEXT:    %c = loop.nest (%[[K:.*]], %[[L:.*]]) to (2, 3) [parallel, parallel] -> tensor<2x3xf32> {
+// CHECK-NEXT:    [[Y:%[0-9]+]] = loop.read %a[%[[K]], %[[L]]] : tensor<2x3xf32>
+// CHECK-NEXT:    [[Q:%[0-9]+]] = math.exp [[Y]] : f32
+// CHECK-NEXT:    [[NY:%[0-9]+]] = arith.negf [[Y]] : f32
+// CHECK-NEXT:    [[M:%[0-9]+]] = math.exp [[NY]] : f32
+// CHECK-NEXT:    [[T:%[0-9]+]] = arith.addf [[Q]], [[M]] : f32
+// CHECK-NEXT:    [[G:%[0-9]+]] = arith.constant 5.000000e-01 : f32
+// CHECK-NEXT:    [[C:%[0-9]+]] = arith.mulf [[T]], [[G]] : f32
+// CHECK-NEXT:    loop.yield [[C]] : f32
+// CHECK-NEXT:    }
+// CHECK-NEXT:    func.return %s, %c : tensor<2x3xf32>, tensor<2x3xf32>
+func.func @hyperbolic(%a: tensor<2x3xf32>) -> (tensor<2x3xf32>, tensor<2x3xf32>) {
+  %s = graph.sinh %a : tensor<2x3xf32>
+  %c = graph.cosh %a : tensor<2x3xf32>
+  func.return %s, %c : tensor<2x3xf32>, tensor<2x3xf32>
+}
+
+// -----
+
 // An empty result is an empty constant (a loop nest has positive extents).
 
 // CHECK-LABEL: func.func @empty(%a: tensor<4x5xf32>) -> tensor<0x5xf32> {

@@ -16,7 +16,7 @@ F32 = TensorProto.FLOAT
     "op",
     [
         "Relu", "Sigmoid", "Tanh", "Exp", "Erf", "Neg", "Sqrt",
-        "Abs", "Ceil", "Floor", "Reciprocal", "Cos", "Sin",
+        "Abs", "Ceil", "Floor", "Reciprocal", "Cos", "Sin", "Sinh", "Cosh",
     ],
 )  # fmt: skip
 def test_unary(kit: Any, op: str):

@@ -134,3 +134,15 @@ def test_the_grid_bounds_the_cores():
     )
     with pytest.raises(PlmrError, match="at least 1x1"):
         CostModel(get_device("wse2"), (0, 4))
+
+
+def test_an_op_that_carries_its_meaning_costs_its_scalar_body(wse2):
+    """`graph.sinh` is `(e^x - e^-x) / 2`: two exps, a negation, a subtraction, a product."""
+    from plmr.passes.taso.cost import ELEMENT_WORK
+    from plmr.target.op_cost import TRANSCENDENTAL_COST
+
+    sinh = ELEMENT_WORK["opaque:graph.sinh"]
+    assert sinh == ELEMENT_WORK["opaque:graph.cosh"] == 2 * TRANSCENDENTAL_COST + 3
+    unit = wse2.op_cost("opaque:graph.sinh", (), [(64, 64)], [(64, 64)])
+    default = wse2.op_cost("opaque:graph.unknown", (), [(64, 64)], [(64, 64)])
+    assert unit > default

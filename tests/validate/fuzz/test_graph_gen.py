@@ -8,7 +8,7 @@ from xdsl.dialects.builtin import f32
 from plmr.dialects import graph
 from plmr.dialects.printing import module_text
 from plmr.runtime.running import random_inputs, run_function, select_function
-from plmr.validate.fuzz.graph_gen import generate_graph
+from plmr.validate.fuzz.graph_gen import DRAWN_OPS, generate_graph
 
 SEEDS = range(300)
 
@@ -38,6 +38,8 @@ def test_every_graph_op_is_generated():
     ops = {op.name for op in graph.Graph.operations} - {"graph.weight"}
     missing = sorted(ops - set(seen))
     assert not missing, missing
+    undrawn = sorted({op.name for op in DRAWN_OPS} - set(seen))
+    assert not undrawn, f"declared in DRAWN_OPS but never drawn: {undrawn}"
 
 
 def test_special_programs_carry_infinities_nan_masks_and_run():

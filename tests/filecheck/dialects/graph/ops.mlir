@@ -338,6 +338,8 @@ func.func @generic_defaults(%a: tensor<2x4x8xf32>, %x: tensor<1x4x8x8xf32>, %w: 
 // CHECK-NEXT:    %log = graph.log %a : tensor<4x8xf32>
 // CHECK-NEXT:    %cos = graph.cos %a : tensor<4x8xf32>
 // CHECK-NEXT:    %sin = graph.sin %a : tensor<4x8xf32>
+// CHECK-NEXT:    %sinh = graph.sinh %a : tensor<4x8xf32>
+// CHECK-NEXT:    %cosh = graph.cosh %a : tensor<4x8xf32>
 // CHECK-NEXT:    %floor = graph.floor %a : tensor<4x8xf32>
 // CHECK-NEXT:    %ceil = graph.ceil %a : tensor<4x8xf32>
 // CHECK-NEXT:    %rcp = graph.reciprocal %a : tensor<4x8xf32>
@@ -390,6 +392,8 @@ func.func @onnx_ops(%a: tensor<4x8xf32>, %b: tensor<8xf32>, %s: tensor<f32>, %m:
   %log = graph.log %a : tensor<4x8xf32>
   %cos = graph.cos %a : tensor<4x8xf32>
   %sin = graph.sin %a : tensor<4x8xf32>
+  %sinh = graph.sinh %a : tensor<4x8xf32>
+  %cosh = graph.cosh %a : tensor<4x8xf32>
   %floor = graph.floor %a : tensor<4x8xf32>
   %ceil = graph.ceil %a : tensor<4x8xf32>
   %rcp = graph.reciprocal %a : tensor<4x8xf32>
