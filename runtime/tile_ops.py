@@ -27,13 +27,19 @@ from xdsl.dialects.builtin import (
     IntegerAttr,
     TensorType,
 )
+from xdsl.interpreter import Interpreter, PythonValues
 from xdsl.ir import Attribute, BlockArgument, Operation, OpResult, SSAValue
 
 from plmr.dialects import tile
 from plmr.dialects.graph import normalize_axis, static_shape
 from plmr.dialects.graph_weights import weight_ref
 from plmr.errors import PlmrError
-from plmr.runtime.evaluator import EvalImpl, EvalTable, ReferenceEvaluator
+from plmr.runtime.evaluator import (
+    EvalImpl,
+    EvalTable,
+    ReferenceEvaluator,
+    interpreter_functions,
+)
 from plmr.runtime.numpy_ops import erf, gelu, sigmoid, silu
 from plmr.runtime.weights import load_weight
 from plmr.target.op_cost import op_work
@@ -561,6 +567,9 @@ TILE_IMPLS.add(mathd.PowFOp, _binary_scalar(np.power))
 EVAL_IMPLS: dict[type[Operation], EvalImpl] = TILE_IMPLS.as_dict()
 """Implementations that run on the evaluator (vectorised over its leading shape)."""
 
+TileFunctions = interpreter_functions("TileFunctions", EVAL_IMPLS)
+"""The `tile`, `arith` and `math` semantics as xDSL `InterpreterFunctions`."""
+
 
 # ---------------------------------------------------------------------------------------
 # Memory traffic
@@ -630,6 +639,24 @@ def count_op(
         stats.flops += op_work(op).flops
 
 
+class TrafficCounter(Interpreter.Listener):
+    """
+    Listens to an evaluator running a tile-level function and counts what it does in
+    `stats` (`watch` the function first: its global tensors are what traffic is to).
+    """
+
+    def __init__(self) -> None:
+        self.stats = TileStats()
+        self.globals: set[SSAValue] = set()
+
+    def watch(self, fn: func.FuncOp) -> None:
+        """Counts traffic to and from the global tensors of `fn`."""
+        self.globals = global_values(fn)
+
+    def did_interpret_op(self, op: Operation, results: PythonValues) -> None:
+        count_op(self.stats, self.globals, op, list(results))
+
+
 def tensor_bytes(t: Attribute) -> int:
     """Bytes of a static-shape tensor type in host (numpy) representation."""
     if not isinstance(t, TensorType):
@@ -640,7 +667,9 @@ def tensor_bytes(t: Attribute) -> int:
 
 __all__ = [
     "EVAL_IMPLS",
+    "TileFunctions",
     "TileStats",
+    "TrafficCounter",
     "count_op",
     "global_values",
     "tensor_bytes",
