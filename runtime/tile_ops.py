@@ -391,20 +391,6 @@ def _constant(ev: ReferenceEvaluator, op: arith.ConstantOp, args: list[Any]) -> 
     raise PlmrError(f"unsupported constant {value}")
 
 
-def _binary_scalar(fn: Callable[[Any, Any], Any]) -> Impl:
-    def run(ev: ReferenceEvaluator, op: Operation, args: list[Any]) -> list[Any]:
-        return [fn(args[0], args[1])]
-
-    return run
-
-
-def _unary_scalar(fn: Callable[[Any], Any]) -> Impl:
-    def run(ev: ReferenceEvaluator, op: Operation, args: list[Any]) -> list[Any]:
-        return [fn(args[0])]
-
-    return run
-
-
 def _divsi(a: Any, b: Any) -> Any:
     """Signed division rounding toward zero (MLIR's `arith.divsi`)."""
     # Floor division, then one up where it rounded a negative quotient down (no `abs`,
@@ -496,7 +482,12 @@ def _select(ev: ReferenceEvaluator, op: arith.SelectOp, args: list[Any]) -> list
     arith.TruncIOp,
 )
 def _convert(ev: ReferenceEvaluator, op: Operation, args: list[Any]) -> list[Any]:
-    return [np.asarray(args[0]).astype(numpy_dtype(op.results[0].type))]
+    return [convert_to(args[0], op.results[0].type)]
+
+
+def convert_to(x: Any, t: Attribute) -> Array:
+    """`x` converted to the element type `t` (`arith.sitofp`, `arith.index_cast`, ...)."""
+    return np.asarray(x).astype(numpy_dtype(t))
 
 
 @TILE_IMPLS.impl(arith.ExtSIOp)
@@ -527,42 +518,60 @@ def _fma(ev: ReferenceEvaluator, op: mathd.FmaOp, args: list[Any]) -> list[Any]:
     return [args[0] * args[1] + args[2]]
 
 
-TILE_IMPLS.add(arith.AddiOp, _binary_scalar(np.add))
-TILE_IMPLS.add(arith.SubiOp, _binary_scalar(np.subtract))
-TILE_IMPLS.add(arith.MuliOp, _binary_scalar(np.multiply))
-TILE_IMPLS.add(arith.DivSIOp, _binary_scalar(_divsi))
-TILE_IMPLS.add(arith.DivUIOp, _binary_scalar(_unsigned(np.floor_divide)))
-TILE_IMPLS.add(arith.RemSIOp, _binary_scalar(_remsi))
-TILE_IMPLS.add(arith.RemUIOp, _binary_scalar(_unsigned(np.remainder)))
-TILE_IMPLS.add(arith.FloorDivSIOp, _binary_scalar(np.floor_divide))
-TILE_IMPLS.add(arith.CeilDivSIOp, _binary_scalar(_ceildivsi))
-TILE_IMPLS.add(arith.MaxSIOp, _binary_scalar(np.maximum))
-TILE_IMPLS.add(arith.MinSIOp, _binary_scalar(np.minimum))
-TILE_IMPLS.add(arith.AndIOp, _binary_scalar(np.bitwise_and))
-TILE_IMPLS.add(arith.OrIOp, _binary_scalar(np.bitwise_or))
-TILE_IMPLS.add(arith.XOrIOp, _binary_scalar(np.bitwise_xor))
-TILE_IMPLS.add(arith.AddfOp, _binary_scalar(np.add))
-TILE_IMPLS.add(arith.SubfOp, _binary_scalar(np.subtract))
-TILE_IMPLS.add(arith.MulfOp, _binary_scalar(np.multiply))
-TILE_IMPLS.add(arith.DivfOp, _binary_scalar(np.divide))
-TILE_IMPLS.add(arith.MaximumfOp, _binary_scalar(np.maximum))
-TILE_IMPLS.add(arith.MinimumfOp, _binary_scalar(np.minimum))
-TILE_IMPLS.add(arith.MaxnumfOp, _binary_scalar(np.fmax))
-TILE_IMPLS.add(arith.MinnumfOp, _binary_scalar(np.fmin))
-TILE_IMPLS.add(arith.NegfOp, _unary_scalar(np.negative))
-TILE_IMPLS.add(mathd.ExpOp, _unary_scalar(np.exp))
-TILE_IMPLS.add(mathd.LogOp, _unary_scalar(np.log))
-TILE_IMPLS.add(mathd.CosOp, _unary_scalar(np.cos))
-TILE_IMPLS.add(mathd.SinOp, _unary_scalar(np.sin))
-TILE_IMPLS.add(mathd.SqrtOp, _unary_scalar(np.sqrt))
-TILE_IMPLS.add(mathd.RsqrtOp, _unary_scalar(_rsqrt_scalar))
-TILE_IMPLS.add(mathd.TanhOp, _unary_scalar(np.tanh))
-TILE_IMPLS.add(mathd.ErfOp, _unary_scalar(erf))
-TILE_IMPLS.add(mathd.AbsFOp, _unary_scalar(np.abs))
-TILE_IMPLS.add(mathd.AbsIOp, _unary_scalar(np.abs))
-TILE_IMPLS.add(mathd.FloorOp, _unary_scalar(np.floor))
-TILE_IMPLS.add(mathd.CeilOp, _unary_scalar(np.ceil))
-TILE_IMPLS.add(mathd.PowFOp, _binary_scalar(np.power))
+ELEMENTWISE: dict[type[Operation], Callable[..., Any]] = {
+    arith.AddiOp: np.add,
+    arith.SubiOp: np.subtract,
+    arith.MuliOp: np.multiply,
+    arith.DivSIOp: _divsi,
+    arith.DivUIOp: _unsigned(np.floor_divide),
+    arith.RemSIOp: _remsi,
+    arith.RemUIOp: _unsigned(np.remainder),
+    arith.FloorDivSIOp: np.floor_divide,
+    arith.CeilDivSIOp: _ceildivsi,
+    arith.MaxSIOp: np.maximum,
+    arith.MinSIOp: np.minimum,
+    arith.AndIOp: np.bitwise_and,
+    arith.OrIOp: np.bitwise_or,
+    arith.XOrIOp: np.bitwise_xor,
+    arith.AddfOp: np.add,
+    arith.SubfOp: np.subtract,
+    arith.MulfOp: np.multiply,
+    arith.DivfOp: np.divide,
+    arith.MaximumfOp: np.maximum,
+    arith.MinimumfOp: np.minimum,
+    arith.MaxnumfOp: np.fmax,
+    arith.MinnumfOp: np.fmin,
+    arith.NegfOp: np.negative,
+    mathd.ExpOp: np.exp,
+    mathd.LogOp: np.log,
+    mathd.CosOp: np.cos,
+    mathd.SinOp: np.sin,
+    mathd.SqrtOp: np.sqrt,
+    mathd.RsqrtOp: _rsqrt_scalar,
+    mathd.TanhOp: np.tanh,
+    mathd.ErfOp: erf,
+    mathd.AbsFOp: np.abs,
+    mathd.AbsIOp: np.abs,
+    mathd.FloorOp: np.floor,
+    mathd.CeilOp: np.ceil,
+    mathd.PowFOp: np.power,
+}
+"""
+The elementwise `arith` / `math` ops as numpy functions of their operands: the one
+semantics of these ops, vectorised over blocks and cores here and applied to Python
+scalars by `plmr.runtime.xdsl_interp`.
+"""
+
+
+def _elementwise(fn: Callable[..., Any]) -> Impl:
+    def run(ev: ReferenceEvaluator, op: Operation, args: list[Any]) -> list[Any]:
+        return [fn(*args)]
+
+    return run
+
+
+for _cls, _fn in ELEMENTWISE.items():
+    TILE_IMPLS.add(_cls, _elementwise(_fn))
 
 EVAL_IMPLS: dict[type[Operation], EvalImpl] = TILE_IMPLS.as_dict()
 """Implementations that run on the evaluator (vectorised over its leading shape)."""
@@ -666,10 +675,12 @@ def tensor_bytes(t: Attribute) -> int:
 
 
 __all__ = [
+    "ELEMENTWISE",
     "EVAL_IMPLS",
     "TileFunctions",
     "TileStats",
     "TrafficCounter",
+    "convert_to",
     "count_op",
     "global_values",
     "tensor_bytes",
