@@ -1,23 +1,37 @@
 """
-The engine of the reference interpreters: runs `func.func` bodies op by op on numpy
-values, dispatching each op to the implementation registered for its class.
+The engine of the reference interpreters, on xDSL's interpreter framework: a
+`ReferenceEvaluator` is an `xdsl.interpreter.Interpreter` that runs `func.func` bodies op
+by op on numpy values (kept as numpy arrays, so every op stays one vectorised call).
 
-The implementations live with their dialects' semantics (`reference` for `graph`,
-`loop_ops`, `tile_ops`) and are registered by `plmr.runtime.reference`, which is where
-`ReferenceEvaluator` is imported from; this module imports none of them, so they can all
-import it.
+Each level's semantics is a set of `InterpreterFunctions` (one `@impl` per op class):
+`graph` in `reference`, `loop` in `loop_ops`, `tile` and the `arith` / `math` ops it uses
+in `tile_ops`. They are written as typed tables (`EvalTable`, `OpTable`) next to their
+numpy functions and turned into `InterpreterFunctions` by `interpreter_functions`;
+`plmr.runtime.reference` registers them with `register_functions`, which is why
+`ReferenceEvaluator` is imported from there. This module imports none of them, so they
+can all import it.
+
+Observers (memory traffic, op traces) are `Interpreter.Listener`s passed as `listeners`:
+they see every op that is not a terminator with its operands before and its (checked)
+results after it runs.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar, cast
 
 import numpy as np
 from xdsl.dialects import func
-from xdsl.dialects.builtin import (
-    ModuleOp,
-    TensorType,
+from xdsl.dialects.builtin import ModuleOp, TensorType
+from xdsl.interpreter import (
+    Interpreter,
+    InterpreterFunctions,
+    OpImplResult,
+    PythonValues,
+    impl,
+    impl_callable,
+    register_impls,
 )
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 from xdsl.traits import IsTerminator
@@ -39,6 +53,7 @@ class EvalTable:
     """
     Evaluator implementations by op class, each typed by the class it is registered for
     (`@TILE_IMPLS.impl(tile.LoadOp)` over `def _load(ev, op: tile.LoadOp, args)`).
+    `interpreter_functions` turns the table into xDSL `InterpreterFunctions`.
     """
 
     def __init__(self) -> None:
@@ -52,7 +67,7 @@ class EvalTable:
         """Registers `fn` for ops of exactly the class `cls`."""
         if cls in self._impls:
             raise ValueError(f"'{cls.__name__}' has two evaluator implementations")
-        # The evaluator dispatches on `type(op)`, so `fn` only ever receives a `cls`.
+        # The interpreter dispatches on `type(op)`, so `fn` only ever receives a `cls`.
         self._impls[cls] = cast(EvalImpl, fn)
 
     def impl(
@@ -77,18 +92,77 @@ class EvalTable:
         return dict(self._impls)
 
 
-_OP_IMPLS: dict[type[Operation], OpImpl] = {}
-_EVAL_IMPLS: dict[type[Operation], EvalImpl] = {}
+def _eval_method(fn: EvalImpl) -> Callable[..., PythonValues]:
+    def run(
+        self: InterpreterFunctions,
+        interpreter: Interpreter,
+        op: Operation,
+        args: PythonValues,
+    ) -> PythonValues:
+        return tuple(fn(cast(ReferenceEvaluator, interpreter), op, list(args)))
+
+    return run
 
 
-def register_op_impls(impls: Mapping[type[Operation], OpImpl]) -> None:
-    """Makes `impls` the default implementation of their ops in every new evaluator."""
-    _OP_IMPLS.update(impls)
+def _pure_method(fn: OpImpl) -> Callable[..., PythonValues]:
+    def run(
+        self: InterpreterFunctions,
+        interpreter: Interpreter,
+        op: Operation,
+        args: PythonValues,
+    ) -> PythonValues:
+        if cast(ReferenceEvaluator, interpreter).lead:
+            raise PlmrError(f"'{op.name}' cannot run inside a per-core program")
+        return tuple(fn(op, list(args)))
+
+    return run
 
 
-def register_eval_impls(impls: Mapping[type[Operation], EvalImpl]) -> None:
-    """Like `register_op_impls`, for implementations that need the evaluator."""
-    _EVAL_IMPLS.update(impls)
+def interpreter_functions(
+    name: str,
+    evaluated: Mapping[type[Operation], EvalImpl] | None = None,
+    pure: Mapping[type[Operation], OpImpl] | None = None,
+) -> type[InterpreterFunctions]:
+    """
+    An `InterpreterFunctions` class named `name` with one `@impl` per op class of
+    `evaluated` (implementations that take the evaluator) and of `pure` (implementations
+    of the values alone, which run on the host only).
+    """
+    methods: dict[str, Any] = {}
+    for cls, fn in (evaluated or {}).items():
+        methods[f"run_{cls.name}"] = impl(cls)(_eval_method(fn))
+    for cls, fn in (pure or {}).items():
+        key = f"run_{cls.name}"
+        if key in methods:
+            raise ValueError(f"'{cls.__name__}' has two evaluator implementations")
+        methods[key] = impl(cls)(_pure_method(fn))
+    return register_impls(type(name, (InterpreterFunctions,), methods))
+
+
+@register_impls
+class CallFunctions(InterpreterFunctions):
+    """`func.func` as a callable and `func.call` between the functions of the module."""
+
+    @impl_callable(func.FuncOp)
+    def call_func(
+        self, interpreter: Interpreter, op: func.FuncOp, args: PythonValues
+    ) -> PythonValues:
+        return tuple(cast(ReferenceEvaluator, interpreter).run(op, list(args)))
+
+    @impl(func.CallOp)
+    def run_call(
+        self, interpreter: Interpreter, op: func.CallOp, args: PythonValues
+    ) -> PythonValues:
+        ev = cast(ReferenceEvaluator, interpreter)
+        return tuple(ev.run(ev.function(op.callee.string_value()), list(args)))
+
+
+_FUNCTIONS: list[type[InterpreterFunctions]] = [CallFunctions]
+
+
+def register_functions(*functions: type[InterpreterFunctions]) -> None:
+    """Makes `functions` part of every new evaluator."""
+    _FUNCTIONS.extend(functions)
 
 
 def _location(op: Operation) -> str:
@@ -100,7 +174,7 @@ def _location(op: Operation) -> str:
     return f"'{op.name}'{f' ({names})' if names else ''} {where}".strip()
 
 
-class ReferenceEvaluator:
+class ReferenceEvaluator(Interpreter):
     """
     Runs `func.func` bodies on numpy arrays: `graph` ops, `loop` nests, `tile` ops (with
     their regions), the `arith` / `math` ops that index computations and `tile.map`
@@ -109,33 +183,52 @@ class ReferenceEvaluator:
     `lead` is a shape prepended to every value: with `lead = (H, W)` one evaluation runs
     the same program on H×W cores at once (the mesh runtime's SPMD mode); tensors then
     have shape `lead + type shape` and indices shape `lead` (or are uniform scalars).
-    Subclasses observe every op through `observe` (costs, memory traffic, timing).
+    `listeners` observe every op (costs, memory traffic, traces); `functions` are
+    `InterpreterFunctions` registered over the default ones (`override`).
     """
 
     def __init__(
         self,
         module: ModuleOp | None = None,
-        impls: dict[type[Operation], OpImpl] | None = None,
+        functions: Iterable[InterpreterFunctions] = (),
         *,
         lead: tuple[int, ...] = (),
+        listeners: Sequence[Interpreter.Listener] = (),
     ):
-        if not _OP_IMPLS:
+        if len(_FUNCTIONS) == 1:
             raise PlmrError(
                 "no op semantics are registered: import ReferenceEvaluator from "
                 "plmr.runtime.reference"
             )
-        self.module = module
+        super().__init__(
+            module if module is not None else ModuleOp([]), listeners=tuple(listeners)
+        )
+        self.has_module = module is not None
         self.lead = lead
-        self.impls: dict[type[Operation], OpImpl] = dict(_OP_IMPLS)
-        if impls is not None:
-            self.impls.update(impls)
-        self.eval_impls: dict[type[Operation], EvalImpl] = dict(_EVAL_IMPLS)
-        self.env_stack: list[dict[SSAValue, Any]] = []
+        for functions_type in _FUNCTIONS:
+            self.register_implementations(functions_type())
+        for extra in functions:
+            self.register_implementations(extra, override=True)
         self.owned_buffers: set[int] = set()
         """Ids of arrays this evaluator created and may update in place."""
 
+    def implements(self, cls: type[Operation]) -> bool:
+        """Whether ops of class `cls` have semantics in this evaluator."""
+        return cls in self._dispatch()
+
+    def _dispatch(self) -> Mapping[type[Operation], tuple[InterpreterFunctions, Any]]:
+        # xDSL's own registry of `@impl`s. Ops are dispatched from it directly rather
+        # than through `_InterpreterFunctionImpls.run`, which attaches a print of the
+        # whole module to every error an implementation raises (plmr reports the op).
+        return self._impls._impl_dict  # pyright: ignore[reportPrivateUsage]
+
+    def call_impl(self, op: Operation, operands: list[Any]) -> list[Any]:
+        """Runs the `@impl` registered for `op` alone (no result checks, no listeners)."""
+        functions, run = self._dispatch()[type(op)]
+        return list(run(functions, self, op, tuple(operands)).values)
+
     def function(self, name: str) -> func.FuncOp:
-        if self.module is None:
+        if not self.has_module:
             raise PlmrError(f"no module to look up @{name} in")
         for op in self.module.ops:
             if isinstance(op, func.FuncOp) and op.sym_name.data == name:
@@ -156,54 +249,54 @@ class ReferenceEvaluator:
         return self.run_block(fn.body.block, arrays)
 
     def run_block(self, block: Block, args: Sequence[Any]) -> list[Any]:
-        """Runs a block; returns the operands of its terminator (return or yield)."""
-        env: dict[SSAValue, Any] = dict(zip(block.args, args, strict=True))
-        self.env_stack.append(env)
+        """
+        Runs a block in a new scope; returns the operands of its terminator (return or
+        yield), which the op that owns the block interprets.
+        """
+        self.push_scope()
         try:
+            self.set_values(zip(block.args, args, strict=True))
             for op in block.ops:
                 operands = [self.lookup(v) for v in op.operands]
                 if op.has_trait(IsTerminator):
                     return operands
-                results = self.run_op(op, operands)
-                for value, result in zip(op.results, results, strict=True):
-                    env[value] = result
+                results = self.evaluate_op(op, operands)
+                self.set_values(zip(op.results, results, strict=True))
         finally:
-            self.env_stack.pop()
+            self.pop_scope()
         raise PlmrError("a block ended without a terminator")
 
     def lookup(self, value: SSAValue) -> Any:
-        for env in reversed(self.env_stack):
-            if value in env:
-                return env[value]
-        raise PlmrError(f"value %{value.name_hint or '?'} used before it was computed")
+        try:
+            return self._ctx[value]
+        except KeyError:
+            raise PlmrError(
+                f"value %{value.name_hint or '?'} used before it was computed"
+            ) from None
 
-    def observe(self, op: Operation, operands: list[Any], results: list[Any]) -> None:
-        """Called after every op; subclasses count costs here."""
+    def _run_op(self, op: Operation, inputs: PythonValues) -> OpImplResult:
+        return OpImplResult(tuple(self.evaluate_op(op, list(inputs))), None)
 
-    def run_op(self, op: Operation, operands: list[Any]) -> list[Any]:
-        if isinstance(op, func.CallOp):
-            return self.run(self.function(op.callee.string_value()), operands)
-        eval_impl = self.eval_impls.get(type(op))
-        impl = self.impls.get(type(op))
-        if eval_impl is None and impl is None:
+    def evaluate_op(self, op: Operation, operands: list[Any]) -> list[Any]:
+        """Runs `op` on its operand values with its registered `@impl`; checks results."""
+        for listener in self.listeners:
+            listener.will_interpret_op(op, tuple(operands))
+        entry = self._dispatch().get(type(op))
+        if entry is None:
             raise PlmrError(
                 f"{_location(op)}: no reference semantics for '{op.name}' "
                 "(lower it or run the program at a level plmr can execute)"
             )
+        functions, run = entry
         try:
-            if eval_impl is not None:
-                results = eval_impl(self, op, operands)
-            else:
-                assert impl is not None
-                if self.lead:
-                    raise PlmrError(f"'{op.name}' cannot run inside a per-core program")
-                results = impl(op, operands)
+            results = run(functions, self, op, tuple(operands)).values
         except PlmrError as e:
             raise PlmrError(f"{_location(op)}: {e}") from e
         out: list[Any] = []
         for result, value in zip(results, op.results, strict=True):
             out.append(self._check_result(op, value, result))
-        self.observe(op, operands, out)
+        for listener in self.listeners:
+            listener.did_interpret_op(op, tuple(out))
         return out
 
     def _check_result(self, op: Operation, value: SSAValue, result: Any) -> Any:

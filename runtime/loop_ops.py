@@ -33,7 +33,12 @@ from xdsl.ir import Attribute, Operation, SSAValue
 from plmr.dialects import loop
 from plmr.dialects.graph import static_shape
 from plmr.errors import PlmrError
-from plmr.runtime.evaluator import EvalImpl, EvalTable, ReferenceEvaluator
+from plmr.runtime.evaluator import (
+    EvalImpl,
+    EvalTable,
+    ReferenceEvaluator,
+    interpreter_functions,
+)
 from plmr.values import Array, numpy_dtype, tensor_dtype
 
 BOX_ELEMENTS = 1 << 22
@@ -333,10 +338,9 @@ class NestRunner:
             return [self.read(op)]
         if isinstance(op, loop.NestOp):
             return self.run(op, [self.value(v) for v in op.inits])
-        impl = self.ev.eval_impls.get(type(op))
-        if impl is None:
+        if not self.ev.implements(type(op)):
             raise PlmrError(f"'{op.name}' cannot run inside a loop.nest body")
-        results = impl(self.ev, op, [self.value(v) for v in op.operands])
+        results = self.ev.call_impl(op, [self.value(v) for v in op.operands])
         out: list[Any] = []
         for r, res in zip(results, op.results, strict=True):
             try:
@@ -414,5 +418,15 @@ Implementations of the `loop` ops for the `ReferenceEvaluator`, and of `tensor.e
 (the global tensors that `convert-loop-to-tile` stores the results of nests into).
 """
 
+LoopFunctions = interpreter_functions("LoopFunctions", LOOP_IMPLS)
+"""The `loop` semantics as xDSL `InterpreterFunctions` (one `@impl` per op)."""
 
-__all__ = ["BOX_ELEMENTS", "COMBINERS", "LOOP_IMPLS", "NestRunner", "combiner_of"]
+
+__all__ = [
+    "BOX_ELEMENTS",
+    "COMBINERS",
+    "LOOP_IMPLS",
+    "LoopFunctions",
+    "NestRunner",
+    "combiner_of",
+]

@@ -4,9 +4,9 @@ of every level.
 
 Each `graph` op has one numpy function (`numpy_ops`, ONNX semantics), registered for its
 class in the typed table `REFERENCE` (`@REFERENCE.impl(graph.GeluOp)`); `GRAPH_IMPLS` is
-derived from it. Importing this module registers the semantics of every level with the
-evaluator engine (`graph` here, `loop` in `loop_ops`, `tile` and the `arith` / `math`
-ops it uses in `tile_ops`), so `ReferenceEvaluator` runs programs at any of them.
+derived from it. Importing this module registers the semantics of every level, as xDSL
+`InterpreterFunctions`, with the evaluator engine (`graph` here, `loop` in `loop_ops`,
+`tile` and the `arith` / `math` ops it uses in `tile_ops`), so `ReferenceEvaluator` runs programs at any of them.
 `evaluate_function` runs a `func.func` of graph ops on numpy arrays: the oracle every
 later level (loop, tile, mesh) is checked against; `run_tile_function` runs a tile-level
 function and counts the memory traffic it causes.
@@ -31,10 +31,10 @@ from plmr.runtime.evaluator import (
     EvalImpl,
     OpImpl,
     ReferenceEvaluator,
-    register_eval_impls,
-    register_op_impls,
+    interpreter_functions,
+    register_functions,
 )
-from plmr.runtime.loop_ops import LOOP_IMPLS
+from plmr.runtime.loop_ops import LoopFunctions
 from plmr.runtime.numpy_ops import (
     cast_to,
     conv2d,
@@ -55,7 +55,7 @@ from plmr.runtime.numpy_ops import (
     softmax,
     split,
 )
-from plmr.runtime.tile_ops import EVAL_IMPLS, TileStats, count_op, global_values
+from plmr.runtime.tile_ops import TileFunctions, TileStats, TrafficCounter
 from plmr.runtime.weights import load_weight
 from plmr.values import Array, dense_to_numpy, tensor_dtype
 
@@ -293,9 +293,10 @@ for _cls, _meaning in graph.unary_meanings().items():
 GRAPH_IMPLS: dict[type[Operation], OpImpl] = REFERENCE.as_dict()
 """Reference implementation of every `graph` op: (op, operand arrays) -> result arrays."""
 
-register_op_impls(GRAPH_IMPLS)
-register_eval_impls(EVAL_IMPLS)
-register_eval_impls(LOOP_IMPLS)
+GraphFunctions = interpreter_functions("GraphFunctions", pure=GRAPH_IMPLS)
+"""The `graph` semantics as xDSL `InterpreterFunctions` (one `@impl` per op)."""
+
+register_functions(GraphFunctions, LoopFunctions, TileFunctions)
 
 
 # ---------------------------------------------------------------------------------------
@@ -313,22 +314,18 @@ def run_tile_function(
     module: ModuleOp, name: str, args: Sequence[Array]
 ) -> tuple[list[Array], TileStats]:
     """Runs a tile-level function; returns its results and the traffic it caused."""
-    stats = TileStats()
-
-    class _Counting(ReferenceEvaluator):
-        def observe(self, op: Operation, operands: list[Any], results: list[Any]) -> None:
-            count_op(stats, globals_, op, results)
-
-    ev = _Counting(module)
+    counter = TrafficCounter()
+    ev = ReferenceEvaluator(module, listeners=[counter])
     fn = ev.function(name)
-    globals_ = global_values(fn)
-    return ev.run(fn, args), stats
+    counter.watch(fn)
+    return ev.run(fn, args), counter.stats
 
 
 __all__ = [
     "GRAPH_IMPLS",
     "REFERENCE",
     "EvalImpl",
+    "GraphFunctions",
     "OpImpl",
     "ReferenceEvaluator",
     "cast_to",

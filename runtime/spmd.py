@@ -12,12 +12,17 @@ from typing import Any, Protocol, cast
 
 import numpy as np
 import numpy.typing as npt
+from xdsl.interpreter import (
+    Interpreter,
+    InterpreterFunctions,
+    PythonValues,
+    impl,
+    register_impls,
+)
 from xdsl.ir import Operation, SSAValue
 
 from plmr.dialects import mesh, tile
-from plmr.dialects.narrow import expect
 from plmr.errors import PlmrError
-from plmr.runtime.evaluator import EvalTable
 from plmr.runtime.reference import ReferenceEvaluator
 from plmr.runtime.steady import MeshRuntime as SteadyRuntime
 from plmr.runtime.steady import (
@@ -159,11 +164,10 @@ class SpmdEvaluator(ReferenceEvaluator):
     """
 
     def __init__(self, runtime: SpmdRuntime, program: mesh.ProgramOp):
-        super().__init__(None, lead=runtime.grid)
+        super().__init__(None, [SpmdFunctions()], lead=runtime.grid)
         self.runtime = runtime
         self.program = program
         self.ready: dict[SSAValue, Ready] = {}
-        self.eval_impls.update(_SPMD_IMPLS.as_dict())
 
     def ready_of(self, values: Sequence[SSAValue]) -> Ready:
         """
@@ -223,13 +227,13 @@ class SpmdEvaluator(ReferenceEvaluator):
             out = r if out is None else np.maximum(out, r)
         return out
 
-    def run_op(self, op: Operation, operands: list[Any]) -> list[Any]:
+    def evaluate_op(self, op: Operation, operands: list[Any]) -> list[Any]:
         rt = self.runtime
         in_map_body = isinstance(op.parent_op(), tile.MapOp)
         if rt.mode == "timing" and _is_compute(op):
             results = [rt.placeholder(r) for r in op.results]
         else:
-            results = super().run_op(op, operands)
+            results = super().evaluate_op(op, operands)
         if in_map_body or isinstance(op, tile.ForOp | mesh.CommOp):
             return results
         cycles = rt.compute_cycles(op)
@@ -269,16 +273,7 @@ def _uniform_index(value: Any, what: str) -> int:
     return int(first)
 
 
-_SPMD_IMPLS = EvalTable()
-
-
-def _spmd(ev: ReferenceEvaluator) -> SpmdEvaluator:
-    return expect(ev, SpmdEvaluator, "the evaluator of a mesh.spmd body")
-
-
-@_SPMD_IMPLS.impl(tile.ForOp)
-def _run_for(ev: ReferenceEvaluator, op: tile.ForOp, args: list[Any]) -> list[Any]:
-    ev = _spmd(ev)
+def _run_for(ev: SpmdEvaluator, op: tile.ForOp, args: list[Any]) -> list[Any]:
     block = op.body.block
     carried_ready = [ev.ready.get(v, 0.0) for v in op.iter_args]
     values = list(args)
@@ -305,9 +300,7 @@ def _run_for(ev: ReferenceEvaluator, op: tile.ForOp, args: list[Any]) -> list[An
     return values
 
 
-@_SPMD_IMPLS.impl(mesh.ShiftOp, mesh.BroadcastOp, mesh.AllreduceOp, mesh.ReduceOp)
-def _run_collective(ev: ReferenceEvaluator, op: Operation, args: list[Any]) -> list[Any]:
-    ev = _spmd(ev)
+def _run_collective(ev: SpmdEvaluator, op: Operation, args: list[Any]) -> list[Any]:
     rt = ev.runtime
     values = dict(zip(op.operands, args, strict=True))
     source: SSAValue = getattr(op, "input")
@@ -326,18 +319,64 @@ def _run_collective(ev: ReferenceEvaluator, op: Operation, args: list[Any]) -> l
     return [result]
 
 
-@_SPMD_IMPLS.impl(mesh.SendOp)
-def _run_send(ev: ReferenceEvaluator, op: mesh.SendOp, args: list[Any]) -> list[Any]:
-    ev = _spmd(ev)
+def _run_send(ev: SpmdEvaluator, op: mesh.SendOp, args: list[Any]) -> list[Any]:
     ev.runtime.send(
         op, args[0], args[1] if len(args) > 1 else None, ev.ready_of([op.input])
     )
     return []
 
 
-@_SPMD_IMPLS.impl(mesh.RecvOp)
-def _run_recv(ev: ReferenceEvaluator, op: mesh.RecvOp, args: list[Any]) -> list[Any]:
-    ev = _spmd(ev)
+def _run_recv(ev: SpmdEvaluator, op: mesh.RecvOp, args: list[Any]) -> list[Any]:
     data, ready = ev.runtime.recv(op, args[0] if args else None)
     ev.ready[op.result] = ready
     return [data]
+
+
+@register_impls
+class SpmdFunctions(InterpreterFunctions):
+    """
+    The ops whose meaning inside a `mesh.spmd` body involves time: loops (extrapolated
+    once periodic), collectives and messages.
+    """
+
+    @impl(tile.ForOp)
+    def run_for(
+        self, interpreter: Interpreter, op: tile.ForOp, args: PythonValues
+    ) -> PythonValues:
+        return tuple(_run_for(cast(SpmdEvaluator, interpreter), op, list(args)))
+
+    @impl(mesh.ShiftOp)
+    def run_shift(
+        self, interpreter: Interpreter, op: mesh.ShiftOp, args: PythonValues
+    ) -> PythonValues:
+        return tuple(_run_collective(cast(SpmdEvaluator, interpreter), op, list(args)))
+
+    @impl(mesh.BroadcastOp)
+    def run_broadcast(
+        self, interpreter: Interpreter, op: mesh.BroadcastOp, args: PythonValues
+    ) -> PythonValues:
+        return tuple(_run_collective(cast(SpmdEvaluator, interpreter), op, list(args)))
+
+    @impl(mesh.AllreduceOp)
+    def run_allreduce(
+        self, interpreter: Interpreter, op: mesh.AllreduceOp, args: PythonValues
+    ) -> PythonValues:
+        return tuple(_run_collective(cast(SpmdEvaluator, interpreter), op, list(args)))
+
+    @impl(mesh.ReduceOp)
+    def run_reduce(
+        self, interpreter: Interpreter, op: mesh.ReduceOp, args: PythonValues
+    ) -> PythonValues:
+        return tuple(_run_collective(cast(SpmdEvaluator, interpreter), op, list(args)))
+
+    @impl(mesh.SendOp)
+    def run_send(
+        self, interpreter: Interpreter, op: mesh.SendOp, args: PythonValues
+    ) -> PythonValues:
+        return tuple(_run_send(cast(SpmdEvaluator, interpreter), op, list(args)))
+
+    @impl(mesh.RecvOp)
+    def run_recv(
+        self, interpreter: Interpreter, op: mesh.RecvOp, args: PythonValues
+    ) -> PythonValues:
+        return tuple(_run_recv(cast(SpmdEvaluator, interpreter), op, list(args)))

@@ -27,13 +27,19 @@ from xdsl.dialects.builtin import (
     IntegerAttr,
     TensorType,
 )
+from xdsl.interpreter import Interpreter, PythonValues
 from xdsl.ir import Attribute, BlockArgument, Operation, OpResult, SSAValue
 
 from plmr.dialects import tile
 from plmr.dialects.graph import normalize_axis, static_shape
 from plmr.dialects.graph_weights import weight_ref
 from plmr.errors import PlmrError
-from plmr.runtime.evaluator import EvalImpl, EvalTable, ReferenceEvaluator
+from plmr.runtime.evaluator import (
+    EvalImpl,
+    EvalTable,
+    ReferenceEvaluator,
+    interpreter_functions,
+)
 from plmr.runtime.numpy_ops import erf, gelu, sigmoid, silu
 from plmr.runtime.weights import load_weight
 from plmr.target.op_cost import op_work
@@ -385,20 +391,6 @@ def _constant(ev: ReferenceEvaluator, op: arith.ConstantOp, args: list[Any]) -> 
     raise PlmrError(f"unsupported constant {value}")
 
 
-def _binary_scalar(fn: Callable[[Any, Any], Any]) -> Impl:
-    def run(ev: ReferenceEvaluator, op: Operation, args: list[Any]) -> list[Any]:
-        return [fn(args[0], args[1])]
-
-    return run
-
-
-def _unary_scalar(fn: Callable[[Any], Any]) -> Impl:
-    def run(ev: ReferenceEvaluator, op: Operation, args: list[Any]) -> list[Any]:
-        return [fn(args[0])]
-
-    return run
-
-
 def _divsi(a: Any, b: Any) -> Any:
     """Signed division rounding toward zero (MLIR's `arith.divsi`)."""
     # Floor division, then one up where it rounded a negative quotient down (no `abs`,
@@ -490,7 +482,12 @@ def _select(ev: ReferenceEvaluator, op: arith.SelectOp, args: list[Any]) -> list
     arith.TruncIOp,
 )
 def _convert(ev: ReferenceEvaluator, op: Operation, args: list[Any]) -> list[Any]:
-    return [np.asarray(args[0]).astype(numpy_dtype(op.results[0].type))]
+    return [convert_to(args[0], op.results[0].type)]
+
+
+def convert_to(x: Any, t: Attribute) -> Array:
+    """`x` converted to the element type `t` (`arith.sitofp`, `arith.index_cast`, ...)."""
+    return np.asarray(x).astype(numpy_dtype(t))
 
 
 @TILE_IMPLS.impl(arith.ExtSIOp)
@@ -521,45 +518,66 @@ def _fma(ev: ReferenceEvaluator, op: mathd.FmaOp, args: list[Any]) -> list[Any]:
     return [args[0] * args[1] + args[2]]
 
 
-TILE_IMPLS.add(arith.AddiOp, _binary_scalar(np.add))
-TILE_IMPLS.add(arith.SubiOp, _binary_scalar(np.subtract))
-TILE_IMPLS.add(arith.MuliOp, _binary_scalar(np.multiply))
-TILE_IMPLS.add(arith.DivSIOp, _binary_scalar(_divsi))
-TILE_IMPLS.add(arith.DivUIOp, _binary_scalar(_unsigned(np.floor_divide)))
-TILE_IMPLS.add(arith.RemSIOp, _binary_scalar(_remsi))
-TILE_IMPLS.add(arith.RemUIOp, _binary_scalar(_unsigned(np.remainder)))
-TILE_IMPLS.add(arith.FloorDivSIOp, _binary_scalar(np.floor_divide))
-TILE_IMPLS.add(arith.CeilDivSIOp, _binary_scalar(_ceildivsi))
-TILE_IMPLS.add(arith.MaxSIOp, _binary_scalar(np.maximum))
-TILE_IMPLS.add(arith.MinSIOp, _binary_scalar(np.minimum))
-TILE_IMPLS.add(arith.AndIOp, _binary_scalar(np.bitwise_and))
-TILE_IMPLS.add(arith.OrIOp, _binary_scalar(np.bitwise_or))
-TILE_IMPLS.add(arith.XOrIOp, _binary_scalar(np.bitwise_xor))
-TILE_IMPLS.add(arith.AddfOp, _binary_scalar(np.add))
-TILE_IMPLS.add(arith.SubfOp, _binary_scalar(np.subtract))
-TILE_IMPLS.add(arith.MulfOp, _binary_scalar(np.multiply))
-TILE_IMPLS.add(arith.DivfOp, _binary_scalar(np.divide))
-TILE_IMPLS.add(arith.MaximumfOp, _binary_scalar(np.maximum))
-TILE_IMPLS.add(arith.MinimumfOp, _binary_scalar(np.minimum))
-TILE_IMPLS.add(arith.MaxnumfOp, _binary_scalar(np.fmax))
-TILE_IMPLS.add(arith.MinnumfOp, _binary_scalar(np.fmin))
-TILE_IMPLS.add(arith.NegfOp, _unary_scalar(np.negative))
-TILE_IMPLS.add(mathd.ExpOp, _unary_scalar(np.exp))
-TILE_IMPLS.add(mathd.LogOp, _unary_scalar(np.log))
-TILE_IMPLS.add(mathd.CosOp, _unary_scalar(np.cos))
-TILE_IMPLS.add(mathd.SinOp, _unary_scalar(np.sin))
-TILE_IMPLS.add(mathd.SqrtOp, _unary_scalar(np.sqrt))
-TILE_IMPLS.add(mathd.RsqrtOp, _unary_scalar(_rsqrt_scalar))
-TILE_IMPLS.add(mathd.TanhOp, _unary_scalar(np.tanh))
-TILE_IMPLS.add(mathd.ErfOp, _unary_scalar(erf))
-TILE_IMPLS.add(mathd.AbsFOp, _unary_scalar(np.abs))
-TILE_IMPLS.add(mathd.AbsIOp, _unary_scalar(np.abs))
-TILE_IMPLS.add(mathd.FloorOp, _unary_scalar(np.floor))
-TILE_IMPLS.add(mathd.CeilOp, _unary_scalar(np.ceil))
-TILE_IMPLS.add(mathd.PowFOp, _binary_scalar(np.power))
+ELEMENTWISE: dict[type[Operation], Callable[..., Any]] = {
+    arith.AddiOp: np.add,
+    arith.SubiOp: np.subtract,
+    arith.MuliOp: np.multiply,
+    arith.DivSIOp: _divsi,
+    arith.DivUIOp: _unsigned(np.floor_divide),
+    arith.RemSIOp: _remsi,
+    arith.RemUIOp: _unsigned(np.remainder),
+    arith.FloorDivSIOp: np.floor_divide,
+    arith.CeilDivSIOp: _ceildivsi,
+    arith.MaxSIOp: np.maximum,
+    arith.MinSIOp: np.minimum,
+    arith.AndIOp: np.bitwise_and,
+    arith.OrIOp: np.bitwise_or,
+    arith.XOrIOp: np.bitwise_xor,
+    arith.AddfOp: np.add,
+    arith.SubfOp: np.subtract,
+    arith.MulfOp: np.multiply,
+    arith.DivfOp: np.divide,
+    arith.MaximumfOp: np.maximum,
+    arith.MinimumfOp: np.minimum,
+    arith.MaxnumfOp: np.fmax,
+    arith.MinnumfOp: np.fmin,
+    arith.NegfOp: np.negative,
+    mathd.ExpOp: np.exp,
+    mathd.LogOp: np.log,
+    mathd.CosOp: np.cos,
+    mathd.SinOp: np.sin,
+    mathd.SqrtOp: np.sqrt,
+    mathd.RsqrtOp: _rsqrt_scalar,
+    mathd.TanhOp: np.tanh,
+    mathd.ErfOp: erf,
+    mathd.AbsFOp: np.abs,
+    mathd.AbsIOp: np.abs,
+    mathd.FloorOp: np.floor,
+    mathd.CeilOp: np.ceil,
+    mathd.PowFOp: np.power,
+}
+"""
+The elementwise `arith` / `math` ops as numpy functions of their operands: the one
+semantics of these ops, vectorised over blocks and cores here and applied to Python
+scalars by `plmr.runtime.xdsl_interp`.
+"""
+
+
+def _elementwise(fn: Callable[..., Any]) -> Impl:
+    def run(ev: ReferenceEvaluator, op: Operation, args: list[Any]) -> list[Any]:
+        return [fn(*args)]
+
+    return run
+
+
+for _cls, _fn in ELEMENTWISE.items():
+    TILE_IMPLS.add(_cls, _elementwise(_fn))
 
 EVAL_IMPLS: dict[type[Operation], EvalImpl] = TILE_IMPLS.as_dict()
 """Implementations that run on the evaluator (vectorised over its leading shape)."""
+
+TileFunctions = interpreter_functions("TileFunctions", EVAL_IMPLS)
+"""The `tile`, `arith` and `math` semantics as xDSL `InterpreterFunctions`."""
 
 
 # ---------------------------------------------------------------------------------------
@@ -630,6 +648,24 @@ def count_op(
         stats.flops += op_work(op).flops
 
 
+class TrafficCounter(Interpreter.Listener):
+    """
+    Listens to an evaluator running a tile-level function and counts what it does in
+    `stats` (`watch` the function first: its global tensors are what traffic is to).
+    """
+
+    def __init__(self) -> None:
+        self.stats = TileStats()
+        self.globals: set[SSAValue] = set()
+
+    def watch(self, fn: func.FuncOp) -> None:
+        """Counts traffic to and from the global tensors of `fn`."""
+        self.globals = global_values(fn)
+
+    def did_interpret_op(self, op: Operation, results: PythonValues) -> None:
+        count_op(self.stats, self.globals, op, list(results))
+
+
 def tensor_bytes(t: Attribute) -> int:
     """Bytes of a static-shape tensor type in host (numpy) representation."""
     if not isinstance(t, TensorType):
@@ -639,8 +675,12 @@ def tensor_bytes(t: Attribute) -> int:
 
 
 __all__ = [
+    "ELEMENTWISE",
     "EVAL_IMPLS",
+    "TileFunctions",
     "TileStats",
+    "TrafficCounter",
+    "convert_to",
     "count_op",
     "global_values",
     "tensor_bytes",

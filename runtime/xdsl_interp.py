@@ -3,13 +3,14 @@ Running plmr's `scf` / `memref` output on xDSL's own interpreter.
 
 xDSL's interpreter has no implementation of some `arith` / `math` ops plmr emits
 (`arith.divf`, `arith.negf`, `arith.maxsi`, `math.tanh`, `math.erf`, ...);
-`PlmrScalarFunctions` adds them. `run_with_xdsl` calls a function of a module with numpy
-arrays (as memrefs) and returns its results as numpy arrays.
+`PlmrScalarFunctions` registers for them the numpy semantics the reference evaluator
+uses (`tile_ops.ELEMENTWISE`, `tile_ops.convert_to`), applied to the interpreter's Python
+scalars. `run_with_xdsl` calls a function of a module with numpy arrays (as memrefs) and
+returns its results as numpy arrays.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from typing import Any, cast
 
@@ -33,56 +34,45 @@ from xdsl.interpreters.shaped_array import ShapedArray
 from xdsl.interpreters.utils.ptr import TypedPtr
 from xdsl.ir import Operation
 
+from plmr.runtime.tile_ops import ELEMENTWISE, convert_to
 from plmr.values import Array
 
 Impl = Callable[[Any, Interpreter, Operation, PythonValues], PythonValues]
 
 
-def _op(fn: Callable[..., float | int]) -> Impl:
+def _scalar(cls: type[Operation]) -> Impl:
+    """The `ELEMENTWISE` semantics of `cls` on Python scalars (IEEE: x/0 is ±inf)."""
+    fn = ELEMENTWISE[cls]
+
     def run(
         self: Any, interpreter: Interpreter, op: Operation, args: PythonValues
     ) -> PythonValues:
-        return (fn(*args),)
+        with np.errstate(all="ignore"):
+            return (np.asarray(fn(*args)).item(),)
 
     return run
 
 
-def _divf(a: float, b: float) -> float:
-    if b == 0:
-        return math.nan if a == 0 else math.copysign(math.inf, a) * math.copysign(1.0, b)
-    return a / b
-
-
-def _exp(a: float) -> float:
-    return math.exp(a) if a < 709.0 else math.inf
-
-
-def _neg(a: float) -> float:
-    return -a
-
-
-def _floordiv(a: int, b: int) -> int:
-    return a // b
-
-
-def _mod(a: int, b: int) -> int:
-    return a % b
+def _convert(
+    self: Any, interpreter: Interpreter, op: Operation, args: PythonValues
+) -> PythonValues:
+    return (convert_to(args[0], op.results[0].type).item(),)
 
 
 @register_impls
 class PlmrScalarFunctions(InterpreterFunctions):
     """The scalar `arith` / `math` ops plmr emits that xDSL's interpreter lacks."""
 
-    run_divf = impl(arith.DivfOp)(_op(_divf))
-    run_negf = impl(arith.NegfOp)(_op(_neg))
-    run_maxsi = impl(arith.MaxSIOp)(_op(max))
-    run_minsi = impl(arith.MinSIOp)(_op(min))
-    run_divui = impl(arith.DivUIOp)(_op(_floordiv))
-    run_remui = impl(arith.RemUIOp)(_op(_mod))
-    run_sitofp = impl(arith.SIToFPOp)(_op(float))
-    run_tanh = impl(mathd.TanhOp)(_op(math.tanh))
-    run_erf = impl(mathd.ErfOp)(_op(math.erf))
-    run_exp = impl(mathd.ExpOp)(_op(_exp))
+    run_divf = impl(arith.DivfOp)(_scalar(arith.DivfOp))
+    run_negf = impl(arith.NegfOp)(_scalar(arith.NegfOp))
+    run_maxsi = impl(arith.MaxSIOp)(_scalar(arith.MaxSIOp))
+    run_minsi = impl(arith.MinSIOp)(_scalar(arith.MinSIOp))
+    run_divui = impl(arith.DivUIOp)(_scalar(arith.DivUIOp))
+    run_remui = impl(arith.RemUIOp)(_scalar(arith.RemUIOp))
+    run_sitofp = impl(arith.SIToFPOp)(_convert)
+    run_tanh = impl(mathd.TanhOp)(_scalar(mathd.TanhOp))
+    run_erf = impl(mathd.ErfOp)(_scalar(mathd.ErfOp))
+    run_exp = impl(mathd.ExpOp)(_scalar(mathd.ExpOp))
 
 
 def to_memref(array: Array) -> ShapedArray[float]:

@@ -394,11 +394,10 @@ def _executable(fn: func.FuncOp) -> bool:
     from plmr.runtime.reference import ReferenceEvaluator
 
     evaluator = ReferenceEvaluator()
-    known = set(evaluator.impls) | set(evaluator.eval_impls)
     for op in fn.body.block.ops:
         if isinstance(op, func.ReturnOp | func.CallOp):
             continue
-        if type(op) not in known:
+        if not evaluator.implements(type(op)):
             return False
     return True
 

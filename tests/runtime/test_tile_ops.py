@@ -23,6 +23,7 @@ from xdsl.dialects.arith import Arith
 from xdsl.dialects.builtin import Builtin, ModuleOp, f32
 from xdsl.dialects.func import Func
 from xdsl.dialects.math import Math
+from xdsl.interpreter import Interpreter, PythonValues
 from xdsl.ir import Operation
 from xdsl.parser import Parser
 
@@ -1225,17 +1226,17 @@ def test_a_chain_of_stores_updates_one_buffer_in_place():
       func.return %s3 : tensor<4x4xf32>
     }
     """
-    results: list[Any] = []
+    recorded: list[Any] = []
 
-    class Recording(ReferenceEvaluator):
-        def observe(self, op: Operation, operands: list[Any], out: list[Any]) -> None:
+    class Recording(Interpreter.Listener):
+        def did_interpret_op(self, op: Operation, results: PythonValues) -> None:
             if isinstance(op, tile.StoreOp):
-                results.append(out[0])
+                recorded.append(results[0])
 
     module = parse(source)
-    ev = Recording(module)
+    ev = ReferenceEvaluator(module, listeners=[Recording()])
     (s3,) = ev.run(ev.function("f"), [np.ones((1, 4), np.float32)])
-    assert results[0] is results[1] is results[2] is s3
+    assert recorded[0] is recorded[1] is recorded[2] is s3
     np.testing.assert_array_equal(s3[:, 0], [1, 1, 1, 0])
 
 
@@ -1696,7 +1697,7 @@ def test_select_picks_a_whole_block_per_pe():
     cond = np.array([[True, False], [False, True]])
     a = np.ones((2, 2, 2, 3), np.float32)
     b = np.zeros((2, 2, 2, 3), np.float32)
-    (out,) = ev.run_op(op, [cond, a, b])
+    (out,) = ev.evaluate_op(op, [cond, a, b])
     np.testing.assert_array_equal(out[0, 0], a[0, 0])
     np.testing.assert_array_equal(out[0, 1], b[0, 1])
     np.testing.assert_array_equal(out[1, 1], a[1, 1])
