@@ -40,6 +40,7 @@
 // CHECK-NEXT: graph.matmul after taso-substitute: 2
 // CHECK-NEXT: graph-merge-matmuls: matmuls merged away: 0
 // CHECK-NEXT: graph.matmul after graph-merge-matmuls: 2
+// CHECK-NEXT: blocking trials stopped at the best's estimate: {{[1-9][0-9]*}}
 // CHECK-NEXT: nest tile programs found in the memo: {{[1-9][0-9]*}}
 // CHECK-NEXT: nest tile programs blocked: {{[1-9][0-9]*}}
 // CHECK-NEXT: nest mappings found in the memo: {{[0-9]+}}
