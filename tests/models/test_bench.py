@@ -609,11 +609,9 @@ def test_a_k_token_decode_step_is_its_whole_program_plus_k_appends():
     one = bench_llm("decode", "tiny", (4, 4), reference=False)
     config = bench_config("tiny", (4, 4), two.tokens)
     dev = get_device("wse2")
-    whole = _timed(
-        ProgramBuilder(config, None).decode(tokens=2),
-        default_options("tiny", (4, 4), "wse2"),
-        dev,
-    ).report
+    # The bench compiles the k-token step as a decode step of k rows (`decode_rows`).
+    opts = dataclasses.replace(default_options("tiny", (4, 4), "wse2"), decode_rows=2)
+    whole = _timed(ProgramBuilder(config, None).decode(tokens=2), opts, dev).report
     assert two.step_tokens == 2
     assert two.kv_append_cycles == pytest.approx(2 * one.kv_append_cycles)
     want = float(whole.cycles) + 2 * two.kv_append_cycles
