@@ -71,7 +71,16 @@ def scalar_body_cost(body: Callable[[SSAValue], SSAValue], elt: Attribute) -> in
     block = Block(arg_types=[elt])
     with ImplicitBuilder(block):
         body(block.args[0])
-    return sum(body_op_cost(op.name) for op in block.ops if op.name != "arith.constant")
+    return block_cost(block)
+
+
+def block_cost(block: Block) -> int:
+    """Flops per element of a map body: its ops but the constants and the yield."""
+    return sum(
+        body_op_cost(op.name)
+        for op in block.ops
+        if not isinstance(op, tile.YieldOp) and op.name != "arith.constant"
+    )
 
 
 def map_kind_cost(kind: str) -> int:
@@ -119,8 +128,10 @@ def _dot_work(op: tile.DotOp) -> OpCost:
     return OpCost(flops=macs, fmacs=True, bytes_read=read, bytes_written=written)
 
 
-@op_work.register
-def _reduce_work(op: tile.ReduceOp) -> OpCost:
+@op_work.register(tile.ReduceOp)
+@op_work.register(tile.CastOp)
+def _per_input_element_work(op: tile.ReduceOp | tile.CastOp) -> OpCost:
+    """One flop per input element, the input read and the result written."""
     return OpCost(
         flops=nelems(op.input),
         bytes_read=tile.nbytes(op.input.type),
@@ -134,11 +145,7 @@ def _map_work(op: tile.MapOp) -> OpCost:
     if op.kind_name is not None:
         per = map_kind_cost(op.kind_name)
     else:
-        per = sum(
-            body_op_cost(inner.name)
-            for inner in op.body.block.ops
-            if not isinstance(inner, tile.YieldOp) and inner.name != "arith.constant"
-        )
+        per = block_cost(op.body.block)
     read = sum(tile.nbytes(v.type) for v in op.inputs)
     return OpCost(
         flops=n * max(per, 1), bytes_read=read, bytes_written=tile.nbytes(op.result.type)
@@ -151,15 +158,6 @@ def _copy_work(op: tile.BroadcastOp | tile.TransposeOp) -> OpCost:
     """A block copied into another shape: read once, written once."""
     return OpCost(
         bytes_read=tile.nbytes(op.input.type), bytes_written=tile.nbytes(op.result.type)
-    )
-
-
-@op_work.register
-def _cast_work(op: tile.CastOp) -> OpCost:
-    return OpCost(
-        flops=nelems(op.input),
-        bytes_read=tile.nbytes(op.input.type),
-        bytes_written=tile.nbytes(op.result.type),
     )
 
 
