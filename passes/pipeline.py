@@ -88,10 +88,11 @@ class CompileOptions:
     budget: int = 100
     engine: str = "eqsat"
     """The search of taso-substitute: `backtrack` (TASO) or `eqsat` (equality saturation)."""
-    saturation_time: float = 4.0
-    """`eqsat`: CPU seconds after which no saturation stage starts."""
-    extraction_time: float = 4.0
-    """`eqsat`: seconds of ILP extraction per stage (0: greedy only)."""
+    saturation_nodes: int = 20_000
+    """`eqsat`: e-nodes at which a stage's saturation stops (limits on work, never on
+    time: the graph chosen does not depend on the machine)."""
+    extraction_nodes: int = 1_000
+    """`eqsat`: branch-and-bound nodes of each ILP extraction (0: greedy only)."""
     fuse: str = "auto"
     route: bool = True
     relay: bool = False
@@ -294,8 +295,8 @@ def graph_passes(opts: CompileOptions) -> list[ModulePass]:
                 concats="constant",
                 engine=opts.engine,
                 grid=f"{opts.grid[0]}x{opts.grid[1]}",
-                time_limit=opts.saturation_time,
-                ilp_time=opts.extraction_time,
+                node_limit=opts.saturation_nodes,
+                ilp_nodes=opts.extraction_nodes,
             )
         )
     if opts.merge_matmuls:

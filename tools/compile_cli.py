@@ -128,19 +128,19 @@ if TYPE_CHECKING:
     help="Graph substitution search: TASO's backtracking or equality saturation.",
 )
 @click.option(
-    "--saturation-time",
-    type=click.FloatRange(min=0.0),
-    default=4.0,
+    "--saturation-nodes",
+    type=click.IntRange(min=1),
+    default=20_000,
     show_default=True,
-    help="eqsat: CPU seconds of equality saturation: no stage starts after them "
-    "(--profile says when the limit stopped the search).",
+    help="eqsat: e-nodes at which a stage's equality saturation stops (at least 20 "
+    "per op; --profile says when the limit stopped the search).",
 )
 @click.option(
-    "--extraction-time",
-    type=click.FloatRange(min=0.0),
-    default=4.0,
+    "--extraction-nodes",
+    type=click.IntRange(min=0),
+    default=1_000,
     show_default=True,
-    help="eqsat: seconds of ILP extraction per stage at most (0: greedy extraction only).",
+    help="eqsat: branch-and-bound nodes of each ILP extraction (0: greedy extraction only).",
 )
 @click.option(
     "--fuse",
@@ -237,8 +237,8 @@ def compile_cmd(
     no_pack: bool,
     budget: int,
     engine: str,
-    saturation_time: float,
-    extraction_time: float,
+    saturation_nodes: int,
+    extraction_nodes: int,
     fuse: str,
     relay: bool,
     schedule_path: Path | None,
@@ -312,8 +312,8 @@ def compile_cmd(
         pack_allreduces=not no_pack,
         budget=budget,
         engine=engine,
-        saturation_time=saturation_time,
-        extraction_time=extraction_time,
+        saturation_nodes=saturation_nodes,
+        extraction_nodes=extraction_nodes,
         fuse=fuse,
         relay=relay,
         kv_state=not no_state,

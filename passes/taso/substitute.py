@@ -10,7 +10,6 @@ into `graph.matmul`'s flags.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
@@ -148,7 +147,7 @@ class FunctionReport:
     enodes: int = 0
     """`eqsat`: e-nodes of the saturated e-graph."""
     limits: tuple[str, ...] = ()
-    """`eqsat`: the time limits the search hit (`saturation`, `extraction`)."""
+    """`eqsat`: the work limits the search hit (`saturation`, `extraction`, `polish`)."""
 
 
 CONCATS = ("any", "constant")
@@ -231,7 +230,7 @@ def substitute_module(
                 result = optimize(dag, directed, cost, alpha, budget, accept)
         limits: tuple[str, ...] = getattr(result, "limits", ())
         if limits:
-            _note_limits(fn.sym_name.data, limits, eqsat or EqsatOptions())
+            _note_limits(fn.sym_name.data, limits, eqsat or EqsatOptions(), dag.op_count())
         if result.best_cost < result.initial_cost and result.applied:
             export_function(result.best, fn)
         reports.append(
@@ -269,13 +268,18 @@ def substitute_module(
     ]
 
 
-def _note_limits(function: str, limits: Sequence[str], options: EqsatOptions) -> None:
-    """Says in `plmr compile --profile` which time limit the search of `function` hit."""
-    seconds = {"saturation": options.time_limit, "extraction": options.ilp_time}
+def _note_limits(
+    function: str, limits: Sequence[str], options: EqsatOptions, ops: int
+) -> None:
+    """Says in `plmr compile --profile` which work limit the search of `function` hit."""
+    work = {
+        "saturation": f"{max(options.node_limit, options.nodes_per_op * ops)} e-nodes",
+        "extraction": f"{options.ilp_nodes} branch-and-bound nodes",
+        "polish": f"{options.polish_trials} trials",
+    }
     for limit in limits:
         note(
-            f"taso-substitute: @{function}: {limit} stopped at its time limit "
-            f"({seconds[limit]:g} s; the result may differ on a faster or slower machine)"
+            f"taso-substitute: @{function}: {limit} stopped at its work limit ({work[limit]})"
         )
 
 
@@ -311,14 +315,11 @@ class TasoSubstitutePass(ModulePass):
     fold away; the mesh lowering has no concatenation of computed values."""
     engine: str = "backtrack"
     """`backtrack`: TASO's search (`alpha`, `budget`); `eqsat`: equality saturation with
-    egglog under node and time limits, then greedy and ILP extraction."""
-    time_limit: float = 4.0
-    """`eqsat`: CPU seconds of saturation over all stages (a stage started goes on to
-    its extraction)."""
+    egglog under limits on work (never on time), then greedy and ILP extraction."""
     node_limit: int = 20_000
-    """`eqsat`: e-nodes at which saturation stops."""
-    ilp_time: float = 4.0
-    """`eqsat`: seconds of the ILP extraction (0: greedy only)."""
+    """`eqsat`: e-nodes at which a stage's saturation stops (at least 20 per op)."""
+    ilp_nodes: int = 1_000
+    """`eqsat`: branch-and-bound nodes of each ILP solve (0: greedy extraction only)."""
     grid: str = ""
     """The `rows x cols` grid the program is compiled for (`4x4`; empty: the whole
     wafer), on which the cost model prices the graphs."""
@@ -341,14 +342,12 @@ class TasoSubstitutePass(ModulePass):
                     f"taso-substitute: grid sizes must be positive, got '{self.grid}'"
                 )
         for option, value, low in (
-            ("time-limit", self.time_limit, 0.0),
-            ("ilp-time", self.ilp_time, 0.0),
-            ("node-limit", float(self.node_limit), 1.0),
+            ("ilp-nodes", self.ilp_nodes, 0),
+            ("node-limit", self.node_limit, 1),
         ):
-            if not math.isfinite(value) or value < low:
+            if value < low:
                 raise PassOptionError(
-                    f"taso-substitute: {option} must be a finite number >= {low:g}, "
-                    f"got {value:g}"
+                    f"taso-substitute: {option} must be an integer >= {low}, got {value}"
                 )
         substitute_module(
             op,
@@ -360,8 +359,7 @@ class TasoSubstitutePass(ModulePass):
             engine=self.engine,
             eqsat=EqsatOptions(
                 node_limit=self.node_limit,
-                time_limit=self.time_limit,
-                ilp_time=self.ilp_time,
+                ilp_nodes=self.ilp_nodes,
             ),
             grid=grid,
             guard=self.guard,

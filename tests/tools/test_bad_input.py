@@ -1170,14 +1170,14 @@ CASES: list[Case] = [
     ),
     opt(
         ERROR,
-        r"taso-substitute: time-limit must be a finite number >= 0, got -1",
+        r"taso-substitute: ilp-nodes must be an integer >= 0, got -1",
         "mlp.mlir",
         "-p",
-        "taso-substitute{time-limit=-1.0}",
+        "taso-substitute{ilp-nodes=-1}",
     ),
     opt(
         ERROR,
-        r"taso-substitute: node-limit must be a finite number >= 1, got -1",
+        r"taso-substitute: node-limit must be an integer >= 1, got -1",
         "mlp.mlir",
         "-p",
         "taso-substitute{node-limit=-1}",

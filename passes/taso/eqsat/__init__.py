@@ -4,5 +4,5 @@ Equality saturation for `taso-substitute` (`engine=eqsat`), on egglog.
 - `encode`: search graphs and both directions of every rule as an egglog program;
 - `egraph`: the saturated e-graph read back, its nodes priced by the wafer cost model;
 - `extract`: greedy (tree cost) and exact ILP (DAG cost) extraction;
-- `engine`: saturation under node, time and iteration limits, and the choice of graph.
+- `engine`: saturation under limits on work (e-nodes, iterations, stages), and the choice of graph.
 """

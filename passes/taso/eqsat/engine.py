@@ -2,18 +2,21 @@
 The equality-saturation engine of `taso-substitute` (`engine=eqsat`).
 
 A search graph is encoded as egglog facts, the rule set as egglog rules (`encode`), and the
-e-graph is grown under a node limit, a time limit and an iteration limit: rules whose
-matched side joins several patterns (two matmuls of one input, ...) run in the first
-`multi_rounds` iterations only, as Tensat's `k_multi`, since they pair every new node with
-every old one. Then the cheapest graph under the wafer cost model is extracted, greedily
-and, within a time limit, exactly by ILP; the cheaper graph as priced by `CostModel` wins
-and is returned only if it is cheaper than the input.
+e-graph is grown under limits on work only (e-nodes, iterations, stages, egglog's
+back-off scheduler), never on time, so the graph chosen depends on the program and the
+options alone, not on the machine or its load: rules whose matched side joins several
+patterns (two matmuls of one input, ...) run in the first `multi_rounds` iterations only,
+as Tensat's `k_multi`, since they pair every new node with every old one. Then the
+cheapest graph under the wafer cost model is extracted, greedily and exactly by ILP
+(within a number of branch-and-bound nodes); the cheaper graph as priced by `CostModel`
+wins and is returned only if it is cheaper than the input. Stages repeat from the
+extracted graph while its cost improves.
 """
 
 from __future__ import annotations
 
 import math
-import time
+import time  # the seconds spent, reported only: no limit of the search is a time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -54,11 +57,10 @@ class EqsatOptions:
     """Limits of one saturation and extraction."""
 
     node_limit: int = 20_000
-    """Stop growing the e-graph once it holds this many e-nodes."""
-    time_limit: float = 4.0
-    """Start no stage, and stop growing the e-graph, after this many seconds of the
-    process's CPU time since the start (the same work on a busy machine as on an idle
-    one); a stage's extraction then finishes within its own limits."""
+    """Stop growing a stage's e-graph once it holds this many e-nodes (or
+    `nodes_per_op` times the graph's op count, if more)."""
+    nodes_per_op: int = 20
+    """The node limit scaled to the program: e-nodes per op of the input graph."""
     iterations: int = 2
     """Iterations per stage (few: the next stage starts from the extracted graph, so
     the e-graph, and the ILP over it, stay small)."""
@@ -71,11 +73,12 @@ class EqsatOptions:
     rules build the terms the next round can merge)."""
     chunk: int = 3
     """Iterations per egglog schedule (the limits are checked between schedules)."""
-    ilp_time: float = 4.0
-    """Time limit of the ILP extraction (0: greedy only)."""
-    polish_time: float = 1.5
-    """CPU seconds of putting input nodes back into the extracted graph where that is
-    cheaper as a whole (0: none)."""
+    ilp_nodes: int = 1_000
+    """Branch-and-bound nodes of each ILP solve (HiGHS's `node_limit`; 0: greedy
+    extraction only). A solve stopped there keeps its best integer solution."""
+    polish_trials: int = 400
+    """Graphs built and priced whole while putting input nodes back into an extracted
+    graph where that is cheaper as a whole, per candidate (0: none)."""
     ilp_node_limit: int = 30_000
     """Skip the ILP on larger (reachable) e-graphs."""
     match_limit: int = 1_000
@@ -97,7 +100,7 @@ class EqsatResult:
     enodes: int
     classes: int
     stop: str
-    """Why saturation stopped: saturated, node limit, time limit, iteration limit."""
+    """Why saturation stopped: saturated, node limit, iteration limit."""
     extraction: str
     """Which extraction won: ilp, greedy, input (neither was cheaper), or none."""
     greedy_cost: float
@@ -110,9 +113,10 @@ class EqsatResult:
     declined: str = ""
     """Why the graph was left alone (an op the encoding does not hold), if it was."""
     limits: tuple[str, ...] = ()
-    """The time limits some stage hit (`saturation`: `time_limit`, `extraction`: the
-    ILP's): with none, the result depends on the graph and the options only; with one,
-    on the speed of the machine too."""
+    """The work limits some stage hit (`saturation`: the node limit, `extraction`: the
+    ILP's branch-and-bound nodes, `polish`: its trials): the search stopped short of
+    saturation or of an optimal extraction there (the result is deterministic
+    either way)."""
 
 
 def find_identities(dag: Dag) -> set[int]:
@@ -330,10 +334,9 @@ def saturate(
 
     Stages: while a stage's extracted graph is cheaper than its input, it seeds a fresh
     e-graph (the multi-pattern rules then merge what the last stage merged: two matmuls
-    into one, that one with a third, ...), within the CPU-time limit of the whole call.
+    into one, that one with a third, ...), at most `options.stages` of them.
     """
     start = time.perf_counter()
-    deadline = time.process_time() + options.time_limit
     ranks = frozenset(len(s) for n in dag.nodes.values() for s in n.shapes)
     sigs = frozenset(graph_signatures(dag, find_identities(dag)))
     # The rules of the input graph's ops hold every op a rewrite can bring in: later
@@ -346,7 +349,7 @@ def saturate(
     except EggSmolError as e:  # pragma: no cover - a translation defect
         raise PlmrError(f"taso-substitute (eqsat): egglog rejected the program: {e}") from e
     session = _Session(eg, ruleset, keys, model, options, accept, constant_concats_only)
-    first = session.stage(dag, deadline)
+    first = session.stage(dag)
     result = first
     applied = list(first.applied)
     iterations, enodes = first.explored, first.enodes
@@ -354,10 +357,7 @@ def saturate(
     for _ in range(options.stages - 1):
         if result.best_cost >= result.initial_cost:
             break
-        if time.process_time() >= deadline:
-            limits.add("saturation")
-            break
-        nxt = session.stage(result.best, deadline)
+        nxt = session.stage(result.best)
         limits.update(nxt.limits)
         iterations += nxt.explored
         enodes = max(enodes, nxt.enodes)
@@ -391,16 +391,16 @@ class _Session:
     accept: Callable[[Dag], bool] | None
     constant_concats_only: bool
 
-    def stage(self, dag: Dag, deadline: float) -> EqsatResult:
-        """One saturation and extraction from `dag` (saturation stops at `deadline`)."""
+    def stage(self, dag: Dag) -> EqsatResult:
+        """One saturation and extraction from `dag`."""
         self.eg.run_program(*self.eg.parse_program("(push)"))
         try:
-            return _stage(dag, self, deadline)
+            return _stage(dag, self)
         finally:
             self.eg.run_program(*self.eg.parse_program("(pop)"))
 
 
-def _stage(dag: Dag, session: _Session, deadline: float) -> EqsatResult:
+def _stage(dag: Dag, session: _Session) -> EqsatResult:
     start = time.perf_counter()
     eg, ruleset, keys = session.eg, session.ruleset, session.keys
     model, options, accept = session.model, session.options, session.accept
@@ -425,6 +425,7 @@ def _stage(dag: Dag, session: _Session, deadline: float) -> EqsatResult:
     except EggSmolError as e:  # pragma: no cover - a translation defect
         raise PlmrError(f"taso-substitute (eqsat): egglog rejected the graph: {e}") from e
     match_limit = max(options.match_limit, 4 * dag.op_count())
+    node_limit = max(options.node_limit, options.nodes_per_op * dag.op_count())
     stop = "iteration limit"
     iterations = 0
     while iterations < options.iterations:
@@ -443,10 +444,7 @@ def _stage(dag: Dag, session: _Session, deadline: float) -> EqsatResult:
         if not changed:
             stop = "saturated"
             break
-        if time.process_time() > deadline:
-            stop = "time limit"
-            break
-        if _size(eg) > options.node_limit:
+        if _size(eg) > node_limit:
             stop = "node limit"
             break
     saturated_at = time.perf_counter()
@@ -479,11 +477,9 @@ def _stage(dag: Dag, session: _Session, deadline: float) -> EqsatResult:
         candidates.append((greedy_cost, "greedy", best, builder.new_classes))
     ilp_status = "skipped"
     found_choice: Choice = {}
-    if options.ilp_time > 0 and g.size() <= options.ilp_node_limit:
+    if options.ilp_nodes > 0 and g.size() <= options.ilp_node_limit:
         fixed = {c: n for c, n in choice.items() if c in priced.constant}
-        # Within the call's time limit (at least half a second per stage).
-        left = max(0.5, deadline - time.process_time())
-        found = ilp(g, priced, roots, min(options.ilp_time, left), fixed, original)
+        found = ilp(g, priced, roots, options.ilp_nodes, fixed, original)
         ilp_status = found.status
         if found.choice is not None and acyclic(g, found.choice, roots):
             found_choice = found.choice
@@ -491,24 +487,26 @@ def _stage(dag: Dag, session: _Session, deadline: float) -> EqsatResult:
             ilp_cost = model.graph_cost(best)
             candidates.append((ilp_cost, "ilp", best, builder.new_classes))
     candidates = [c for c in candidates if accept is None or accept(c[2])]
-    if options.polish_time > 0 and candidates:
+    polish_stopped = False
+    if options.polish_trials > 0 and candidates:
         # The per-node costs only estimate a node's context (epilogues, absorbed
         # transposes): put back input nodes one class at a time while the graph,
         # priced as a whole, gets cheaper.
         base = {**choice, **original}
-        polish_end = time.process_time() + options.polish_time
-        share = options.polish_time / len(candidates)
         for cost0, name, _, _ in list(candidates):
             chosen = found_choice if name == "ilp" else choice
-            polished = _polish(
+            polished, stopped = _polish(
                 builder, {**base, **chosen}, base, cost0, roots, model, priced,
-                min(polish_end, time.process_time() + share), accept,
+                options.polish_trials, accept,
             )  # fmt: skip
+            polish_stopped |= stopped
             if polished is not None:
                 candidates.append((polished[0], f"{name}+polish", polished[1], polished[2]))
-    limits = ("saturation",) if stop == "time limit" else ()
-    if ilp_status == "time limit":
+    limits = ("saturation",) if stop == "node limit" else ()
+    if ilp_status == "node limit":
         limits += ("extraction",)
+    if polish_stopped:
+        limits += ("polish",)
     winner = min(candidates, key=lambda c: (c[0], "ilp" not in c[1]), default=None)
     best_dag, best_cost, extraction = dag, initial, "input"
     applied: tuple[str, ...] = ()
@@ -532,28 +530,32 @@ def _polish(
     roots: Sequence[int],
     model: CostModel,
     priced: Priced,
-    deadline: float,
+    trials: int,
     accept: Callable[[Dag], bool] | None,
-) -> tuple[float, Dag, set[int]] | None:
-    """Hill-climbs from `choice` towards `original`, pricing whole graphs exactly."""
+) -> tuple[tuple[float, Dag, set[int]] | None, bool]:
+    """
+    Hill-climbs from `choice` towards `original`, pricing whole graphs exactly, at most
+    `trials` of them. The best graph found, and whether the trials ran out first.
+    """
     g = builder.g
     best: tuple[float, Dag, set[int]] | None = None
     improved = True
-    while improved and time.process_time() < deadline:
+    while improved:
         improved = False
         for c, n in original.items():
-            if time.process_time() >= deadline:
-                break
             if choice.get(c) == n:
                 continue
             trial = dict(choice)
             trial[c] = n
             if not acyclic(g, trial, roots):
                 continue
+            if trials <= 0:
+                return best, True
+            trials -= 1
             dag = builder.build(trial, priced.out_shapes)
             k = model.graph_cost(dag)
             if k < cost - 1e-9 and (accept is None or accept(dag)):
                 choice, cost = trial, k
                 best = (k, dag, builder.new_classes)
                 improved = True
-    return best
+    return best, False

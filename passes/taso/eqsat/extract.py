@@ -233,46 +233,42 @@ def _sccs(classes: set[int], edges: dict[int, set[int]]) -> dict[int, int]:
 class IlpResult:
     choice: Choice | None
     status: str
+    """optimal, node limit (the best integer solution within the branch-and-bound
+    nodes), infeasible, cyclic, empty, ..."""
     variables: int
-    seconds_limit: float
 
 
 def ilp(
     g: Classes,
     priced: Priced,
     roots: Sequence[int],
-    time_limit: float,
+    node_limit: int,
     fixed: Choice | None = None,
     keep: Choice | None = None,
 ) -> IlpResult:
     """
-    The least-cost acyclic choice counting shared nodes once (None on time-out).
+    The least-cost acyclic choice counting shared nodes once, each solve within
+    `node_limit` branch-and-bound nodes (None if a solve found no integer solution
+    there): a limit on work, so the choice does not depend on the machine's speed.
 
     Order variables are added lazily: first without them, then for the strongly
     connected parts that hold a cycle of the previous solution, and so on. Classes in
     `fixed` keep that node (constant classes: any constant sub-graph folds to nothing,
     so the ILP need not choose among the many equal ways to build one).
     """
-    import time
-
-    start = time.perf_counter()
     fixed = fixed or {}
     banned = cycle_breakers(g, priced, roots, fixed, keep)
     ordered: set[int] = set()
-    result = IlpResult(None, "not run", 0, time_limit)
+    result = IlpResult(None, "not run", 0)
     for _ in range(6):
-        left = time_limit - (time.perf_counter() - start)
-        if left <= 0.05:
-            # Too little time for another solve: the limit stopped the extraction.
-            return IlpResult(None, "time limit", result.variables, time_limit)
-        result = _ilp(g, priced, roots, left, ordered, fixed, banned)
+        result = _ilp(g, priced, roots, node_limit, ordered, fixed, banned)
         if result.choice is None:
             return result
         cycle = _cycle_classes(g, result.choice, roots)
         if not cycle:
             return result
         ordered |= cycle
-    return IlpResult(None, "cyclic", result.variables, time_limit)
+    return IlpResult(None, "cyclic", result.variables)
 
 
 def _cycle_classes(g: Classes, choice: Choice, roots: Sequence[int]) -> set[int]:
@@ -299,7 +295,7 @@ def _ilp(
     g: Classes,
     priced: Priced,
     roots: Sequence[int],
-    time_limit: float,
+    node_limit: int,
     ordered: set[int],
     fixed: Choice,
     banned: frozenset[int] = frozenset(),
@@ -342,7 +338,7 @@ def _ilp(
         if not usable:
             # No node of this output can be used (unpriceable, or banned to break
             # cycles): there is no choice to optimise (the greedy one stands).
-            return IlpResult(None, "infeasible", nvars, time_limit)
+            return IlpResult(None, "infeasible", nvars)
         row([(var[n], 1.0) for n in usable], 1.0, math.inf)
     eps = 1.0 / (len(cyclic) + 1)
     for n in nodes:
@@ -361,7 +357,7 @@ def _ilp(
                     math.inf,
                 )
     if not lb:
-        return IlpResult({}, "empty", 0, time_limit)
+        return IlpResult({}, "empty", 0)
     matrix = sparse.coo_matrix((vals, (rows, cols)), shape=(len(lb), nvars)).tocsr()
     objective = np.zeros(nvars)
     for n, i in var.items():
@@ -374,20 +370,20 @@ def _ilp(
         integrality=integrality,
         bounds=(np.zeros(nvars), upper),
         constraints=optimize.LinearConstraint(matrix, np.array(lb), np.array(ub)),
-        options={"time_limit": time_limit, "disp": False},
+        options={"node_limit": node_limit, "disp": False},
     )
-    status = {0: "optimal", 1: "time limit", 2: "infeasible", 3: "unbounded"}.get(
+    status = {0: "optimal", 1: "node limit", 2: "infeasible", 3: "unbounded"}.get(
         res.status, "failed"
     )
     if res.x is None:
-        return IlpResult(None, status, nvars, time_limit)
+        return IlpResult(None, status, nvars)
     picked: Choice = {}
     for n, i in var.items():
         if res.x[i] > 0.5:
             c = g.node_class[n]
             if c not in picked or priced.cost[n] < priced.cost[picked[c]]:
                 picked[c] = n
-    return IlpResult(picked, status, nvars, time_limit)
+    return IlpResult(picked, status, nvars)
 
 
 def acyclic(g: Classes, choice: Choice, roots: Sequence[int]) -> bool:

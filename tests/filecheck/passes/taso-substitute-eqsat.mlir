@@ -1,4 +1,4 @@
-// RUN: plmr-opt %s -p 'taso-substitute{engine=eqsat ilp_time=60.0}' | filecheck %s
+// RUN: plmr-opt %s -p 'taso-substitute{engine=eqsat}' | filecheck %s
 
 // Equality saturation finds the classic wins of the backtracking search.
 

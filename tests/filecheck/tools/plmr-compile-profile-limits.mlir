@@ -1,20 +1,23 @@
-// plmr compile --profile says when equality saturation stopped at its time limit
-// (--saturation-time, CPU seconds): the stage started runs its iterations, then no
-// other starts. Without the limit, the same search saturates and the note is absent.
-// RUN: plmr compile %s --grid 4x4 --saturation-time 0 --profile -o %t.mlir 2>&1 | filecheck %s
+// plmr compile --profile says when equality saturation stopped at its work limit
+// (--saturation-nodes, e-nodes per stage, at least 20 per op of the program): the stage
+// extracts what it grew. With the default limit the same search saturates and the note
+// is absent. No limit of the search is a time: the result does not depend on the machine.
+// RUN: plmr compile %s --grid 4x4 --saturation-nodes 1 --profile -o %t.mlir 2>&1 | filecheck %s
 // RUN: plmr compile %s --grid 4x4 --profile -o %t.mlir 2>&1 | filecheck %s --check-prefix=FREE
-// RUN: not plmr compile %s --saturation-time -1 2>&1 | filecheck %s --check-prefix=BAD
+// RUN: not plmr compile %s --saturation-nodes 0 2>&1 | filecheck %s --check-prefix=BAD
+// RUN: not plmr compile %s --extraction-nodes -1 2>&1 | filecheck %s --check-prefix=BADX
 
 // CHECK:      taso-substitute {{ +[0-9.]+ +[0-9.]+ +}}1
 // CHECK:      nest mappings planned: {{[1-9][0-9]*}}
-// CHECK-NEXT: taso-substitute: @main: saturation stopped at its time limit (0 s; the result may differ on a faster or slower machine)
+// CHECK-NEXT: taso-substitute: @main: saturation stopped at its work limit (140 e-nodes)
 // CHECK-NEXT: wrote {{.*}}
 
 // FREE:     nest mappings planned: {{[1-9][0-9]*}}
-// FREE-NOT: time limit
+// FREE-NOT: work limit
 // FREE:     wrote {{.*}}
 
-// BAD: Invalid value for '--saturation-time': -1.0 is not in the range x>=0.0.
+// BAD: Invalid value for '--saturation-nodes': 0 is not in the range x>=1.
+// BADX: Invalid value for '--extraction-nodes': -1 is not in the range x>=0.
 
 builtin.module {
   func.func @main(%x: tensor<8x16xf32>, %w: tensor<16x16xf32>) -> tensor<8x16xf32> {
