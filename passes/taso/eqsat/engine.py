@@ -297,28 +297,51 @@ class _Builder:
             tuples[cls] = nid
 
 
+@dataclass
+class _Loaded:
+    """Translated rules, their keys, and an e-graph holding the prelude and the rules."""
+
+    ruleset: RuleSet
+    keys: Keys
+    egraph: EGraph
+
+
 _RULE_CACHE: dict[
-    tuple[tuple[int, ...], frozenset[int], frozenset[Signature]], tuple[RuleSet, Keys]
+    tuple[tuple[int, ...], frozenset[int], frozenset[Signature]], _Loaded
 ] = {}
+"""Per process: loading the rules into egglog costs about a millisecond a rule, so the
+e-graph that holds them is kept, and every stage pushes its graph and pops it."""
 
 
 def _rules_for(
     rules: Sequence[Rule], ranks: frozenset[int], sigs: frozenset[Signature]
-) -> tuple[RuleSet, Keys]:
-    """Translated rules (cached per rules, graph ranks and ops) and a copy of their keys."""
+) -> tuple[RuleSet, Keys, EGraph]:
+    """
+    Translated rules, a copy of their keys, and an e-graph with the rules loaded (cached
+    per rules, graph ranks and ops: only the directions whose matched side can occur in
+    the graph).
+    """
     cache_key = (tuple(map(id, rules)), ranks, sigs)
     found = _RULE_CACHE.get(cache_key)
     if found is None:
         keys = Keys()
-        found = (translate_rules(rules, keys, set(ranks), set(sigs)), keys)
-        if len(_RULE_CACHE) > 16:
-            _RULE_CACHE.clear()
-        _RULE_CACHE[cache_key] = found
-    ruleset, keys = found
+        ruleset = translate_rules(rules, keys, set(ranks), set(sigs))
+        eg = EGraph()
+        try:
+            _load(eg, [PRELUDE], 1)
+            _load(eg, ruleset.rules, 1)
+        except EggSmolError as e:  # pragma: no cover - a translation defect
+            raise PlmrError(
+                f"taso-substitute (eqsat): egglog rejected the program: {e}"
+            ) from e
+        if len(_RULE_CACHE) >= 4:
+            _RULE_CACHE.pop(next(iter(_RULE_CACHE)))
+        found = _RULE_CACHE[cache_key] = _Loaded(ruleset, keys, eg)
+    keys = found.keys
     copy = Keys(
         list(keys.keys), dict(keys.index), list(keys.factors), dict(keys.factor_index)
     )
-    return ruleset, copy
+    return found.ruleset, copy, found.egraph
 
 
 def saturate(
@@ -341,13 +364,7 @@ def saturate(
     sigs = frozenset(graph_signatures(dag, find_identities(dag)))
     # The rules of the input graph's ops hold every op a rewrite can bring in: later
     # stages use them too, in the same e-graph (facts pushed and popped per stage).
-    ruleset, keys = _rules_for(rules, ranks, sigs)
-    eg = EGraph()
-    try:
-        _load(eg, [PRELUDE], 1)
-        _load(eg, ruleset.rules, 1)
-    except EggSmolError as e:  # pragma: no cover - a translation defect
-        raise PlmrError(f"taso-substitute (eqsat): egglog rejected the program: {e}") from e
+    ruleset, keys, eg = _rules_for(rules, ranks, sigs)
     session = _Session(eg, ruleset, keys, model, options, accept, constant_concats_only)
     first = session.stage(dag)
     result = first
