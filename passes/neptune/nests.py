@@ -236,6 +236,8 @@ def inline_maps(block: Block) -> bool:
                 continue  # a per-row factor recomputed for every element of a row
             if _gemv_vector(nest, reads, block):
                 continue  # recomputed for every output column of a GEMV: store it
+            if _one_row_operand(nest, reads, block):
+                continue  # recomputed for every cached row a decode step reads: store it
             for read in reads:
                 inline_map_read(nest, read)
             progress = changed = True
@@ -344,6 +346,72 @@ def _gemv_vector(nest: NestOp, reads: Sequence[ReadOp], block: Block) -> bool:
             return True
     return False
 
+
+def _one_row_operand(nest: NestOp, reads: Sequence[ReadOp], block: Block) -> bool:
+    """
+    Whether the map `nest` combines two or more tensors by arithmetic into an operand
+    that a reduction contracts and reads again for every index of the loops around the
+    read that the read does not use (at least `SMALL_REREAD_LIMIT` indices together),
+    and that is at most 1/`ROW_OPERAND_RATIO` of a tensor the reduction reads along
+    those loops: a decode step's rotated query `q·cos + rotate_half(q)·sin`, read by the
+    scores against every cached key. Inlined, that work does not depend on the cached
+    row yet is done once per cached row; stored, once per element. The loops are counted
+    together, so a cache split into chunks (split-K) still counts as one long loop.
+    Prefill's rotated queries (a row per token, as large as the keys) stay inlined, as
+    fusion needs.
+    """
+    if not any(isinstance(op, _FLOAT_ARITH) for op in nest.body.walk()):
+        return False
+    if len({r.source for r in nest.body.walk() if isinstance(r, ReadOp)}) < 2:
+        return False
+    size = max(_elements(r.type) for r in nest.res)
+    for read in reads:
+        top = _top(read, block)
+        if not isinstance(top, NestOp):
+            continue
+        loops = _enclosing_loops(read, top)
+        if not any(
+            kind == IteratorKind.REDUCTION and any(_uses(i, dim) for i in read.indices)
+            for dim, kind, _ in loops
+        ):
+            continue
+        unused = [
+            (dim, extent)
+            for dim, _, extent in loops
+            if not any(_uses(i, dim) for i in read.indices)
+        ]
+        if math.prod(e for _, e in unused) < SMALL_REREAD_LIMIT:
+            continue
+        along = [
+            _elements(op.source.type)
+            for op in top.walk()
+            if isinstance(op, ReadOp)
+            and op.source not in nest.res
+            and any(_uses(i, d) for i in op.indices for d, _ in unused)
+        ]
+        if along and size * ROW_OPERAND_RATIO <= max(along):
+            return True
+    return False
+
+
+def _enclosing_loops(
+    op: Operation, top: NestOp
+) -> list[tuple[SSAValue, IteratorKind, int]]:
+    """(index, kind, extent) of every loop of the nests from `top` down to `op`."""
+    loops: list[tuple[SSAValue, IteratorKind, int]] = []
+    current = op.parent_op()
+    while current is not None:
+        if isinstance(current, NestOp):
+            loops.extend(zip(current.dims, current.kinds, current.extents, strict=True))
+        if current is top:
+            break
+        current = current.parent_op()
+    return loops
+
+
+ROW_OPERAND_RATIO = 16
+"""How much larger than a map the tensor read along its re-reading loop must be for
+`_one_row_operand` to store the map (a cache of many rows against one query row)."""
 
 _FLOAT_ARITH = (arith.AddfOp, arith.SubfOp, arith.MulfOp, arith.DivfOp)
 

@@ -1,0 +1,71 @@
+"""
+neptune-fuse on decode's scores against a cache of many rows: the rotated query
+`q·cos + r·sin` (RoPE at a run-time position) does not depend on the cached row, so it
+is stored once by a map nest of its own instead of recomputed for every cached row the
+scores read; against a short cache, or with a query row per cached row (prefill), it
+stays inlined. Every variant keeps the program's semantics.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+
+from plmr.dialects.loop import NestOp, ReadOp
+from plmr.passes.neptune.nests import ROW_OPERAND_RATIO, SMALL_REREAD_LIMIT
+
+
+def rope_scores(groups: int, queries: int, hd: int, rows: int) -> str:
+    """Grouped scores `(q·cos + r·sin)·Kᵀ` of 2 KV heads over a cache of `rows` keys."""
+    q = f"tensor<2x{groups * queries}x{hd}xf32>"
+    t = f"tensor<{queries}x{hd}xf32>"
+    k = f"tensor<2x{hd}x{rows}xf32>"
+    s = f"tensor<2x{groups * queries}x{rows}xf32>"
+    return f"""
+    func.func @main(%q: {q}, %r: {q}, %cos: {t}, %sin: {t}, %kt: {k}) -> {s} {{
+      %a = graph.mul %q, %cos : ({q}, {t}) -> {q}
+      %b = graph.mul %r, %sin : ({q}, {t}) -> {q}
+      %roped = graph.add %a, %b : ({q}, {q}) -> {q}
+      %s = graph.matmul %roped, %kt : ({q}, {k}) -> {s}
+      func.return %s : {s}
+    }}"""
+
+
+def rotations_in(nest: NestOp) -> int:
+    """How many reads of `cos` the nest's body holds (one per inlined rotation)."""
+    return sum(
+        1 for op in nest.walk() if isinstance(op, ReadOp) and op.source.name_hint == "cos"
+    )
+
+
+@pytest.mark.parametrize(
+    ("groups", "queries", "rows", "stored"),
+    [
+        (4, 1, 2 * SMALL_REREAD_LIMIT, True),  # decode: one query row, a long cache
+        (2, 1, 4 * SMALL_REREAD_LIMIT, True),
+        (4, 1, SMALL_REREAD_LIMIT // 2, False),  # a short cache: inlined
+        (1, 2 * SMALL_REREAD_LIMIT, 2 * SMALL_REREAD_LIMIT, False),  # prefill
+    ],
+)
+@pytest.mark.parametrize("seed", [0, 1])
+def test_rotated_query_is_stored_against_a_long_cache(
+    groups: int, queries: int, rows: int, stored: bool, seed: int, fuse: Callable[..., Any]
+):
+    hd = 16
+    fused = fuse(rope_scores(groups, queries, hd, rows), seed=seed)
+    nests: list[NestOp] = fused.nests
+    scores = [n for n in nests if n.is_reduction]
+    assert len(scores) == 1
+    if stored:
+        assert 2 * groups * queries * hd * ROW_OPERAND_RATIO <= 2 * hd * rows
+        maps = [n for n in nests if not n.is_reduction]
+        assert [rotations_in(n) for n in maps] == [1]
+        assert rotations_in(scores[0]) == 0
+    else:
+        assert len(nests) == 1
+        assert rotations_in(scores[0]) == 1
+    for g, w in zip(fused.results(), fused.want, strict=True):
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5 * float(np.abs(w).max()))
