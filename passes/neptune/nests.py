@@ -359,7 +359,18 @@ def _one_row_operand(nest: NestOp, reads: Sequence[ReadOp], block: Block) -> boo
     together, so a cache split into chunks (split-K) still counts as one long loop.
     Prefill's rotated queries (a row per token, as large as the keys) stay inlined, as
     fusion needs.
+
+    Cost rule: the map is stored only where it does more floating-point work per element
+    than the innermost nest that reads it does per iteration (`_flops`), i.e. where inlining it would
+    more than double that nest's work. Below that, the recomputation is the smaller part
+    of the nest's work, and a nest of its own costs more than it saves: its launch and
+    store, and the fusions that the new dependency blocks. A softmax's deferred
+    normalisation `o / l` (one division) read by the output projection (a multiply-add)
+    stays inlined, so the softmax's sum and P·V remain one nest for `mesh-fuse-softmax`;
+    so does the rotated query of a step whose scores build each key row from the cache
+    and the new row (`k·(1 − slot) + slot·k_new`, as much work as the rotation).
     """
+    work = _flops(nest)
     if not any(isinstance(op, _FLOAT_ARITH) for op in nest.body.walk()):
         return False
     if len({r.source for r in nest.body.walk() if isinstance(r, ReadOp)}) < 2:
@@ -367,7 +378,7 @@ def _one_row_operand(nest: NestOp, reads: Sequence[ReadOp], block: Block) -> boo
     size = max(_elements(r.type) for r in nest.res)
     for read in reads:
         top = _top(read, block)
-        if not isinstance(top, NestOp):
+        if not isinstance(top, NestOp) or work <= _flops(_inner(read), producers=False):
             continue
         loops = _enclosing_loops(read, top)
         if not any(
@@ -394,6 +405,15 @@ def _one_row_operand(nest: NestOp, reads: Sequence[ReadOp], block: Block) -> boo
     return False
 
 
+def _inner(read: ReadOp) -> NestOp:
+    """The innermost nest around `read`: the loop nest whose iterations it is read in."""
+    current = read.parent_op()
+    while not isinstance(current, NestOp):
+        assert current is not None, "a read outside a nest"
+        current = current.parent_op()
+    return current
+
+
 def _enclosing_loops(
     op: Operation, top: NestOp
 ) -> list[tuple[SSAValue, IteratorKind, int]]:
@@ -414,6 +434,32 @@ ROW_OPERAND_RATIO = 16
 `_one_row_operand` to store the map (a cache of many rows against one query row)."""
 
 _FLOAT_ARITH = (arith.AddfOp, arith.SubfOp, arith.MulfOp, arith.DivfOp)
+
+
+def _flops(nest: NestOp, producers: bool = True) -> int:
+    """
+    The floating-point operations of one iteration of `nest`'s body (arithmetic, maxima
+    and minima, `math`; nested nests' bodies counted once). With `producers`, those of
+    every map nest that only `nest` reads count too, as inlined (and theirs in turn): the
+    map's work once the maps it is built of are fused into it, whatever order fusion
+    inlines them in.
+    """
+    count = 0
+    for op in nest.body.walk():
+        if isinstance(op, (*_FLOAT_ARITH, arith.MaximumfOp, arith.MinimumfOp)):
+            count += 1
+        elif op.name.startswith("math."):
+            count += 1
+        elif producers and isinstance(op, ReadOp):
+            producer = op.source.owner
+            if (
+                isinstance(producer, NestOp)
+                and is_map(producer)
+                and not _stored(producer)
+                and all(nest.is_ancestor(r) for res in producer.res for r in read_uses(res))
+            ):
+                count += _flops(producer)
+    return count
 
 
 def _shape(t: Attribute) -> tuple[int, ...]:
