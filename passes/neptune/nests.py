@@ -378,7 +378,7 @@ def _one_row_operand(nest: NestOp, reads: Sequence[ReadOp], block: Block) -> boo
     size = max(_elements(r.type) for r in nest.res)
     for read in reads:
         top = _top(read, block)
-        if not isinstance(top, NestOp) or work <= _flops(_inner(read), producers=False):
+        if not isinstance(top, NestOp) or work <= _flops(_inner(read), skip=nest):
             continue
         loops = _enclosing_loops(read, top)
         if not any(
@@ -436,29 +436,35 @@ ROW_OPERAND_RATIO = 16
 _FLOAT_ARITH = (arith.AddfOp, arith.SubfOp, arith.MulfOp, arith.DivfOp)
 
 
-def _flops(nest: NestOp, producers: bool = True) -> int:
+def _flops(
+    nest: NestOp, skip: NestOp | None = None, memo: dict[NestOp, int] | None = None
+) -> int:
     """
     The floating-point operations of one iteration of `nest`'s body (arithmetic, maxima
-    and minima, `math`; nested nests' bodies counted once). With `producers`, those of
-    every map nest that only `nest` reads count too, as inlined (and theirs in turn): the
-    map's work once the maps it is built of are fused into it, whatever order fusion
-    inlines them in.
+    and minima, `math`; nested nests' bodies counted once), with those of every map nest
+    but `skip` that only `nest` reads (and that is not a result) as if inlined, and
+    theirs in turn: the body's work once fusion is done, whatever order it inlines the
+    maps in. `memo` caches the counts of the maps already counted.
     """
+    memo = {} if memo is None else memo
     count = 0
     for op in nest.body.walk():
         if isinstance(op, (*_FLOAT_ARITH, arith.MaximumfOp, arith.MinimumfOp)):
             count += 1
         elif op.name.startswith("math."):
             count += 1
-        elif producers and isinstance(op, ReadOp):
+        elif isinstance(op, ReadOp):
             producer = op.source.owner
             if (
                 isinstance(producer, NestOp)
+                and producer is not skip
                 and is_map(producer)
                 and not _stored(producer)
                 and all(nest.is_ancestor(r) for res in producer.res for r in read_uses(res))
             ):
-                count += _flops(producer)
+                if producer not in memo:
+                    memo[producer] = _flops(producer, memo=memo)
+                count += memo[producer]
     return count
 
 
