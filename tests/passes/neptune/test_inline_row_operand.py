@@ -69,3 +69,58 @@ def test_rotated_query_is_stored_against_a_long_cache(
         assert rotations_in(scores[0]) == 1
     for g, w in zip(fused.results(), fused.want, strict=True):
         np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5 * float(np.abs(w).max()))
+
+
+def normalised_projection(heads: int, hd: int, width: int) -> str:
+    """A softmax's deferred normalisation `o / l` read by the output projection."""
+    o, lsum = f"tensor<{heads}x1x{hd}xf32>", f"tensor<{heads}x1x1xf32>"
+    w, y = f"tensor<{heads}x{hd}x{width}xf32>", f"tensor<{heads}x1x{width}xf32>"
+    return f"""
+    func.func @main(%o: {o}, %l: {lsum}, %wo: {w}) -> {y} {{
+      %n = graph.div %o, %l : ({o}, {lsum}) -> {o}
+      %y = graph.matmul %n, %wo : ({o}, {w}) -> {y}
+      func.return %y : {y}
+    }}"""
+
+
+def slot_scores(groups: int, hd: int, rows: int) -> str:
+    """Rotated scores against key rows built from the cache and the new row (a slot)."""
+    q, t = f"tensor<2x{groups}x{hd}xf32>", f"tensor<1x{hd}xf32>"
+    k, m = f"tensor<2x{hd}x{rows}xf32>", f"tensor<1x1x{rows}xf32>"
+    new, s = f"tensor<2x{hd}x1xf32>", f"tensor<2x{groups}x{rows}xf32>"
+    return f"""
+    func.func @main(%q: {q}, %r: {q}, %cos: {t}, %sin: {t}, %kt: {k}, %keep: {m},
+                    %knew: {new}, %slot: {m}) -> {s} {{
+      %a = graph.mul %q, %cos : ({q}, {t}) -> {q}
+      %b = graph.mul %r, %sin : ({q}, {t}) -> {q}
+      %roped = graph.add %a, %b : ({q}, {q}) -> {q}
+      %old = graph.mul %kt, %keep : ({k}, {m}) -> {k}
+      %new = graph.mul %knew, %slot : ({new}, {m}) -> {k}
+      %rows = graph.add %old, %new : ({k}, {k}) -> {k}
+      %s = graph.matmul %roped, %rows : ({q}, {k}) -> {s}
+      func.return %s : {s}
+    }}"""
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # One division per element against a multiply-add per iteration.
+        normalised_projection(2, 32, 32 * ROW_OPERAND_RATIO),
+        # A rotation (three flops) against the scores' five once the key row is built.
+        slot_scores(4, 16, 2 * SMALL_REREAD_LIMIT),
+    ],
+    ids=["normalisation", "slot"],
+)
+@pytest.mark.parametrize("seed", [0, 1])
+def test_a_map_cheaper_than_its_reader_stays_inlined(
+    text: str, seed: int, fuse: Callable[..., Any]
+):
+    # Long enough and small enough to be stored, but the reading nest's own work per
+    # iteration is at least the map's: recomputed, it at most doubles that work.
+    fused = fuse(text, seed=seed)
+    nests: list[NestOp] = fused.nests
+    assert len(nests) == 1
+    assert nests[0].is_reduction
+    for g, w in zip(fused.results(), fused.want, strict=True):
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5 * float(np.abs(w).max()))
