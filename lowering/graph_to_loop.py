@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
-from xdsl.builder import Builder, ImplicitBuilder
+from xdsl.builder import ImplicitBuilder
 from xdsl.context import Context
 from xdsl.dialects import arith
 from xdsl.dialects import math as mathd
@@ -36,7 +36,7 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.passes import ModulePass
-from xdsl.rewriter import InsertPoint, Rewriter
+from xdsl.pattern_rewriter import PatternRewriter, PatternRewriteWalker, RewritePattern
 from xdsl.utils.hints import isa
 
 from plmr.dialects import graph
@@ -681,12 +681,12 @@ def _empty_constant(t: Attribute) -> SSAValue:
     return arith.ConstantOp(empty).result
 
 
-def lower_graph_op(op: Operation) -> None:
+def lower_graph_op(op: Operation, rewriter: PatternRewriter) -> None:
     """Replaces one graph op by its loop nests (built right before it)."""
     lowering = GRAPH_LOWERINGS.lookup(op)
     if lowering is None:
         raise PlmrError(f"convert-graph-to-loop: no lowering for '{op.name}'")
-    with ImplicitBuilder(Builder(InsertPoint.before(op))):
+    with ImplicitBuilder(rewriter):
         if all(_is_empty(r.type) for r in op.results):
             # A loop nest has positive extents: an empty result is an empty constant.
             values = [_empty_constant(r.type) for r in op.results]
@@ -700,7 +700,15 @@ def lower_graph_op(op: Operation) -> None:
             )
         if old.name_hint:
             new.name_hint = old.name_hint
-    Rewriter.replace_op(op, (), values)
+    rewriter.replace(op, [], values)
+
+
+class _LowerGraphOp(RewritePattern):
+    """A `graph` op becomes the loop nests its registered lowering builds."""
+
+    def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter, /):
+        if op.dialect_name() == "graph":
+            lower_graph_op(op, rewriter)
 
 
 @dataclass(frozen=True)
@@ -713,6 +721,4 @@ class ConvertGraphToLoopPass(ModulePass):
     name = "convert-graph-to-loop"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        graph_ops = [o for o in op.walk() if o.dialect_name() == "graph"]
-        for g in graph_ops:
-            lower_graph_op(g)
+        PatternRewriteWalker(_LowerGraphOp(), apply_recursively=False).rewrite_module(op)

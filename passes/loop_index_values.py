@@ -43,7 +43,8 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.ir import Block, BlockArgument, Operation, SSAValue
 from xdsl.passes import ModulePass
-from xdsl.rewriter import InsertPoint, Rewriter
+from xdsl.pattern_rewriter import PatternRewriter, PatternRewriteWalker, RewritePattern
+from xdsl.rewriter import InsertPoint
 
 from plmr.dialects.loop import NestOp, ReadOp
 from plmr.dialects.narrow import type_of
@@ -61,12 +62,11 @@ class _Function:
     """The rewrite of the nests of one function."""
 
     block: Block
-    rewriter: Rewriter
     iotas: dict[int, SSAValue]
     """The constant `[0, …, e-1]` of each extent `e`, placed at the function's start."""
     extents: dict[SSAValue, int]
 
-    def iota(self, extent: int) -> SSAValue:
+    def iota(self, extent: int, rewriter: PatternRewriter) -> SSAValue:
         if extent not in self.iotas:
             values = np.arange(extent, dtype=np.int64)
             attr = DenseIntOrFPElementsAttr.from_list(
@@ -76,12 +76,16 @@ class _Function:
             op.result.name_hint = f"iota{extent}"
             first = self.block.first_op
             assert first is not None
-            self.rewriter.insert_op(op, InsertPoint.before(first))
+            rewriter.insert(op, InsertPoint.before(first))
             self.iotas[extent] = op.result
         return self.iotas[extent]
 
     def value(
-        self, index: SSAValue, before: Operation, memo: dict[SSAValue, SSAValue]
+        self,
+        index: SSAValue,
+        before: Operation,
+        memo: dict[SSAValue, SSAValue],
+        rewriter: PatternRewriter,
     ) -> SSAValue:
         """The `i64` value of `index`, built before `before`."""
         if index in memo:
@@ -92,7 +96,7 @@ class _Function:
             extent = self.extents.get(index)
             if extent is None:
                 raise _NotAffine
-            new = ReadOp(self.iota(extent), [index])
+            new = ReadOp(self.iota(extent, rewriter), [index])
         elif isinstance(op, arith.ConstantOp) and isinstance(op.value, IntegerAttr):
             new = arith.ConstantOp(IntegerAttr(op.value.value.data, i64))
         elif isinstance(op, arith.IndexCastOp) and isinstance(
@@ -109,41 +113,55 @@ class _Function:
                 else arith.TruncIOp(op.input, i64)
             )
         elif isinstance(op, INDEX_OPS):
-            lhs = self.value(op.lhs, before, memo)
-            rhs = self.value(op.rhs, before, memo)
+            lhs = self.value(op.lhs, before, memo, rewriter)
+            rhs = self.value(op.rhs, before, memo, rewriter)
             new = type(op)(lhs, rhs)
         else:
             raise _NotAffine
-        self.rewriter.insert_op(new, InsertPoint.before(before))
+        rewriter.insert(new, InsertPoint.before(before))
         memo[index] = new.results[0]
         return new.results[0]
 
-    def rewrite(self, op: Operation) -> bool:
-        """Rewrites one use of indices as values; True if it did."""
+
+@dataclass
+class _IndexAsValue(RewritePattern):
+    """A comparison or integer cast of indices in a nest of the function, on `i64` values."""
+
+    fn: _Function
+    count: int = 0
+
+    def _in_a_nest(self, op: Operation) -> bool:
+        """Whether `op` is inside a nest at the top of the function."""
+        top = op.parent_op()
+        while top is not None and top.parent_block() is not self.fn.block:
+            top = top.parent_op()
+        return isinstance(top, NestOp)
+
+    def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter, /):
+        cmp = isinstance(op, arith.CmpiOp) and isinstance(op.lhs.type, IndexType)
+        cast = isinstance(op, arith.IndexCastOp) and isinstance(op.input.type, IndexType)
+        if not (cmp or cast) or not self._in_a_nest(op):
+            return
         memo: dict[SSAValue, SSAValue] = {}
         try:
-            if isinstance(op, arith.CmpiOp) and isinstance(op.lhs.type, IndexType):
-                lhs = self.value(op.lhs, op, memo)
-                rhs = self.value(op.rhs, op, memo)
-                self.rewriter.replace_op(
-                    op, arith.CmpiOp(lhs, rhs, op.predicate.value.data)
-                )
-                return True
-            if isinstance(op, arith.IndexCastOp) and isinstance(op.input.type, IndexType):
+            if isinstance(op, arith.CmpiOp):
+                lhs = self.fn.value(op.lhs, op, memo, rewriter)
+                rhs = self.fn.value(op.rhs, op, memo, rewriter)
+                rewriter.replace(op, arith.CmpiOp(lhs, rhs, op.predicate.value.data))
+            elif isinstance(op, arith.IndexCastOp):
                 out = type_of(op.result, IntegerType)
-                value = self.value(op.input, op, memo)
+                value = self.fn.value(op.input, op, memo, rewriter)
                 if out.width.data == 64:
-                    self.rewriter.replace_op(op, [], [value])
+                    rewriter.replace(op, [], [value])
                 elif out.width.data < 64:
-                    self.rewriter.replace_op(op, arith.TruncIOp(value, out))
+                    rewriter.replace(op, arith.TruncIOp(value, out))
                 else:
-                    self.rewriter.replace_op(op, arith.ExtSIOp(value, out))
-                return True
+                    rewriter.replace(op, arith.ExtSIOp(value, out))
+            self.count += 1
         except _NotAffine:
             for v in reversed(list(memo.values())):
                 if isinstance(v.owner, Operation) and not v.uses:
-                    self.rewriter.erase_op(v.owner)
-        return False
+                    rewriter.erase(v.owner)
 
 
 def materialize_indices(fn: func.FuncOp) -> int:
@@ -153,13 +171,9 @@ def materialize_indices(fn: func.FuncOp) -> int:
         if isinstance(op, NestOp):
             for arg, e in zip(op.dims, op.extents, strict=True):
                 extents[arg] = e
-    state = _Function(fn.body.block, Rewriter(), {}, extents)
-    count = 0
-    for nest in [op for op in fn.body.block.ops if isinstance(op, NestOp)]:
-        for op in list(nest.walk()):
-            if op is not nest and state.rewrite(op):
-                count += 1
-    return count
+    pattern = _IndexAsValue(_Function(fn.body.block, {}, extents))
+    PatternRewriteWalker(pattern, apply_recursively=False).rewrite_region(fn.body)
+    return pattern.count
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,13 @@ from xdsl.dialects import arith
 from xdsl.dialects.builtin import IndexType, IntegerAttr, ModuleOp
 from xdsl.ir import BlockArgument, Operation, SSAValue
 from xdsl.passes import ModulePass
-from xdsl.rewriter import InsertPoint, Rewriter
+from xdsl.pattern_rewriter import (
+    PatternRewriter,
+    PatternRewriteWalker,
+    RewritePattern,
+    op_type_rewrite_pattern,
+)
+from xdsl.rewriter import InsertPoint
 
 from plmr.dialects.loop import NestOp
 
@@ -111,7 +117,7 @@ def _split(form: Affine, c: int, bounds: _Bounds) -> tuple[Affine, Affine] | Non
     return high, low
 
 
-def _emit(form: Affine, before: Operation, rewriter: Rewriter) -> SSAValue:
+def _emit(form: Affine, before: Operation, rewriter: PatternRewriter) -> SSAValue:
     """Builds `form` with arith ops before `before`."""
     ops: list[Operation] = []
 
@@ -142,66 +148,107 @@ def _emit(form: Affine, before: Operation, rewriter: Rewriter) -> SSAValue:
         add = arith.AddiOp(total, const(offset))
         ops.append(add)
         total = add.result
-    rewriter.insert_op(ops, InsertPoint.before(before))
+    rewriter.insert(ops, InsertPoint.before(before))
     return total
 
 
-def simplify_indices(root: Operation) -> int:
-    """
-    Folds the provable index `div` / `rem` under `root`, and the index arithmetic that
-    reduces to one loop index or a constant (a unit loop index is 0); returns how many
-    ops were folded.
-    """
-    extent: dict[SSAValue, int] = {}
-    units: list[tuple[NestOp, BlockArgument]] = []
-    for op in root.walk():
-        if isinstance(op, NestOp):
-            for arg, e in zip(op.dims, op.extents, strict=True):
-                extent[arg] = e
-                if e == 1 and arg.uses:
-                    units.append((op, arg))
-    bounds = _Bounds(extent)
-    rewriter = Rewriter()
-    folded = 0
-    for nest, arg in units:
-        # A loop index of a unit extent is 0 (a head axis of one, a batch of one).
-        zero = arith.ConstantOp(IntegerAttr(0, IndexType()))
-        block = nest.body.block
-        assert block.first_op is not None
-        rewriter.insert_op(zero, InsertPoint.before(block.first_op))
-        arg.replace_all_uses_with(zero.result)
-        folded += 1
-    for op in list(root.walk()):
-        if not isinstance(op, arith.AddiOp | arith.SubiOp | arith.MuliOp):
-            continue
+class _UnitIndexIsZero(RewritePattern):
+    """A loop index of extent one is 0 (a head axis of one, a batch of one)."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: NestOp, rewriter: PatternRewriter, /):
+        block = op.body.block
+        for arg, e in zip(op.dims, op.extents, strict=True):
+            if e != 1 or not arg.uses or block.first_op is None:
+                continue
+            zero = arith.ConstantOp(IntegerAttr(0, IndexType()))
+            rewriter.insert(zero, InsertPoint.before(block.first_op))
+            rewriter.replace_all_uses_with(arg, zero.result)
+
+
+class _OneIndexOrConstant(RewritePattern):
+    """`i·1 + 0`, `0·96 + i`: index arithmetic that is one index as it is, or a constant."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(
+        self, op: arith.AddiOp | arith.SubiOp | arith.MuliOp, rewriter: PatternRewriter, /
+    ):
         if not isinstance(op.result.type, IndexType) or not op.result.uses:
-            continue
+            return
         form = _affine(op.result)
         terms = [k for k in form if k is not None]
         if terms and (len(terms) > 1 or form[terms[0]] != 1 or form.get(None, 0)):
-            continue
-        # `i·1 + 0`, `0·96 + i`: one index as it is, or a constant.
+            return
         value = terms[0] if terms else _emit(form, op, rewriter)
-        op.result.replace_all_uses_with(value)
-        folded += 1
-    for op in list(root.walk()):
-        if not isinstance(op, arith.DivUIOp | arith.RemUIOp):
-            continue
+        rewriter.replace_all_uses_with(op.result, value)
+
+
+@dataclass
+class _ProvenDivRem(RewritePattern):
+    """`(c·H + L) / c` -> `H` and `(c·H + L) % c` -> `L` where the extents prove `L < c`."""
+
+    bounds: _Bounds
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(
+        self, op: arith.DivUIOp | arith.RemUIOp, rewriter: PatternRewriter, /
+    ):
         c = _const(op.rhs)
         if c is None or c <= 0:
-            continue
-        parts = _split(_affine(op.lhs), c, bounds)
+            return
+        parts = _split(_affine(op.lhs), c, self.bounds)
         if parts is None:
-            continue
+            return
         high, low = parts
         if any(k is not None and not _non_negative(k) for k in high):
-            continue
+            return
         value = _emit(high if isinstance(op, arith.DivUIOp) else low, op, rewriter)
-        op.result.replace_all_uses_with(value)
-        rewriter.erase_op(op)
-        folded += 1
-    _drop_dead(root)
-    return folded
+        rewriter.replace(op, [], [value])
+
+
+_INDEX_ARITH = (
+    arith.ConstantOp,
+    arith.AddiOp,
+    arith.SubiOp,
+    arith.MuliOp,
+    arith.DivUIOp,
+    arith.RemUIOp,
+)
+
+
+class _DeadIndexArith(RewritePattern):
+    """Index arithmetic left without uses by the folds above."""
+
+    def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter, /):
+        if (
+            isinstance(op, _INDEX_ARITH)
+            and isinstance(op.results[0].type, IndexType)
+            and not op.results[0].uses
+        ):
+            rewriter.erase(op)
+
+
+def simplify_indices(root: ModuleOp) -> None:
+    """
+    Folds the provable index `div` / `rem` under `root`, and the index arithmetic that
+    reduces to one loop index or a constant (a unit loop index is 0).
+
+    Each kind of fold is a pattern, and they run one after the other (unit indices, then
+    index sums, then `div` / `rem`): a `div` is proved on the sums already reduced to
+    one index, and the terms a fold emits are not folded again.
+    """
+    extent: dict[SSAValue, int] = {}
+    for op in root.walk():
+        if isinstance(op, NestOp):
+            extent.update(zip(op.dims, op.extents, strict=True))
+    bounds = _Bounds(extent)
+    for pattern in (
+        _UnitIndexIsZero(),
+        _OneIndexOrConstant(),
+        _ProvenDivRem(bounds),
+        _DeadIndexArith(),
+    ):
+        PatternRewriteWalker(pattern).rewrite_module(root)
 
 
 def _non_negative(v: SSAValue) -> bool:
@@ -209,28 +256,6 @@ def _non_negative(v: SSAValue) -> bool:
     if isinstance(v, BlockArgument):
         return True
     return isinstance(v.owner, arith.DivUIOp | arith.RemUIOp)
-
-
-def _drop_dead(root: Operation) -> None:
-    dead = True
-    while dead:
-        dead = False
-        for op in list(root.walk()):
-            if (
-                isinstance(
-                    op,
-                    arith.ConstantOp
-                    | arith.AddiOp
-                    | arith.SubiOp
-                    | arith.MuliOp
-                    | arith.DivUIOp
-                    | arith.RemUIOp,
-                )
-                and isinstance(op.results[0].type, IndexType)
-                and not op.results[0].uses
-            ):
-                Rewriter.erase_op(op)
-                dead = True
 
 
 class LoopSimplifyIndicesPass(ModulePass):
