@@ -56,6 +56,7 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.ir import Attribute, BlockArgument, Operation, SSAValue
 from xdsl.passes import ModulePass
+from xdsl.rewriter import Rewriter
 
 from plmr.dialects import graph
 from plmr.dialects.graph import element_type, static_shape
@@ -240,9 +241,7 @@ class _Rewriter:
                 and isinstance(element_type(user.result), Float32Type)
                 and user.parent_block() is self.fn.body.block
             ):
-                user.result.replace_all_uses_with(valid)
-                user.detach()
-                user.erase()
+                Rewriter.replace_op(user, [], [valid])
         if mask.uses:
             typed = valid
             if element_type(mask) != f32:
@@ -346,9 +345,7 @@ class _Rewriter:
             slot = self.insert(graph.ReshapeOp(self.slot(length), bshape)).results[0]
             updated = graph.WhereOp(slot, new, buffer)
             self.fn.body.block.insert_op_before(updated, concat)
-            concat.result.replace_all_uses_with(updated.result)
-            concat.detach()
-            concat.erase()
+            Rewriter.replace_op(concat, [], [updated.result])
             self.mark_result(index, pair.output)
         assert length is not None
         self.replace_mask(length)

@@ -17,7 +17,7 @@ from xdsl.dialects.builtin import (
     TensorType,
 )
 from xdsl.ir import Attribute, Block, BlockArgument, Operation, SSAValue
-from xdsl.rewriter import InsertPoint
+from xdsl.rewriter import InsertPoint, Rewriter
 
 from plmr.dialects.loop import (
     NestOp,
@@ -194,9 +194,7 @@ class RollingUpdate:
         result: SSAValue = fused.res[n_prod]
         if layout != list(target.parallel_dims):
             result = self._permute(fused, n_prod, layout, target)
-        target.res[0].replace_all_uses_with(result)
-        target.detach()
-        target.erase()
+        Rewriter.replace_op(target, [], [result])
         return fused, repair, order
 
     def _update(
@@ -255,13 +253,10 @@ class RollingUpdate:
             return build_nest(extents, [P] * len(extents), [], body).res[0]
 
     def _replace_fused(self, old: NestOp, new: NestOp) -> None:
-        for i, r in enumerate(old.res):
-            r.replace_all_uses_with(new.res[i])
+        Rewriter.replace_op(old, [], list(new.res[: len(old.res)]))
         if old in self.fused:
             self.fused.remove(old)
         for split in self.splits:
             if split.loc is old:
                 split.loc = new
         self.fused.append(new)
-        old.detach()
-        old.erase()

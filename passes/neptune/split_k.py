@@ -14,7 +14,7 @@ from xdsl.dialects.builtin import (
     TensorType,
 )
 from xdsl.ir import Block, BlockArgument, SSAValue
-from xdsl.rewriter import InsertPoint
+from xdsl.rewriter import InsertPoint, Rewriter
 
 from plmr.dialects.loop import (
     NestOp,
@@ -97,9 +97,7 @@ class SplitKUpdate(RollingUpdate):
                 scalar_results=not isinstance(producer.res.types[0], TensorType),
             )
         glob.res[0].name_hint = producer.res[0].name_hint
-        producer.res[0].replace_all_uses_with(glob.res[0])
-        producer.detach()
-        producer.erase()
+        Rewriter.replace_op(producer, [], [glob.res[0]])
         split = Split(loc, chunks, producer.extents[rj], {glob.res[0]: 0})
         self.splits.append(split)
         self.fused.append(loc)
@@ -126,9 +124,7 @@ class SplitKUpdate(RollingUpdate):
                 k = split.partial[op.source]
                 new = ReadOp(split.loc.res[k], [*op.indices, c])
                 Builder(InsertPoint.before(op)).insert(new)
-                op.result.replace_all_uses_with(new.result)
-                op.detach()
-                op.erase()
+                Rewriter.replace_op(op, [], [new.result])
                 loc_reads.append(new)
         local_term = term_of(local)
         assert local_term is not None
@@ -170,7 +166,5 @@ class SplitKUpdate(RollingUpdate):
                 scalar_results=not isinstance(target.res.types[0], TensorType),
             )
         glob.res[0].name_hint = target.res[0].name_hint
-        target.res[0].replace_all_uses_with(glob.res[0])
-        target.detach()
-        target.erase()
+        Rewriter.replace_op(target, [], [glob.res[0]])
         split.partial[glob.res[0]] = k_t
