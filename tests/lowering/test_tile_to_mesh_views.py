@@ -150,7 +150,8 @@ def test_a_prefill_export_fits_through_views(tmp_path: Path):
     compiled = compile_module(make_context(), module.clone(), opts, plans=plans)
     (plan,) = [p for p in plans if p.name == "probs_max"]
     assert plan.mode == "merge"
-    assert dict(plan.axes) == {"x": "i2", "y": "i3"}
+    # The queries over one axis, the keys over the other (either way round on 8x8).
+    assert sorted(dict(plan.axes).values()) == ["i2", "i3"]
     _assert_matches(module, compiled, 0)
 
 
