@@ -16,6 +16,7 @@ from plmr.lowering.tile_to_mesh.analysis import (
     Layout,
     Nest,
     Options,
+    entry_axis,
     entry_band,
     entry_parts,
     layout_band,
@@ -161,6 +162,37 @@ class CostModel:
                 # program follows: move the keys rather than the queries.
                 comm += comm - before
         return compute + comm
+
+    def reader_gathers(self, m: Mapping) -> float:
+        """
+        The all-gathers the readers of the nest's outputs are expected to pay for `m`'s
+        output layouts, which the planner ranks by but the nest's estimate leaves out
+        (the readers' estimates hold what they pay): one along the axis for each output
+        dim with fewer elements than the axis has PEs that `m` splits over an axis no
+        operand an earlier nest placed is split over. Such a split (two heads over four
+        rows) only saves the nest's own compute, on part of the axis; its readers, split
+        over the longer dims, read the value whole along that axis and gather it, and
+        the allreduces that `mesh-pack-allreduces` would have shared with a sibling
+        reading the same value apart stay apart. Bands (`entry_band`), which place a
+        short dim on purpose, and nests that read no placed operand pay nothing.
+        """
+        placed = [self.placed[src] for src in m.layouts if src in self.placed]
+        if not placed:
+            return 0.0
+        used = {entry_axis(e) for layout in placed for e in layout if e != "-"}
+        grid = self.opts.grid
+        total = 0.0
+        for out, layout in zip(self.nest.outputs, m.outputs, strict=True):
+            shape = static_shape(out, "output")
+            for j, e in enumerate(layout):
+                if e == "-" or entry_band(e) is not None or entry_axis(e) in used:
+                    continue
+                if shape[j] >= self.opts.n(entry_axis(e)):
+                    continue
+                total += line_cycles_of(
+                    self.opts, entry_axis(e), _gathered_elems(out, layout, [j], grid)
+                )
+        return total
 
     def _within(self, m: Mapping, red: tile.ForOp, elems: int, axis: str) -> float:
         """The cycles of the reduction's allreduce over those of one along the axis."""
