@@ -138,6 +138,10 @@ class Analysis:
             for i in par
             if nest.extents[i] > 1 and any(nest.dims[i] not in d for d in deps)
         ]
+        if self.bands:
+            # A dimension too short for every axis goes over bands of PEs even where a
+            # few-row operand (a k-token step's `[k, dim]`) is reused along it.
+            chosen = [i for i in chosen if not self._band_only(nest.extents[i])]
         if not red:
             chosen = sorted(set(chosen) | set(par[-2:]))
         elif not chosen and par:
@@ -154,6 +158,9 @@ class Analysis:
                     banded = True
         self._keep_spare_whole(blocks, p if not red else max(p, r))
         return blocks
+
+    def _band_only(self, extent: int) -> bool:
+        return self._too_small(extent) and self._bandable(extent)
 
     def _bandable(self, extent: int) -> bool:
         """With `bands`: an axis has room for `extent` bands of `BAND_MIN_WIDTH` PEs."""

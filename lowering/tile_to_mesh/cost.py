@@ -16,6 +16,8 @@ from plmr.lowering.tile_to_mesh.analysis import (
     Layout,
     Nest,
     Options,
+    entry_axis,
+    entry_band,
     entry_parts,
     layout_band,
 )
@@ -79,7 +81,8 @@ class CostModel:
                 # Within the PEs holding data when the loop is shorter than the axis,
                 # or within each band.
                 within = self._within(m, red, accs // 4, axis)
-                each = count * stages * message(accs) * within
+                # Timed as the runtime times an allreduce of that many values per PE.
+                each = count * line_cycles_of(opts, axis, max(1, accs // 4)) * within
                 # Or one allreduce per output block at the end (fewer, larger messages).
                 kinds = self.deferred_kinds if count > 1 else None
                 outs = [
@@ -87,7 +90,9 @@ class CostModel:
                     for o, lay in zip(nest.outputs, m.outputs, strict=True)
                 ]
                 once = sum(
-                    stages * message(b) * self._within(m, red, b // 4, axis) for b in outs
+                    line_cycles_of(opts, axis, max(1, b // 4))
+                    * self._within(m, red, b // 4, axis)
+                    for b in outs
                 )
                 m.deferred = kinds if kinds is not None and once < each else None
                 comm += each if m.deferred is None else once
@@ -119,7 +124,17 @@ class CostModel:
             skewed = src in m.paths and cannon_skew(m, opts)
             block = block_bytes(src, layout, grid)
             before = comm
-            for j, a in enumerate(have):
+            cur = list(have)
+            band = layout_band(have)
+            if band is not None and not skewed:
+                # The bands made whole first: one sum along their axis of the blocks
+                # placed in zeros (`Relayout._gather_bands`).
+                dims = [j for j, e in enumerate(have) if entry_band(e) is not None]
+                comm += line_cycles_of(opts, band[0], _gathered_elems(src, cur, dims, grid))
+                for j in dims:
+                    cur[j] = "-"
+            for j in gather_order(tuple(cur), layout):
+                a = cur[j]
                 if a == "-":
                     continue
                 stages = 2 * max(1, math.ceil(math.log2(opts.n(a))))
@@ -129,15 +144,55 @@ class CostModel:
                     and ring_realignable((a, "", m.chunks), opts)
                 ):
                     comm += opts.n(a) * message(block, 2.0)
-                elif not skewed and diagonal_move(have, layout, j, opts, src):
+                elif not skewed and diagonal_move(tuple(cur), layout, j, opts, src):
                     comm += stages * message(block)
-                else:
+                    cur[j] = _other(a)
+                elif skewed:
                     comm += stages * message(full)
+                elif layout[j] == a:
+                    continue  # stays split as it is
+                else:
+                    # An all-gather of dim j along a: the block, placed in zeros along
+                    # the dim, summed along the line (`Relayout._relayout`), timed as
+                    # the runtime times that allreduce.
+                    comm += line_cycles_of(opts, a, _gathered_elems(src, cur, [j], grid))
+                    cur[j] = "-"
             if m.mode == "merge" and not self._indexed_by_reduction(src):
                 # The queries' layout becomes the outputs', which the rest of the
                 # program follows: move the keys rather than the queries.
                 comm += comm - before
         return compute + comm
+
+    def reader_gathers(self, m: Mapping) -> float:
+        """
+        The all-gathers the readers of the nest's outputs are expected to pay for `m`'s
+        output layouts, which the planner ranks by but the nest's estimate leaves out
+        (the readers' estimates hold what they pay): one along the axis for each output
+        dim with fewer elements than the axis has PEs that `m` splits over an axis no
+        operand an earlier nest placed is split over. Such a split (two heads over four
+        rows) only saves the nest's own compute, on part of the axis; its readers, split
+        over the longer dims, read the value whole along that axis and gather it, and
+        the allreduces that `mesh-pack-allreduces` would have shared with a sibling
+        reading the same value apart stay apart. Bands (`entry_band`), which place a
+        short dim on purpose, and nests that read no placed operand pay nothing.
+        """
+        placed = [self.placed[src] for src in m.layouts if src in self.placed]
+        if not placed:
+            return 0.0
+        used = {entry_axis(e) for layout in placed for e in layout if e != "-"}
+        grid = self.opts.grid
+        total = 0.0
+        for out, layout in zip(self.nest.outputs, m.outputs, strict=True):
+            shape = static_shape(out, "output")
+            for j, e in enumerate(layout):
+                if e == "-" or entry_band(e) is not None or entry_axis(e) in used:
+                    continue
+                if shape[j] >= self.opts.n(entry_axis(e)):
+                    continue
+                total += line_cycles_of(
+                    self.opts, entry_axis(e), _gathered_elems(out, layout, [j], grid)
+                )
+        return total
 
     def _within(self, m: Mapping, red: tile.ForOp, elems: int, axis: str) -> float:
         """The cycles of the reduction's allreduce over those of one along the axis."""
@@ -202,6 +257,41 @@ def ring_realignable(skew: tuple[str, str, int], opts: Options) -> bool:
         return False
     n = opts.n(axis)
     return n == opts.n(_other(axis)) == chunks and n > 1
+
+
+def gather_order(have: Sequence[str], want: Sequence[str]) -> list[int]:
+    """
+    The order `Relayout._relayout` moves the dims of a value in: first those wanted whole
+    whose axis another dim is wanted over, so that this dim then moves from the diagonal
+    PE (one block) rather than after an all-gather of the whole line (`[y, x]` wanted as
+    `[x, -]`: the columns gathered along x, then the rows from the diagonal, never the
+    whole tensor on a PE); the others in order.
+    """
+    first = [
+        j
+        for j, a in enumerate(have)
+        if a != "-"
+        and want[j] == "-"
+        and any(want[k] == a != have[k] for k in range(len(want)) if k != j)
+    ]
+    return first + [j for j in range(len(have)) if j not in first]
+
+
+def _gathered_elems(
+    value: SSAValue, layout: Sequence[str], dims: Sequence[int], grid: tuple[int, int]
+) -> int:
+    """
+    Values per PE of the all-gather of `dims` of `value` placed in `layout`: a banded
+    dim over all its bands, a dim split over an axis over the PEs that hold a block.
+    """
+    shape = static_shape(value, "value")
+    per = [-(-s // entry_parts(a, grid)) for s, a in zip(shape, layout, strict=True)]
+    for j in dims:
+        if entry_band(layout[j]) is not None:
+            per[j] *= entry_parts(layout[j], grid)
+        else:
+            per[j] *= -(-shape[j] // per[j])
+    return math.prod(per)
 
 
 def _bytes(value: SSAValue) -> int:

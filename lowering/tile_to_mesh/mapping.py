@@ -47,6 +47,9 @@ class Mapping:
     """Required layout of every global operand (unskewed part)."""
     outputs: list[Layout] = field(default_factory=lambda: [])
     cost: float = 0.0
+    readers: float = 0.0
+    """What the readers of the outputs are expected to pay for their layouts
+    (`CostModel.reader_gathers`): ranked by with `cost`, not part of the estimate."""
     sram: int = 0
     deferred: list[str] | None = None
     """Allreduce: the combine of each output when one allreduce of each output block at

@@ -532,17 +532,21 @@ class Planner(CostModel):
             sram += _block_bytes(out, layout, grid)
         m.sram = sram
         m.cost = self._estimate(m)
+        m.readers = self.reader_gathers(m)
         return m
 
     def ranked(self) -> list[Mapping]:
-        """The mappings whose blocks fit SRAM, cheapest first (ties: more PEs used)."""
+        """
+        The mappings whose blocks fit SRAM, cheapest first with what their readers
+        are expected to pay (ties: more PEs used).
+        """
         every = self.candidates()
         options = [
             m for m in every if m.cost < math.inf and m.sram <= self.opts.device.sram_bytes
         ]
         if not options:
             raise PlmrError(self._no_fit_message(every))
-        return sorted(options, key=lambda m: (round(m.cost, 3), -len(m.axes)))
+        return sorted(options, key=lambda m: (round(m.cost + m.readers, 3), -len(m.axes)))
 
     def _no_fit_message(self, every: Sequence[Mapping]) -> str:
         nest, opts = self.nest, self.opts

@@ -34,27 +34,10 @@ from plmr.lowering.tile_to_mesh.builders import mul_index as _mul
 from plmr.lowering.tile_to_mesh.builders import ring_for as _ring_for
 from plmr.lowering.tile_to_mesh.builders import ring_position as _ring_pos
 from plmr.lowering.tile_to_mesh.cost import diagonal_move as _diagonal_move
+from plmr.lowering.tile_to_mesh.cost import gather_order
 from plmr.lowering.tile_to_mesh.cost import ring_realignable as _ring_realignable
 from plmr.lowering.tile_to_mesh.mapping import Mapping
 from plmr.lowering.tile_to_mesh.segments import allreduce_choice
-
-
-def gather_order(have: Sequence[str], want: Sequence[str]) -> list[int]:
-    """
-    The order `Relayout._relayout` moves the dims of a value in: first those wanted whole
-    whose axis another dim is wanted over, so that this dim then moves from the diagonal
-    PE (one block) rather than after an all-gather of the whole line (`[y, x]` wanted as
-    `[x, -]`: the columns gathered along x, then the rows from the diagonal, never the
-    whole tensor on a PE); the others in order.
-    """
-    first = [
-        j
-        for j, a in enumerate(have)
-        if a != "-"
-        and want[j] == "-"
-        and any(want[k] == a != have[k] for k in range(len(want)) if k != j)
-    ]
-    return first + [j for j in range(len(have)) if j not in first]
 
 
 class Relayout:

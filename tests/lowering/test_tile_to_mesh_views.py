@@ -150,7 +150,8 @@ def test_a_prefill_export_fits_through_views(tmp_path: Path):
     compiled = compile_module(make_context(), module.clone(), opts, plans=plans)
     (plan,) = [p for p in plans if p.name == "probs_max"]
     assert plan.mode == "merge"
-    assert dict(plan.axes) == {"x": "i2", "y": "i3"}
+    # The queries over one axis, the keys over the other (either way round on 8x8).
+    assert sorted(dict(plan.axes).values()) == ["i2", "i3"]
     _assert_matches(module, compiled, 0)
 
 
@@ -232,17 +233,21 @@ func.func @main(%a: tensor<64x64xf32>, %b: tensor<64x64xf32>) -> tensor<64x64xf3
 }
 """
 """`%a` read as both operands of one product: the rows rotate one way, the columns the
-other (Cannon's skew)."""
+other (Cannon's skew; in 8 KiB, where the whole rows and columns do not fit)."""
 
 
-@pytest.mark.parametrize("text", [ROPE_TABLE, MERGED, GEMM], ids=["rope", "merged", "gemm"])
-def test_the_planner_counts_every_block_the_nest_places(text: str):
+@pytest.mark.parametrize(
+    ("text", "kib"),
+    [(ROPE_TABLE, 48), (MERGED, 48), (GEMM, 8)],
+    ids=["rope", "merged", "gemm"],
+)
+def test_the_planner_counts_every_block_the_nest_places(text: str, kib: int):
     """
     The SRAM the planner chose each mapping by is at least the blocks the emitted nest
     holds: its operands' (views of one tensor share a block only where the emitter
     places one) and its outputs'.
     """
-    module, compiled, plans = _compile(text, 48)
+    module, compiled, plans = _compile(text, kib)
     fn = select_function(module, None)
     inputs = random_inputs(fn, 0)
     got, _ = run_mesh(compiled, inputs, mode="functional")
