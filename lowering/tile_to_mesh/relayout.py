@@ -202,7 +202,7 @@ class Relayout:
             gathered.add(j)
         # The windowed dims held whole are cut to the window here.
         target = self._shape(sizes, cur)
-        if static_shape(value, "block") != target:
+        if list(static_shape(value, "block")) != target:
             cut = [j not in gathered and sizes[j] != shape[j] for j in range(len(shape))]
             offs = [_index(b, window[j] if cut[j] else 0) for j in range(len(shape))]
             value = b.insert(tile.LoadOp(value, offs, target)).result

@@ -302,7 +302,10 @@ def test_a_head_reads_only_its_columns_of_a_wide_projection():
 def test_without_windows_the_wide_projection_is_refused(
     monkeypatch: pytest.MonkeyPatch,
 ):
-    monkeypatch.setattr(tile_to_mesh_views, "_window", lambda loads, shape: None)
+    def no_window(loads: object, shape: object) -> None:
+        del loads, shape
+
+    monkeypatch.setattr(tile_to_mesh_views, "_window", no_window)
     with pytest.raises(PlmrError, match=r"%o does not fit .* needs 17408 bytes"):
         _compile(WIDE, 16)
 
