@@ -107,45 +107,6 @@ def _window(
     return offsets, sizes
 
 
-def _span(load: tile.LoadOp) -> list[tuple[int, int] | None]:
-    """Per dimension, the constant range a load reads, or None."""
-    sizes = static_shape(load.result, "load")
-    out: list[tuple[int, int] | None] = []
-    for at, size in zip(load.offsets, sizes, strict=True):
-        c = _constant(at)
-        out.append(None if c is None else (c, c + size))
-    return out
-
-
-def _disjoint(loads: Sequence[tile.LoadOp]) -> list[list[tile.LoadOp]]:
-    """
-    A group's loads in parts that read disjoint constant ranges of some dimension (a
-    head's query columns and its rotated query columns, far apart in a merged
-    projection), each read through a window of its own; loads whose ranges meet on
-    every dimension both read at constant offsets are one part.
-    """
-    parts: list[tuple[list[tuple[int, int] | None], list[tile.LoadOp]]] = []
-    for load in loads:
-        span = _span(load)
-        merged: list[tile.LoadOp] = [load]
-        rest: list[tuple[list[tuple[int, int] | None], list[tile.LoadOp]]] = []
-        for other, members in parts:
-            meet = all(
-                a is None or b is None or (a[0] < b[1] and b[0] < a[1])
-                for a, b in zip(span, other, strict=True)
-            )
-            if not meet:
-                rest.append((other, members))
-                continue
-            span = [
-                None if a is None or b is None else (min(a[0], b[0]), max(a[1], b[1]))
-                for a, b in zip(span, other, strict=True)
-            ]
-            merged = [*members, *merged]
-        parts = [*rest, (span, merged)]
-    return [members for _, members in parts]
-
-
 def window_of(view: SSAValue) -> tuple[int, ...] | None:
     """A windowed view's offsets into its source; None for a view of the whole tensor."""
     op = view.owner
@@ -195,12 +156,7 @@ def split_read_views(block: Block) -> dict[SSAValue, SSAValue]:
             wafer = not isinstance(src, BlockArgument) and not isinstance(
                 src.owner, arith.ConstantOp
             )
-            parts = [
-                part
-                for _, members in groups
-                for part in (_disjoint(members) if wafer else [members])
-            ]
-            for k, members in enumerate(parts):
+            for k, (_, members) in enumerate(groups):
                 window = _window(members, shape) if wafer else None
                 if k == 0 and window is None:
                     continue  # the first group reads the tensor itself

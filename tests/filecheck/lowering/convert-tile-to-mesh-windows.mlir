@@ -1,14 +1,14 @@
 // RUN: plmr-opt %s -p 'plmr-compile{grid=4,4 substitute=false route=false device="wse2:sram_kib=16"}' | filecheck %s
 
-// One head's attention reads its query columns [0, 16), its key columns [16, 32) and
-// its value columns [32, 48) of a wide projection computed on the wafer (128 columns,
-// split over x in blocks of 32). Each is read through a window of its own: a PE whose
-// block meets the window puts it at its place in a buffer of the window and a block on
-// each side, the others at the front (outside the window), and the sum along x gathers
-// only the window's 16 columns, not the whole rows (held whole they do not fit 16 KiB).
+// One head's attention reads its query columns [0, 16) and its key and value columns
+// [16, 48) of a wide projection computed on the wafer (128 columns, split over x in
+// blocks of 32). Each view is a window of the columns it reads: a PE whose block meets
+// the window puts it at its place in a buffer of the window and a block on each side,
+// the others at the front (outside the window), and the sum along x gathers only the
+// window (16 and 32 columns), not the whole rows (held whole they do not fit 16 KiB).
 
-// CHECK:      %o = mesh.spmd(%qkv, %qkv, %qkv) : (!mesh.dist<tensor<64x128xf32>, #mesh.layout<[y, x]>>, !mesh.dist<tensor<64x128xf32>, #mesh.layout<[y, x]>>, !mesh.dist<tensor<64x128xf32>, #mesh.layout<[y, x]>>)
-// CHECK-NEXT: ^bb0(%py_1: index, %px_1: index, %[[Q:.*]]: tensor<16x32xf32>, %[[K:.*]]: tensor<16x32xf32>, %[[V:.*]]: tensor<16x32xf32>):
+// CHECK:      %o = mesh.spmd(%qkv, %qkv) : (!mesh.dist<tensor<64x128xf32>, #mesh.layout<[y, x]>>, !mesh.dist<tensor<64x128xf32>, #mesh.layout<[y, x]>>)
+// CHECK-NEXT: ^bb0(%py_1: index, %px_1: index, %[[Q:.*]]: tensor<16x32xf32>, %[[K:.*]]: tensor<16x32xf32>):
 // CHECK-NEXT:   %[[QB:.*]] = tile.fill 0.000000e+00 : tensor<16x80xf32>
 // CHECK:        %[[QS:.*]] = arith.muli %px_1, %{{.*}} : index
 // CHECK:        %[[QE:.*]] = arith.addi %[[QS]], %{{.*}} : index
@@ -20,14 +20,10 @@
 // CHECK:        %[[QP:.*]] = tile.store %[[Q]], %[[QB]][%{{.*}}, %[[QOFF]]] : tensor<16x32xf32> -> tensor<16x80xf32>
 // CHECK-NEXT:   %[[QG:.*]] = mesh.allreduce sum %[[QP]] axis x : tensor<16x80xf32>
 // CHECK:        tile.load %[[QG]][%{{.*}}, %{{.*}}] : tensor<16x80xf32> -> tensor<16x16xf32>
-// CHECK:        %[[KB:.*]] = tile.fill 0.000000e+00 : tensor<16x80xf32>
-// CHECK:        %[[KP:.*]] = tile.store %[[K]], %[[KB]][%{{.*}}, %{{.*}}] : tensor<16x32xf32> -> tensor<16x80xf32>
-// CHECK-NEXT:   %[[KG:.*]] = mesh.allreduce sum %[[KP]] axis x : tensor<16x80xf32>
-// CHECK:        tile.load %[[KG]][%{{.*}}, %{{.*}}] : tensor<16x80xf32> -> tensor<16x16xf32>
-// CHECK:        %[[VB:.*]] = tile.fill 0.000000e+00 : tensor<16x80xf32>
-// CHECK:        %[[VP:.*]] = tile.store %[[V]], %[[VB]][%{{.*}}, %{{.*}}] : tensor<16x32xf32> -> tensor<16x80xf32>
-// CHECK-NEXT:   %[[VG:.*]] = mesh.allreduce sum %[[VP]] axis x : tensor<16x80xf32>
-// CHECK:        tile.load %[[VG]][%{{.*}}, %{{.*}}] : tensor<16x80xf32> -> tensor<16x16xf32>
+// CHECK:        %[[KB:.*]] = tile.fill 0.000000e+00 : tensor<16x96xf32>
+// CHECK:        %[[KP:.*]] = tile.store %[[K]], %[[KB]][%{{.*}}, %{{.*}}] : tensor<16x32xf32> -> tensor<16x96xf32>
+// CHECK-NEXT:   %[[KG:.*]] = mesh.allreduce sum %[[KP]] axis x : tensor<16x96xf32>
+// CHECK:        tile.load %[[KG]][%{{.*}}, %{{.*}}] : tensor<16x96xf32> -> tensor<16x32xf32>
 // CHECK-NOT:    mesh.allreduce sum %{{.*}} axis x : tensor<16x128xf32>
 // CHECK:        mesh.yield
 
