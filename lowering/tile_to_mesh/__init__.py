@@ -58,10 +58,7 @@ of `parallel` `tile.for` loops around a block body) becomes one `mesh.spmd`:
   tensor). A tensor one nest reads indexed by different loops (FlashAttention's RoPE
   tables at the query and at the key rows, the query and key columns of merged
   projections) is read through one view per indexing (`views`), each placed on its
-  own in the layout its loads need, rather than held whole by every PE; loads that
-  read a dimension only at constant offsets (one head's columns of a merged projection)
-  read a window of it, and a tensor computed on the wafer is cut to the window before
-  it moves, so that only the window is gathered. The
+  own in the layout its loads need, rather than held whole by every PE. The
   mapping of each nest is chosen by a cost estimate (compute per PE,
   messages, layout changes) among the feasible ones, which is what makes consecutive
   GEMVs reduce along alternating axes, as WaferLLM does.

@@ -71,7 +71,6 @@ class _Lowering(Protocol):
     builder: Builder
     placed: dict[SSAValue, Placed]
     views: dict[SSAValue, SSAValue]
-    windows: dict[SSAValue, SSAValue]
 
     def scatter(
         self,
@@ -159,13 +158,8 @@ class NestEmitter(Relayout):
                 and (d.layout.skew.data, d.layout.ring.data, d.layout.chunks.data) == skew
             )
             block: SSAValue = arg
-            if src in low.windows and d.tensor.get_shape() != tuple(
-                static_shape(src, "view")
-            ):
-                block, have = self._window(low.windows[src], src, arg, have)
-                already = False
             if not already:
-                block = self._relayout(src, block, have, layout, skew)
+                block = self._relayout(src, arg, have, layout, skew)
             self.operands[src] = _Operand(layout, block, bool(skew[0]))
             if src in nest.wholes:
                 self.vmap[src] = block

@@ -47,7 +47,7 @@ from plmr.lowering.tile_to_mesh.mapping import Mapping
 from plmr.lowering.tile_to_mesh.planning import NestPlan
 from plmr.lowering.tile_to_mesh.planning import Planner as _Planner
 from plmr.lowering.tile_to_mesh.planning import split_entries as _entries
-from plmr.lowering.tile_to_mesh.views import split_read_views, window_of
+from plmr.lowering.tile_to_mesh.views import split_read_views
 from plmr.target.device import get_device
 from plmr.target.interface import (
     ARG_NAMES_ATTR,
@@ -117,8 +117,6 @@ class FunctionLowering:
         """Slices of host tensors that nests read (`host_slices`), placed on their own."""
         self.views: dict[SSAValue, SSAValue] = {}
         """Views of a tensor a nest reads indexed by different loops (`views`): source."""
-        self.windows: dict[SSAValue, SSAValue] = {}
-        """Views of a window of a tensor computed on the wafer (`views`): source."""
 
     # -- program ----------------------------------------------------------------------
 
@@ -150,9 +148,7 @@ class FunctionLowering:
             self.host[old] = new
         self.builder = Builder(InsertPoint.at_end(pblock))
         self.slices = slice_host_reads(self.block)
-        views = split_read_views(self.block)
-        self.windows = {v: s for v, s in views.items() if window_of(v) is not None}
-        self.views = {v: s for v, s in views.items() if v not in self.windows}
+        self.views = split_read_views(self.block)
         straight: list[Operation] = []
         for op in self.block.ops:
             if isinstance(op, arith.ConstantOp):
@@ -177,9 +173,7 @@ class FunctionLowering:
             if straight:
                 _StraightEmitter(self, straight).emit()
                 straight = []
-            if op.results and (
-                op.results[0] in self.views or op.results[0] in self.windows
-            ):
+            if op.results and op.results[0] in self.views:
                 self._view(op.results[0])
                 continue
             if isinstance(op, tile.ForOp):
@@ -209,17 +203,9 @@ class FunctionLowering:
         return program
 
     def _view(self, view: SSAValue) -> None:
-        """
-        A view is its source: placed (or scattered) on its own where a nest reads it; a
-        window of a tensor on the wafer is cut from its source's blocks there (`emit`).
-        """
-        src = self.views.get(view) or self.windows[view]
-        window = window_of(view)
-        if window is not None and src not in self.placed:
-            # A window of a host tensor (or of a slice of one) is a slice of it.
-            base, at = self.slices.get(src, (src, tuple(0 for _ in window)))
-            self.slices[view] = (base, tuple(a + w for a, w in zip(at, window)))
-        elif src in self.placed:
+        """A view is its source: placed (or scattered) on its own where a nest reads it."""
+        src = self.views[view]
+        if src in self.placed:
             self.placed[view] = self.placed[src]
         elif src in self.slices:
             self.slices[view] = self.slices[src]

@@ -38,7 +38,6 @@ from plmr.lowering.tile_to_mesh.cost import gather_order
 from plmr.lowering.tile_to_mesh.cost import ring_realignable as _ring_realignable
 from plmr.lowering.tile_to_mesh.mapping import Mapping
 from plmr.lowering.tile_to_mesh.segments import allreduce_choice
-from plmr.lowering.tile_to_mesh.views import window_of
 
 
 class Relayout:
@@ -132,64 +131,6 @@ class Relayout:
         for j in dims:
             cur[j] = "-"
         return value
-
-    def _window(
-        self, source: SSAValue, view: SSAValue, blk: SSAValue, have: Layout
-    ) -> tuple[SSAValue, Layout]:
-        """
-        Cuts this PE's block of `source` (placed in `have`) down to its block of the
-        window `view` (`views.window_of`); returns it and its layout. A windowed dim
-        split over an axis is gathered along it, the window only: each PE whose rows
-        meet the window puts its block at its place in a zero buffer one block wider on
-        each side than the window (the others at the front, outside it), and a sum of
-        the buffer along the axis delivers the window's rows to every PE of the line.
-        """
-        b, opts = self.b, self.opts
-        window = window_of(view)
-        assert window is not None
-        shape = static_shape(source, "source")
-        sizes = static_shape(view, "view")
-        cur = list(have)
-        value = blk
-        if layout_band(have) is not None:
-            value = self._gather_bands(source, value, cur)
-        gathered: set[int] = set()
-        for j, a in enumerate(cur):
-            if a == "-" or sizes[j] == shape[j]:
-                continue
-            block = self._shape(shape, cur)
-            size, lo, width = block[j], window[j], sizes[j]
-            buf = list(block)
-            buf[j] = width + 2 * size
-            zero = b.insert(tile.FillOp(0.0, TensorType(_elt(source), buf))).result
-            start = _mul(b, self.coord[a], size)
-            end = _add(b, start, _index(b, size))
-            meets = b.insert(arith.CmpiOp(end, _index(b, lo), "ugt")).result
-            before = b.insert(arith.CmpiOp(start, _index(b, lo + width), "ult")).result
-            owner = b.insert(arith.AndIOp(meets, before)).result
-            # An owner's block starts at `start - lo` in the window, `end - lo` here.
-            at = b.insert(arith.SelectOp(owner, end, _index(b, lo))).result
-            offs = [_index(b, 0) for _ in shape]
-            offs[j] = b.insert(arith.SubiOp(at, _index(b, lo))).result
-            placed = b.insert(tile.StoreOp(value, zero, offs)).result
-            elems = math.prod(buf)
-            value = b.insert(
-                mesh.AllreduceOp("sum", placed, a, *allreduce_choice(opts, a, elems))
-            ).result
-            cut = list(buf)
-            cut[j] = width
-            offs = [_index(b, 0) for _ in shape]
-            offs[j] = _index(b, size)
-            value = b.insert(tile.LoadOp(value, offs, cut)).result
-            cur[j] = "-"
-            gathered.add(j)
-        # The windowed dims held whole are cut to the window here.
-        target = self._shape(sizes, cur)
-        if list(static_shape(value, "block")) != target:
-            cut = [j not in gathered and sizes[j] != shape[j] for j in range(len(shape))]
-            offs = [_index(b, window[j] if cut[j] else 0) for j in range(len(shape))]
-            value = b.insert(tile.LoadOp(value, offs, target)).result
-        return value, tuple(cur)
 
     def _relayout(
         self,

@@ -21,29 +21,12 @@ view's layout at the head of the nest (`relayout`).
 %a = tile.load %cos[%i, %c0] : tensor<64x8xf32> -> tensor<4x8xf32>
 %b = tile.load %cos_1[%j, %c0] : tensor<64x8xf32> -> tensor<4x8xf32>
 ```
-
-A group of loads that reads a dimension only at constant offsets (one head's columns of
-a merged projection) reads a window of it: its view is the slice of the columns it
-reads, and a tensor computed on the wafer is cut to that window before it moves, so that
-only the window's columns are gathered (`Relayout._window`).
-
-```mlir
-%c16 = arith.constant 16 : index
-%k = tile.load %qk[%j, %c16] : tensor<64x32xf32> -> tensor<4x16xf32>
-// becomes
-%qk_1 = tensor.extract_slice %qk[0, 16] [64, 16] [1, 1] : tensor<64x32xf32> to tensor<64x16xf32>
-%c0 = arith.constant 0 : index
-%k = tile.load %qk_1[%j, %c0] : tensor<64x16xf32> -> tensor<4x16xf32>
-```
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
-from xdsl.dialects import arith, tensor
-from xdsl.dialects.builtin import IndexType, IntegerAttr
-from xdsl.ir import Block, BlockArgument, SSAValue
+from xdsl.dialects import tensor
+from xdsl.ir import Block, SSAValue
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from plmr.dialects import tile
@@ -76,48 +59,6 @@ def _merge(a: Signature, b: Signature) -> Signature:
     return tuple(x if x is not None else y for x, y in zip(a, b))
 
 
-def _constant(value: SSAValue) -> int | None:
-    op = value.owner
-    if isinstance(op, arith.ConstantOp) and isinstance(op.value, IntegerAttr):
-        return op.value.value.data
-    return None
-
-
-def _window(
-    loads: Sequence[tile.LoadOp], shape: Sequence[int]
-) -> tuple[list[int], list[int]] | None:
-    """
-    The offsets and sizes of the part of a tensor of `shape` that `loads` read, where
-    some dimension is read only at constant offsets and not whole; None otherwise.
-    """
-    offsets, sizes = [0] * len(shape), list(shape)
-    for j, extent in enumerate(shape):
-        spans: list[tuple[int, int]] = []
-        for load in loads:
-            at = _constant(load.offsets[j])
-            if at is None:
-                break
-            spans.append((at, at + static_shape(load.result, "load")[j]))
-        else:
-            lo, hi = min(a for a, _ in spans), max(b for _, b in spans)
-            if 0 <= lo and hi <= extent and hi - lo < extent:
-                offsets[j], sizes[j] = lo, hi - lo
-    if sizes == list(shape):
-        return None
-    return offsets, sizes
-
-
-def window_of(view: SSAValue) -> tuple[int, ...] | None:
-    """A windowed view's offsets into its source; None for a view of the whole tensor."""
-    op = view.owner
-    if not isinstance(op, tensor.ExtractSliceOp):
-        return None
-    offsets = tuple(op.static_offsets.get_values())
-    if not any(offsets) and static_shape(view, "view") == static_shape(op.source, "source"):
-        return None
-    return offsets
-
-
 def split_read_views(block: Block) -> dict[SSAValue, SSAValue]:
     """
     Gives the loads of a tensor that index one of its dimensions by different loops, in
@@ -141,44 +82,26 @@ def split_read_views(block: Block) -> dict[SSAValue, SSAValue]:
                 continue
             by_source.setdefault(src, []).append(load)
         for src, loads in by_source.items():
-            groups: list[tuple[Signature, list[tile.LoadOp]]] = []
-            for load in loads:
+            groups: list[tuple[Signature, SSAValue]] = [(_signature(loads[0], loops), src)]
+            for load in loads[1:]:
                 sig = _signature(load, loops)
                 k = next(
                     (k for k, (g, _) in enumerate(groups) if not _conflict(g, sig)), None
                 )
-                if k is None:
-                    groups.append((sig, [load]))
+                if k is not None:
+                    merged, value = groups[k]
+                    groups[k] = (_merge(merged, sig), value)
+                    if value is not src:
+                        load.operands = [value, *load.offsets]
                     continue
-                merged, members = groups[k]
-                groups[k] = (_merge(merged, sig), [*members, load])
-            shape = static_shape(src, "source")
-            wafer = not isinstance(src, BlockArgument) and not isinstance(
-                src.owner, arith.ConstantOp
-            )
-            for k, (_, members) in enumerate(groups):
-                window = _window(members, shape) if wafer else None
-                if k == 0 and window is None:
-                    continue  # the first group reads the tensor itself
-                offsets, sizes = window or ([0] * len(shape), list(shape))
-                op = tensor.ExtractSliceOp.from_static_parameters(src, offsets, sizes)
+                shape = static_shape(src, "source")
+                op = tensor.ExtractSliceOp.from_static_parameters(
+                    src, [0] * len(shape), list(shape)
+                )
                 rewriter.insert_op(op, InsertPoint.before(top))
                 if src.name_hint:
                     op.result.name_hint = src.name_hint
                 views[op.result] = src
-                for load in members:
-                    at = [
-                        _shifted(rewriter, load, v, o) if o else v
-                        for v, o in zip(load.offsets, offsets, strict=True)
-                    ]
-                    load.operands = [op.result, *at]
+                groups.append((sig, op.result))
+                load.operands = [op.result, *load.offsets]
     return views
-
-
-def _shifted(rewriter: Rewriter, load: tile.LoadOp, at: SSAValue, by: int) -> SSAValue:
-    """A constant offset `at` less `by`, inserted before `load`."""
-    value = _constant(at)
-    assert value is not None, "a windowed dimension is read at constant offsets"
-    op = arith.ConstantOp(IntegerAttr(value - by, IndexType()))
-    rewriter.insert_op(op, InsertPoint.before(load))
-    return op.result

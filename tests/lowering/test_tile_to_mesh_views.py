@@ -23,7 +23,6 @@ from plmr.errors import PlmrError
 from plmr.frontend.onnx import import_onnx_file
 from plmr.lowering.tile_to_mesh import NestPlan
 from plmr.lowering.tile_to_mesh import program as tile_to_mesh_program
-from plmr.lowering.tile_to_mesh import views as tile_to_mesh_views
 from plmr.lowering.tile_to_mesh.relayout import gather_order
 from plmr.models.llama_onnx import LlamaOnnxConfig, write_llama_onnx
 from plmr.passes.pipeline import CompileOptions, compile_module
@@ -263,69 +262,3 @@ def test_the_planner_counts_every_block_the_nest_places(text: str, kib: int):
         held += sum(4 * math.prod(static_shape(v, "block")) for v in outs.operands)
         assert plan.sram >= held, plan.name
     assert modes - {"local"}
-
-
-N = 8 * D
-WIDE_T, WIDE_W = f"tensor<{L}x{N}xf32>", f"tensor<8x{N}xf32>"
-WIDE = f"""
-func.func @main(%x: {X}, %w: {WIDE_W}) -> ({T}, {WIDE_T}) {{
-  %qkv = graph.matmul %x, %w : ({X}, {WIDE_W}) -> {WIDE_T}
-  %q = graph.slice %qkv starts = [0, 0] ends = [{L}, {D}] steps = [1, 1] : {WIDE_T} -> {T}
-  %k = graph.slice %qkv starts = [0, {D}] ends = [{L}, {2 * D}] steps = [1, 1] : {WIDE_T} -> {T}
-  %v = graph.slice %qkv starts = [0, {2 * D}] ends = [{L}, {3 * D}] steps = [1, 1] : {WIDE_T} -> {T}
-  %s = graph.matmul %q, %k transpose_b : ({T}, {T}) -> {S}
-  %p = graph.softmax %s : {S}
-  %o = graph.matmul %p, %v : ({S}, {T}) -> {T}
-  func.return %o, %qkv : {T}, {WIDE_T}
-}}"""
-"""One head's attention reads 3 of the 8 column blocks of a wide projection on the wafer."""
-
-
-def test_a_head_reads_only_its_columns_of_a_wide_projection():
-    """
-    Each view of the wide projection is a window of the columns the head reads: only
-    those are gathered, and the attention fits 16 KiB (held as whole rows it needs
-    17,408 bytes: the test below).
-    """
-    module, compiled, _ = _compile(WIDE, 16)
-    (spmd,) = [
-        op
-        for op in compiled.walk()
-        if isinstance(op, mesh.SpmdOp) and op.outputs[0].name_hint == "o"
-    ]
-    assert [v.name_hint for v in spmd.inputs] == ["qkv", "qkv"]
-    # Each window is gathered in a buffer of its 16 columns and a block on each side.
-    sums = [
-        static_shape(op.result, "sum")
-        for op in spmd.walk()
-        if isinstance(op, mesh.AllreduceOp) and op.axis.data == "x"
-    ]
-    assert (16, D + 2 * (N // 4)) in sums
-    _assert_matches(module, compiled, 0)
-
-
-def test_without_windows_the_wide_projection_is_refused(
-    monkeypatch: pytest.MonkeyPatch,
-):
-    def no_window(loads: object, shape: object) -> None:
-        del loads, shape
-
-    monkeypatch.setattr(tile_to_mesh_views, "_window", no_window)
-    with pytest.raises(PlmrError, match=r"%o does not fit .* needs 17408 bytes"):
-        _compile(WIDE, 16)
-
-
-@pytest.mark.parametrize("grid", [(2, 2), (3, 3), (2, 4)])
-def test_windows_equal_the_reference_on_small_grids(grid: tuple[int, int]):
-    """Windows cut from blocks split evenly, unevenly (3 PEs) and over either axis."""
-    module = parse_module(WIDE)
-    opts = CompileOptions(grid=grid, substitute=False, fit_tiles=True)
-    compiled = compile_module(make_context(), module.clone(), opts)
-    fn = select_function(module, None)
-    for seed in (1, 2):
-        inputs = random_inputs(fn, seed)
-        want = run_function(module, fn, inputs)
-        got, _ = run_mesh(compiled, inputs, mode="functional")
-        for g, w in zip(got, want, strict=True):
-            # Sums of up to 64 products of magnitude ~5 in another order: float32.
-            np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-4)
