@@ -6,6 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pytest
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
@@ -30,6 +31,13 @@ class Fused:
     def results(self) -> list[Any]:
         """The fused module's results on the same inputs."""
         return evaluate_function(self.module, "main", self.args)
+
+    def assert_matches(self) -> None:
+        """
+        The fused module's results equal the graph's (relative 1e-4, absolute 1e-5 of
+        the largest value)."""
+        for g, w in zip(self.results(), self.want, strict=True):
+            np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5 * float(np.abs(w).max()))
 
 
 @pytest.fixture
