@@ -44,12 +44,8 @@ def _loop_level(example: str, grid: tuple[int, int]) -> tuple[ModuleOp, CompileO
     return module, opts
 
 
-@pytest.mark.parametrize(("example", "grid"), CASES)
-def test_bounded_trials_keep_the_blocking_of_full_trials(
-    example: str, grid: tuple[int, int], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    module, opts = _loop_level(example, grid)
-    ctx, mesh_opts = make_context(), _check_options(opts)
+def _record_stops(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """Makes the search's `lower_module` record the cost at which a trial stops."""
     stopped: list[float] = []
 
     def counting(*args: object, **kwargs: object) -> float:
@@ -60,6 +56,16 @@ def test_bounded_trials_keep_the_blocking_of_full_trials(
             raise
 
     monkeypatch.setattr(tile_to_mesh, "lower_module", counting)
+    return stopped
+
+
+@pytest.mark.parametrize(("example", "grid"), CASES)
+def test_bounded_trials_keep_the_blocking_of_full_trials(
+    example: str, grid: tuple[int, int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    module, opts = _loop_level(example, grid)
+    ctx, mesh_opts = make_context(), _check_options(opts)
+    stopped = _record_stops(monkeypatch)
     memo.clear()
     bounded = search_blocking(ctx, module, opts, mesh_opts)
 
@@ -84,16 +90,7 @@ def test_bounded_trials_keep_the_blocking_of_full_trials(
 
 
 def test_some_trials_stop_at_the_bound(monkeypatch: pytest.MonkeyPatch) -> None:
-    stopped: list[float] = []
-
-    def counting(*args: object, **kwargs: object) -> float:
-        try:
-            return lower_module(*args, **kwargs)  # pyright: ignore[reportArgumentType]
-        except OverBound as e:
-            stopped.append(e.args[0])
-            raise
-
-    monkeypatch.setattr(tile_to_mesh, "lower_module", counting)
+    stopped = _record_stops(monkeypatch)
     module, opts = _loop_level("onnx/attention.mlir", (4, 4))
     search_blocking(make_context(), module, opts, _check_options(opts))
     assert stopped
