@@ -12,12 +12,18 @@ external data (`model.onnx.data`; the reference then carries the byte offset):
 ```
 
 A weight may be derived from references without their bytes: `rotate B` (rotate-half of
-each block of `B` along the last axis, from `graph-fold-rotate-half`) and `concat AXIS
-(...)` (the weights of merged projections, from `graph-merge-matmuls`); the runtime
-computes them from the parts when it needs the values:
+each block of `B` along the last axis, from `graph-fold-rotate-half`), `heads [A, ...]`
+(a projection's `K x N` weight as one `K x D` weight per head, `A x ... x K x D` with
+`N = A·...·D`, from `graph-fold-heads`), `rows [A, ...]` (an `N x M` weight as
+`A x ... x M`, `N = A·...`: the rows of a projection that reads heads) and `concat AXIS
+(...)` (the weights of merged
+projections, from `graph-merge-matmuls`); the runtime computes them from the parts when
+it needs the values:
 
 ```mlir
 %r = graph.weight "q" in "model.onnx.data" at 0 rotate 16 : tensor<64x64xf32>
+%h = graph.weight "q" in "model.onnx.data" at 0 heads [2, 2] : tensor<2x2x64x16xf32>
+%o = graph.weight "o" in "model.onnx.data" at 0 rows [4, 16] : tensor<4x16x64xf32>
 %m = graph.weight concat 1 ("q" in "model.onnx.data" at 0 : tensor<64x64xf32>, "k" in "model.onnx.data" at 16384 : tensor<64x32xf32>) : tensor<64x96xf32>
 ```
 
@@ -85,7 +91,11 @@ class WeightRef:
     with `parts`, the concatenation of other references along `axis` (its name then
     lists theirs and its file is empty). `rotate` > 0 applies rotate-half to blocks of
     `rotate` along the last axis (`[a, b] -> [-b, a]` in each block): the weight times
-    RoPE's signed permutation.
+    RoPE's signed permutation. `heads` `(A, ...)` views the result, a `K x N` matrix
+    (the `base_type`), as one `K x D` matrix per head: `type` is `A x ... x K x D`, with
+    `N = A·...·D` and `w[a, ..., k, d] = base[k, (a, ..., d)]` (row-major), applied after
+    `rotate`. `rows` `(A, ...)` views such a `N x M` result as `A x ... x M`
+    (`N = A·...`, row-major: the same values).
     """
 
     name: str
@@ -95,10 +105,22 @@ class WeightRef:
     rotate: int = 0
     parts: tuple[WeightRef, ...] = ()
     axis: int = 0
+    heads: tuple[int, ...] = ()
+    rows: tuple[int, ...] = ()
 
     @property
     def shape(self) -> tuple[int, ...]:
         return tuple(self.type.get_shape())
+
+    @property
+    def base_shape(self) -> tuple[int, ...]:
+        """The shape before `heads`/`rows`: what the file (or the concatenation) holds."""
+        if self.rows:
+            return (math.prod(self.rows), self.shape[-1])
+        if not self.heads:
+            return self.shape
+        *_, k, d = self.shape
+        return (k, math.prod(self.heads) * d)
 
     @property
     def size(self) -> int:
@@ -123,11 +145,31 @@ class WeightRef:
         label = self.name or "<concatenation>"
         if any(d < 0 for d in self.shape):
             raise VerifyException(f"weight '{label}' needs a static shape, got {self.type}")
+        if self.heads and (
+            len(self.shape) != len(self.heads) + 2
+            or any(a < 1 for a in self.heads)
+            or tuple(self.shape[: len(self.heads)]) != self.heads
+        ):
+            raise VerifyException(
+                f"weight '{label}': heads {list(self.heads)} needs the type "
+                f"{'x'.join(map(str, self.heads))}xKxD, got {self.type}"
+            )
+        if self.rows and (
+            self.heads
+            or len(self.shape) != len(self.rows) + 1
+            or any(a < 1 for a in self.rows)
+            or tuple(self.shape[:-1]) != self.rows
+        ):
+            raise VerifyException(
+                f"weight '{label}': rows {list(self.rows)} needs the type "
+                f"{'x'.join(map(str, self.rows))}xM (and no heads), got {self.type}"
+            )
         if self.rotate < 0 or self.rotate % 2:
             raise VerifyException(
                 f"weight '{label}': rotate takes an even block size, got {self.rotate}"
             )
-        if self.rotate and (not self.shape or self.shape[-1] % self.rotate):
+        base = self.base_shape
+        if self.rotate and (not base or base[-1] % self.rotate):
             raise VerifyException(
                 f"weight '{label}': rotate {self.rotate} does not divide its last "
                 f"dimension ({self.type})"
@@ -149,7 +191,8 @@ class WeightRef:
             raise VerifyException(f"weight '{label}': a concatenation needs two parts")
         if self.file or self.offset is not None:
             raise VerifyException(f"weight '{label}': a concatenation names no file")
-        rank = len(self.shape)
+        shape = self.base_shape
+        rank = len(shape)
         if not 0 <= self.axis < rank:
             raise VerifyException(
                 f"weight '{label}': axis {self.axis} is out of range for rank {rank}"
@@ -162,16 +205,16 @@ class WeightRef:
                     f"{self.type} in rank and element type"
                 )
             others = [d for i, d in enumerate(part.shape) if i != self.axis]
-            if others != [d for i, d in enumerate(self.shape) if i != self.axis]:
+            if others != [d for i, d in enumerate(shape) if i != self.axis]:
                 raise VerifyException(
                     f"weight '{label}': part '{part.name}' ({part.type}) differs from "
                     f"{self.type} off axis {self.axis}"
                 )
         total = sum(p.shape[self.axis] for p in self.parts)
-        if total != self.shape[self.axis]:
+        if total != shape[self.axis]:
             raise VerifyException(
                 f"weight '{label}': its parts give {total} along axis {self.axis}, "
-                f"its type {self.shape[self.axis]}"
+                f"its type {shape[self.axis]}"
             )
 
 
@@ -199,6 +242,10 @@ def ref_to_dict(ref: WeightRef, with_type: bool = False) -> DictionaryAttr:
         fields["offset"] = IntegerAttr(ref.offset, i64)
     if ref.rotate:
         fields["rotate"] = IntegerAttr(ref.rotate, i64)
+    if ref.heads:
+        fields["heads"] = ArrayAttr([IntegerAttr(a, i64) for a in ref.heads])
+    if ref.rows:
+        fields["rows"] = ArrayAttr([IntegerAttr(a, i64) for a in ref.rows])
     if with_type:
         fields["type"] = ref.type
     return DictionaryAttr(fields)
@@ -207,6 +254,19 @@ def ref_to_dict(ref: WeightRef, with_type: bool = False) -> DictionaryAttr:
 def _int_field(attr: DictionaryAttr, key: str) -> int | None:
     value = attr.data.get(key)
     return value.value.data if isinstance(value, IntegerAttr) else None
+
+
+def _ints_field(attr: DictionaryAttr, key: str) -> tuple[int, ...] | None:
+    """The integers of an array field (empty if absent); None if it is not one."""
+    value = attr.data.get(key)
+    if value is None:
+        return ()
+    if not isinstance(value, ArrayAttr):
+        return None
+    items = cast(ArrayAttr[Attribute], value).data
+    if not all(isinstance(a, IntegerAttr) for a in items):
+        return None
+    return tuple(cast(IntegerAttr, a).value.data for a in items)
 
 
 def ref_from_dict(attr: DictionaryAttr, t: TensorType | None = None) -> WeightRef | None:
@@ -218,6 +278,9 @@ def ref_from_dict(attr: DictionaryAttr, t: TensorType | None = None) -> WeightRe
     if not isinstance(name, StringAttr) or t is None:
         return None
     rotate = _int_field(attr, "rotate") or 0
+    heads, rows = _ints_field(attr, "heads"), _ints_field(attr, "rows")
+    if heads is None or rows is None:
+        return None
     parts_attr = attr.data.get("parts")
     if isinstance(parts_attr, ArrayAttr):
         parts: list[WeightRef] = []
@@ -227,15 +290,19 @@ def ref_from_dict(attr: DictionaryAttr, t: TensorType | None = None) -> WeightRe
                 return None
             parts.append(part)
         axis = _int_field(attr, "axis") or 0
-        return WeightRef(name.data, "", None, t, rotate, tuple(parts), axis)
+        return WeightRef(name.data, "", None, t, rotate, tuple(parts), axis, heads, rows)
     file = attr.data.get("file")
     if not isinstance(file, StringAttr):
         return None
-    return WeightRef(name.data, file.data, _int_field(attr, "offset"), t, rotate)
+    offset = _int_field(attr, "offset")
+    return WeightRef(name.data, file.data, offset, t, rotate, heads=heads, rows=rows)
 
 
 def _parse_ref(parser: Parser) -> tuple[WeightRef, dict[str, Attribute]]:
-    """`"name" in "file" [at N] [rotate B]` or `concat AXIS (part, ...)  [rotate B]`."""
+    """
+    `"name" in "file" [at N] [rotate B] [heads|rows [A, ...]]` or `concat AXIS (part,
+    ...) [rotate B] [heads|rows [A, ...]]`.
+    """
     if parser.parse_optional_keyword("concat") is not None:
         axis = parser.parse_integer(allow_boolean=False, allow_negative=False)
 
@@ -263,6 +330,13 @@ def _parse_ref(parser: Parser) -> tuple[WeightRef, dict[str, Attribute]]:
     if parser.parse_optional_keyword("rotate") is not None:
         rotate = parser.parse_integer(allow_boolean=False, allow_negative=False)
         ref = replace(ref, rotate=rotate)
+    for view in ("heads", "rows"):
+        if parser.parse_optional_keyword(view) is not None:
+            sizes = parser.parse_comma_separated_list(
+                parser.Delimiter.SQUARE,
+                lambda: parser.parse_integer(allow_boolean=False, allow_negative=False),
+            )
+            ref = replace(ref, **{view: tuple(sizes)})
     return ref, parser.parse_optional_attr_dict()
 
 
@@ -284,6 +358,10 @@ def _print_ref(printer: Printer, ref: WeightRef) -> None:
             printer.print_string(f" at {ref.offset}")
     if ref.rotate:
         printer.print_string(f" rotate {ref.rotate}")
+    if ref.heads:
+        printer.print_string(f" heads [{', '.join(map(str, ref.heads))}]")
+    if ref.rows:
+        printer.print_string(f" rows [{', '.join(map(str, ref.rows))}]")
 
 
 _NO_TYPE = TensorType(i64, [0])
@@ -297,7 +375,10 @@ class WeightOp(GraphOp):
     `offset` of a raw data file); its values are never written in the IR. A weight may
     also be derived from references without reading them: `rotate B` is the weight with
     rotate-half applied to each block of `B` along its last axis (a projection folded
-    with RoPE's `rotate_half`), `concat AXIS (...)` the concatenation of references (the
+    with RoPE's `rotate_half`), `heads [A, ...]` the `K x N` weight of a projection as one
+    `K x D` weight per head (`A x ... x K x D`, `N = A·...·D`: a projection whose result
+    is split into heads), `rows [A, ...]` a `N x M` weight as `A x ... x M` (a projection
+    that reads heads), `concat AXIS (...)` the concatenation of references (the
     weights of merged projections). The runtime reads and combines them when it needs
     the values.
 
@@ -305,6 +386,8 @@ class WeightOp(GraphOp):
     %w = graph.weight "fc.weight" in "mlp.safetensors" : tensor<16x32xf32>
     %v = graph.weight "fc.bias" in "mlp.onnx.data" at 2048 : tensor<32xf32>
     %r = graph.weight "q.weight" in "m.onnx.data" at 0 rotate 16 : tensor<64x64xf32>
+    %h = graph.weight "q.weight" in "m.onnx.data" at 0 heads [4] : tensor<4x64x16xf32>
+    %o = graph.weight "o.weight" in "m.onnx.data" at 0 rows [4, 16] : tensor<4x16x64xf32>
     %qk = graph.weight concat 1 ("q" in "m.onnx.data" at 0 : tensor<64x64xf32>, "k" in "m.onnx.data" at 16384 : tensor<64x32xf32>) : tensor<64x96xf32>
     ```
     """
@@ -315,6 +398,8 @@ class WeightOp(GraphOp):
     file = prop_def(StringAttr)
     offset = opt_prop_def(IntegerAttr)
     rotate = opt_prop_def(IntegerAttr)
+    heads = opt_prop_def(ArrayAttr[IntegerAttr])
+    rows = opt_prop_def(ArrayAttr[IntegerAttr])
     parts = opt_prop_def(ArrayAttr[DictionaryAttr])
     axis = opt_prop_def(IntegerAttr)
     result = result_def(TensorType)
@@ -335,6 +420,10 @@ class WeightOp(GraphOp):
         op = cls(ref.name, ref.file, ref.type, ref.offset)
         if ref.rotate:
             op.rotate = IntegerAttr(ref.rotate, i64)
+        if ref.heads:
+            op.heads = ArrayAttr([IntegerAttr(a, i64) for a in ref.heads])
+        if ref.rows:
+            op.rows = ArrayAttr([IntegerAttr(a, i64) for a in ref.rows])
         if ref.parts:
             op.parts = ArrayAttr([ref_to_dict(p, True) for p in ref.parts])
             op.axis = IntegerAttr(ref.axis, i64)
@@ -388,8 +477,11 @@ def weight_ref(op: Operation) -> WeightRef | None:
         t = op.result.type
         rotate = 0 if op.rotate is None else op.rotate.value.data
         offset = None if op.offset is None else op.offset.value.data
+        heads = () if op.heads is None else tuple(a.value.data for a in op.heads.data)
+        rows = () if op.rows is None else tuple(a.value.data for a in op.rows.data)
         if op.parts is None:
-            return WeightRef(op.tensor_name.data, op.file.data, offset, t, rotate)
+            name, file = op.tensor_name.data, op.file.data
+            return WeightRef(name, file, offset, t, rotate, heads=heads, rows=rows)
         fields: dict[str, Attribute] = {
             "name": op.tensor_name,
             "parts": op.parts,
@@ -397,6 +489,10 @@ def weight_ref(op: Operation) -> WeightRef | None:
         }
         if op.rotate is not None:
             fields["rotate"] = op.rotate
+        if op.heads is not None:
+            fields["heads"] = op.heads
+        if op.rows is not None:
+            fields["rows"] = op.rows
         return ref_from_dict(DictionaryAttr(fields), t)
     if not isinstance(op, arith.ConstantOp) or not isinstance(op.value, DenseResourceAttr):
         return None

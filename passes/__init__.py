@@ -73,6 +73,11 @@ def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
 
         return GraphFoldRepeatKvPass
 
+    def graph_fold_heads() -> type[ModulePass]:
+        from plmr.passes.heads_fold import GraphFoldHeadsPass
+
+        return GraphFoldHeadsPass
+
     def graph_kv_state() -> type[ModulePass]:
         from plmr.passes.kv_state import GraphKvStatePass
 
@@ -136,6 +141,7 @@ def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
         "graph-merge-matmuls": graph_merge_matmuls,
         "graph-fold-rotate-half": graph_fold_rotate_half,
         "graph-fold-repeat-kv": graph_fold_repeat_kv,
+        "graph-fold-heads": graph_fold_heads,
         "graph-kv-state": graph_kv_state,
         "graph-outline-layers": graph_outline_layers,
         "mesh-route": mesh_route,

@@ -2,7 +2,7 @@
 `plmr-compile`: the whole default pipeline, from any level down to a routed mesh program.
 
     graph-canonicalize → graph-fold-rotate-half → graph-fold-repeat-kv → transpose-elim
-      → graph-defer-norm-scale
+      → graph-defer-norm-scale → graph-fold-heads
       → taso-substitute → graph-merge-matmuls → convert-graph-to-loop → neptune-fuse
       → loop-simplify-indices → loop-materialize-indices → convert-loop-to-tile
       → convert-tile-to-mesh
@@ -76,6 +76,9 @@ class CompileOptions:
     """Fold RoPE's rotate_half of a projection into its weights (graph-fold-rotate-half)."""
     fold_repeat_kv: bool = True
     """GQA's queries regrouped against the un-repeated K/V heads (graph-fold-repeat-kv)."""
+    fold_heads: bool = True
+    """A one-row projection split into heads computes them with a weight per head
+    (graph-fold-heads)."""
     decode_rows: int = 1
     """Queries and norms of at most this many rows per head are compiled as a decode
     step's: GQA's groups regrouped (graph-fold-repeat-kv) and the norms' scales deferred
@@ -266,6 +269,7 @@ def graph_passes(opts: CompileOptions) -> list[ModulePass]:
     """The graph passes `plmr compile` runs, ending with the lowering to loops."""
     from plmr.lowering.graph_to_loop import ConvertGraphToLoopPass
     from plmr.passes.graph_canonicalize import GraphCanonicalizePass
+    from plmr.passes.heads_fold import GraphFoldHeadsPass
     from plmr.passes.merge_matmuls import GraphMergeMatmulsPass
     from plmr.passes.norm_defer import GraphDeferNormScalePass
     from plmr.passes.repeat_kv_fold import GraphFoldRepeatKvPass
@@ -284,6 +288,8 @@ def graph_passes(opts: CompileOptions) -> list[ModulePass]:
         passes.append(TransposeElimPass())
     if opts.defer_norm_scale:
         passes.append(GraphDeferNormScalePass(max_rows=opts.decode_rows))
+    if opts.fold_heads:
+        passes.append(GraphFoldHeadsPass())
     if opts.substitute:
         # Keep the substitutions whose concatenations fold into constants (fused
         # weights): a concatenation of computed values is a copy on the mesh.

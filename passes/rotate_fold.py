@@ -99,7 +99,7 @@ def _foldable(value: SSAValue, h: int, rank: int) -> bool:
     if len(shape) != rank or shape[-1] % h:
         return False
     ref = weight_ref(owner)
-    return ref is None or not (ref.rotate or ref.parts)
+    return ref is None or not (ref.rotate or ref.parts or ref.heads or ref.rows)
 
 
 def _projection(value: SSAValue, h: int) -> _Projection | None:

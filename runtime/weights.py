@@ -6,6 +6,7 @@ it uses and a timing run reads none.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import numpy as np
@@ -24,20 +25,30 @@ def _request(ref: WeightRef) -> TensorRequest:
     offset = ref.offset
     if offset is None and not is_safetensors(ref.file):
         offset = 0  # a raw data file without an offset: the tensor starts the file
-    return TensorRequest(Path(ref.file), ref.name, dtype, ref.shape, offset)
+    return TensorRequest(Path(ref.file), ref.name, dtype, ref.base_shape, offset)
 
 
 def load_weight(ref: WeightRef) -> Array:
     """
     The weight's values: a read-only memory map of its file (checked first); a derived
-    weight (`concat`, `rotate`) is computed from the maps of its parts, here, when its
-    values are needed.
+    weight (`concat`, `rotate`, `heads`, `rows`) is computed from the maps of its parts, here,
+    when its values are needed.
     """
     if ref.parts:
         arr = np.concatenate([load_weight(p) for p in ref.parts], axis=ref.axis)
     else:
         arr = _FILES.map(_request(ref))
-    return rotate_half(arr, ref.rotate) if ref.rotate else arr
+    arr = rotate_half(arr, ref.rotate) if ref.rotate else arr
+    if ref.rows:
+        return arr.reshape(ref.shape)
+    return split_heads(arr, ref.heads) if ref.heads else arr
+
+
+def split_heads(arr: Array, heads: tuple[int, ...]) -> Array:
+    """A `K x N` matrix as one `K x D` matrix per head: `A x ... x K x D`, `N = A·...·D`."""
+    k, n = arr.shape
+    per = n // math.prod(heads)
+    return np.ascontiguousarray(np.moveaxis(arr.reshape(k, *heads, per), 0, -2))
 
 
 def rotate_half(arr: Array, block: int) -> Array:
@@ -61,4 +72,4 @@ def check_weights(root: Operation) -> int:
     return count
 
 
-__all__ = ["check_weights", "load_weight", "rotate_half"]
+__all__ = ["check_weights", "load_weight", "rotate_half", "split_heads"]

@@ -104,6 +104,12 @@ if TYPE_CHECKING:
     "(skip graph-fold-repeat-kv).",
 )
 @click.option(
+    "--no-fold-heads",
+    is_flag=True,
+    help="Keep a one-row projection flat before its split into heads "
+    "(skip graph-fold-heads).",
+)
+@click.option(
     "--no-merge-matmuls",
     is_flag=True,
     help="Keep one matmul per projection of an input (skip graph-merge-matmuls).",
@@ -233,6 +239,7 @@ def compile_cmd(
     no_defer_norm_scale: bool,
     no_fold_rotate_half: bool,
     no_fold_repeat_kv: bool,
+    no_fold_heads: bool,
     no_merge_matmuls: bool,
     no_pack: bool,
     budget: int,
@@ -308,6 +315,7 @@ def compile_cmd(
         defer_norm_scale=not no_defer_norm_scale,
         fold_rotate_half=not no_fold_rotate_half,
         fold_repeat_kv=not no_fold_repeat_kv,
+        fold_heads=not no_fold_heads,
         merge_matmuls=not no_merge_matmuls,
         pack_allreduces=not no_pack,
         budget=budget,
@@ -478,6 +486,7 @@ SCHEDULE_REPLACES = (
     "no_defer_norm_scale",
     "no_fold_rotate_half",
     "no_fold_repeat_kv",
+    "no_fold_heads",
     "no_merge_matmuls",
     "no_pack",
     "budget",

@@ -1,0 +1,320 @@
+"""
+`graph-fold-heads`: a one-row projection whose result is split into attention heads
+becomes a batched projection with one weight per head, so the heads are a dimension of
+the product itself.
+
+An export writes a decode step's query, key and value as `x·W` (one row, `1 x N`)
+viewed as heads (`reshape` to `[1, H, 1, D]`, or to the grouped `[1, Hkv, G, D]` of
+`graph-fold-repeat-kv`), with elementwise ops on the way: the norm's deferred per-row
+scale, RoPE's `q·cos + (q·R)·sin` on whole heads. On the mesh, the flat product is split
+over the `N` columns and every nest that reads it by head must first gather it: at
+LLaMA3-8B width a 4,096-element all-gather over an axis of 420 PEs, per projection. Here
+the view moves onto the weight instead: `W` (`K x N`) becomes one `K x D` weight per
+head (`graph.weight ... heads [H]`, `H x K x D`, computed by the runtime from the file; an
+inline constant is rearranged here), the product `reshape(x)·W'` is `[H, 1, D]` from the
+start, and the elementwise ops between are rebuilt on that shape. The planner then splits
+the heads and the head dimension of the product as it splits those of its readers, as for
+plmr's own decode program (`models/llama_heads.py`).
+
+It applies to a reshape that splits the last dimension `N` of a value into dimensions
+`A, ..., D` (besides unit dimensions), where the value is computed from one projection
+`x·W` (`x` one row; `W` a rank-2 constant or weight, untransposed) through single-use
+ops: reshapes, unary elementwise ops, and binary ones whose other operand varies at most
+along the last dimension (a per-row scalar, a `cos`/`sin` table of `D`). Products of more
+than one row (a prefill's) are left alone.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp, TensorType
+from xdsl.ir import Operation, SSAValue
+from xdsl.passes import ModulePass
+from xdsl.pattern_rewriter import PatternRewriter, PatternRewriteWalker, RewritePattern
+from xdsl.rewriter import InsertPoint
+
+from plmr.dialects import graph
+from plmr.dialects.graph_weights import weight_ref
+from plmr.passes.canonicalize.match import const_array, constant_op, elt_of, shape_of
+from plmr.passes.dead_ops import erase_dead
+from plmr.passes.timing import count
+from plmr.passes.transpose_elim import rebuild_unary
+from plmr.runtime.weights import split_heads
+
+_UNARY = (graph.UnaryElementwiseOp, graph.ScaleOp)
+_BINARY = (graph.AddOp, graph.SubOp, graph.MulOp, graph.DivOp)
+
+
+def _split(src: tuple[int, ...], dst: tuple[int, ...]) -> tuple[int, ...] | None:
+    """
+    The heads `(A, ..., D)` if a reshape from `src` (`[1, ..., 1, N]`) to `dst` splits
+    `N` into two or more dimensions (the last one `D`) besides unit ones.
+    """
+    if not src or any(d != 1 for d in src[:-1]) or not dst or dst[-1] == 1:
+        return None
+    dims = tuple(d for d in dst if d != 1)
+    if len(dims) < 2 or math.prod(dims) != src[-1]:
+        return None
+    return dims
+
+
+def _projection(value: SSAValue, k_rows: int = 1) -> graph.MatmulOp | None:
+    """The matmul `x·W` defining `value` if it can take weights per head."""
+    mm = value.owner
+    if not isinstance(mm, graph.MatmulOp) or not value.has_one_use():
+        return None
+    if mm.transpose_a is not None or mm.transpose_b is not None:
+        return None
+    lhs, rhs = shape_of(mm.lhs), shape_of(mm.rhs)
+    if len(rhs) != 2 or math.prod(lhs[:-1]) != k_rows:
+        return None
+    weight = mm.rhs.owner
+    if isinstance(weight, graph.ConstantOp):
+        return mm
+    if isinstance(weight, graph.WeightOp):
+        ref = weight_ref(weight)
+        return mm if ref is not None and not ref.heads else None
+    return None
+
+
+def _tail_only(other: SSAValue, last: int) -> bool:
+    """Whether `other` varies at most along its last dimension, of size 1 or `last`."""
+    shape = shape_of(other)
+    return all(d == 1 for d in shape[:-1]) and (not shape or shape[-1] in (1, last))
+
+
+def _foldable(value: SSAValue, last: int) -> bool:
+    """Whether `value` comes from one projection through ops `_rebuild` can rebuild."""
+    shape = shape_of(value)
+    if not value.has_one_use() or not shape or shape[-1] % last:
+        return False
+    owner = value.owner
+    if isinstance(owner, graph.MatmulOp):
+        return _projection(value) is not None
+    if isinstance(owner, graph.ReshapeOp):
+        return _foldable(owner.input, last)
+    if isinstance(owner, _UNARY):
+        return _foldable(owner.operands[0], last)
+    if not isinstance(owner, _BINARY):
+        return False
+    whole = [v for v in owner.operands if shape_of(v) == shape_of(value)]
+    rest = [v for v in owner.operands if shape_of(v) != shape_of(value)]
+    if not whole or any(not _tail_only(v, last) for v in rest):
+        return False
+    if len(whole) == 2 and whole[0] == whole[1]:
+        return False  # x·x: one value read twice is not a single use
+    return all(_foldable(v, last) for v in whole)
+
+
+def _weight_per_head(weight: Operation, dims: tuple[int, ...]) -> Operation:
+    """`W` (`K x N`) as `A x ... x K x D`: a rearranged constant or a `heads` reference."""
+    heads = dims[:-1]
+    if isinstance(weight, graph.ConstantOp):
+        values = const_array(weight.result)
+        assert values is not None
+        return constant_op(split_heads(values, heads), elt_of(weight.result))
+    ref = weight_ref(weight)
+    assert ref is not None
+    k = ref.shape[0]
+    t = TensorType(ref.type.element_type, [*heads, k, dims[-1]])
+    return graph.WeightOp.of(replace(ref, type=t, heads=heads))
+
+
+@dataclass
+class _Rebuild:
+    """Rebuilds a foldable value on the heads shape `[A, ..., 1, D]`, collecting ops."""
+
+    dims: tuple[int, ...]
+    made: list[Operation]
+
+    def value(self, value: SSAValue) -> SSAValue:
+        owner = value.owner
+        if isinstance(owner, graph.MatmulOp):
+            return self._product(owner)
+        if isinstance(owner, graph.ReshapeOp):
+            return self.value(owner.input)
+        if isinstance(owner, _UNARY):
+            op = rebuild_unary(owner, self.value(owner.operands[0]))
+        else:
+            assert isinstance(owner, _BINARY)
+            whole = shape_of(value)
+            lhs, rhs = (
+                self.value(v) if shape_of(v) == whole else v for v in owner.operands
+            )
+            op = type(owner)(lhs, rhs)
+        op.results[0].name_hint = value.name_hint
+        self.made.append(op)
+        return op.results[0]
+
+    def _product(self, mm: graph.MatmulOp) -> SSAValue:
+        k = shape_of(mm.lhs)[-1]
+        row_shape = [1] * len(self.dims) + [k]
+        row = mm.lhs
+        if list(shape_of(row)) != row_shape:
+            reshape = graph.ReshapeOp(row, row_shape)
+            self.made.append(reshape)
+            row = reshape.result
+        weight = _weight_per_head(mm.rhs.owner, self.dims)  # pyright: ignore[reportArgumentType]
+        product = graph.MatmulOp(row, weight)
+        product.result.name_hint = mm.result.name_hint
+        self.made += [weight, product]
+        return product.result
+
+
+@dataclass
+class FoldHeads(RewritePattern):
+    """Folds a projection's split into heads (a reshape) into per-head weights."""
+
+    folded: int = 0
+    """How many projections this pattern folded."""
+
+    def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
+        if not isinstance(op, graph.ReshapeOp):
+            return
+        dst = shape_of(op.result)
+        if not dst or dst[-1] == 1:
+            return
+        source = op.input
+        flat = _flat_shape(source)
+        dims = None if flat is None else _split(flat, dst)
+        if dims is None or not _foldable(source, dims[-1]):
+            return
+        rebuild = _Rebuild(dims, [])
+        value = rebuild.value(source)
+        out = graph.ReshapeOp(value, dst)
+        out.result.name_hint = op.result.name_hint
+        rewriter.insert([*rebuild.made, out], InsertPoint.before(op))
+        rewriter.replace_all_uses_with(op.result, out.result)
+        erase_dead(op, rewriter)
+        self.folded += 1
+
+
+def _weight_by_rows(weight: Operation, rows: tuple[int, ...]) -> Operation:
+    """`W` (`N x M`) as `A x ... x M`: a reshaped constant or a `rows` reference."""
+    if isinstance(weight, graph.ConstantOp):
+        values = const_array(weight.result)
+        assert values is not None
+        return constant_op(values.reshape(*rows, -1), elt_of(weight.result))
+    ref = weight_ref(weight)
+    assert ref is not None
+    t = TensorType(ref.type.element_type, [*rows, ref.shape[-1]])
+    return graph.WeightOp.of(replace(ref, type=t, rows=rows))
+
+
+def _plain_weight(value: SSAValue) -> bool:
+    """Whether `value` is a rank-2 constant or a weight not already viewed by heads."""
+    owner = value.owner
+    if len(shape_of(value)) != 2:
+        return False
+    if isinstance(owner, graph.ConstantOp):
+        return True
+    ref = weight_ref(owner) if isinstance(owner, graph.WeightOp) else None
+    return ref is not None and not ref.heads and not ref.rows
+
+
+@dataclass
+class FoldHeadsIntoRows(RewritePattern):
+    """
+    A one-row projection of heads merged back into one row, `reshape(o)·W` with `o`
+    `[.., A, ..., D]`, becomes the sum over the heads of `o` times `W` viewed by heads
+    (`A x ... x D x M`): the attention's output projection reads each head where it is.
+    """
+
+    folded: int = 0
+
+    def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
+        if not isinstance(op, graph.MatmulOp) or op.transpose_a or op.transpose_b:
+            return
+        merge = op.lhs.owner
+        if not isinstance(merge, graph.ReshapeOp) or not op.lhs.has_one_use():
+            return
+        if not _plain_weight(op.rhs):
+            return
+        row, heads = shape_of(op.lhs), shape_of(merge.input)
+        dims = _split(row, heads)
+        if dims is None:
+            return
+        lhs = graph.ReshapeOp(merge.input, [*dims, 1])
+        weight = _weight_by_rows(op.rhs.owner, dims)  # pyright: ignore[reportArgumentType]
+        # The head dimension outermost, as plmr's own decode program writes it: the mesh
+        # splits it over an axis where the product of the heads left it.
+        m = len(dims)
+        perm = [m - 1, *range(m - 1), m]
+        lhs_t = graph.TransposeOp(lhs, perm)
+        weight_t = graph.TransposeOp(weight, perm)
+        product = graph.MulOp(lhs_t, weight_t)
+        total = graph.ReduceOp("sum", product, list(range(m)))
+        out = graph.ReshapeOp(total, shape_of(op.result))
+        name = op.result.name_hint
+        for made, suffix in ((lhs_t, "heads"), (product, "by_head"), (total, "sum")):
+            made.results[0].name_hint = f"{name}_{suffix}" if name else None
+        old_weight = op.rhs
+        made = [lhs, weight, lhs_t, weight_t, product, total, out]
+        rewriter.replace(op, made, [out.result])
+        out.result.name_hint = name
+        erase_dead(merge, rewriter)
+        erase_dead(old_weight, rewriter)
+        self.folded += 1
+
+
+def _flat_shape(value: SSAValue) -> tuple[int, ...] | None:
+    """The shape `[1, ..., 1, N]` of the projection `value` comes from, if any."""
+    while True:
+        owner = value.owner
+        if isinstance(owner, graph.MatmulOp):
+            shape = shape_of(value)
+            return shape if math.prod(shape[:-1]) == 1 else None
+        if isinstance(owner, graph.ReshapeOp):
+            value = owner.input
+        elif isinstance(owner, _UNARY):
+            value = owner.operands[0]
+        elif isinstance(owner, _BINARY):
+            whole = [v for v in owner.operands if shape_of(v) == shape_of(value)]
+            if not whole:
+                return None
+            value = whole[0]
+        else:
+            return None
+
+
+class GraphFoldHeadsPass(ModulePass):
+    """
+    Folds the split into heads of one-row projections into per-head weights.
+
+    ```mlir
+    // before
+    %q = graph.matmul %x, %w : (tensor<1x1x8xf32>, tensor<8x8xf32>) -> tensor<1x1x8xf32>
+    %s = graph.mul %q, %r : (tensor<1x1x8xf32>, tensor<1x1x1xf32>) -> tensor<1x1x8xf32>
+    %h = graph.reshape %s : tensor<1x1x8xf32> -> tensor<1x2x1x4xf32>
+    // after (%wh: %w as one 8x4 weight per head)
+    %row = graph.reshape %x : tensor<1x1x8xf32> -> tensor<1x1x8xf32>
+    %q = graph.matmul %row, %wh : (tensor<1x1x8xf32>, tensor<2x8x4xf32>) -> tensor<2x1x4xf32>
+    %s = graph.mul %q, %r : (tensor<2x1x4xf32>, tensor<1x1x1xf32>) -> tensor<2x1x4xf32>
+    %h = graph.reshape %s : tensor<2x1x4xf32> -> tensor<1x2x1x4xf32>
+    ```
+    """
+
+    name = "graph-fold-heads"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        count("graph-fold-heads: projections folded", fold_module(op))
+
+
+def fold_module(module: ModuleOp) -> int:
+    """
+    Folds every split into heads of a one-row projection in `module`, the last reshape
+    of a chain first (a grouping `[Hkv, G]` of the heads after RoPE wins over the plain
+    heads before it); returns how many.
+    """
+    pattern = FoldHeads()
+    walker = PatternRewriteWalker(pattern, apply_recursively=False, walk_reverse=True)
+    walker.rewrite_module(module)
+    rows = FoldHeadsIntoRows()
+    PatternRewriteWalker(rows, apply_recursively=False).rewrite_module(module)
+    return pattern.folded + rows.folded
+
+
+__all__ = ["FoldHeads", "FoldHeadsIntoRows", "GraphFoldHeadsPass", "fold_module"]
