@@ -249,7 +249,15 @@ class FoldHeadsIntoRows(RewritePattern):
         total = graph.ReduceOp("sum", product, list(range(m)))
         out = graph.ReshapeOp(total, shape_of(op.result))
         name = op.result.name_hint
-        for made, suffix in ((lhs_t, "heads"), (product, "by_head"), (total, "sum")):
+        named = (
+            (lhs, "row"),
+            (weight, "rows"),
+            (lhs_t, "heads"),
+            (weight_t, "by_dim"),
+            (product, "by_head"),
+            (total, "sum"),
+        )
+        for made, suffix in named:
             made.results[0].name_hint = f"{name}_{suffix}" if name else None
         old_weight = op.rhs
         made = [lhs, weight, lhs_t, weight_t, product, total, out]

@@ -1176,6 +1176,19 @@ func.func @f(%d: tensor<4x8xf32>, %i: tensor<4x3xi64>) {
 
 // -----
 
+// A weight viewed by heads has the heads leading its type, then K x D.
+%w = graph.weight "q" in "m.onnx.data" heads [2] : tensor<4x8x2xf32>
+// CHECK:      {{^}}//{{ -----$}}
+// CHECK-NEXT: weight 'q': heads [2] needs the type 2xKxD, got tensor<4x8x2xf32>
+
+// -----
+
+%w = graph.weight "o" in "m.onnx.data" rows [2, 4] : tensor<8x16xf32>
+// CHECK:      {{^}}//{{ -----$}}
+// CHECK-NEXT: weight 'o': rows [2, 4] needs the type 2x4xM (and no heads), got tensor<8x16xf32>
+
+// -----
+
 %w = graph.weight concat 1 ("q" in "m.onnx.data" : f32, "k" in "m.onnx.data" : tensor<4x8xf32>) : tensor<4x16xf32>
 // CHECK:      {{^}}//{{ -----$}}
 // CHECK:      a weight's type must be a tensor type

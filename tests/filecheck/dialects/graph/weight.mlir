@@ -56,5 +56,19 @@ func.func @derived(%x: tensor<2x16xf32>) -> tensor<2x48xf32> {
 // CHECK-GENERIC: "graph.weight"() <{name = "q", file = "{{/.*}}/m.onnx.data", offset = 0 : i64, rotate = 8 : i64}> : () -> tensor<16x32xf32>
 // CHECK-GENERIC: "graph.weight"() <{name = "q+k", file = "", parts = [{name = "q", file = "{{/.*}}/m.onnx.data", offset = 0 : i64, rotate = 8 : i64, type = tensor<16x32xf32>}, {name = "k", file = "{{/.*}}/m.onnx.data", offset = 2048 : i64, type = tensor<16x16xf32>}], axis = 1 : i64}> : () -> tensor<16x48xf32>
 
+// Views of a projection's weight by heads (`graph-fold-heads`): `heads` (one K x D
+// weight per head, after `rotate`) and `rows` (an N x M weight's rows by head).
+func.func @views() -> (tensor<2x2x16x8xf32>, tensor<2x8x16xf32>) {
+  %h = graph.weight "q" in "m.onnx.data" at 0 rotate 8 heads [2, 2] : tensor<2x2x16x8xf32>
+  %o = graph.weight "o" in "m.onnx.data" at 0 rows [2, 8] : tensor<2x8x16xf32>
+  func.return %h, %o : tensor<2x2x16x8xf32>, tensor<2x8x16xf32>
+}
+
+// CHECK-LABEL: func.func @views
+// CHECK-NEXT:    %h = graph.weight "q" in "{{/.*}}/m.onnx.data" at 0 rotate 8 heads [2, 2] : tensor<2x2x16x8xf32>
+// CHECK-NEXT:    %o = graph.weight "o" in "{{/.*}}/m.onnx.data" at 0 rows [2, 8] : tensor<2x8x16xf32>
+// CHECK-GENERIC: "graph.weight"() <{name = "q", file = "{{/.*}}/m.onnx.data", offset = 0 : i64, rotate = 8 : i64, heads = [2 : i64, 2 : i64]}> : () -> tensor<2x2x16x8xf32>
+// CHECK-GENERIC: "graph.weight"() <{name = "o", file = "{{/.*}}/m.onnx.data", offset = 0 : i64, rows = [2 : i64, 8 : i64]}> : () -> tensor<2x8x16xf32>
+
 // WRITTEN:       %qk = graph.weight concat 1 ("q" in "../m.onnx.data" at 0 rotate 8 : tensor<16x32xf32>, "k" in "../m.onnx.data" at 2048 : tensor<16x16xf32>) : tensor<16x48xf32>
 // MOVED:         %qk = graph.weight concat 1 ("q" in "{{/.*}}/filecheck/dialects/m.onnx.data" at 0 rotate 8 : tensor<16x32xf32>, "k" in "{{/.*}}/filecheck/dialects/m.onnx.data" at 2048 : tensor<16x16xf32>) : tensor<16x48xf32>
