@@ -129,7 +129,14 @@ def test_a_decode_export_by_reference_folds_into_views_and_compiles(
     views to the graph's results.
     """
     config = LlamaOnnxConfig(
-        hidden=32, heads=4, kv_heads=2, ffn=48, vocab=40, seq=1, past=7, position_inputs=True
+        hidden=32,
+        heads=4,
+        kv_heads=2,
+        ffn=48,
+        vocab=40,
+        seq=1,
+        past=7,
+        position_inputs=True,
     )
     module = llama_export(tmp_path, config)
     graph_module = module.clone()
@@ -138,7 +145,12 @@ def test_a_decode_export_by_reference_folds_into_views_and_compiles(
     views = [r for _, r in weight_ops(compiled) if r.heads or r.rows]
     # Q (grouped [2, 2]) and its rotation, K and its rotation, V, the output projection.
     assert sorted(r.heads or r.rows for r in views) == [
-        (2,), (2,), (2,), (2, 2), (2, 2), (2, 2, 8)
+        (2,),
+        (2,),
+        (2,),
+        (2, 2),
+        (2, 2),
+        (2, 2, 8),
     ]
     assert not any(isinstance(op, graph.ConstantOp) for op in compiled.walk())
     fn = select_function(graph_module, None)
