@@ -13,23 +13,31 @@ which nothing reads at compile time; the runtime reads and concatenates the part
 places the weight on the wafer, as it places any weight.
 
 With `min-rows N` (N > 0) only products of at least N rows merge (the rows: the
-result's elements over its last dimension). `plmr compile` leaves a decode step's
+result's elements over its last dimension). `plmr compile` leaves a decode step's flat
 one-row products (GEMVs) apart (`min-rows 2`): on the mesh each GEMV's allreduce is
 packed with the others' into one collective anyway (`mesh-pack-allreduces`), while the
 merged product's split makes each part's reader gather a slice of a vector spread over
 the other axis, which at LLaMA3-8B width needs more SRAM than a PE has.
+
+One-row projections by heads (`graph-fold-heads`: a row `[1, ..., 1, K]` times weights
+`[A, ..., K, D]`) merge whatever `min-rows`, when they read the same row and share the
+first head dimension `A` (the KV heads) and `D`: each weight is viewed as `[A, G, K, D]`
+(`G` the product of its other head dimensions, 1 for K and V) and the weights are
+concatenated along `G`, as `models/llama_heads.py` writes a layer's Q, rotated Q, K,
+rotated K and V: one product `[A, ΣG, 1, D]` whose split along `G` leaves each KV head's
+queries, keys and values on the PEs of that head, so no reader gathers a part.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 from xdsl.context import Context
-from xdsl.dialects.builtin import ModuleOp
-from xdsl.ir import Block, SSAValue
+from xdsl.dialects.builtin import ModuleOp, TensorType
+from xdsl.ir import Block, Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
@@ -97,10 +105,109 @@ def _merged_weight(group: list[graph.MatmulOp], axis: int) -> graph.GraphOp:
     return graph.ConstantOp(constant_attr(merged, graph.element_type(group[0].rhs)))
 
 
+HeadsKey = tuple[SSAValue, int, int, int, Any, bool]
+
+
+def _heads_key(op: graph.MatmulOp) -> HeadsKey | None:
+    """What a one-row projection by heads must share with another to merge."""
+    if op.transpose_a is not None or op.transpose_b is not None:
+        return None
+    weight = op.rhs.owner
+    if not isinstance(weight, graph.ConstantOp | graph.WeightOp):
+        return None
+    lhs, rhs = graph.static_shape(op.lhs, "lhs"), graph.static_shape(op.rhs, "rhs")
+    if len(rhs) < 3 or len(lhs) != len(rhs) or math.prod(lhs[:-1]) != 1:
+        return None
+    by_reference = isinstance(weight, graph.WeightOp)
+    if by_reference:
+        ref = weight_ref(weight)
+        if ref is None or len(ref.heads) != len(rhs) - 2:
+            return None
+    row = _row(op)
+    return (row, rhs[-2], rhs[-1], rhs[0], graph.element_type(op.rhs), by_reference)
+
+
+def _row(op: graph.MatmulOp) -> SSAValue:
+    """The row a projection by heads reads, before the reshape that gives it their rank."""
+    owner = op.lhs.owner
+    return owner.input if isinstance(owner, graph.ReshapeOp) else op.lhs
+
+
+def _grouped_weight(op: graph.MatmulOp) -> tuple[graph.GraphOp, int]:
+    """The weight of `op` viewed as `[A, G, K, D]`, and `G`."""
+    shape = graph.static_shape(op.rhs, "rhs")
+    a, k, d = shape[0], shape[-2], shape[-1]
+    g = math.prod(shape[1:-2])
+    weight = op.rhs.owner
+    if isinstance(weight, graph.WeightOp):
+        ref = weight_ref(weight)
+        assert ref is not None
+        t = TensorType(ref.type.element_type, [a, g, k, d])
+        return graph.WeightOp.of(replace(ref, type=t, heads=(a, g))), g
+    constant = expect(weight, graph.ConstantOp, "the weight of a projection by heads")
+    values = dense_to_numpy(constant.value).reshape(a, g, k, d)
+    return graph.ConstantOp(constant_attr(values, graph.element_type(op.rhs))), g
+
+
+def _merge_heads(group: list[graph.MatmulOp]) -> None:
+    first = group[0]
+    k = graph.static_shape(first.rhs, "rhs")[-2]
+    row = graph.ReshapeOp(_row(first), [1, 1, 1, k])
+    grouped = [_grouped_weight(op) for op in group]
+    refs = [weight_ref(w) for w, _ in grouped if isinstance(w, graph.WeightOp)]
+    if refs:
+        weight: graph.GraphOp = graph.WeightOp.of(
+            concat_refs([r for r in refs if r is not None], 1)
+        )
+    else:
+        arrays = [
+            dense_to_numpy(expect(w, graph.ConstantOp, "a weight").value)
+            for w, _ in grouped
+        ]
+        weight = graph.ConstantOp(
+            constant_attr(np.concatenate(arrays, axis=1), graph.element_type(first.rhs))
+        )
+    matmul = graph.MatmulOp(row, weight)
+    matmul.result.name_hint = "heads_proj"
+    split = graph.SplitOp(matmul, 1, [g for _, g in grouped])
+    made: list[Operation] = [row, weight, matmul, split]
+    results: list[SSAValue] = []
+    for op, part in zip(group, split.results, strict=True):
+        back = graph.ReshapeOp(part, graph.static_shape(op.result, "result"))
+        back.result.name_hint = op.result.name_hint
+        made.append(back)
+        results.append(back.result)
+    Rewriter.insert_op(made, InsertPoint.before(first))
+    for op, res in zip(group, results, strict=True):
+        owners = (op.lhs.owner, op.rhs.owner)
+        Rewriter.replace_op(op, (), [res])
+        for owner in owners:
+            if (
+                isinstance(owner, graph.ReshapeOp | graph.ConstantOp | graph.WeightOp)
+                and not owner.results[0].uses
+            ):
+                Rewriter.erase_op(owner)
+
+
+def merge_heads_block(block: Block) -> int:
+    """Merges the one-row projections by heads of `block`; returns how many went away."""
+    groups: dict[HeadsKey, list[graph.MatmulOp]] = {}
+    for op in block.ops:
+        if isinstance(op, graph.MatmulOp) and (key := _heads_key(op)) is not None:
+            groups.setdefault(key, []).append(op)
+    removed = 0
+    for group in groups.values():
+        if len(group) < 2:
+            continue
+        _merge_heads(group)
+        removed += len(group) - 1
+    return removed
+
+
 def merge_block(block: Block, min_rows: int = 0) -> int:
     """
     Merges the matmul groups of `block` (of products of at least `min_rows` rows, 0:
-    any); returns how many matmuls were removed.
+    any) and its one-row projections by heads; returns how many matmuls were removed.
     """
     groups: dict[GroupKey, list[graph.MatmulOp]] = {}
     for op in block.ops:
@@ -114,7 +221,7 @@ def merge_block(block: Block, min_rows: int = 0) -> int:
             continue
         _merge(group)
         removed += len(group) - 1
-    return removed
+    return removed + merge_heads_block(block)
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,33 @@ func.func @one_row(%x: tensor<1x1x2xf32>) -> (tensor<1x1x3xf32>, tensor<1x1x2xf3
   func.return %q, %k : tensor<1x1x3xf32>, tensor<1x1x2xf32>
 }
 
-// The decode export keeps its projections apart; the prefill export (8 tokens) merges
+// -----
+
+// One-row projections by heads (graph-fold-heads' form) merge whatever min-rows when they
+// read the same row and share the KV heads (2) and the head dimension (2): each weight
+// viewed as [2, G, K, D] (K's G is 1), concatenated along G, one product split back;
+// a weight with other heads (3) stays apart. By reference the parts are views.
+
+// CHECK-LABEL: func.func @heads
+// CHECK-NEXT:    %0 = graph.reshape %x : tensor<1x1x2xf32> -> tensor<1x1x1x2xf32>
+// CHECK-NEXT:    %1 = graph.weight concat 1 ("q" in "{{.*}}w.data" at 0 heads [2, 2] : tensor<2x2x2x2xf32>, "k" in "{{.*}}w.data" at 64 heads [2, 1] : tensor<2x1x2x2xf32>) : tensor<2x3x2x2xf32>
+// CHECK-NEXT:    %2 = graph.matmul %0, %1 : (tensor<1x1x1x2xf32>, tensor<2x3x2x2xf32>) -> tensor<2x3x1x2xf32>
+// CHECK-NEXT:    %3, %4 = graph.split %2 axis = 1 sizes = [2, 1] : tensor<2x3x1x2xf32> -> (tensor<2x2x1x2xf32>, tensor<2x1x1x2xf32>)
+// CHECK-NEXT:    %q = graph.reshape %3 : tensor<2x2x1x2xf32> -> tensor<2x2x1x2xf32>
+// CHECK-NEXT:    %k = graph.reshape %4 : tensor<2x1x1x2xf32> -> tensor<2x1x2xf32>
+// CHECK:         %o = graph.matmul %x, %wo : (tensor<1x1x2xf32>, tensor<3x2x2xf32>) -> tensor<3x1x2xf32>
+func.func @heads(%x: tensor<1x1x2xf32>) -> (tensor<2x2x1x2xf32>, tensor<2x1x2xf32>, tensor<3x1x2xf32>) {
+  %row = graph.reshape %x : tensor<1x1x2xf32> -> tensor<1x1x1x2xf32>
+  %wq = graph.weight "q" in "w.data" at 0 heads [2, 2] : tensor<2x2x2x2xf32>
+  %q = graph.matmul %row, %wq : (tensor<1x1x1x2xf32>, tensor<2x2x2x2xf32>) -> tensor<2x2x1x2xf32>
+  %wk = graph.weight "k" in "w.data" at 64 heads [2] : tensor<2x2x2xf32>
+  %k = graph.matmul %x, %wk : (tensor<1x1x2xf32>, tensor<2x2x2xf32>) -> tensor<2x1x2xf32>
+  %wo = graph.weight "o" in "w.data" at 0 heads [3] : tensor<3x2x2xf32>
+  %o = graph.matmul %x, %wo : (tensor<1x1x2xf32>, tensor<3x2x2xf32>) -> tensor<3x1x2xf32>
+  func.return %q, %k, %o : tensor<2x2x1x2xf32>, tensor<2x1x2xf32>, tensor<3x1x2xf32>
+}
+
+// The decode export keeps its flat projections apart; the prefill export (8 tokens) merges
 // Q, K and V into one matmul per layer.
 
 // DECODE-NOT: graph.split

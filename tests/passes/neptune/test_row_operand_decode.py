@@ -53,7 +53,12 @@ def test_the_rotated_query_is_computed_once(export: Path):
     readers = [n for n in top if _reads(n, "kcat")]
     assert readers
     assert not any(_reads(n, "rope_cos") or _reads(n, "rope_sin") for n in readers)
-    assert any(not n.is_reduction and _reads(n, "rope_cos") and _reads(n, "q") for n in top)
+    # The rotation is a map of its own, reading the tables and the projection by heads
+    # (Q, K and V merged: graph-fold-heads, graph-merge-matmuls).
+    assert any(
+        not n.is_reduction and _reads(n, "rope_cos") and _reads(n, "heads_proj")
+        for n in top
+    )
 
 
 @pytest.mark.parametrize("grid", [(2, 2), (3, 3), (2, 4)], ids=["2x2", "3x3", "2x4"])
