@@ -64,7 +64,7 @@ run `mesh-route` after the pass (the pipeline does) to route it again.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
@@ -74,6 +74,7 @@ from xdsl.dialects.builtin import IndexType, IntegerAttr, ModuleOp, TensorType
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
+from xdsl.transforms.common_subexpression_elimination import cse
 
 from plmr.dialects import mesh, tile
 from plmr.dialects.graph import element_type, static_shape
@@ -232,8 +233,6 @@ def _merge(
 
     a_head, a_tail = split(a_block, ra)
     b_head, b_tail = split(b_block, rb)
-    a_yield = terminator(a_block, mesh.YieldOp)
-    b_yield = terminator(b_block, mesh.YieldOp)
 
     def move(ops: Sequence[Operation]) -> None:
         for op in ops:
@@ -242,6 +241,20 @@ def _merge(
 
     move(a_head)
     move(b_head)
+    # Both nests may gather the same operand the same way (a table read by two nests):
+    # once their heads are one block, the payloads are one value, reduced once.
+    cse(new)
+    if ra.input == rb.input and _key(ra) == _key(rb):
+        single = mesh.AllreduceOp.create(
+            operands=[ra.input],
+            result_types=[ra.result.type],
+            properties=dict(ra.properties),
+            attributes=dict(ra.attributes),
+        )
+        new.add_op(single)
+        ra.result.replace_all_uses_with(single.result)
+        rb.result.replace_all_uses_with(single.result)
+        return _finish(a, b, ra, rb, new, inputs, a_tail, b_tail, move)
     na, nb = _elements(ra), _elements(rb)
     packed_type = TensorType(element_type(ra.input), [na + nb])
     zero, offset = _index(0), _index(na)
@@ -263,6 +276,23 @@ def _merge(
     new.add_ops([slice_a, slice_b, *out_a[0], *out_b[0]])
     ra.result.replace_all_uses_with(out_a[1])
     rb.result.replace_all_uses_with(out_b[1])
+    return _finish(a, b, ra, rb, new, inputs, a_tail, b_tail, move)
+
+
+def _finish(
+    a: mesh.SpmdOp,
+    b: mesh.SpmdOp,
+    ra: mesh.AllreduceOp,
+    rb: mesh.AllreduceOp,
+    new: Block,
+    inputs: list[SSAValue],
+    a_tail: list[Operation],
+    b_tail: list[Operation],
+    move: Callable[[Sequence[Operation]], None],
+) -> mesh.SpmdOp:
+    """Moves both tails into `new`, yields both results, replaces `a` and `b` by it."""
+    a_yield = terminator(a.body.block, mesh.YieldOp)
+    b_yield = terminator(b.body.block, mesh.YieldOp)
     move(a_tail)
     move(b_tail)
     new.add_op(mesh.YieldOp(*a_yield.values, *b_yield.values))

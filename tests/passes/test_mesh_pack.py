@@ -56,15 +56,16 @@ def test_hand_written_programs_compute_the_same(seed: int):
     after = parse_module(text)
     merges = pack_allreduces(after)
     after.verify()
-    assert [m.merged.results[0].name_hint for m in merges] == ["s", "s1", "s1"]
+    assert [m.merged.results[0].name_hint for m in merges] == ["s", "s1", "s1", "u"]
     for name in _programs(before):
         want, got = _run(before, name, seed), _run(after, name, seed)
         assert len(want) == len(got)
         for w, g in zip(want, got, strict=True):
             np.testing.assert_array_equal(g, w)
-    # @pair: 2 nests -> 1, @three: 3 -> 1, @apart: all 8 kept (%mid has no allreduce).
-    assert _counts(before) == (13, 12)
-    assert _counts(after) == (10, 9)
+    # @pair: 2 nests -> 1, @three: 3 -> 1, @apart: all 8 kept (%mid has no allreduce),
+    # @same_payload: 2 nests -> 1, their two gathers of one table -> 1.
+    assert _counts(before) == (15, 14)
+    assert _counts(after) == (11, 10)
 
 
 def test_running_twice_changes_nothing_more():

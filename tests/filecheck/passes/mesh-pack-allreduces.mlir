@@ -4,16 +4,14 @@
 // Two nests that sum along x and do not read each other become one nest with one
 // allreduce of both payloads (4 + 6 values), stored side by side and loaded back. The
 // first nest's allreduce sits in a loop of one trip (inlined: its induction variable is
-// the lower bound); the scatter between the nests moves above the first; an operand of
-// both nests (%da) is one block argument.
+// the lower bound; the loop's initial value is then dead, and goes); the scatter between
+// the nests moves above the first; an operand of both nests (%da) is one block argument.
 
 // CHECK-LABEL: mesh.program @pair
 // CHECK-NEXT:    %da = mesh.scatter %a
 // CHECK-NEXT:    %db = mesh.scatter %b
 // CHECK-NEXT:    %s, %t = mesh.spmd(%da, %db) : ({{.*}}) -> (!mesh.dist<tensor<4xf32>, #mesh.layout<[-]>>, !mesh.dist<tensor<2x3xf32>, #mesh.layout<[-, -]>>) {
 // CHECK-NEXT:    ^bb0(%y: index, %x: index, %blk: tensor<4x4xf32>, %blk_1: tensor<2x3x4xf32>):
-// CHECK-NEXT:      %z = tile.fill 0.000000e+00 : tensor<4xf32>
-// CHECK-NEXT:      %i = arith.constant 0 : index
 // CHECK-NEXT:      %p = tile.reduce sum %blk axis = 1
 // CHECK-NEXT:      %q = tile.reshape %p : tensor<4x1xf32> -> tensor<4xf32>
 // CHECK-NEXT:      %p_1 = tile.reduce sum %blk_1 axis = 2
@@ -194,4 +192,45 @@ mesh.program @apart(%a: tensor<4x4xf32>) -> (tensor<4xf32>, tensor<4xf32>, tenso
   %g5 = mesh.gather %kk : !mesh.dist<tensor<4xf32>, #mesh.layout<[y]>> -> tensor<4xf32>
   %g6 = mesh.gather %loop : !mesh.dist<tensor<4xf32>, #mesh.layout<[y]>> -> tensor<4xf32>
   mesh.return %g1, %g2, %g3, %g4, %g5, %g6 : tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>
+}
+
+// Two nests that gather the same operand the same way (a table both read, spread over x
+// and wanted whole): in the merged body the two payloads are one value (the heads' common
+// subexpressions are one), reduced by one allreduce of 4 values, not a packed one of 8.
+
+// CHECK-LABEL: mesh.program @same_payload
+// CHECK:         %u, %v = mesh.spmd(%dt, %dw)
+// CHECK:           %[[W:.*]] = tile.store %blk, %{{.*}}[%{{.*}}] : tensor<2xf32> -> tensor<4xf32>
+// CHECK-NEXT:      %[[R:.*]] = mesh.allreduce sum %[[W]] axis x k = 3 {colors = [1 : i64]} : tensor<4xf32>
+// CHECK-NEXT:      %u_1 = tile.map neg %[[R]]
+// CHECK-NEXT:      %v_1 = tile.map mul %[[R]], %blk_1
+// CHECK-NEXT:      mesh.yield %u_1, %v_1 : tensor<4xf32>, tensor<4xf32>
+// CHECK-NOT:     mesh.allreduce
+
+mesh.program @same_payload(%t: tensor<4xf32>, %w: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>) device "test-small" grid [2, 2] {
+  %dt = mesh.scatter %t : tensor<4xf32> -> !mesh.dist<tensor<4xf32>, #mesh.layout<[x]>>
+  %u = mesh.spmd(%dt) : (!mesh.dist<tensor<4xf32>, #mesh.layout<[x]>>) -> !mesh.dist<tensor<4xf32>, #mesh.layout<[-]>> {
+  ^bb0(%y: index, %x: index, %blk: tensor<2xf32>):
+    %z = tile.fill 0.000000e+00 : tensor<4xf32>
+    %c2 = arith.constant 2 : index
+    %at = arith.muli %x, %c2 : index
+    %put = tile.store %blk, %z[%at] : tensor<2xf32> -> tensor<4xf32>
+    %all = mesh.allreduce sum %put axis x k = 3 {colors = [1]} : tensor<4xf32>
+    %u_1 = tile.map neg %all : (tensor<4xf32>) -> tensor<4xf32>
+    mesh.yield %u_1 : tensor<4xf32>
+  }
+  %dw = mesh.scatter %w : tensor<4xf32> -> !mesh.dist<tensor<4xf32>, #mesh.layout<[-]>>
+  %v = mesh.spmd(%dt, %dw) : (!mesh.dist<tensor<4xf32>, #mesh.layout<[x]>>, !mesh.dist<tensor<4xf32>, #mesh.layout<[-]>>) -> !mesh.dist<tensor<4xf32>, #mesh.layout<[-]>> {
+  ^bb0(%y: index, %x: index, %blk: tensor<2xf32>, %blk_1: tensor<4xf32>):
+    %z = tile.fill 0.000000e+00 : tensor<4xf32>
+    %c2 = arith.constant 2 : index
+    %at = arith.muli %x, %c2 : index
+    %put = tile.store %blk, %z[%at] : tensor<2xf32> -> tensor<4xf32>
+    %all = mesh.allreduce sum %put axis x k = 3 {colors = [2]} : tensor<4xf32>
+    %v_1 = tile.map mul %all, %blk_1 : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+    mesh.yield %v_1 : tensor<4xf32>
+  }
+  %ru = mesh.gather %u : !mesh.dist<tensor<4xf32>, #mesh.layout<[-]>> -> tensor<4xf32>
+  %rv = mesh.gather %v : !mesh.dist<tensor<4xf32>, #mesh.layout<[-]>> -> tensor<4xf32>
+  mesh.return %ru, %rv : tensor<4xf32>, tensor<4xf32>
 }
