@@ -173,7 +173,12 @@ def _merge_heads(group: list[graph.MatmulOp]) -> None:
     made: list[Operation] = [row, weight, matmul, split]
     results: list[SSAValue] = []
     for op, part in zip(group, split.results, strict=True):
-        back = graph.ReshapeOp(part, graph.static_shape(op.result, "result"))
+        shape = graph.static_shape(op.result, "result")
+        if graph.static_shape(part, "part") == shape:
+            part.name_hint = op.result.name_hint
+            results.append(part)
+            continue
+        back = graph.ReshapeOp(part, shape)
         back.result.name_hint = op.result.name_hint
         made.append(back)
         results.append(back.result)

@@ -43,10 +43,9 @@ func.func @one_row(%x: tensor<1x1x2xf32>) -> (tensor<1x1x3xf32>, tensor<1x1x2xf3
 // CHECK-LABEL: func.func @heads
 // CHECK-NEXT:    %0 = graph.reshape %x : tensor<1x1x2xf32> -> tensor<1x1x1x2xf32>
 // CHECK-NEXT:    %1 = graph.weight concat 1 ("q" in "{{.*}}w.data" at 0 heads [2, 2] : tensor<2x2x2x2xf32>, "k" in "{{.*}}w.data" at 64 heads [2, 1] : tensor<2x1x2x2xf32>) : tensor<2x3x2x2xf32>
-// CHECK-NEXT:    %2 = graph.matmul %0, %1 : (tensor<1x1x1x2xf32>, tensor<2x3x2x2xf32>) -> tensor<2x3x1x2xf32>
-// CHECK-NEXT:    %3, %4 = graph.split %2 axis = 1 sizes = [2, 1] : tensor<2x3x1x2xf32> -> (tensor<2x2x1x2xf32>, tensor<2x1x1x2xf32>)
-// CHECK-NEXT:    %q = graph.reshape %3 : tensor<2x2x1x2xf32> -> tensor<2x2x1x2xf32>
-// CHECK-NEXT:    %k = graph.reshape %4 : tensor<2x1x1x2xf32> -> tensor<2x1x2xf32>
+// CHECK-NEXT:    %heads_proj = graph.matmul %0, %1 : (tensor<1x1x1x2xf32>, tensor<2x3x2x2xf32>) -> tensor<2x3x1x2xf32>
+// CHECK-NEXT:    %q, %2 = graph.split %heads_proj axis = 1 sizes = [2, 1] : tensor<2x3x1x2xf32> -> (tensor<2x2x1x2xf32>, tensor<2x1x1x2xf32>)
+// CHECK-NEXT:    %k = graph.reshape %2 : tensor<2x1x1x2xf32> -> tensor<2x1x2xf32>
 // CHECK:         %o = graph.matmul %x, %wo : (tensor<1x1x2xf32>, tensor<3x2x2xf32>) -> tensor<3x1x2xf32>
 func.func @heads(%x: tensor<1x1x2xf32>) -> (tensor<2x2x1x2xf32>, tensor<2x1x2xf32>, tensor<3x1x2xf32>) {
   %row = graph.reshape %x : tensor<1x1x2xf32> -> tensor<1x1x1x2xf32>

@@ -11,6 +11,7 @@
 // CHECK-NEXT: graph-fold-repeat-kv {{ +[0-9.]+ +[0-9.]+ +}}1
 // CHECK-NEXT: transpose-elim {{ +[0-9.]+ +[0-9.]+ +}}1
 // CHECK-NEXT: graph-defer-norm-scale {{ +[0-9.]+ +[0-9.]+ +}}1
+// CHECK-NEXT: graph-fold-heads {{ +[0-9.]+ +[0-9.]+ +}}1
 // CHECK-NEXT: taso-substitute {{ +[0-9.]+ +[0-9.]+ +}}1
 // CHECK-NEXT:   rules {{ +[0-9.]+ +[0-9.]+ +}}1
 // CHECK-NEXT:   search {{ +[0-9.]+ +[0-9.]+ +}}1
@@ -37,6 +38,8 @@
 // CHECK-NEXT: graph.matmul after graph-fold-repeat-kv: 2
 // CHECK-NEXT: graph.matmul after transpose-elim: 2
 // CHECK-NEXT: graph.matmul after graph-defer-norm-scale: 2
+// CHECK-NEXT: graph-fold-heads: projections folded: 0
+// CHECK-NEXT: graph.matmul after graph-fold-heads: 2
 // CHECK-NEXT: graph.matmul after taso-substitute: 2
 // CHECK-NEXT: graph-merge-matmuls: matmuls merged away: 0
 // CHECK-NEXT: graph.matmul after graph-merge-matmuls: 2
