@@ -25,7 +25,10 @@ first head dimension `A` (the KV heads) and `D`: each weight is viewed as `[A, G
 (`G` the product of its other head dimensions, 1 for K and V) and the weights are
 concatenated along `G`, as `models/llama_heads.py` writes a layer's Q, rotated Q, K,
 rotated K and V: one product `[A, ΣG, 1, D]` whose split along `G` leaves each KV head's
-queries, keys and values on the PEs of that head, so no reader gathers a part.
+queries, keys and values on the PEs of that head, so no reader gathers a part. A flat
+one-row projection (`K x N`) is one head of `N` (`A = G = 1`): the FFN's gate and up
+projections are stacked, `[1, 2, 1, N]`, each column of both on the same PEs, as
+`models/llama_heads.py`'s `w13`.
 """
 
 from __future__ import annotations
@@ -116,15 +119,49 @@ def _heads_key(op: graph.MatmulOp) -> HeadsKey | None:
     if not isinstance(weight, graph.ConstantOp | graph.WeightOp):
         return None
     lhs, rhs = graph.static_shape(op.lhs, "lhs"), graph.static_shape(op.rhs, "rhs")
-    if len(rhs) < 3 or len(lhs) != len(rhs) or math.prod(lhs[:-1]) != 1:
+    if math.prod(lhs[:-1]) != 1 or len(rhs) < 2:
+        return None
+    if len(rhs) > 2 and len(lhs) != len(rhs):
         return None
     by_reference = isinstance(weight, graph.WeightOp)
     if by_reference:
         ref = weight_ref(weight)
-        if ref is None or len(ref.heads) != len(rhs) - 2:
+        if ref is None or len(ref.heads) != len(rhs) - 2 or ref.rows:
             return None
+    # A flat projection (`K x N`) is one head of `N` (gate and up, stacked), unless its
+    # result is split into heads, which `graph-fold-heads` makes per-head weights of.
+    if len(rhs) == 2 and _viewed_as_heads(op.result):
+        return None
+    lead = rhs[0] if len(rhs) > 2 else 1
     row = _row(op)
-    return (row, rhs[-2], rhs[-1], rhs[0], graph.element_type(op.rhs), by_reference)
+    return (row, rhs[-2], rhs[-1], lead, graph.element_type(op.rhs), by_reference)
+
+
+def _viewed_as_heads(value: SSAValue) -> bool:
+    """
+    Whether `value` (`[.., N]`) reaches, through single uses of elementwise ops and
+    transposes, a reshape that splits its last dimension into two or more.
+    """
+    n = graph.static_shape(value, "value")[-1]
+    while value.has_one_use():
+        user = next(iter(value.uses)).operation
+        if isinstance(user, graph.ReshapeOp):
+            out = graph.static_shape(user.result, "result")
+            return out[-1] != n and n % out[-1] == 0 and out[-1] > 1
+        if not isinstance(user, graph.GraphOp) or len(user.results) != 1:
+            return False
+        if not isinstance(
+            user,
+            graph.UnaryElementwiseOp
+            | graph.BinaryElementwiseOp
+            | graph.ScaleOp
+            | graph.TransposeOp,
+        ):
+            return False
+        value = user.results[0]
+        if graph.static_shape(value, "value")[-1] != n:
+            return False
+    return False
 
 
 def _row(op: graph.MatmulOp) -> SSAValue:
@@ -136,7 +173,7 @@ def _row(op: graph.MatmulOp) -> SSAValue:
 def _grouped_weight(op: graph.MatmulOp) -> tuple[graph.GraphOp, int]:
     """The weight of `op` viewed as `[A, G, K, D]`, and `G`."""
     shape = graph.static_shape(op.rhs, "rhs")
-    a, k, d = shape[0], shape[-2], shape[-1]
+    a, k, d = (shape[0] if len(shape) > 2 else 1), shape[-2], shape[-1]
     g = math.prod(shape[1:-2])
     weight = op.rhs.owner
     if isinstance(weight, graph.WeightOp):

@@ -149,8 +149,18 @@ def test_a_decode_export_by_reference_folds_into_views_and_compiles(
         if leaf.heads or leaf.rows
     ]
     # Q (grouped [2, 2]) and its rotation, K, its rotation and V (as [2, 1], merged with
-    # Q's by graph-merge-matmuls), the output projection by rows.
-    assert sorted(views) == [(2, 1), (2, 1), (2, 1), (2, 2), (2, 2), (2, 2, 8)]
+    # Q's by graph-merge-matmuls), the output projection by rows; the FFN's gate and up
+    # stacked as [1, 1] each.
+    assert sorted(views) == [
+        (1, 1),
+        (1, 1),
+        (2, 1),
+        (2, 1),
+        (2, 1),
+        (2, 2),
+        (2, 2),
+        (2, 2, 8),
+    ]
     assert not any(isinstance(op, graph.ConstantOp) for op in compiled.walk())
     fn = select_function(graph_module, None)
     rng = np.random.default_rng(0)

@@ -32,7 +32,7 @@ def ops(module: ModuleOp, name: str) -> int:
 
 
 def test_the_filecheck_inputs_are_all_found(rewrite_check: Any):
-    assert len(rewrite_check.chunks(FILECHECK_INPUT)) == 3
+    assert len(rewrite_check.chunks(FILECHECK_INPUT)) == 4
 
 
 def test_filecheck_inputs_keep_their_semantics(
@@ -49,8 +49,9 @@ def test_filecheck_inputs_keep_their_semantics(
     module.verify()
     before.assert_kept(module)
     # The three-row products merged, the one-row flat ones did not; of the projections by
-    # heads, Q and K (2 KV heads) merged, the one of 3 heads did not.
-    expected = {"@one_row": matmuls, "@heads": 2, "@rows": 1}
+    # heads, Q and K (2 KV heads) merged, the one of 3 heads did not; gate and up stacked,
+    # the projection split into heads after did not.
+    expected = {"@one_row": matmuls, "@heads": 2, "@rows": 1, "@gate_up": 2}
     assert ops(module, "graph.matmul") == next(
         n for name, n in expected.items() if name in filecheck_chunk
     )
@@ -59,14 +60,16 @@ def test_filecheck_inputs_keep_their_semantics(
 @pytest.mark.parametrize(
     ("export", "merged_away"),
     [
-        ("llama_decode", 0),
-        ("qwen2_decode", 0),
+        # Two layers: gate and up stacked ([1, 2, 1, N]) in each; Q, K and V are split
+        # into heads after, so they stay flat here (graph-fold-heads takes them later).
+        ("llama_decode", 2),
+        ("qwen2_decode", 2),
         # Two layers: Q, K, V and the rotated Q, K (graph-fold-rotate-half) -> one
         # (4 fewer) and gate, up -> one (1 fewer) in each.
         ("llama_prefill", 2 * (4 + 1)),
     ],
 )
-def test_compile_rewrites_merge_only_products_of_several_rows(
+def test_compile_rewrites_merge_products_of_several_rows_and_stack_gate_and_up(
     export: str, merged_away: int, rewrite_check: Any
 ):
     module = import_onnx_file(str(HF / f"{export}.onnx"))

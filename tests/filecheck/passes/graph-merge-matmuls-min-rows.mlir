@@ -58,10 +58,36 @@ func.func @heads(%x: tensor<1x1x2xf32>) -> (tensor<2x2x1x2xf32>, tensor<2x1x2xf3
   func.return %q, %k, %o : tensor<2x2x1x2xf32>, tensor<2x1x2xf32>, tensor<3x1x2xf32>
 }
 
-// The decode export keeps its flat projections apart; the prefill export (8 tokens) merges
+// -----
+
+// Flat one-row projections of one row with the same N are one head each: stacked,
+// [1, 2, 1, N], split along the stack (the FFN's gate and up). A flat projection whose
+// result is then split into heads stays flat for graph-fold-heads.
+
+// CHECK-LABEL: func.func @gate_up
+// CHECK:         %[[P:.*]] = graph.matmul %{{.*}}, %{{.*}} : (tensor<1x1x1x2xf32>, tensor<1x2x2x3xf32>) -> tensor<1x2x1x3xf32>
+// CHECK-NEXT:    %{{.*}}, %{{.*}} = graph.split %[[P]] axis = 1 sizes = [1, 1]
+// CHECK:         %q = graph.matmul %x, %wq : (tensor<1x1x2xf32>, tensor<2x4xf32>) -> tensor<1x1x4xf32>
+// CHECK-NEXT:    %h = graph.reshape %q : tensor<1x1x4xf32> -> tensor<1x2x1x2xf32>
+func.func @gate_up(%x: tensor<1x1x2xf32>) -> (tensor<1x1x3xf32>, tensor<1x2x1x2xf32>) {
+  %wg = graph.constant dense<[[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]> : tensor<2x3xf32>
+  %wu = graph.constant dense<[[0.5, -1.0, 2.0], [2.0, 0.25, -3.0]]> : tensor<2x3xf32>
+  %wq = graph.constant dense<[[0.5, -1.0, 2.0, 1.0], [2.0, 0.25, -3.0, 4.0]]> : tensor<2x4xf32>
+  %g = graph.matmul %x, %wg : (tensor<1x1x2xf32>, tensor<2x3xf32>) -> tensor<1x1x3xf32>
+  %u = graph.matmul %x, %wu : (tensor<1x1x2xf32>, tensor<2x3xf32>) -> tensor<1x1x3xf32>
+  %y = graph.mul %g, %u : (tensor<1x1x3xf32>, tensor<1x1x3xf32>) -> tensor<1x1x3xf32>
+  %q = graph.matmul %x, %wq : (tensor<1x1x2xf32>, tensor<2x4xf32>) -> tensor<1x1x4xf32>
+  %h = graph.reshape %q : tensor<1x1x4xf32> -> tensor<1x2x1x2xf32>
+  func.return %y, %h : tensor<1x1x3xf32>, tensor<1x2x1x2xf32>
+}
+
+// The decode export keeps its flat projections of Q, K and V apart and stacks each
+// layer's gate and up; the prefill export (8 tokens) merges
 // Q, K and V into one matmul per layer.
 
-// DECODE-NOT: graph.split
+// DECODE-NOT: graph.split {{.*}} axis = 2
+// DECODE-COUNT-2: graph.split {{.*}} axis = 1 sizes = [1, 1]
+// DECODE-NOT: graph.split {{.*}} axis = 2
 // PREFILL-COUNT-2: graph.split {{%[0-9]+}} axis = 2 sizes = [64, 32, 32]{{.*}}
 
 // ERR: graph-merge-matmuls: min-rows=-1 is negative; give the fewest rows a product must have to merge (0: any)
