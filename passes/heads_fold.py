@@ -21,7 +21,9 @@ It applies to a reshape that splits the last dimension `N` of a value into dimen
 `x·W` (`x` one row; `W` a rank-2 constant or weight, untransposed) through single-use
 ops: reshapes, unary elementwise ops, and binary ones whose other operand varies at most
 along the last dimension (a per-row scalar, a `cos`/`sin` table of `D`). Products of more
-than one row (a prefill's) are left alone.
+than one row (a prefill's) are left alone, unless the pass's `rows` option is set: then
+`transpose(reshape(x·W))` from `[1, L, N]` to `[1, A, L, D]` becomes a product batched
+over the heads too, and the output projection of such heads a sum of per-head products.
 """
 
 from __future__ import annotations
@@ -268,6 +270,133 @@ class FoldHeadsIntoRows(RewritePattern):
         self.folded += 1
 
 
+def _rows_split(
+    flat: tuple[int, ...], split: tuple[int, ...], moved: tuple[int, ...], perm: list[int]
+) -> tuple[int, ...] | None:
+    """
+    The heads `(A, ..., D)` when `flat` (`[1, ..., L, N]`) is reshaped to `split`
+    (`[1, ..., L, A, ..., D]`, the same leading dims) and `perm` moves the rows `L` to just
+    before `D` (`moved`: `[1, ..., A, ..., L, D]`); None otherwise.
+    """
+    lead = len(flat) - 2
+    if (
+        lead < 0
+        or any(d != 1 for d in flat[:lead])
+        or tuple(split[: lead + 1]) != flat[:-1]
+    ):
+        return None
+    dims = tuple(split[lead + 1 :])
+    if len(dims) < 2 or math.prod(dims) != flat[-1]:
+        return None
+    want = [*range(lead), *range(lead + 1, len(split) - 1), lead, len(split) - 1]
+    if perm != want or len(moved) != len(split):
+        return None
+    return dims
+
+
+@dataclass
+class FoldHeadsOfRows(RewritePattern):
+    """
+    A projection of several rows split into heads, `transpose(reshape(x·W))` from
+    `[1, L, N]` to `[1, A, ..., L, D]` (a prefill's queries, keys and values), becomes
+    the batched product `x·W'` with `W'` one `K x D` weight per head: each head's rows
+    are a product of their own, which a per-head nest reads without the others' columns.
+    """
+
+    folded: int = 0
+
+    def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
+        if not isinstance(op, graph.TransposeOp):
+            return
+        split = op.input.owner
+        if not isinstance(split, graph.ReshapeOp) or not op.input.has_one_use():
+            return
+        mm = split.input.owner
+        if not isinstance(mm, graph.MatmulOp) or not split.input.has_one_use():
+            return
+        if mm.transpose_a is not None or mm.transpose_b is not None:
+            return
+        if not _plain_weight(mm.rhs):
+            return
+        flat = shape_of(mm.result)
+        perm = list(op.perm.get_values())
+        dims = _rows_split(flat, shape_of(split.result), shape_of(op.result), perm)
+        if dims is None or shape_of(mm.lhs)[:-1] != flat[:-1]:
+            return
+        rows, k = flat[-2], shape_of(mm.lhs)[-1]
+        made: list[Operation] = []
+        row = mm.lhs
+        if shape_of(row) != (*[1] * (len(dims) - 1), rows, k):
+            reshape = graph.ReshapeOp(row, [1] * (len(dims) - 1) + [rows, k])
+            made.append(reshape)
+            row = reshape.result
+        weight = _weight_per_head(mm.rhs.owner, dims)  # pyright: ignore[reportArgumentType]
+        product = graph.MatmulOp(row, weight)
+        product.result.name_hint = mm.result.name_hint
+        out = graph.ReshapeOp(product, shape_of(op.result))
+        out.result.name_hint = op.result.name_hint
+        old_weight = mm.rhs
+        rewriter.replace(op, [*made, weight, product, out], [out.result])
+        name = mm.result.name_hint
+        if made:
+            made[0].results[0].name_hint = f"{name}_rows" if name else None
+        weight.results[0].name_hint = f"{name}_heads" if name else None
+        erase_dead(split, rewriter)
+        erase_dead(old_weight, rewriter)
+        self.folded += 1
+
+
+@dataclass
+class FoldRowsOfHeads(RewritePattern):
+    """
+    The heads of several rows merged back, `reshape(transpose(o))·W` with `o`
+    `[1, A, L, D]` moved to `[1, L, A, D]` then `[1, L, A·D]` (a prefill's attention
+    output), becomes the sum over the heads of each head's rows times its rows of `W`
+    (`rows [A, D]`): the output projection reads each head where its nest left it.
+    """
+
+    folded: int = 0
+
+    def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
+        if not isinstance(op, graph.MatmulOp) or op.transpose_a or op.transpose_b:
+            return
+        merge = op.lhs.owner
+        if not isinstance(merge, graph.ReshapeOp) or not op.lhs.has_one_use():
+            return
+        moved = merge.input.owner
+        if not isinstance(moved, graph.TransposeOp) or not merge.input.has_one_use():
+            return
+        if not _plain_weight(op.rhs):
+            return
+        heads = shape_of(moved.input)
+        flat = shape_of(op.lhs)
+        perm = list(moved.perm.get_values())
+        # The inverse view of FoldHeadsOfRows: `heads` is `[1, A, L, D]`.
+        inverse = [perm.index(i) for i in range(len(perm))]
+        dims = _rows_split(flat, shape_of(moved.result), heads, inverse)
+        if dims is None or len(dims) != 2:
+            return
+        a, d = dims
+        weight = _weight_by_rows(op.rhs.owner, (a, d))  # pyright: ignore[reportArgumentType]
+        product = graph.MatmulOp(moved.input, weight)
+        total = graph.ReduceOp("sum", product, [len(heads) - 3])
+        name = op.result.name_hint
+        for made, suffix in ((weight, "rows"), (product, "by_head")):
+            made.results[0].name_hint = f"{name}_{suffix}" if name else None
+        new: list[Operation] = [weight, product, total]
+        result = total.result
+        if shape_of(total.result) != shape_of(op.result):
+            out = graph.ReshapeOp(total, shape_of(op.result))
+            new.append(out)
+            result = out.result
+        old_weight = op.rhs
+        rewriter.replace(op, new, [result])
+        result.name_hint = name
+        erase_dead(merge, rewriter)
+        erase_dead(old_weight, rewriter)
+        self.folded += 1
+
+
 def _flat_shape(value: SSAValue) -> tuple[int, ...] | None:
     """The shape `[1, ..., 1, N]` of the projection `value` comes from, if any."""
     while True:
@@ -288,6 +417,7 @@ def _flat_shape(value: SSAValue) -> tuple[int, ...] | None:
             return None
 
 
+@dataclass(frozen=True)
 class GraphFoldHeadsPass(ModulePass):
     """
     Folds the split into heads of one-row projections into per-head weights.
@@ -307,22 +437,40 @@ class GraphFoldHeadsPass(ModulePass):
 
     name = "graph-fold-heads"
 
+    rows: bool = False
+    """Also fold projections of several rows (a prefill's). `plmr compile` leaves them:
+    a prefill's flat Q, K and V merge into one product (`graph-merge-matmuls`), which
+    projections by heads of several rows do not yet."""
+
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        count("graph-fold-heads: projections folded", fold_module(op))
+        count("graph-fold-heads: projections folded", fold_module(op, self.rows))
 
 
-def fold_module(module: ModuleOp) -> int:
+def fold_module(module: ModuleOp, several_rows: bool = False) -> int:
     """
     Folds every split into heads of a one-row projection in `module`, the last reshape
     of a chain first (a grouping `[Hkv, G]` of the heads after RoPE wins over the plain
-    heads before it); returns how many.
+    heads before it), and with `several_rows` those of projections of several rows
+    (`FoldHeadsOfRows`, `FoldRowsOfHeads`); returns how many.
     """
     pattern = FoldHeads()
     walker = PatternRewriteWalker(pattern, apply_recursively=False, walk_reverse=True)
     walker.rewrite_module(module)
     rows = FoldHeadsIntoRows()
     PatternRewriteWalker(rows, apply_recursively=False).rewrite_module(module)
-    return pattern.folded + rows.folded
+    if not several_rows:
+        return pattern.folded + rows.folded
+    of_rows, into_rows = FoldHeadsOfRows(), FoldRowsOfHeads()
+    for several in (of_rows, into_rows):
+        PatternRewriteWalker(several, apply_recursively=False).rewrite_module(module)
+    return pattern.folded + rows.folded + of_rows.folded + into_rows.folded
 
 
-__all__ = ["FoldHeads", "FoldHeadsIntoRows", "GraphFoldHeadsPass", "fold_module"]
+__all__ = [
+    "FoldHeads",
+    "FoldHeadsIntoRows",
+    "FoldHeadsOfRows",
+    "FoldRowsOfHeads",
+    "GraphFoldHeadsPass",
+    "fold_module",
+]

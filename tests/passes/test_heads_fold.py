@@ -40,7 +40,7 @@ def ops(module: ModuleOp) -> Counter[str]:
 
 
 def test_the_filecheck_inputs_are_all_found(rewrite_check: Any):
-    assert len(rewrite_check.chunks(FILECHECK_INPUT)) == 4
+    assert len(rewrite_check.chunks(FILECHECK_INPUT)) == 6
 
 
 def test_views_of_a_weight_are_its_heads_and_rows(tmp_path: Path):
@@ -73,7 +73,7 @@ def test_filecheck_inputs_keep_their_semantics(
     anchor_weights(module, tmp_path)
     before = rewrite_check.semantics(module)
     text = str(module)
-    GraphFoldHeadsPass().apply(make_context(), module)
+    GraphFoldHeadsPass(rows=True).apply(make_context(), module)
     module.verify()
     changed = str(module) != text
     assert changed == ("not_heads" not in filecheck_chunk)

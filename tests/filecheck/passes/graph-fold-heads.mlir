@@ -1,4 +1,5 @@
-// RUN: plmr-opt %s -p graph-fold-heads --split-input-file | filecheck %s
+// RUN: plmr-opt %s -p graph-fold-heads --split-input-file | filecheck %s --check-prefixes=CHECK,ONE
+// RUN: plmr-opt %s -p 'graph-fold-heads{rows=true}' --split-input-file | filecheck %s --check-prefixes=CHECK,ROWS
 // RUN: plmr import %examples/hf/llama_decode.onnx -o %t.mlir
 // RUN: plmr-opt %t.mlir -p graph-kv-state,graph-canonicalize{unrepeat-kv=false},graph-fold-rotate-half,graph-fold-repeat-kv{max-rows=1},transpose-elim,graph-defer-norm-scale{max-rows=1},graph-fold-heads | filecheck %s --check-prefix=DECODE
 
@@ -103,6 +104,48 @@ func.func @not_heads(%x2: tensor<2x4xf32>, %x: tensor<1x4xf32>, %m: tensor<4x8xf
   %v = graph.matmul %x, %m : (tensor<1x4xf32>, tensor<4x8xf32>) -> tensor<1x8xf32>
   %d = graph.reshape %v : tensor<1x8xf32> -> tensor<1x2x4xf32>
   func.return %a, %b, %c, %u, %d : tensor<2x2x4xf32>, tensor<8x1xf32>, tensor<1x2x4xf32>, tensor<1x8xf32>, tensor<1x2x4xf32>
+}
+
+// -----
+
+// With `rows`: a projection of 3 rows (a prefill's) split into 2 heads of 2 and the rows moved behind
+// the heads ([1, 3, 4] -> [1, 3, 2, 2] -> [1, 2, 3, 2]): one 4x2 weight per head
+// (`heads [2]`), the rows' product batched over the heads from the start.
+
+// Without `rows` (plmr compile's setting) it stays as it is.
+
+// CHECK-LABEL: func.func @prefill_heads
+// ONE-NEXT:      %w = graph.weight
+// ONE-NEXT:      %q = graph.matmul %x, %w : (tensor<1x3x4xf32>, tensor<4x4xf32>) -> tensor<1x3x4xf32>
+// ROWS-NEXT:     %q_heads = graph.weight "q" in "{{.*}}q.onnx.data" at 64 heads [2] : tensor<2x4x2xf32>
+// ROWS-NEXT:     %q = graph.matmul %x, %q_heads : (tensor<1x3x4xf32>, tensor<2x4x2xf32>) -> tensor<2x3x2xf32>
+// ROWS-NEXT:     %t = graph.reshape %q : tensor<2x3x2xf32> -> tensor<1x2x3x2xf32>
+// ROWS-NEXT:     func.return %t : tensor<1x2x3x2xf32>
+func.func @prefill_heads(%x: tensor<1x3x4xf32>) -> tensor<1x2x3x2xf32> {
+  %w = graph.weight "q" in "q.onnx.data" at 64 : tensor<4x4xf32>
+  %q = graph.matmul %x, %w : (tensor<1x3x4xf32>, tensor<4x4xf32>) -> tensor<1x3x4xf32>
+  %h = graph.reshape %q : tensor<1x3x4xf32> -> tensor<1x3x2x2xf32>
+  %t = graph.transpose %h perm = [0, 2, 1, 3] : tensor<1x3x2x2xf32> -> tensor<1x2x3x2xf32>
+  func.return %t : tensor<1x2x3x2xf32>
+}
+
+// -----
+
+// With `rows`: the heads of 3 rows merged back and projected ([1, 2, 3, 2] -> [1, 3, 2, 2] -> [1, 3, 4]
+// times W): each head's rows times its rows of W (`rows [2, 2]`), summed over the heads.
+
+// CHECK-LABEL: func.func @prefill_output
+// ONE-NEXT:      %t = graph.transpose %o
+// ROWS-NEXT:     %y_rows = graph.weight "o" in "{{.*}}q.onnx.data" at 64 rows [2, 2] : tensor<2x2x3xf32>
+// ROWS-NEXT:     %y_by_head = graph.matmul %o, %y_rows : (tensor<1x2x3x2xf32>, tensor<2x2x3xf32>) -> tensor<1x2x3x3xf32>
+// ROWS-NEXT:     %y = graph.reduce sum %y_by_head axes = [1] : tensor<1x2x3x3xf32> -> tensor<1x3x3xf32>
+// ROWS-NEXT:     func.return %y : tensor<1x3x3xf32>
+func.func @prefill_output(%o: tensor<1x2x3x2xf32>) -> tensor<1x3x3xf32> {
+  %t = graph.transpose %o perm = [0, 2, 1, 3] : tensor<1x2x3x2xf32> -> tensor<1x3x2x2xf32>
+  %flat = graph.reshape %t : tensor<1x3x2x2xf32> -> tensor<1x3x4xf32>
+  %w = graph.weight "o" in "q.onnx.data" at 64 : tensor<4x3xf32>
+  %y = graph.matmul %flat, %w : (tensor<1x3x4xf32>, tensor<4x3xf32>) -> tensor<1x3x3xf32>
+  func.return %y : tensor<1x3x3xf32>
 }
 
 // The checked-in LLaMA decode export (hidden 64, 4/2 heads of 16, 2 layers, weights
