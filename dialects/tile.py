@@ -62,6 +62,7 @@ from plmr.dialects.tile_regions import (
     LoopKindAttr,
     MapOp,
     YieldOp,
+    free_values,
 )
 
 Tile = Dialect(
@@ -113,6 +114,7 @@ __all__ = [
     "TransposeOp",
     "YieldOp",
     "dot_shape",
+    "free_values",
     "lookup_shape",
     "nbytes",
     "static_shape",

@@ -19,6 +19,7 @@ from xdsl.dialects.utils import EnumAttribute
 from xdsl.ir import (
     Attribute,
     Block,
+    BlockArgument,
     Operation,
     Region,
     SpacedOpaqueSyntaxAttribute,
@@ -401,3 +402,22 @@ class ForOp(TileOp):
         op = cls(lb, ub, step, kind, init_values, body)
         op.attributes |= attrs
         return op
+
+
+def free_values(op: Operation) -> list[SSAValue]:
+    """
+    The values `op` and the ops in its regions read that are defined outside `op` (its
+    operands, and what its bodies capture), in order of first use.
+    """
+    inside = {id(o) for o in op.walk()}
+    seen: dict[SSAValue, None] = {}
+    for o in op.walk():
+        for v in o.operands:
+            if isinstance(v, BlockArgument):
+                parent = v.owner.parent_op()
+                if parent is not None and id(parent) in inside:
+                    continue
+            elif id(v.owner) in inside:
+                continue
+            seen.setdefault(v, None)
+    return list(seen)

@@ -37,6 +37,7 @@ from plmr.dialects.graph_weights import weight_ref
 from plmr.dialects.narrow import type_of
 from plmr.errors import PlmrError
 from plmr.runtime.collective_moves import collective_data, flow_control
+from plmr.runtime.host_nests import computed_on_host, is_host_op, run_host_op
 from plmr.runtime.layer_repeat import LayerRepeat, LayerRunner, chain_power, chain_run
 from plmr.runtime.memory import check_host_memory
 from plmr.runtime.placement import chunk_index, gather_array, scatter_array, skew_index
@@ -299,6 +300,8 @@ class MeshRuntime:
                 env[value] = load_weight(ref)
         elif isinstance(op, tile.LookupOp):
             env[op.result] = self._lookup(op, env[op.table], env[op.ids])
+        elif is_host_op(op):
+            run_host_op(op, env)
         elif isinstance(op, mesh.ScatterOp):
             want = self._state_args.get(op.input)
             if want is not None and self.state is not None:
@@ -318,7 +321,7 @@ class MeshRuntime:
                 if (
                     isinstance(op.input, BlockArgument)
                     and op.input.index not in self._weight_args
-                ):
+                ) or computed_on_host(op.input):
                     d = type_of(op.result, mesh.DistType)
                     self._host_in += _tensor_bytes(d.tensor)
         elif isinstance(op, mesh.GatherOp):

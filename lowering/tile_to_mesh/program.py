@@ -42,6 +42,7 @@ from plmr.lowering.tile_to_mesh.builders import dist_type as _dist
 from plmr.lowering.tile_to_mesh.emit import NestEmitter as _NestEmitter
 from plmr.lowering.tile_to_mesh.emit import Placed as _Placed
 from plmr.lowering.tile_to_mesh.emit import StraightEmitter as _StraightEmitter
+from plmr.lowering.tile_to_mesh.host_nests import host_nest, is_host_nest
 from plmr.lowering.tile_to_mesh.host_slices import HostSlice, slice_host_reads
 from plmr.lowering.tile_to_mesh.mapping import Mapping
 from plmr.lowering.tile_to_mesh.planning import NestPlan
@@ -117,6 +118,10 @@ class FunctionLowering:
         """Slices of host tensors that nests read (`host_slices`), placed on their own."""
         self.views: dict[SSAValue, SSAValue] = {}
         """Views of a tensor a nest reads indexed by different loops (`views`): source."""
+        self.state: list[SSAValue] = [
+            arg for arg, name in zip(self.block.args, state_args(fn), strict=True) if name
+        ]
+        """The arguments kept on the wafer as state: never read by a host nest."""
 
     # -- program ----------------------------------------------------------------------
 
@@ -175,6 +180,12 @@ class FunctionLowering:
                 straight = []
             if op.results and op.results[0] in self.views:
                 self._view(op.results[0])
+                continue
+            if isinstance(op, tile.ForOp) and is_host_nest(op, self.host, self.state):
+                made, pairs = host_nest(op, self.host)
+                for new in made:
+                    self.builder.insert(new)
+                self.host.update(pairs)
                 continue
             if isinstance(op, tile.ForOp):
                 self._nest(op)

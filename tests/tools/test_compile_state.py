@@ -130,13 +130,16 @@ def _host_bytes(tmp_path: Path, past: int, kv_state: bool) -> tuple[float, int]:
 def test_host_bytes_per_step_do_not_grow_with_the_cache(tmp_path: Path):
     short, short_resident = _host_bytes(tmp_path, 7, kv_state=True)
     long, long_resident = _host_bytes(tmp_path, 15, kv_state=True)
-    # The position (8 B) and the token's embedding row in, the logits out; the caches
-    # (one layer's keys and values) stay on the wafer and grow there.
-    assert short == long == 8 + SMALL.hidden * 4 + SMALL.vocab * 4
+    # The position (8 B), RoPE's frequencies of the position (computed on the host: half
+    # a head of floats) and the token's embedding row in, the logits out; the caches (one
+    # layer's keys and values) stay on the wafer and grow there.
+    freqs = SMALL.hidden // SMALL.heads // 2 * 4
+    assert short == long == 8 + freqs + SMALL.hidden * 4 + SMALL.vocab * 4
     assert (short_resident, long_resident) == (2 * 2 * 8 * 8 * 4, 2 * 2 * 16 * 8 * 4)
-    # As exported, the past and the mask come in and the present goes out every step.
+    # As exported, the past and the mask come in and the present goes out every step;
+    # the position is read on the host only (RoPE's frequencies), so it stays there.
     exported, _ = _host_bytes(tmp_path, 15, kv_state=False)
-    assert exported == long + 8 * 16 + 2 * (2 * 15 * 8 * 4) + 2 * (2 * 16 * 8 * 4)
+    assert exported == long - 8 + 8 * 16 + 2 * (2 * 15 * 8 * 4) + 2 * (2 * 16 * 8 * 4)
 
 
 def test_bad_state_is_one_error(cli: Any, tmp_path: Path):
