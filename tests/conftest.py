@@ -153,8 +153,21 @@ each long) last, where one of them ran on one worker while the other had nothing
 """
 
 
+SHARED_COMPILES = (
+    ("tests/runtime/test_steady.py", "tests/target/test_sram.py"),
+    ("tests/models/test_bench.py", "tests/tools/test_bench.py"),
+)
+"""
+Files whose programs come from the session's `CompileCache` compiled alike: each group
+runs on one worker, where the second file finds the first one's compiles.
+"""
+
+
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """`--dist loadfile` with `HEAVY_FILES` first; the other modes as xdist has them."""
+    """
+    `--dist loadfile` with `HEAVY_FILES` first and each group of `SHARED_COMPILES` on one
+    worker; the other modes as xdist has them.
+    """
     if config.getvalue("dist") != "loadfile":
         return None
     from xdist.scheduler import LoadFileScheduling
@@ -168,6 +181,13 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
                 for scope in reversed(HEAVY_FILES):
                     if scope in self.workqueue:
                         self.workqueue.move_to_end(scope, last=False)
+            scope = next(iter(self.workqueue))
             super()._assign_work_unit(node)
+            for group in SHARED_COMPILES:
+                if scope in group:
+                    for other in group:
+                        if other in self.workqueue:
+                            self.workqueue.move_to_end(other, last=False)
+                            super()._assign_work_unit(node)
 
     return HeavyFilesFirst(config, log)
