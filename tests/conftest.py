@@ -163,6 +163,7 @@ runs on one worker, where the second file finds the first one's compiles.
 """
 
 
+@pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """
     `--dist loadfile` with `HEAVY_FILES` first and each group of `SHARED_COMPILES` on one
