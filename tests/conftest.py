@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pytest
@@ -119,3 +120,75 @@ def cached_bench_compiles(compile_cache: CompileCache) -> Iterator[None]:
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(bench_programs, "compile_module", compile_cache.compile)
         yield
+
+
+HEAVY_FILES = (
+    "tests/test_lint.py",  # pyright over the package
+    "tests/schedule/test_executors.py",  # a process pool and Ray
+    "tests/models/test_llama.py",
+    "tests/examples/test_hf_exports.py",
+    "tests/lowering/test_tile_to_mesh_views.py",
+    "tests/lowering/test_tile_to_mesh_bands.py",
+    "tests/frontend/onnx/test_backend.py",
+    "tests/validate/fuzz/test_run.py",
+    "tests/tools/test_compile_state.py",
+    "tests/examples/test_hf_generate.py",
+    "tests/models/test_bench.py",
+    "tests/lowering/test_tile_to_mesh_memo.py",
+    "tests/passes/test_mesh_pack.py",
+    "tests/lowering/test_tile_to_mesh_cost.py",
+    "tests/tools/test_bench.py",
+    "tests/tools/test_bench_partition.py",
+    "tests/validate/test_compile_check.py",
+    "tests/passes/taso/test_region.py",
+    "tests/models/test_demo.py",
+    "tests/schedule/test_tuner_evolutionary.py",
+    "tests/passes/test_kv_state.py",
+    "tests/passes/taso/eqsat/test_engine.py",
+)
+"""
+The files of the longest run, longest first: `pytest -n 2 --dist loadfile` hands them out
+before the rest. xdist orders files by their number of tests, which put these (few tests,
+each long) last, where one of them ran on one worker while the other had nothing left.
+"""
+
+
+SHARED_COMPILES = (
+    ("tests/runtime/test_steady.py", "tests/target/test_sram.py"),
+    ("tests/models/test_bench.py", "tests/tools/test_bench.py"),
+)
+"""
+Files whose programs come from the session's `CompileCache` compiled alike: each group
+runs on one worker, where the second file finds the first one's compiles.
+"""
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """
+    `--dist loadfile` with `HEAVY_FILES` first and each group of `SHARED_COMPILES` on one
+    worker; the other modes as xdist has them.
+    """
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class HeavyFilesFirst(LoadFileScheduling):
+        ordered = False
+
+        def _assign_work_unit(self, node: Any) -> None:
+            if not self.ordered:
+                self.ordered = True
+                for scope in reversed(HEAVY_FILES):
+                    if scope in self.workqueue:
+                        self.workqueue.move_to_end(scope, last=False)
+            scope = next(iter(self.workqueue))
+            super()._assign_work_unit(node)
+            for group in SHARED_COMPILES:
+                if scope in group:
+                    for other in group:
+                        if other in self.workqueue:
+                            self.workqueue.move_to_end(other, last=False)
+                            super()._assign_work_unit(node)
+
+    return HeavyFilesFirst(config, log)

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-UnreachedErrors = Callable[..., dict[int, str]]
+UnreachedErrors = Callable[..., dict[str, dict[int, str]]]
 
 
 def raise_lines(path: str) -> dict[int, str]:
@@ -26,25 +26,25 @@ def raise_lines(path: str) -> dict[int, str]:
 
 
 def unreached_errors(
-    path: str,
+    paths: Sequence[str],
     invalid_mlir: Path,
     extra: Sequence[Callable[[], None]] = (),
-    minimum: int = 1,
-) -> dict[int, str]:
+) -> dict[str, dict[int, str]]:
     """
-    Runs `invalid_mlir` through plmr-opt (and the `extra` Python-only cases) under a
-    line tracer and returns the error-raising lines of `path` that nothing reached;
-    `path` must have at least `minimum` of them.
+    Runs `invalid_mlir` through plmr-opt (and the `extra` Python-only cases) once under a
+    line tracer and returns, for each of `paths`, its error-raising lines that nothing
+    reached.
     """
-    lines = raise_lines(path)
-    assert len(lines) >= minimum, f"{path} raises {len(lines)} errors"
+    lines = {path: raise_lines(path) for path in paths}
     from plmr.tools.plmr_opt import main
 
-    hit: set[int] = set()
+    hits: dict[str, set[int]] = {path: set() for path in paths}
 
     def tracer(frame: FrameType, event: str, arg: object) -> Any:
-        if frame.f_code.co_filename == path and event == "line":
-            hit.add(frame.f_lineno)
+        if event == "line":
+            hit = hits.get(frame.f_code.co_filename)
+            if hit is not None:
+                hit.add(frame.f_lineno)
         return tracer
 
     previous = sys.gettrace()
@@ -65,9 +65,13 @@ def unreached_errors(
         sys.settrace(previous)
     assert status == 0
     assert "Operation does not verify" in out.getvalue()
-    return {i: text for i, text in lines.items() if i not in hit}
+    return {
+        path: {i: text for i, text in lines[path].items() if i not in hits[path]}
+        for path in paths
+    }
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def unreached() -> UnreachedErrors:
+    """`unreached_errors`: one traced run gives the unreached errors of several files."""
     return unreached_errors

@@ -110,6 +110,8 @@ from plmr.runtime.reference import GRAPH_IMPLS, evaluate_function
 from plmr.values import tensor_dtype
 from plmr.weight_io import SafetensorsWriter
 
+from .conftest import raise_lines
+
 INVALID_MLIR = (
     Path(__file__).parents[1] / "filecheck" / "dialects" / "graph" / "invalid.mlir"
 )
@@ -1021,23 +1023,31 @@ PYTHON_ONLY_ERRORS = [
 """The errors textual IR cannot reach (see the head of invalid.mlir)."""
 
 
-@pytest.mark.parametrize(
-    "module",
-    [
-        graph_base,
-        graph_constants,
-        graph_contractions,
-        graph_elementwise,
-        graph_movement,
-        graph_reductions,
-        graph_shapes,
-        graph_weights,
-    ],
-    ids=lambda m: m.__name__,
-)
-def test_every_verifier_error_is_exercised(unreached: Any, module: Any):
-    """Runs invalid.mlir (and the Python-only cases) under a line tracer."""
-    missed = unreached(module.__file__, INVALID_MLIR, PYTHON_ONLY_ERRORS)
+GRAPH_MODULES = [
+    graph_base,
+    graph_constants,
+    graph_contractions,
+    graph_elementwise,
+    graph_movement,
+    graph_reductions,
+    graph_shapes,
+    graph_weights,
+]
+
+
+@pytest.fixture(scope="module")
+def unreached_graph_errors(unreached: Any) -> dict[str, dict[int, str]]:
+    """invalid.mlir (and the Python-only cases) run once under a line tracer."""
+    return unreached([m.__file__ for m in GRAPH_MODULES], INVALID_MLIR, PYTHON_ONLY_ERRORS)
+
+
+@pytest.mark.parametrize("module", GRAPH_MODULES, ids=lambda m: m.__name__)
+def test_every_verifier_error_is_exercised(
+    unreached_graph_errors: dict[str, dict[int, str]], module: Any
+):
+    """Every raise of the module is reached by invalid.mlir or a Python-only case."""
+    assert raise_lines(module.__file__), f"{module.__name__} raises no errors"
+    missed = unreached_graph_errors[module.__file__]
     assert missed == {}, f"errors of {module.__name__} that no test triggers"
 
 

@@ -1,5 +1,6 @@
-// RUN: plmr-opt %s -p 'plmr-compile{grid=2,2 tile-sizes=8,16 substitute=false route=false}' | filecheck %s
-// RUN: plmr-opt %s -p 'plmr-compile{grid=2,2 tile-sizes=8,16 substitute=false route=false}' | plmr-opt | filecheck %s --check-prefix=COUNT
+// RUN: plmr-opt %s -p 'plmr-compile{grid=2,2 tile-sizes=8,16 substitute=false route=false}' -o %t.mlir
+// RUN: filecheck %s < %t.mlir
+// RUN: plmr-opt %t.mlir | filecheck %s --check-prefix=COUNT
 
 // A batched GEMV (2 KV heads of 3 query heads each, as a LLaMA projection): the heads
 // split over x, the width over y. The three query heads of a PE stay on it, so their

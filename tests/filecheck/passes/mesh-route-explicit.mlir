@@ -1,5 +1,6 @@
-// RUN: plmr-opt %s -p 'mesh-route{explicit=true}' | filecheck %s
-// RUN: plmr-opt %s -p 'mesh-route{explicit=true}' | plmr run - 2>&1 | filecheck %s --check-prefix=SIM
+// RUN: plmr-opt %s -p 'mesh-route{explicit=true}' -o %t.mlir
+// RUN: filecheck %s < %t.mlir
+// RUN: plmr run - < %t.mlir 2>&1 | filecheck %s --check-prefix=SIM
 
 // A torus shift on 3 PEs becomes one stage of sends and receives: the regular hops
 // (0 -> 1, 1 -> 2) and the wrap-around (2 -> 0) each need their own color, every PE

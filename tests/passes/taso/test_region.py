@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pytest
 from xdsl.dialects import func
+from xdsl.dialects.builtin import ModuleOp
 
 from plmr.dialects import graph
 from plmr.dialects.context import load_module, parse_module
@@ -110,22 +111,28 @@ def test_an_unchanged_program_has_no_region_and_unpairable_ones_are_refused():
     assert changed_regions(before, other) is None
 
 
-@pytest.mark.parametrize(
-    "load",
-    [
-        # The guard refuses rnn_cell's merged gates and keeps attention's fused
-        # projections (tests/passes/taso/test_search.py).
-        lambda: load_module(EXAMPLES / "onnx" / "rnn_cell.mlir"),
-        lambda: load_module(EXAMPLES / "onnx" / "attention.mlir"),
-    ],
-    ids=["rnn_cell", "attention"],
+@pytest.fixture(
+    scope="module",
+    # The guard refuses rnn_cell's merged gates and keeps attention's fused projections
+    # (tests/passes/taso/test_search.py).
+    params=["rnn_cell", "attention"],
 )
-def test_the_region_guard_decides_as_the_whole_program_guard(load):
-    before, after = rewritten(load())
+def guarded(
+    request: pytest.FixtureRequest,
+) -> tuple[ModuleOp, ModuleOp, tuple[float, float]]:
+    """
+    An example before and after its unguarded rewrite, and the region guard's prices of
+    both: rewritten and priced once for the two tests below.
+    """
+    before, after = rewritten(load_module(EXAMPLES / "onnx" / f"{request.param}.mlir"))
+    return before, after, guard_prices(before, after, (4, 4), "wse2")
+
+
+def test_the_region_guard_decides_as_the_whole_program_guard(guarded):
+    before, after, region = guarded
     regions = changed_regions(before, after)
     assert regions is not None
     whole = (mesh_estimate(before, (4, 4), "wse2"), mesh_estimate(after, (4, 4), "wse2"))
-    region = guard_prices(before, after, (4, 4), "wse2")
     # Priced on the region (fewer ops than the program), with the same decision.
     assert sum(1 for _ in regions[0].walk()) < sum(1 for _ in before.walk())
     assert region != whole
@@ -147,17 +154,8 @@ def exhaustive_guard(before, after, grid=(4, 4)) -> bool:
     return mesh_estimate(after, grid, "wse2") < mesh_estimate(before, grid, "wse2")
 
 
-@pytest.mark.parametrize(
-    "load",
-    [
-        lambda: load_module(EXAMPLES / "onnx" / "rnn_cell.mlir"),
-        lambda: load_module(EXAMPLES / "onnx" / "attention.mlir"),
-    ],
-    ids=["rnn_cell", "attention"],
-)
-def test_the_guard_stopping_early_decides_as_pricing_every_blocking(load):
-    before, after = rewritten(load())
-    priced = guard_prices(before, after, (4, 4), "wse2")
+def test_the_guard_stopping_early_decides_as_pricing_every_blocking(guarded):
+    before, after, priced = guarded
     assert (priced[1] < priced[0]) == exhaustive_guard(before, after)
 
 
