@@ -172,8 +172,9 @@ def _row(op: graph.MatmulOp) -> SSAValue:
 
 def _grouped_weight(op: graph.MatmulOp) -> tuple[graph.GraphOp, int]:
     """The weight of `op` viewed as `[A, G, K, D]`, and `G`."""
-    shape = graph.static_shape(op.rhs, "rhs")
-    a, k, d = (shape[0] if len(shape) > 2 else 1), shape[-2], shape[-1]
+    shape = list(graph.static_shape(op.rhs, "rhs"))
+    a = shape[0] if len(shape) > 2 else 1
+    k, d = shape[-2], shape[-1]
     g = math.prod(shape[1:-2])
     weight = op.rhs.owner
     if isinstance(weight, graph.WeightOp):

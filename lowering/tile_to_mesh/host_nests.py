@@ -28,6 +28,7 @@ from xdsl.dialects.builtin import AnyFloat, IntegerType, TensorType
 from xdsl.ir import BlockArgument, Operation, SSAValue
 
 from plmr.dialects import tile
+from plmr.dialects.graph import element_type
 from plmr.dialects.graph_weights import WEIGHT_ATTR
 
 HOST_NEST_ELEMENTS = 1024
@@ -62,16 +63,14 @@ def is_host_nest(
 
 
 def _floats(v: SSAValue) -> bool:
-    t = v.type
-    return isinstance(t, TensorType) and isinstance(t.element_type, AnyFloat)
+    return isinstance(v.type, TensorType) and isinstance(element_type(v), AnyFloat)
 
 
 def _host_derived(v: SSAValue) -> bool:
     """An integer argument, a constant that is not a weight, or a host nest's result."""
     owner = v.owner
     if isinstance(v, BlockArgument):
-        t = v.type
-        return isinstance(t, TensorType) and isinstance(t.element_type, IntegerType)
+        return isinstance(v.type, TensorType) and isinstance(element_type(v), IntegerType)
     if isinstance(owner, arith.ConstantOp):
         return WEIGHT_ATTR not in owner.attributes
     return isinstance(owner, tile.ForOp)
