@@ -217,6 +217,19 @@ def _plain_weight(value: SSAValue) -> bool:
     return ref is not None and not ref.heads and not ref.rows
 
 
+def _merged_row(op: Operation) -> graph.ReshapeOp | None:
+    """
+    The reshape that `op` reads as its row if `op` is an untransposed matmul of that
+    (single-use) reshape by a plain weight (`_plain_weight`): a projection of merged heads.
+    """
+    if not isinstance(op, graph.MatmulOp) or op.transpose_a or op.transpose_b:
+        return None
+    merge = op.lhs.owner
+    if not isinstance(merge, graph.ReshapeOp) or not op.lhs.has_one_use():
+        return None
+    return merge if _plain_weight(op.rhs) else None
+
+
 @dataclass
 class FoldHeadsIntoRows(RewritePattern):
     """
@@ -228,13 +241,10 @@ class FoldHeadsIntoRows(RewritePattern):
     folded: int = 0
 
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
-        if not isinstance(op, graph.MatmulOp) or op.transpose_a or op.transpose_b:
+        merge = _merged_row(op)
+        if merge is None:
             return
-        merge = op.lhs.owner
-        if not isinstance(merge, graph.ReshapeOp) or not op.lhs.has_one_use():
-            return
-        if not _plain_weight(op.rhs):
-            return
+        assert isinstance(op, graph.MatmulOp)
         row, heads = shape_of(op.lhs), shape_of(merge.input)
         dims = _split(row, heads)
         if dims is None:
@@ -358,15 +368,12 @@ class FoldRowsOfHeads(RewritePattern):
     folded: int = 0
 
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
-        if not isinstance(op, graph.MatmulOp) or op.transpose_a or op.transpose_b:
+        merge = _merged_row(op)
+        if merge is None:
             return
-        merge = op.lhs.owner
-        if not isinstance(merge, graph.ReshapeOp) or not op.lhs.has_one_use():
-            return
+        assert isinstance(op, graph.MatmulOp)
         moved = merge.input.owner
         if not isinstance(moved, graph.TransposeOp) or not merge.input.has_one_use():
-            return
-        if not _plain_weight(op.rhs):
             return
         heads = shape_of(moved.input)
         flat = shape_of(op.lhs)

@@ -34,6 +34,7 @@ projections are stacked, `[1, 2, 1, N]`, each column of both on the same PEs, as
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -234,15 +235,24 @@ def _merge_heads(group: list[graph.MatmulOp]) -> None:
 
 def merge_heads_block(block: Block) -> int:
     """Merges the one-row projections by heads of `block`; returns how many went away."""
-    groups: dict[HeadsKey, list[graph.MatmulOp]] = {}
+    return _merge_groups(block, _heads_key, _merge_heads)
+
+
+def _merge_groups(
+    block: Block,
+    key_of: Callable[[graph.MatmulOp], Hashable | None],
+    merge: Callable[[list[graph.MatmulOp]], None],
+) -> int:
+    """Merges each group of two or more matmuls of `block` with one key; how many went."""
+    groups: dict[Hashable, list[graph.MatmulOp]] = {}
     for op in block.ops:
-        if isinstance(op, graph.MatmulOp) and (key := _heads_key(op)) is not None:
+        if isinstance(op, graph.MatmulOp) and (key := key_of(op)) is not None:
             groups.setdefault(key, []).append(op)
     removed = 0
     for group in groups.values():
         if len(group) < 2:
             continue
-        _merge_heads(group)
+        merge(group)
         removed += len(group) - 1
     return removed
 
@@ -252,19 +262,8 @@ def merge_block(block: Block, min_rows: int = 0) -> int:
     Merges the matmul groups of `block` (of products of at least `min_rows` rows, 0:
     any) and its one-row projections by heads; returns how many matmuls were removed.
     """
-    groups: dict[GroupKey, list[graph.MatmulOp]] = {}
-    for op in block.ops:
-        if not isinstance(op, graph.MatmulOp):
-            continue
-        if (key := _group_key(op, min_rows)) is not None:
-            groups.setdefault(key, []).append(op)
-    removed = 0
-    for group in groups.values():
-        if len(group) < 2:
-            continue
-        _merge(group)
-        removed += len(group) - 1
-    return removed + merge_heads_block(block)
+    flat = _merge_groups(block, lambda op: _group_key(op, min_rows), _merge)
+    return flat + merge_heads_block(block)
 
 
 @dataclass(frozen=True)

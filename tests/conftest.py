@@ -22,6 +22,7 @@ from plmr.models.llama import (
     rope_tables,
     split_kv_rows,
 )
+from plmr.models.llama_onnx import LlamaOnnxConfig
 from plmr.passes.pipeline import CompileOptions, compile_module
 
 PROMPT = [3, 1, 4, 1, 5]
@@ -100,6 +101,21 @@ class CompileCache:
 
 
 _COMPILE_CACHE = CompileCache()
+
+
+@pytest.fixture
+def decode_step_config() -> LlamaOnnxConfig:
+    """A generated decode export's shape: width 32, 4/2 heads, 7 cached rows, positions in."""
+    return LlamaOnnxConfig(
+        hidden=32,
+        heads=4,
+        kv_heads=2,
+        ffn=48,
+        vocab=40,
+        seq=1,
+        past=7,
+        position_inputs=True,
+    )
 
 
 @pytest.fixture(scope="session")

@@ -68,21 +68,14 @@ def test_a_table_of_an_activation_stays_on_the_wafer():
     assert _host_nests(module) == []
 
 
-def test_a_decode_exports_rope_tables_are_computed_on_the_host(tmp_path: Path):
+def test_a_decode_exports_rope_tables_are_computed_on_the_host(
+    tmp_path: Path, decode_step_config: LlamaOnnxConfig
+):
     """
     The tables of a decode export with its position as an input, its caches on the
     wafer: the slot of the new row (a predicate over the cache) stays on the wafer.
     """
-    config = LlamaOnnxConfig(
-        hidden=32,
-        heads=4,
-        kv_heads=2,
-        ffn=48,
-        vocab=40,
-        seq=1,
-        past=7,
-        position_inputs=True,
-    )
+    config = decode_step_config
     write_llama_onnx(tmp_path / "step.onnx", config)
     module = import_onnx_file(str(tmp_path / "step.onnx"))
     compile_module(make_context(), module, CompileOptions(grid=(2, 2), substitute=False))

@@ -121,23 +121,14 @@ def test_decode_exports_fold_and_keep_torch_outputs(
 
 
 def test_a_decode_export_by_reference_folds_into_views_and_compiles(
-    tmp_path: Path, llama_export: Any
+    tmp_path: Path, llama_export: Any, decode_step_config: LlamaOnnxConfig
 ):
     """
     Weights by reference: the folded weights are `heads`/`rows` views of the file (no
     weight is read at compile time), and the compiled step (2x4) reads them through the
     views to the graph's results.
     """
-    config = LlamaOnnxConfig(
-        hidden=32,
-        heads=4,
-        kv_heads=2,
-        ffn=48,
-        vocab=40,
-        seq=1,
-        past=7,
-        position_inputs=True,
-    )
+    config = decode_step_config
     module = llama_export(tmp_path, config)
     graph_module = module.clone()
     opts = CompileOptions(grid=(2, 4), substitute=False, tile_sizes=(4, 4), fit_tiles=True)
