@@ -40,6 +40,7 @@ from xdsl.rewriter import InsertPoint
 
 from plmr.dialects import graph
 from plmr.dialects.graph_weights import weight_ref
+from plmr.dialects.narrow import expect
 from plmr.passes.canonicalize.match import const_array, constant_op, elt_of, shape_of
 from plmr.passes.dead_ops import erase_dead
 from plmr.passes.timing import count
@@ -141,7 +142,9 @@ class _Rebuild:
         if isinstance(owner, _UNARY):
             op = rebuild_unary(owner, self.value(owner.operands[0]))
         else:
-            assert isinstance(owner, _BINARY)
+            owner = expect(
+                owner, graph.BinaryElementwiseOp, "an op of a projection by heads"
+            )
             whole = shape_of(value)
             lhs, rhs = (
                 self.value(v) if shape_of(v) == whole else v for v in owner.operands
@@ -217,9 +220,9 @@ def _plain_weight(value: SSAValue) -> bool:
     return ref is not None and not ref.heads and not ref.rows
 
 
-def _merged_row(op: Operation) -> graph.ReshapeOp | None:
+def _merged_row(op: Operation) -> tuple[graph.MatmulOp, graph.ReshapeOp] | None:
     """
-    The reshape that `op` reads as its row if `op` is an untransposed matmul of that
+    `op` and the reshape it reads as its row if `op` is an untransposed matmul of that
     (single-use) reshape by a plain weight (`_plain_weight`): a projection of merged heads.
     """
     if not isinstance(op, graph.MatmulOp) or op.transpose_a or op.transpose_b:
@@ -227,7 +230,7 @@ def _merged_row(op: Operation) -> graph.ReshapeOp | None:
     merge = op.lhs.owner
     if not isinstance(merge, graph.ReshapeOp) or not op.lhs.has_one_use():
         return None
-    return merge if _plain_weight(op.rhs) else None
+    return (op, merge) if _plain_weight(op.rhs) else None
 
 
 @dataclass
@@ -240,11 +243,11 @@ class FoldHeadsIntoRows(RewritePattern):
 
     folded: int = 0
 
-    def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
-        merge = _merged_row(op)
-        if merge is None:
+    def match_and_rewrite(self, root: Operation, rewriter: PatternRewriter) -> None:
+        found = _merged_row(root)
+        if found is None:
             return
-        assert isinstance(op, graph.MatmulOp)
+        op, merge = found
         row, heads = shape_of(op.lhs), shape_of(merge.input)
         dims = _split(row, heads)
         if dims is None:
@@ -367,11 +370,11 @@ class FoldRowsOfHeads(RewritePattern):
 
     folded: int = 0
 
-    def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
-        merge = _merged_row(op)
-        if merge is None:
+    def match_and_rewrite(self, root: Operation, rewriter: PatternRewriter) -> None:
+        found = _merged_row(root)
+        if found is None:
             return
-        assert isinstance(op, graph.MatmulOp)
+        op, merge = found
         moved = merge.input.owner
         if not isinstance(moved, graph.TransposeOp) or not merge.input.has_one_use():
             return

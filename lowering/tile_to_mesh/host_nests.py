@@ -4,7 +4,7 @@ at the top of the `mesh.program` (not in a `mesh.spmd`) when everything it reads
 integer argument (a position, token ids; not state kept on the wafer), a constant that is
 not a weight, or the result of another such nest, and its results are small
 (`HOST_NEST_ELEMENTS`) floats (a table; not a slot or mask over the cache's rows, whose
-size grows with the cache). The runtime
+size grows with the cache) that the wafer reads (not results of the program). The runtime
 runs it with the tile semantics where the program starts and streams its results onto the
 wafer like an input, each in the layout its readers want, and counts their bytes on the
 host link.
@@ -23,7 +23,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import cast
 
-from xdsl.dialects import arith, tensor
+from xdsl.dialects import arith, func, tensor
 from xdsl.dialects.builtin import AnyFloat, IntegerType, TensorType
 from xdsl.ir import BlockArgument, Operation, SSAValue
 
@@ -54,6 +54,8 @@ def is_host_nest(
         return False
     if not all(_floats(r) for r in nest.results):
         return False  # a slot or mask over the cache's rows: it grows with the cache
+    if any(isinstance(u.operation, func.ReturnOp) for r in nest.results for u in r.uses):
+        return False  # a result of the program: the program computes it
     for v in tile.free_values(nest):
         if v in state or _elements(v) > HOST_NEST_ELEMENTS:
             return False

@@ -68,10 +68,11 @@ def test_wafer_generation_equals_torch(family: str, steps: int, compile_cache: A
     assert len(decode) == steps
     for step, report in enumerate(decode):
         assert report is not None
-        # The position in (8 B), the token's embedding row looked up by the host, the
-        # logits out: the same at every step while the cache fills, and the caches
-        # (36,864 B) stay on the wafer.
-        assert report.host_in_bytes == 8
+        # The position in (8 B) with RoPE's tables of it (computed on the host: cos and
+        # sin, a head of 16 floats each), the token's embedding row looked up by the
+        # host, the logits out: the same at every step while the cache fills, and the
+        # caches (36,864 B) stay on the wafer.
+        assert report.host_in_bytes == 8 + 2 * HEAD_DIM * 4
         assert report.host_lookup_bytes == DIM * 4
         assert report.host_out_bytes == VOCAB * 4
         assert report.resident_bytes == CACHE_BYTES
