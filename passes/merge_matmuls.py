@@ -235,21 +235,89 @@ def _merge_heads(group: list[graph.MatmulOp]) -> None:
 
 def merge_heads_block(block: Block) -> int:
     """Merges the one-row projections by heads of `block`; returns how many went away."""
-    return _merge_groups(block, _heads_key, _merge_heads)
+    return _merge_groups(block, _heads_key, _merge_heads, _combined_flat)
+
+
+def _combined_flat(group: list[graph.MatmulOp]) -> list[graph.MatmulOp]:
+    """
+    The members of a group of flat projections (rank-2 weights) whose results one
+    elementwise op combines with another member's, each through unary elementwise ops
+    (gate's `silu` times up): stacked, their columns meet on the same PEs. Flat
+    projections read apart (one per head of a per-head program) stay apart. Groups of
+    projections by heads are kept whole.
+    """
+    if len(graph.static_shape(group[0].rhs, "rhs")) != 2:
+        return group
+    source: dict[SSAValue, graph.MatmulOp] = {op.result: op for op in group}
+    paired: set[graph.MatmulOp] = set()
+    for op in group:
+        for user in _elementwise_users(op.result):
+            if not isinstance(user, graph.BinaryElementwiseOp):
+                continue
+            roots = {_elementwise_root(v) for v in user.operands}
+            members = [source[r] for r in roots if r in source]
+            if len(members) == 2:
+                paired.update(members)
+    return [op for op in group if op in paired]
+
+
+_UNARY_CHAIN = (graph.UnaryElementwiseOp, graph.ScaleOp)
+
+
+def _elementwise_users(value: SSAValue) -> list[Operation]:
+    """
+    The ops that read `value`, past unary elementwise ops and products by a per-row
+    scalar with one use (`_elementwise_root` walks them back).
+    """
+    while value.has_one_use():
+        user = next(iter(value.uses)).operation
+        if not isinstance(user, _UNARY_CHAIN) and not _by_scalar(user):
+            return [user]
+        value = user.results[0]
+    return [u.operation for u in value.uses]
+
+
+def _by_scalar(op: Operation) -> bool:
+    """Whether `op` multiplies a value by a one-element operand (a per-row scale)."""
+    return isinstance(op, graph.MulOp) and any(
+        math.prod(graph.static_shape(v, "operand")) == 1 for v in op.operands
+    )
+
+
+def _elementwise_root(value: SSAValue) -> SSAValue:
+    """
+    `value` before the unary elementwise ops (and the binary ops by a per-row
+    scalar: a deferred norm scale) that lead to it."""
+    owner = value.owner
+    while True:
+        if isinstance(owner, _UNARY_CHAIN):
+            value = owner.operands[0]
+        elif isinstance(owner, Operation) and _by_scalar(owner):
+            value = next(
+                v for v in owner.operands if math.prod(graph.static_shape(v, "v")) > 1
+            )
+        else:
+            return value
+        owner = value.owner
 
 
 def _merge_groups(
     block: Block,
     key_of: Callable[[graph.MatmulOp], Hashable | None],
     merge: Callable[[list[graph.MatmulOp]], None],
+    keep: Callable[[list[graph.MatmulOp]], list[graph.MatmulOp]] = lambda g: g,
 ) -> int:
-    """Merges each group of two or more matmuls of `block` with one key; how many went."""
+    """
+    Merges each group of two or more matmuls of `block` with one key (those of it that
+    `keep` keeps); returns how many went away.
+    """
     groups: dict[Hashable, list[graph.MatmulOp]] = {}
     for op in block.ops:
         if isinstance(op, graph.MatmulOp) and (key := key_of(op)) is not None:
             groups.setdefault(key, []).append(op)
     removed = 0
-    for group in groups.values():
+    for whole in groups.values():
+        group = keep(whole)
         if len(group) < 2:
             continue
         merge(group)

@@ -60,16 +60,20 @@ func.func @heads(%x: tensor<1x1x2xf32>) -> (tensor<2x2x1x2xf32>, tensor<2x1x2xf3
 
 // -----
 
-// Flat one-row projections of one row with the same N are one head each: stacked,
-// [1, 2, 1, N], split along the stack (the FFN's gate and up). A flat projection whose
-// result is then split into heads stays flat for graph-fold-heads.
+// Flat one-row projections of one row with the same N whose results one elementwise op
+// combines are one head each: stacked, [1, 2, 1, N], split along the stack (the FFN's
+// gate and up). One of the same width read apart (a per-head program's projection)
+// stays apart, and so does one whose result is then split into heads (for
+// graph-fold-heads).
 
 // CHECK-LABEL: func.func @gate_up
 // CHECK:         %[[P:.*]] = graph.matmul %{{.*}}, %{{.*}} : (tensor<1x1x1x2xf32>, tensor<1x2x2x3xf32>) -> tensor<1x2x1x3xf32>
 // CHECK-NEXT:    %{{.*}}, %{{.*}} = graph.split %[[P]] axis = 1 sizes = [1, 1]
 // CHECK:         %q = graph.matmul %x, %wq : (tensor<1x1x2xf32>, tensor<2x4xf32>) -> tensor<1x1x4xf32>
 // CHECK-NEXT:    %h = graph.reshape %q : tensor<1x1x4xf32> -> tensor<1x2x1x2xf32>
-func.func @gate_up(%x: tensor<1x1x2xf32>) -> (tensor<1x1x3xf32>, tensor<1x2x1x2xf32>) {
+// CHECK-NEXT:    %z = graph.matmul %x, %wz : (tensor<1x1x2xf32>, tensor<2x3xf32>) -> tensor<1x1x3xf32>
+func.func @gate_up(%x: tensor<1x1x2xf32>) -> (tensor<1x1x3xf32>, tensor<1x2x1x2xf32>, tensor<1x1x3xf32>) {
+  %wz = graph.constant dense<[[-1.0, 2.0, 0.5], [3.0, -0.5, 1.0]]> : tensor<2x3xf32>
   %wg = graph.constant dense<[[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]> : tensor<2x3xf32>
   %wu = graph.constant dense<[[0.5, -1.0, 2.0], [2.0, 0.25, -3.0]]> : tensor<2x3xf32>
   %wq = graph.constant dense<[[0.5, -1.0, 2.0, 1.0], [2.0, 0.25, -3.0, 4.0]]> : tensor<2x4xf32>
@@ -78,7 +82,8 @@ func.func @gate_up(%x: tensor<1x1x2xf32>) -> (tensor<1x1x3xf32>, tensor<1x2x1x2x
   %y = graph.mul %g, %u : (tensor<1x1x3xf32>, tensor<1x1x3xf32>) -> tensor<1x1x3xf32>
   %q = graph.matmul %x, %wq : (tensor<1x1x2xf32>, tensor<2x4xf32>) -> tensor<1x1x4xf32>
   %h = graph.reshape %q : tensor<1x1x4xf32> -> tensor<1x2x1x2xf32>
-  func.return %y, %h : tensor<1x1x3xf32>, tensor<1x2x1x2xf32>
+  %z = graph.matmul %x, %wz : (tensor<1x1x2xf32>, tensor<2x3xf32>) -> tensor<1x1x3xf32>
+  func.return %y, %h, %z : tensor<1x1x3xf32>, tensor<1x2x1x2xf32>, tensor<1x1x3xf32>
 }
 
 // The decode export keeps its flat projections of Q, K and V apart and stacks each
