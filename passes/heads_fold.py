@@ -234,11 +234,10 @@ def _merged_row(op: Operation) -> tuple[graph.MatmulOp, graph.ReshapeOp] | None:
 
 
 @dataclass
-class FoldHeadsIntoRows(RewritePattern):
+class _MergedRowFold(RewritePattern):
     """
-    A one-row projection of heads merged back into one row, `reshape(o)·W` with `o`
-    `[.., A, ..., D]`, becomes the sum over the heads of `o` times `W` viewed by heads
-    (`A x ... x D x M`): the attention's output projection reads each head where it is.
+    A fold of a projection of merged heads (`_merged_row`): `build` makes the ops that
+    replace the matmul and its result; the row's reshape and the old weight go if dead.
     """
 
     folded: int = 0
@@ -248,10 +247,38 @@ class FoldHeadsIntoRows(RewritePattern):
         if found is None:
             return
         op, merge = found
+        built = self.build(op, merge)
+        if built is None:
+            return
+        made, result = built
+        name, old_weight = op.result.name_hint, op.rhs
+        rewriter.replace(op, made, [result])
+        result.name_hint = name
+        erase_dead(merge, rewriter)
+        erase_dead(old_weight, rewriter)
+        self.folded += 1
+
+    def build(
+        self, op: graph.MatmulOp, merge: graph.ReshapeOp
+    ) -> tuple[list[Operation], SSAValue] | None:
+        raise NotImplementedError
+
+
+@dataclass
+class FoldHeadsIntoRows(_MergedRowFold):
+    """
+    A one-row projection of heads merged back into one row, `reshape(o)·W` with `o`
+    `[.., A, ..., D]`, becomes the sum over the heads of `o` times `W` viewed by heads
+    (`A x ... x D x M`): the attention's output projection reads each head where it is.
+    """
+
+    def build(
+        self, op: graph.MatmulOp, merge: graph.ReshapeOp
+    ) -> tuple[list[Operation], SSAValue] | None:
         row, heads = shape_of(op.lhs), shape_of(merge.input)
         dims = _split(row, heads)
         if dims is None:
-            return
+            return None
         lhs = graph.ReshapeOp(merge.input, [*dims, 1])
         weight = _weight_by_rows(op.rhs.owner, dims)  # pyright: ignore[reportArgumentType]
         # The head dimension outermost, as plmr's own decode program writes it: the mesh
@@ -274,13 +301,7 @@ class FoldHeadsIntoRows(RewritePattern):
         )
         for made, suffix in named:
             made.results[0].name_hint = f"{name}_{suffix}" if name else None
-        old_weight = op.rhs
-        made = [lhs, weight, lhs_t, weight_t, product, total, out]
-        rewriter.replace(op, made, [out.result])
-        out.result.name_hint = name
-        erase_dead(merge, rewriter)
-        erase_dead(old_weight, rewriter)
-        self.folded += 1
+        return [lhs, weight, lhs_t, weight_t, product, total, out], out.result
 
 
 def _rows_split(
@@ -360,7 +381,7 @@ class FoldHeadsOfRows(RewritePattern):
 
 
 @dataclass
-class FoldRowsOfHeads(RewritePattern):
+class FoldRowsOfHeads(_MergedRowFold):
     """
     The heads of several rows merged back, `reshape(transpose(o))·W` with `o`
     `[1, A, L, D]` moved to `[1, L, A, D]` then `[1, L, A·D]` (a prefill's attention
@@ -368,16 +389,12 @@ class FoldRowsOfHeads(RewritePattern):
     (`rows [A, D]`): the output projection reads each head where its nest left it.
     """
 
-    folded: int = 0
-
-    def match_and_rewrite(self, root: Operation, rewriter: PatternRewriter) -> None:
-        found = _merged_row(root)
-        if found is None:
-            return
-        op, merge = found
+    def build(
+        self, op: graph.MatmulOp, merge: graph.ReshapeOp
+    ) -> tuple[list[Operation], SSAValue] | None:
         moved = merge.input.owner
         if not isinstance(moved, graph.TransposeOp) or not merge.input.has_one_use():
-            return
+            return None
         heads = shape_of(moved.input)
         flat = shape_of(op.lhs)
         perm = list(moved.perm.get_values())
@@ -385,7 +402,7 @@ class FoldRowsOfHeads(RewritePattern):
         inverse = [perm.index(i) for i in range(len(perm))]
         dims = _rows_split(flat, shape_of(moved.result), heads, inverse)
         if dims is None or len(dims) != 2:
-            return
+            return None
         a, d = dims
         weight = _weight_by_rows(op.rhs.owner, (a, d))  # pyright: ignore[reportArgumentType]
         product = graph.MatmulOp(moved.input, weight)
@@ -399,12 +416,7 @@ class FoldRowsOfHeads(RewritePattern):
             out = graph.ReshapeOp(total, shape_of(op.result))
             new.append(out)
             result = out.result
-        old_weight = op.rhs
-        rewriter.replace(op, new, [result])
-        result.name_hint = name
-        erase_dead(merge, rewriter)
-        erase_dead(old_weight, rewriter)
-        self.folded += 1
+        return new, result
 
 
 def _flat_shape(value: SSAValue) -> tuple[int, ...] | None:
