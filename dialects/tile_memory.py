@@ -25,6 +25,7 @@ from xdsl.ir import (
     SSAValue,
 )
 from xdsl.irdl import (
+    AttrSizedOperandSegments,
     VarConstraint,
     base,
     irdl_op_definition,
@@ -118,11 +119,16 @@ class LoadOp(TileOp):
     Copies the block of `source` that starts at the given offsets into SRAM. The block
     shape is the result type; the block must lie inside the tensor (checked at run time),
     unless a `padding` value is given: then the elements outside the tensor are that
-    value (the border of a padded tensor).
+    value (the border of a padded tensor). With `limits` (one index per dimension, and a
+    padding), the elements at or past a limit are padding too: in a `mesh.spmd` body, a
+    PE's share of a dimension split unevenly may end past the tensor's end, and the
+    limit is where the tensor ends in it (`extent - the global index of the share's
+    first element`), so that its padding reads as padding whatever the share holds.
 
     ```mlir
     %b = tile.load %a[%i, %k] : tensor<64x64xf32> -> tensor<16x16xf32>
     %p = tile.load %a[%i, %k] padding 0.000000e+00 : tensor<64x64xf32> -> tensor<16x16xf32>
+    %l = tile.load %s[%i, %k] limits[%rows, %n] padding 0.000000e+00 : tensor<64x10xf32> -> tensor<16x10xf32>
     ```
     """
 
@@ -130,14 +136,16 @@ class LoadOp(TileOp):
 
     source = operand_def(TensorType)
     offsets = var_operand_def(IndexType)
+    limits = var_operand_def(IndexType)
     padding = opt_prop_def(FloatAttr[Float64Type])
     result = result_def(TensorType)
 
     traits = traits_def(Pure())
+    irdl_options = (AttrSizedOperandSegments(as_property=True),)
 
     assembly_format = (
-        "$source `[` $offsets `]` (`padding` $padding^)? attr-dict `:` type($source) "
-        "`->` type($result)"
+        "$source `[` $offsets `]` (`limits` `[` $limits^ `]`)? (`padding` $padding^)? "
+        "attr-dict `:` type($source) `->` type($result)"
     )
 
     def __init__(
@@ -146,13 +154,14 @@ class LoadOp(TileOp):
         offsets: Sequence[SSAValue | Operation],
         block_shape: Sequence[int],
         padding: float | None = None,
+        limits: Sequence[SSAValue | Operation] = (),
     ):
         src = SSAValue.get(source)
         props: dict[str, Attribute] = {}
         if padding is not None:
             props["padding"] = FloatAttr(float(padding), Float64Type())
         super().__init__(
-            operands=[src, offsets],
+            operands=[src, offsets, limits],
             result_types=[TensorType(element_type(src), block_shape)],
             properties=props,
         )
@@ -165,6 +174,13 @@ class LoadOp(TileOp):
                 f"block element type {blk.element_type} differs from the tensor's "
                 f"{src.element_type}"
             )
+        if self.limits and len(self.limits) != len(src.get_shape()):
+            raise VerifyException(
+                f"expected one limit per dimension of the tensor ({len(src.get_shape())}), "
+                f"got {len(self.limits)}"
+            )
+        if self.limits and self.padding is None:
+            raise VerifyException("a load with limits needs a padding value")
         # A padded block may be larger than the tensor (a whole padded dimension).
         source = src.get_shape()
         if self.padding is not None and len(source) == len(blk.get_shape()):

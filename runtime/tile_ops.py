@@ -118,11 +118,13 @@ def _window_index(
 
 @TILE_IMPLS.impl(tile.LoadOp)
 def _load(ev: ReferenceEvaluator, op: tile.LoadOp, args: list[Any]) -> list[Any]:
-    src, *offsets = args
+    src = args[0]
+    offsets = args[1 : 1 + len(op.offsets)]
+    limits = args[1 + len(op.offsets) :]
     block = static_shape(op.result, "result")
     full = static_shape(op.source, "source")
     if op.padding is not None:
-        return [_padded_load(ev, np.asarray(src), offsets, block, full, op.padding)]
+        return [_padded_load(ev, np.asarray(src), offsets, block, full, op.padding, limits)]
     index = _window_index(ev, offsets, block, full)
     return [np.array(src[index])]
 
@@ -134,12 +136,16 @@ def _padded_load(
     block: Sequence[int],
     full: Sequence[int],
     padding: FloatAttr[Any],
+    limits: Sequence[Any] = (),
 ) -> Array:
-    """The block at `offsets`, with `padding` wherever it lies outside the tensor."""
+    """
+    The block at `offsets`, with `padding` wherever it lies outside the tensor or at or
+    past a dimension's limit (per core).
+    """
     pad = np.asarray(padding.value.data).astype(src.dtype)
     if 0 in full:
         return np.full(ev.lead + tuple(block), pad)
-    grids, inside = _clipped_index(ev, offsets, block, full)
+    grids, inside = _clipped_index(ev, offsets, block, full, limits)
     lead = len(ev.lead)
     clipped = tuple(
         g if i < lead else np.clip(g, 0, full[i - lead] - 1) for i, g in enumerate(grids)
@@ -152,10 +158,12 @@ def _clipped_index(
     offsets: Sequence[Any],
     block: Sequence[int],
     full: Sequence[int],
+    limits: Sequence[Any] = (),
 ) -> tuple[tuple[Any, ...], Any]:
     """
     Per core, the index grids of the block at `offsets` (broadcast to the block's
-    shape) and the mask of its elements inside the tensor (a clipped store).
+    shape) and the mask of its elements inside the tensor (a clipped store) and before
+    each dimension's limit (a load's `limits`).
     """
     lead = ev.lead
     n = len(lead) + len(block)
@@ -171,6 +179,9 @@ def _clipped_index(
         base = np.asarray(o).reshape(np.shape(o) + (1,) * len(block))
         ix = base + np.arange(b).reshape(shape)
         inside = inside & (ix >= 0) & (ix < f)
+        if limits:
+            bound = np.asarray(limits[d]).reshape(np.shape(limits[d]) + (1,) * len(block))
+            inside = inside & (ix < bound)
         grids.append(ix)
     out = np.broadcast_arrays(*grids, np.asarray(inside))
     return tuple(out[:-1]), out[-1]

@@ -25,6 +25,7 @@ from plmr.lowering.loop_to_tile.blocks import Plan as _Plan
 from plmr.lowering.loop_to_tile.blocks import is_const as _is_const
 from plmr.lowering.loop_to_tile.blocks import nests_in as _nests_in
 from plmr.lowering.loop_to_tile.blocks import taint as _taint
+from plmr.lowering.loop_to_tile.padding import zero_padded
 from plmr.passes.neptune import nests as N
 from plmr.passes.neptune.repair import RepairRefused, check_laws
 from plmr.passes.neptune.symbolic import Expr, Symbol, sp, to_sympy
@@ -127,7 +128,8 @@ class Analysis:
         blocks = [1] * nest.rank
         red = nest.reduction_dims
         if red:
-            blocks[red[-1]] = self._block(r, nest.extents[red[-1]])
+            pad = self.fit and zero_padded(nest, nest.dims[red[-1]])
+            blocks[red[-1]] = self._block(r, nest.extents[red[-1]], pad=pad)
         par = list(nest.parallel_dims)
         reads = [
             op for op in nest.walk() if isinstance(op, ReadOp) and _large(op.source.type)
@@ -269,13 +271,16 @@ class Analysis:
         `fit`, a parallel one: its last block is padded (the code generator pads every
         load of a dimension whose block does not divide, with the load's own padding or
         zero, and clips every store), and a padded element of a parallel dimension is
-        computed apart from the others and never stored. A reduction dimension is never
-        padded: its padding would enter the combine.
+        computed apart from the others and never stored. A reduction dimension is
+        padded only where its zeros leave the sums as they are (`padding.zero_padded`).
         """
         nest = self.nest
         padded: set[SSAValue] = (
             {nest.dims[i] for i in nest.parallel_dims} if self.fit else set()
         )
+        red = nest.reduction_dims
+        if self.fit and red and zero_padded(nest, nest.dims[red[-1]]):
+            padded.add(nest.dims[red[-1]])
         for arg, d in self.dims.items():
             if arg in padded:
                 continue

@@ -596,9 +596,48 @@ class NestEmitter(Relayout):
                 offs.append(self._index_for(v, a != "-"))
         padding = None if op.padding is None else op.padding.value.data
         shape = static_shape(op.result, "r")
-        new = self.b.insert(tile.LoadOp(operand.block, offs, shape, padding))
+        limits = (
+            self._limits(op, info.indices, operand, offs) if padding is not None else []
+        )
+        new = self.b.insert(tile.LoadOp(operand.block, offs, shape, padding, limits))
         new.result.name_hint = op.result.name_hint
         self.vmap[op.result] = new.result
+
+    def _limits(
+        self,
+        op: tile.LoadOp,
+        indices: Sequence[SSAValue | Composite | None],
+        operand: _Operand,
+        offs: Sequence[SSAValue],
+    ) -> list[SSAValue]:
+        """
+        A padded load along a reduction split unevenly over an axis (its last block
+        padded: `fit`): per dim, where the tensor ends in this PE's share (`extent -
+        the global index of its first element`), so that the share's padding reads as
+        the load's padding (the reduction's identity) whatever the share holds. None
+        elsewhere (a parallel dim's padded lanes are never stored).
+        """
+        red = self.nest.reduction
+        if red is None or red.ub.value.data % red.step.value.data == 0:
+            return []
+        r = red.body.block.args[0]
+        full = static_shape(op.source, "source")
+        local = static_shape(operand.block, "block")
+        limits: list[SSAValue] = []
+        needed = False
+        for d, (idx, a) in enumerate(zip(indices, operand.layout, strict=True)):
+            var = idx.outer if isinstance(idx, Composite) else idx
+            if a == "-" or var is not r or r not in self.vmap:
+                limits.append(_index(self.b, local[d]))
+                continue
+            # global - local: the global index of the share's first element.
+            scale = idx.scale if isinstance(idx, Composite) else 1
+            origin = self.b.insert(arith.SubiOp(self.vmap[r], self.local[r])).result
+            origin = _mul(self.b, origin, scale)
+            end = _index(self.b, full[d])
+            limits.append(self.b.insert(arith.SubiOp(end, origin)).result)
+            needed = True
+        return limits if needed else []
 
     def _output_of(self, op: tile.StoreOp) -> int | None:
         for k, stores in self.nest.stores.items():

@@ -82,6 +82,25 @@ func.func @f(%a: tensor<64x64xf32>, %i: index) {
 
 // -----
 
+// tile.load limits: one per dimension of the tensor, and a padding for what they cut.
+func.func @f(%a: tensor<64x64xf32>, %i: index) {
+  %b = tile.load %a[%i, %i] limits[%i] padding 0.000000e+00 : tensor<64x64xf32> -> tensor<16x16xf32>
+  func.return
+}
+// CHECK:      {{^}}//{{ -----$}}
+// CHECK-NEXT: expected one limit per dimension of the tensor (2), got 1
+
+// -----
+
+func.func @f(%a: tensor<64x64xf32>, %i: index) {
+  %b = tile.load %a[%i, %i] limits[%i, %i] : tensor<64x64xf32> -> tensor<16x16xf32>
+  func.return
+}
+// CHECK:      {{^}}//{{ -----$}}
+// CHECK-NEXT: a load with limits needs a padding value
+
+// -----
+
 func.func @f(%a: tensor<64x64xf32>, %i: index) {
   %b = tile.load %a[%i, %i] : tensor<64x64xf32> -> tensor<16x128xf32>
   func.return

@@ -65,8 +65,8 @@ func.func @fill() -> tensor<16x16xf32> {
 // CHECK-NEXT:  }
 
 // CHECK-GENERIC-LABEL: "func.func"() <{sym_name = "load_store", function_type = (tensor<64x64xf32>, tensor<128xf16>, tensor<4x32x32xi32>, index, index) -> tensor<64x64xf32>}> ({
-// CHECK-GENERIC:         %b = "tile.load"(%A, %i, %j) : (tensor<64x64xf32>, index, index) -> tensor<16x16xf32>
-// CHECK-GENERIC:         %t = "tile.load"(%T, %c0, %i, %j) {note} : (tensor<4x32x32xi32>, index, index, index) -> tensor<2x8x8xi32>
+// CHECK-GENERIC:         %b = "tile.load"(%A, %i, %j) <{operandSegmentSizes = array<i32: 1, 2, 0>}> : (tensor<64x64xf32>, index, index) -> tensor<16x16xf32>
+// CHECK-GENERIC:         %t = "tile.load"(%T, %c0, %i, %j) <{operandSegmentSizes = array<i32: 1, 3, 0>}> {note} : (tensor<4x32x32xi32>, index, index, index) -> tensor<2x8x8xi32>
 // CHECK-GENERIC:         %A2 = "tile.store"(%b, %A, %j, %i) : (tensor<16x16xf32>, tensor<64x64xf32>, index, index) -> tensor<64x64xf32>
 // CHECK-GENERIC:         %T2 = "tile.store"(%t, %T, %c0, %c0, %c0) {note} : (tensor<2x8x8xi32>, tensor<4x32x32xi32>, index, index, index) -> tensor<4x32x32xi32>
 
@@ -394,8 +394,8 @@ func.func @data_movement(%m: tensor<16x1xf32>, %r: tensor<64xf32>, %s: tensor<f3
 // CHECK-GENERIC-NEXT:      ^bb0(%j: index, %cj: tensor<64x64xf32>):
 // CHECK-GENERIC-NEXT:        %acc = "tile.for"(%zero) <{lb = 0 : i64, ub = 64 : i64, step = 16 : i64, kind = #tile<loop_kind reduction>}> ({
 // CHECK-GENERIC-NEXT:        ^bb0(%k: index, %c: tensor<16x32xf32>):
-// CHECK-GENERIC-NEXT:          %a = "tile.load"(%A, %i, %k) : (tensor<64x64xf32>, index, index) -> tensor<16x16xf32>
-// CHECK-GENERIC-NEXT:          %b = "tile.load"(%B, %k, %j) : (tensor<64x64xf32>, index, index) -> tensor<16x32xf32>
+// CHECK-GENERIC-NEXT:          %a = "tile.load"(%A, %i, %k) <{operandSegmentSizes = array<i32: 1, 2, 0>}> : (tensor<64x64xf32>, index, index) -> tensor<16x16xf32>
+// CHECK-GENERIC-NEXT:          %b = "tile.load"(%B, %k, %j) <{operandSegmentSizes = array<i32: 1, 2, 0>}> : (tensor<64x64xf32>, index, index) -> tensor<16x32xf32>
 // CHECK-GENERIC-NEXT:          %c2 = "tile.dot"(%a, %b, %c) : (tensor<16x16xf32>, tensor<16x32xf32>, tensor<16x32xf32>) -> tensor<16x32xf32>
 // CHECK-GENERIC-NEXT:          "tile.yield"(%c2) : (tensor<16x32xf32>) -> ()
 // CHECK-GENERIC-NEXT:        }) : (tensor<16x32xf32>) -> tensor<16x32xf32>
@@ -500,15 +500,18 @@ func.func @loops(%x: tensor<4x4xf32>, %y: tensor<4x1xf32>) -> tensor<4x4xf32> {
 // CHECK-LABEL: func.func @padded_load(%A: tensor<4x5xf32>, %i: index) -> tensor<6x8xf32> {
 // CHECK-NEXT:    %cm2 = arith.constant -2 : index
 // CHECK-NEXT:    %p = tile.load %A[%cm2, %i] padding 1.500000e+00 : tensor<4x5xf32> -> tensor<6x8xf32>
+// CHECK-NEXT:    %q = tile.load %A[%cm2, %i] limits[%cm2, %i] padding 0.000000e+00 : tensor<4x5xf32> -> tensor<6x8xf32>
 // CHECK-NEXT:    func.return %p : tensor<6x8xf32>
 // CHECK-NEXT:  }
 
 // CHECK-GENERIC-LABEL: "func.func"() <{sym_name = "padded_load", function_type = (tensor<4x5xf32>, index) -> tensor<6x8xf32>}> ({
-// CHECK-GENERIC:         %p = "tile.load"(%A, %cm2, %i) <{padding = 1.500000e+00 : f64}> : (tensor<4x5xf32>, index, index) -> tensor<6x8xf32>
+// CHECK-GENERIC:         %p = "tile.load"(%A, %cm2, %i) <{padding = 1.500000e+00 : f64, operandSegmentSizes = array<i32: 1, 2, 0>}> : (tensor<4x5xf32>, index, index) -> tensor<6x8xf32>
+// CHECK-GENERIC:         %q = "tile.load"(%A, %cm2, %i, %cm2, %i) <{padding = 0.000000e+00 : f64, operandSegmentSizes = array<i32: 1, 2, 2>}> : (tensor<4x5xf32>, index, index, index, index) -> tensor<6x8xf32>
 
 func.func @padded_load(%A: tensor<4x5xf32>, %i: index) -> tensor<6x8xf32> {
   %cm2 = arith.constant -2 : index
   %p = tile.load %A[%cm2, %i] padding 1.5 : tensor<4x5xf32> -> tensor<6x8xf32>
+  %q = tile.load %A[%cm2, %i] limits[%cm2, %i] padding 0.0 : tensor<4x5xf32> -> tensor<6x8xf32>
   func.return %p : tensor<6x8xf32>
 }
 

@@ -1,0 +1,142 @@
+"""
+Padded reduction blocks (`lowering/loop_to_tile/padding.py`): with `fit`, a reduction
+no axis divides is cut in blocks of `ceil(extent / n)`, one per PE, when its zeros leave
+the sums as they are (a product, a sum of squares); its loads are padded with zeros and,
+on the mesh, limited to where the tensor ends in each PE's share (`tile.load ...
+limits`), whatever the share holds past it. A maximum keeps blocks that divide it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.rewriter import Rewriter
+
+from plmr.dialects import tile
+from plmr.dialects.context import make_context, parse_module
+from plmr.lowering.loop_to_tile import ConvertLoopToTilePass
+from plmr.lowering.tile_to_mesh import lower_module, parse_options
+from plmr.passes.pipeline import CompileOptions, to_loop_level
+from plmr.runtime.mesh_machine import run_mesh
+from plmr.runtime.running import random_inputs, run_function, select_function
+
+
+def _program(m: int, k: int, n: int) -> str:
+    """
+    `exp(x)·exp(w)` over `k`, and `Σ exp(x)²`: on the mesh, the shares' padding past
+    `k` holds `exp(0)` in both factors of the product.
+    """
+    x, w, o, s = (
+        f"tensor<{m}x{k}xf32>",
+        f"tensor<{k}x{n}xf32>",
+        f"tensor<{m}x{n}xf32>",
+        f"tensor<{m}x1xf32>",
+    )
+    return f"""
+    func.func @main(%x: {x}, %w: {w}) -> ({o}, {s}, {x}, {w}) {{
+      %e = graph.exp %x : {x}
+      %v = graph.exp %w : {w}
+      %p = graph.matmul %e, %v : ({x}, {w}) -> {o}
+      %sq = graph.mul %e, %e : ({x}, {x}) -> {x}
+      %s = graph.reduce sum %sq axes = [1] keepdims : {x} -> {s}
+      func.return %p, %s, %e, %v : {o}, {s}, {x}, {w}
+    }}"""
+
+
+def _tile_level(text: str, grid: tuple[int, int]) -> ModuleOp:
+    module = parse_module(text)
+    opts = CompileOptions(grid=grid, substitute=False, chunks=1, fit_tiles=True)
+    to_loop_level(make_context(), module, opts)
+    ConvertLoopToTilePass(tile_sizes=(16, 16), fit=True, fit_grid=grid, spread=True).apply(
+        make_context(), module
+    )
+    return module
+
+
+def _reduction_steps(module: ModuleOp, extent: int) -> list[int]:
+    return [
+        op.step.value.data
+        for op in module.walk()
+        if isinstance(op, tile.ForOp)
+        and op.kind.data == tile.LoopKind.REDUCTION
+        and op.ub.value.data == extent
+    ]
+
+
+CASES = [
+    # (M, K, N), grid, the block of K: ceil(K / the longest axis K spans)
+    ((2, 50, 7), (3, 4), 13),
+    ((3, 23, 5), (2, 5), 5),
+    ((1, 61, 9), (4, 4), 16),
+]
+
+
+@pytest.mark.parametrize(
+    ("sizes", "grid", "block"),
+    CASES,
+    ids=[f"{'x'.join(map(str, c[0]))}-{c[1][0]}x{c[1][1]}" for c in CASES],
+)
+def test_padded_reductions_match_reference(
+    sizes: tuple[int, int, int], grid: tuple[int, int], block: int
+):
+    text = _program(*sizes)
+    reference = parse_module(text)
+    fn = select_function(reference, None)
+    inputs = random_inputs(fn, 3)
+    want = run_function(reference, fn, inputs)
+
+    tiled = _tile_level(text, grid)
+    k = sizes[1]
+    steps = _reduction_steps(tiled, k)
+    # The product is padded; a sum of `exp(x)²` fused into its reduction is not (its
+    # padded lanes would be `exp(0)²`).
+    assert block in steps
+    assert k % block != 0
+    assert all(k % s == 0 for s in steps if s != block)
+    tfn = select_function(tiled, None)
+    for got, ref in zip(run_function(tiled, tfn, inputs), want, strict=True):
+        np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5)
+
+    lowered = tiled.clone()
+    lower_module(
+        lowered, parse_options(grid, "wse2", "meshgemm", "ktree", 2, fit_tiles=True)
+    )
+    limited = [op for op in lowered.walk() if isinstance(op, tile.LoadOp) and op.limits]
+    assert limited
+    got, _ = run_mesh(lowered, inputs, mode="functional")
+    for g, ref in zip(got, want, strict=True):
+        np.testing.assert_allclose(g, ref, rtol=1e-4, atol=1e-4)
+
+
+def test_without_limits_the_padding_enters_the_sums():
+    """The shares' padding holds `exp(0)`: the limits are what keep it out."""
+    sizes, grid = (2, 50, 7), (3, 4)
+    text = _program(*sizes)
+    reference = parse_module(text)
+    fn = select_function(reference, None)
+    inputs = random_inputs(fn, 3)
+    want = run_function(reference, fn, inputs)
+    lowered = _tile_level(text, grid)
+    lower_module(
+        lowered, parse_options(grid, "wse2", "meshgemm", "ktree", 2, fit_tiles=True)
+    )
+    for op in [o for o in lowered.walk() if isinstance(o, tile.LoadOp) and o.limits]:
+        padding = op.padding.value.data if op.padding else None
+        shape = tile.static_shape(op.result, "block")
+        Rewriter.replace_op(op, tile.LoadOp(op.source, list(op.offsets), shape, padding))
+    got, _ = run_mesh(lowered, inputs, mode="functional")
+    assert not np.allclose(got[0], want[0], rtol=1e-3)
+
+
+def test_a_maximum_keeps_blocks_that_divide():
+    t = "tensor<2x50xf32>"
+    text = f"""
+    func.func @main(%x: {t}) -> tensor<2x1xf32> {{
+      %m = graph.reduce max %x axes = [1] keepdims : {t} -> tensor<2x1xf32>
+      func.return %m : tensor<2x1xf32>
+    }}"""
+    tiled = _tile_level(text, (3, 4))
+    steps = _reduction_steps(tiled, 50)
+    assert steps
+    assert all(50 % s == 0 for s in steps)
