@@ -52,10 +52,11 @@ if TYPE_CHECKING:
 )
 @click.option(
     "--gemv",
-    type=click.Choice(["ktree", "pipeline", "ring"]),
-    default="ktree",
-    show_default=True,
-    help="The allreduce algorithm (decode GEMVs, row reductions).",
+    type=click.Choice(["ktree", "pipeline", "ring", "auto"]),
+    default=None,
+    help="The allreduce algorithm (decode GEMVs, row reductions); auto: each "
+    "allreduce's K-tree groups timed on its line (default: auto on grids of more than "
+    "64 PEs, else ktree).",
 )
 @click.option("--k", "k", type=COUNT, default=2, show_default=True, help="K-tree phases.")
 @click.option(
@@ -229,7 +230,7 @@ def compile_cmd(
     device: str,
     grid: str,
     gemm: str,
-    gemv: str,
+    gemv: str | None,
     k: int,
     tile_sizes: str | None,
     fit_tiles: bool,
@@ -281,6 +282,7 @@ def compile_cmd(
         CompileOptions,
         check_sizes,
         compile_module,
+        default_gemv,
         keep_state,
     )
     from plmr.runtime.weights import check_weights
@@ -305,7 +307,7 @@ def compile_cmd(
         grid=parse_grid(grid),
         device=device,
         gemm=gemm,
-        gemv=gemv,
+        gemv=gemv or default_gemv(parse_grid(grid)),
         k=k,
         tile_sizes=sizes,
         fit_tiles=fit_tiles,

@@ -92,7 +92,7 @@ def generate_cmd(
 
     from plmr.models.export_decode import ExportDecoder
     from plmr.passes.kv_state import parse_state_pairs
-    from plmr.passes.pipeline import CompileOptions
+    from plmr.passes.pipeline import CompileOptions, default_gemv
     from plmr.tools.bench import parse_grid
 
     reference: dict[str, list[int]] = {}
@@ -134,7 +134,10 @@ def generate_cmd(
         None
         if grid == "graph"
         else CompileOptions(
-            grid=parse_grid(grid), device=device, substitute=not no_substitute
+            grid=parse_grid(grid),
+            device=device,
+            substitute=not no_substitute,
+            gemv=default_gemv(parse_grid(grid)),
         )
     )
     model = ExportDecoder(_load(prefill), _load(decode), pairs, options, position, mask)

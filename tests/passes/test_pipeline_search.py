@@ -7,6 +7,7 @@ lowering every trial in full keeps.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from pathlib import Path
 
@@ -22,6 +23,7 @@ from plmr.lowering.tile_to_mesh import OverBound, lower_module, memo, parse_opti
 from plmr.passes.pipeline import (
     CompileOptions,
     _check_options,  # pyright: ignore[reportPrivateUsage]
+    default_gemv,
     search_blocking,
     to_loop_level,
 )
@@ -116,3 +118,27 @@ def test_a_bounded_lowering_stops_only_at_the_bound() -> None:
         assert bound <= info.value.args[0] <= full
     # A refusal is still the refusal, not a stop.
     assert not issubclass(OverBound, PlmrError)
+
+
+def test_auto_allreduces_keep_the_blocking_ranked_with_k_trees() -> None:
+    """
+    `gemv = auto`: the blockings are ranked with K-trees of K = 2, and the one kept is
+    lowered with each line's K-tree, which prices no higher (the default is one of the
+    trees it times).
+    """
+    module, opts = _loop_level("attention/decode_gqa.mlir", (9, 9))
+    ctx = make_context()
+    ktree = search_blocking(ctx, module, opts, _check_options(opts))
+    auto_opts = dataclasses.replace(opts, gemv="auto")
+    auto = search_blocking(ctx, module, auto_opts, _check_options(auto_opts))
+    assert (auto.sizes, auto.bands, auto.spread) == (ktree.sizes, ktree.bands, ktree.spread)
+    assert auto.cost <= ktree.cost
+    fixed = dataclasses.replace(auto_opts, tile_sizes=auto.sizes)
+    alone = search_blocking(ctx, module, fixed, _check_options(fixed))
+    assert module_text(alone.module) == module_text(auto.module)
+
+
+def test_large_grids_take_auto_allreduces_by_default() -> None:
+    assert default_gemv((8, 8)) == "ktree"
+    assert default_gemv((4, 17)) == "auto"
+    assert default_gemv((420, 420)) == "auto"
