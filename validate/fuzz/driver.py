@@ -68,6 +68,8 @@ class Config:
     budget: int = 100
     fuse: str = "auto"
     relay: bool = False
+    fit_tiles: bool = False
+    """Blocks that do not divide a dimension shrink or pad (`--fit-tiles`)."""
     through_text: bool = False
     """Print the program after every pass and parse it back before running it."""
 
@@ -83,6 +85,7 @@ class Config:
             budget=self.budget,
             fuse=self.fuse,
             relay=self.relay,
+            fit_tiles=self.fit_tiles,
         )
 
     def flags(self) -> str:
@@ -104,6 +107,8 @@ class Config:
             parts.append(f"--fuse {self.fuse}")
         if self.relay:
             parts.append("--relay")
+        if self.fit_tiles:
+            parts.append("--fit-tiles")
         if self.through_text:
             parts.append("--check-text")
         return " ".join(parts)
@@ -130,6 +135,7 @@ def random_config(rng: random.Random) -> Config:
         budget=rng.choice((1, 4, 10)),
         fuse=rng.choice(("auto", "auto", "rolling", "split-k")),
         relay=rng.random() < 0.2,
+        fit_tiles=rng.random() < 0.5,
     )
 
 

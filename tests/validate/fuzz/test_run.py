@@ -64,6 +64,19 @@ func.func @main(%a: tensor<6x6xf32>) -> tensor<6x6xf32> {
     )
 
 
+def test_with_fit_tiles_the_refused_program_compiles_and_runs_right():
+    """The same program under `--fit-tiles`: its 6 columns in padded blocks of 4."""
+    text = """
+func.func @main(%a: tensor<6x6xf32>) -> tensor<6x6xf32> {
+  %e = graph.exp %a : tensor<6x6xf32>
+  func.return %e : tensor<6x6xf32>
+}
+"""
+    config = Config(grid=(2, 2), tile_sizes=(4, 4), fit_tiles=True)
+    assert "--fit-tiles" in config.flags()
+    assert run_case(text, config).kind == "ok"
+
+
 def test_message_kind_elides_names_shapes_and_numbers():
     assert message_kind("'%x' of tensor<4x8xf32> needs 1234 bytes at [1, 2]\nmore") == (
         "'%v' of tensor<…> needs N bytes at […]"
