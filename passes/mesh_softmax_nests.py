@@ -144,7 +144,9 @@ def _linear_op(op: Operation, scaled: set[SSAValue]) -> bool:
     if isinstance(op, tile.ReshapeOp):
         return True
     if isinstance(op, tile.LoadOp):
-        return ins[0] and not any(ins[1:]) and not op.padding
+        # A padding of zeros (a padded reduction block's) scales with the rest.
+        zero = op.padding is None or op.padding.value.data == 0.0
+        return ins[0] and not any(ins[1:]) and zero
     if isinstance(op, tile.ReduceOp):
         return op.kind.data.value == "sum"
     if isinstance(op, tile.MapOp):

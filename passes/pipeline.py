@@ -653,9 +653,10 @@ def _grid_blocks(
     """
     Blocks that give each PE exactly one block of a loop: extent / PEs along an axis for
     parallel dims, extent / lcm(P, Q) (one Cannon chunk) for reductions; the most
-    common few of each, larger than the fixed candidates. With `fit`, a parallel
-    extent no axis divides gives its padded block too (`ceil(extent / PEs)`, the last
-    block partly padding).
+    common few of each, larger than the fixed candidates. With `fit`, an extent no
+    axis divides gives its padded block too (`ceil(extent / PEs)`, the last block
+    partly padding: a reduction's where `convert-loop-to-tile` finds a padding that
+    leaves its combine as it is).
     """
     import math
     from collections import Counter
@@ -680,6 +681,13 @@ def _grid_blocks(
                 and ext[i] // chunks > REDUCTION_TILES[0]
             ):
                 red[ext[i] // chunks] += 1
+            elif fit:
+                # A padded share of an axis (`fit`: one padded reduction block per PE
+                # where its padding leaves the combine as it is).
+                for n in set(grid):
+                    share = -(-ext[i] // n)
+                    if 1 < n <= ext[i] and ext[i] % n and share > REDUCTION_TILES[0]:
+                        red[share] += 1
     return [b for b, _ in par.most_common(2)], [b for b, _ in red.most_common(2)]
 
 

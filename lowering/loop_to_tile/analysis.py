@@ -25,7 +25,7 @@ from plmr.lowering.loop_to_tile.blocks import Plan as _Plan
 from plmr.lowering.loop_to_tile.blocks import is_const as _is_const
 from plmr.lowering.loop_to_tile.blocks import nests_in as _nests_in
 from plmr.lowering.loop_to_tile.blocks import taint as _taint
-from plmr.lowering.loop_to_tile.padding import zero_padded
+from plmr.lowering.loop_to_tile.padding import padding_values
 from plmr.passes.neptune import nests as N
 from plmr.passes.neptune.repair import RepairRefused, check_laws
 from plmr.passes.neptune.symbolic import Expr, Symbol, sp, to_sympy
@@ -83,6 +83,7 @@ class Analysis:
         self.spread = spread
         self.order = order
         self.dims: dict[SSAValue, Dim] = {} if dims is None else dims
+        self._padding: dict[ReadOp, float] | Literal[False] | None = False
 
     def run(self) -> _Plan:
         nest = self.nest
@@ -103,7 +104,7 @@ class Analysis:
             if combines is None:
                 raise Untileable("its reduction is not of the form acc ⊕ g")
         self._check_divisible()
-        plan = _Plan(self.dims, combines)
+        plan = _Plan(self.dims, combines, pads=self.padding() or {})
         for k, acc in enumerate(nest.accumulators):
             vshape = value_shape(acc.type)
             plan.value_dims[k] = [
@@ -113,6 +114,33 @@ class Analysis:
         return plan
 
     # -- block sizes ------------------------------------------------------------------
+
+    def padding(self) -> dict[ReadOp, float] | None:
+        """
+        With `fit`: the padding of each read along the innermost reduction dimension
+        under which a padded last block leaves every accumulator as it is
+        (`padding.padding_values`), or None (its blocks must divide it).
+        """
+        if self._padding is not False:
+            return self._padding
+        found: dict[ReadOp, float] | None = None
+        nest = self.nest
+        red = nest.reduction_dims
+        if self.fit and red and nest.extents[red[-1]] > 1:
+            terms: list[tuple[str, SSAValue]] = []
+            for acc, y in zip(nest.accumulators, nest.yield_op.values, strict=True):
+                if y is acc:
+                    continue
+                located = self._locate(acc, y)
+                if located is None:
+                    terms = []
+                    break
+                op, _, g, _ = located
+                terms.append((_KIND[type(op)], g))
+            if terms:
+                found = padding_values(nest, nest.dims[red[-1]], terms)
+        self._padding = found
+        return found
 
     def top_blocks(self) -> list[int]:
         """
@@ -128,7 +156,7 @@ class Analysis:
         blocks = [1] * nest.rank
         red = nest.reduction_dims
         if red:
-            pad = self.fit and zero_padded(nest, nest.dims[red[-1]])
+            pad = self.padding() is not None
             blocks[red[-1]] = self._block(r, nest.extents[red[-1]], pad=pad)
         par = list(nest.parallel_dims)
         reads = [
@@ -279,7 +307,7 @@ class Analysis:
             {nest.dims[i] for i in nest.parallel_dims} if self.fit else set()
         )
         red = nest.reduction_dims
-        if self.fit and red and zero_padded(nest, nest.dims[red[-1]]):
+        if red and self.padding() is not None:
             padded.add(nest.dims[red[-1]])
         for arg, d in self.dims.items():
             if arg in padded:

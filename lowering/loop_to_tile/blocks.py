@@ -11,7 +11,7 @@ from xdsl.dialects import arith
 from xdsl.dialects.builtin import IntegerAttr
 from xdsl.ir import Block, Operation, SSAValue
 
-from plmr.dialects.loop import NestOp
+from plmr.dialects.loop import NestOp, ReadOp
 from plmr.passes.neptune import nests as N
 
 INDEX_OPS = (
@@ -81,6 +81,8 @@ class Plan:
     combines: dict[Operation, Combine]
     value_dims: dict[int, list[Dim]] = field(default_factory=dict[int, list[Dim]])
     """Per tensor-valued accumulator, the dimensions of its value axes."""
+    pads: dict[ReadOp, float] = field(default_factory=dict[ReadOp, float])
+    """With a padded reduction block: each read's padding along it (`padding`)."""
 
 
 def nests_in(nest: NestOp) -> list[NestOp]:

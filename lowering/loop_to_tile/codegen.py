@@ -332,8 +332,9 @@ class Codegen:
         padding = None if op.padding is None else op.padding.value.data
         if padding is None and any(d is not None and _padded(d) for d in dims):
             # The last block of a padded dimension ends past the tensor: its lanes
-            # there are computed on zeros and never stored.
-            padding = 0.0
+            # there are computed on zeros and never stored (a parallel dimension), or
+            # on the padding that leaves the reduction as it is (`padding`).
+            padding = self.plan.pads.get(op, 0.0)
         value = b.insert(tile.LoadOp(src, offsets, shape, padding)).result
         present = [d for d in dims if d is not None]
         if len(present) != len(shape):

@@ -3,89 +3,246 @@ Whether a nest's reduction may end in a padded block: `fit`'s uneven split of a
 reduction dimension (4,096 features over 420 PEs: one block of 10 on each PE, the last
 ending past the end) instead of many small blocks that divide it (five of 2).
 
-The padded lanes of the last block are computed on loads padded with zeros
-(`tile.load ... padding 0`, and on the mesh `limits`: whatever a PE's share holds past
-the tensor's end). That is exact when every accumulator is a plain sum, `acc + g`,
-whose term `g` is zero wherever a read along the padded dimension is: a product with
-such a read (a dot, a sum of squares), its negation, a quotient of it, a sum of such
-terms. A maximum, an `exp`, a rolling (Neptune) update or a read with a padding of its
-own is not: its reduction keeps blocks that divide it.
+The padded lanes of the last block are computed on padded loads (`tile.load ...
+padding`, and on the mesh `limits`: whatever a PE's share holds past the tensor's end
+reads as the padding). That is exact when, with each read along the padded dimension
+padded with `0` or `-inf`, every accumulator's term `g` is the identity of its combine
+on the padded lanes: `0` for a sum (a product with a read padded with zeros: a dot, a
+sum of squares), `-inf` for a maximum (a score read padded with `-inf`), and likewise
+the terms of a rolling (Neptune) update: `exp(-inf - m) · v = 0` with `v` padded with
+zeros. `padding_values` finds such paddings by evaluating the terms over an abstract
+domain (zero, ±inf, finite of known or unknown sign, unknown) for each assignment of
+`0` / `-inf` to the reads. Values the padded reads do not reach are those every lane
+sees, taken as finite.
 """
 
 from __future__ import annotations
 
+import itertools
+import math
+from collections.abc import Callable, Sequence
+from enum import Enum
+
 from xdsl.dialects import arith
+from xdsl.dialects import math as mathd
+from xdsl.dialects.builtin import FloatAttr
 from xdsl.ir import BlockArgument, Operation, SSAValue
 
-from plmr.dialects.loop import NestOp, ReadOp, YieldOp
+from plmr.dialects.loop import NestOp, ReadOp
+
+NEG_INF = -math.inf
 
 
-def zero_padded(nest: NestOp, dim: BlockArgument) -> bool:
+class V(Enum):
+    """What a value is on a padded lane."""
+
+    ZERO = "0"
+    NEG_INF = "-inf"
+    POS_INF = "+inf"
+    POS = "finite > 0"
+    NEG = "finite < 0"
+    FINITE = "finite"
+    UNKNOWN = "unknown"
+
+
+_FINITE = (V.ZERO, V.POS, V.NEG, V.FINITE)
+IDENTITY = {"add": V.ZERO, "max": V.NEG_INF, "min": V.POS_INF}
+"""The value a term must take on a padded lane, by combine."""
+
+MAX_READS = 6
+"""Reads along the padded dimension whose paddings are searched one by one; with more,
+only all zeros and all `-inf` are tried."""
+
+
+def padding_values(
+    nest: NestOp, dim: BlockArgument, terms: Sequence[tuple[str, SSAValue]]
+) -> dict[ReadOp, float] | None:
     """
-    Whether padding reduction dimension `dim` of `nest` with zeros leaves every
-    accumulator as it is (see the module docstring).
+    A padding for each read of `nest` along `dim` under which every `(combine, g)` of
+    `terms` is the combine's identity on the padded lanes, or None.
     """
-    if not nest.is_reduction:
-        return False
-    body = nest.body.block
-    for acc, y in zip(nest.accumulators, nest.yield_op.values, strict=True):
-        if y is acc:
-            continue
-        g = _plain_sum_term(acc, y)
-        if g is None or not _zero(g, dim, body.args):
-            return False
-    return True
-
-
-def _plain_sum_term(acc: BlockArgument, y: SSAValue) -> SSAValue | None:
-    """`g` of `y = acc + g` (either order), or None."""
-    op = y.owner
-    if isinstance(op, NestOp):
-        # A parallel nested nest updating a tensor accumulator: `acc[i] + g` inside.
-        if op.is_reduction or len(op.res) != 1:
-            return None
-        inner = op.body.block.last_op
-        if not isinstance(inner, YieldOp) or len(inner.values) != 1:
-            return None
-        add = inner.values[0].owner
-        if not isinstance(add, arith.AddfOp):
-            return None
-        reads = [a for a in add.operands if _reads_acc(a, acc, op)]
-        if len(reads) != 1:
-            return None
-        return add.rhs if add.lhs is reads[0] else add.lhs
-    if not isinstance(op, arith.AddfOp):
+    if not terms or any(kind not in IDENTITY for kind, _ in terms):
         return None
-    if op.lhs is acc:
-        return op.rhs
-    if op.rhs is acc:
-        return op.lhs
+    reads = [
+        op
+        for op in nest.walk()
+        if isinstance(op, ReadOp)
+        and dim in _index_args(op)
+        and not _defined_inside(op.source, nest)
+    ]
+    if not reads or any(r.padding is not None for r in reads):
+        return None
+    choices: list[tuple[float, ...]]
+    if len(reads) <= MAX_READS:
+        choices = list(itertools.product((0.0, NEG_INF), repeat=len(reads)))
+    else:
+        choices = [(0.0,) * len(reads), (NEG_INF,) * len(reads)]
+    for pads in choices:
+        chosen = dict(zip(reads, pads, strict=True))
+        values = _Evaluator(chosen, dim)
+        if all(values.of(g) == IDENTITY[kind] for kind, g in terms):
+            return chosen
     return None
 
 
-def _reads_acc(v: SSAValue, acc: BlockArgument, inner: NestOp) -> bool:
-    read = v.owner
-    return (
-        isinstance(read, ReadOp)
-        and read.source is acc
-        and list(read.indices) == list(inner.dims)
-    )
+class _Evaluator:
+    """The abstract value of each SSA value on a padded lane (memoised)."""
+
+    def __init__(self, pads: dict[ReadOp, float], dim: BlockArgument):
+        self.pads = pads
+        self.dim = dim
+        self.memo: dict[SSAValue, V] = {}
+
+    def of(self, v: SSAValue) -> V:
+        found = self.memo.get(v)
+        if found is None:
+            found = self.memo[v] = self._eval(v)
+        return found
+
+    def _eval(self, v: SSAValue) -> V:
+        op = v.owner
+        if isinstance(op, ReadOp) and op in self.pads:
+            return V.ZERO if self.pads[op] == 0.0 else V.NEG_INF
+        if not isinstance(op, Operation) or not self._reaches_pad(v):
+            return _constant(op) if isinstance(op, arith.ConstantOp) else V.FINITE
+        rule = _RULES.get(type(op))
+        if rule is None:
+            return V.UNKNOWN
+        return rule([self.of(x) for x in op.operands])
+
+    def _reaches_pad(self, v: SSAValue) -> bool:
+        """Whether a padded read reaches `v` (through the ops of the nest's body)."""
+        seen: set[SSAValue] = set()
+        work = [v]
+        while work:
+            x = work.pop()
+            if x in seen:
+                continue
+            seen.add(x)
+            op = x.owner
+            if isinstance(op, ReadOp) and op in self.pads:
+                return True
+            if isinstance(op, NestOp):
+                if any(r in self.pads for r in op.walk() if isinstance(r, ReadOp)):
+                    return True
+            elif isinstance(op, Operation):
+                work.extend(op.operands)
+        return False
 
 
-def _zero(v: SSAValue, dim: BlockArgument, top: tuple[BlockArgument, ...]) -> bool:
-    """Whether `v` is zero wherever the reads along `dim` are padded with zeros."""
-    op = v.owner
-    if isinstance(op, ReadOp):
-        return op.padding is None and dim in _index_args(op) and op.source not in top
-    if isinstance(op, arith.MulfOp):
-        return _zero(op.lhs, dim, top) or _zero(op.rhs, dim, top)
-    if isinstance(op, arith.DivfOp):
-        return _zero(op.lhs, dim, top)
-    if isinstance(op, arith.NegfOp):
-        return _zero(op.operand, dim, top)
-    if isinstance(op, arith.AddfOp | arith.SubfOp):
-        return _zero(op.lhs, dim, top) and _zero(op.rhs, dim, top)
-    return False
+def _constant(op: arith.ConstantOp) -> V:
+    value = op.value
+    if not isinstance(value, FloatAttr):
+        return V.FINITE
+    x = float(value.value.data)
+    if math.isnan(x):
+        return V.UNKNOWN
+    if x == 0:
+        return V.ZERO
+    if math.isinf(x):
+        return V.POS_INF if x > 0 else V.NEG_INF
+    return V.POS if x > 0 else V.NEG
+
+
+def _sign(a: V) -> int | None:
+    """+1 / -1 for a value of known sign (infinities included), 0 for zero."""
+    return {V.POS: 1, V.POS_INF: 1, V.NEG: -1, V.NEG_INF: -1, V.ZERO: 0}.get(a)
+
+
+def _neg(a: V) -> V:
+    return {
+        V.NEG_INF: V.POS_INF,
+        V.POS_INF: V.NEG_INF,
+        V.POS: V.NEG,
+        V.NEG: V.POS,
+    }.get(a, a)
+
+
+def _add(args: list[V]) -> V:
+    a, b = args
+    if V.UNKNOWN in (a, b) or {a, b} == {V.NEG_INF, V.POS_INF}:
+        return V.UNKNOWN
+    for inf in (V.NEG_INF, V.POS_INF):
+        if inf in (a, b):
+            return inf
+    if a == V.ZERO:
+        return b
+    if b == V.ZERO:
+        return a
+    if a == b and a in (V.POS, V.NEG):
+        return a
+    return V.FINITE
+
+
+def _sub(args: list[V]) -> V:
+    return _add([args[0], _neg(args[1])])
+
+
+def _mul(args: list[V]) -> V:
+    a, b = args
+    if V.UNKNOWN in (a, b):
+        return V.UNKNOWN
+    infinite = {V.NEG_INF, V.POS_INF}
+    if V.ZERO in (a, b):
+        # 0 · ±inf is NaN.
+        return V.UNKNOWN if a in infinite or b in infinite else V.ZERO
+    sa, sb = _sign(a), _sign(b)
+    if a in infinite or b in infinite:
+        if sa is None or sb is None:
+            return V.UNKNOWN
+        return V.POS_INF if sa * sb > 0 else V.NEG_INF
+    if sa is not None and sb is not None:
+        return V.POS if sa * sb > 0 else V.NEG
+    return V.FINITE
+
+
+def _div(args: list[V]) -> V:
+    a, b = args
+    if b not in (V.POS, V.NEG, V.FINITE):
+        # By zero, by an infinity or by what is unknown.
+        return V.UNKNOWN
+    if a == V.ZERO:
+        return V.ZERO
+    return _mul([a, V.POS if b == V.POS else V.NEG if b == V.NEG else V.FINITE])
+
+
+def _max(args: list[V]) -> V:
+    a, b = args
+    if V.UNKNOWN in (a, b) or V.POS_INF in (a, b):
+        return V.UNKNOWN if V.UNKNOWN in (a, b) else V.POS_INF
+    if a == V.NEG_INF:
+        return b
+    if b == V.NEG_INF:
+        return a
+    if V.POS in (a, b):
+        return V.POS
+    return V.FINITE
+
+
+def _min(args: list[V]) -> V:
+    return _neg(_max([_neg(a) for a in args]))
+
+
+def _exp(args: list[V]) -> V:
+    (a,) = args
+    if a == V.NEG_INF:
+        return V.ZERO
+    if a in _FINITE:
+        return V.POS
+    return V.POS_INF if a == V.POS_INF else V.UNKNOWN
+
+
+_RULES: dict[type[Operation], Callable[[list[V]], V]] = {
+    arith.AddfOp: _add,
+    arith.SubfOp: _sub,
+    arith.MulfOp: _mul,
+    arith.DivfOp: _div,
+    arith.NegfOp: lambda args: _neg(args[0]),
+    arith.MaximumfOp: _max,
+    arith.MinimumfOp: _min,
+    mathd.ExpOp: _exp,
+}
+"""How each op acts on the abstract values (other ops of a padded value: unknown)."""
 
 
 def _index_args(read: ReadOp) -> set[SSAValue]:
@@ -99,3 +256,14 @@ def _index_args(read: ReadOp) -> set[SSAValue]:
         elif isinstance(v.owner, Operation):
             work.extend(v.owner.operands)
     return found
+
+
+def _defined_inside(v: SSAValue, nest: NestOp) -> bool:
+    """Whether `v` is a value of the nest's body (an accumulator, a nested result)."""
+    owner = v.owner
+    op = owner if isinstance(owner, Operation) else owner.parent_op()
+    while op is not None:
+        if op is nest:
+            return True
+        op = op.parent_op()
+    return False

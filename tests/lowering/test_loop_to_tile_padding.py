@@ -8,6 +8,8 @@ limits`), whatever the share holds past it. A maximum keeps blocks that divide i
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 from xdsl.dialects.builtin import ModuleOp
@@ -129,14 +131,98 @@ def test_without_limits_the_padding_enters_the_sums():
     assert not np.allclose(got[0], want[0], rtol=1e-3)
 
 
-def test_a_maximum_keeps_blocks_that_divide():
-    t = "tensor<2x50xf32>"
-    text = f"""
-    func.func @main(%x: {t}) -> tensor<2x1xf32> {{
-      %m = graph.reduce max %x axes = [1] keepdims : {t} -> tensor<2x1xf32>
-      func.return %m : tensor<2x1xf32>
+def _reduction(update: str, init: str) -> str:
+    """A loop nest over `x`'s 50 columns: `acc' = update(acc, x[i, k])`."""
+    return f"""
+    func.func @main(%x: tensor<2x50xf32>) -> tensor<2xf32> {{
+      %init = arith.constant {init} : f32
+      %s = loop.nest (%i, %k) to (2, 50) [parallel, reduction] init(%acc = %init : f32) -> tensor<2xf32> {{
+        %v = loop.read %x[%i, %k] : tensor<2x50xf32>
+        %one = arith.constant 1.0 : f32
+        {update}
+        loop.yield %r : f32
+      }}
+      func.return %s : tensor<2xf32>
     }}"""
-    tiled = _tile_level(text, (3, 4))
+
+
+def _blocked(text: str, grid: tuple[int, int]) -> tuple[ModuleOp, ModuleOp]:
+    module = parse_module(text)
+    tiled = module.clone()
+    ConvertLoopToTilePass(tile_sizes=(16, 16), fit=True, fit_grid=grid, spread=True).apply(
+        make_context(), tiled
+    )
+    return module, tiled
+
+
+@pytest.mark.parametrize(
+    ("update", "init", "padding"),
+    [
+        ("%r = arith.maximumf %acc, %v : f32", "0xFF800000", -math.inf),
+        ("%e = arith.mulf %v, %v : f32\n%r = arith.addf %acc, %e : f32", "0.0", 0.0),
+    ],
+    ids=["max", "sum-of-squares"],
+)
+def test_a_neutral_padding_is_found(update: str, init: str, padding: float):
+    """A maximum's reads pad with `-inf`, a sum of squares' with zeros."""
+    text = _reduction(update, init)
+    module, tiled = _blocked(text, (3, 4))
+    assert _reduction_steps(tiled, 50) == [13]
+    (load,) = [op for op in tiled.walk() if isinstance(op, tile.LoadOp)]
+    assert load.padding is not None
+    assert load.padding.value.data == padding
+    inputs = random_inputs(select_function(module, None), 3)
+    want = run_function(module, select_function(module, None), inputs)
+    got = run_function(tiled, select_function(tiled, None), inputs)
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-5)
+
+
+def test_a_term_no_padding_neutralises_keeps_blocks_that_divide():
+    """`Σ (x + 1)`: a padded lane adds 1 (zeros) or -inf: the blocks divide 50."""
+    update = "%w = arith.addf %v, %one : f32\n%r = arith.addf %acc, %w : f32"
+    _, tiled = _blocked(_reduction(update, "0.0"), (3, 4))
     steps = _reduction_steps(tiled, 50)
     assert steps
     assert all(50 % s == 0 for s in steps)
+
+
+def test_a_rolling_softmax_and_pv_pad_scores_with_minus_infinity():
+    """
+    FlashAttention's rolling update over 50 keys on 3x4: the scores pad with `-inf`
+    (their max ignores them, `exp` makes them 0), `v` with zeros; the scores and `v`
+    are computed on the mesh (`exp`), so the shares' padding holds `exp(0)`.
+    """
+    s, v, o = "tensor<3x50xf32>", "tensor<50x8xf32>", "tensor<3x8xf32>"
+    text = f"""
+    func.func @main(%a: {s}, %b: {v}) -> ({o}, {s}, {v}) {{
+      %x = graph.exp %a : {s}
+      %w = graph.exp %b : {v}
+      %p = graph.softmax %x : {s}
+      %y = graph.matmul %p, %w : ({s}, {v}) -> {o}
+      func.return %y, %x, %w : {o}, {s}, {v}
+    }}"""
+    grid = (3, 4)
+    reference = parse_module(text)
+    fn = select_function(reference, None)
+    inputs = random_inputs(fn, 7)
+    want = run_function(reference, fn, inputs)
+    module = parse_module(text)
+    opts = CompileOptions(grid=grid, substitute=False, fit_tiles=True, fuse="rolling")
+    to_loop_level(make_context(), module, opts)
+    ConvertLoopToTilePass(tile_sizes=(16, 16), fit=True, fit_grid=grid, spread=True).apply(
+        make_context(), module
+    )
+    assert 13 in _reduction_steps(module, 50)
+    pads = {
+        op.padding.value.data
+        for op in module.walk()
+        if isinstance(op, tile.LoadOp) and op.padding is not None
+    }
+    assert -math.inf in pads
+    got = run_function(module, select_function(module, None), inputs)
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-4, atol=1e-5)
+    lower_module(
+        module, parse_options(grid, "wse2", "meshgemm", "ktree", 2, fit_tiles=True)
+    )
+    got, _ = run_mesh(module, inputs, mode="functional")
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-4, atol=1e-5)
