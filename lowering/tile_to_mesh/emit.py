@@ -148,6 +148,9 @@ class NestEmitter(Relayout):
         self.local: dict[SSAValue, SSAValue] = {}
         self.guards: list[SSAValue] = []
         """Conditions of the enclosing loops split unevenly: this block is not padding."""
+        self.chunk_limit: SSAValue | None = None
+        """Inside a rotation's step with a padded last block: where the reduction ends in
+        the chunk in view."""
         for (src, layout, skew), value, arg in zip(
             wants, inputs, body.args[2:], strict=True
         ):
@@ -394,7 +397,10 @@ class NestEmitter(Relayout):
             self.local[old.args[0]] = body.args[0]
             for o, nv in zip(old.args[1:], body.args[1:], strict=True):
                 self.vmap[o] = nv
+            # A padded last block's loads end where the reduction does (`_limits`).
+            self.chunk_limit = limit
             self._emit_ops(old.ops)
+            self.chunk_limit = None
             if limit is not None:
                 # A block past the reduction's end (padding) keeps the accumulators.
                 yield_op = terminator(body, tile.YieldOp)
@@ -627,8 +633,18 @@ class NestEmitter(Relayout):
         needed = False
         for d, (idx, a) in enumerate(zip(indices, operand.layout, strict=True)):
             var = idx.outer if isinstance(idx, Composite) else idx
-            if a == "-" or var is not r or r not in self.vmap:
+            if a == "-" or var is not r:
                 limits.append(_index(self.b, local[d]))
+                continue
+            if r not in self.vmap:
+                # A rotation's step: the chunk in view ends where the reduction does.
+                if self.chunk_limit is None:
+                    raise PlmrError(
+                        "convert-tile-to-mesh: internal error: a padded reduction block "
+                        "is read where its end is not known"
+                    )
+                limits.append(self.chunk_limit)
+                needed = True
                 continue
             # global - local: the global index of the share's first element.
             scale = idx.scale if isinstance(idx, Composite) else 1

@@ -422,8 +422,7 @@ class Planner(CostModel):
         nest, opts = self.nest, self.opts
         red = nest.reduction
         assert red is not None
-        if red.lb.value.data != 0 or red.ub.value.data % red.step.value.data:
-            # A padded last block (`fit`) is read where it lies, not rotated.
+        if red.lb.value.data != 0:
             return None
         r = red.induction_var
         if not _var_uses_ok(r, nest, allow_other=False):

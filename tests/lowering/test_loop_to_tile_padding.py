@@ -18,7 +18,7 @@ from xdsl.rewriter import Rewriter
 from plmr.dialects import tile
 from plmr.dialects.context import make_context, parse_module
 from plmr.lowering.loop_to_tile import ConvertLoopToTilePass
-from plmr.lowering.tile_to_mesh import lower_module, parse_options
+from plmr.lowering.tile_to_mesh import NestPlan, lower_module, parse_options
 from plmr.passes.pipeline import CompileOptions, to_loop_level
 from plmr.runtime.mesh_machine import run_mesh
 from plmr.runtime.running import random_inputs, run_function, select_function
@@ -226,3 +226,34 @@ def test_a_rolling_softmax_and_pv_pad_scores_with_minus_infinity():
     )
     got, _ = run_mesh(module, inputs, mode="functional")
     np.testing.assert_allclose(got[0], want[0], rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("gemm", ["meshgemm", "cannon"])
+def test_a_rotated_reduction_limits_each_chunk(gemm: str):
+    """
+    A GEMM whose reduction rotates (MeshGEMM, Cannon: 6 KiB of SRAM leave no room for a
+    PE's rows of both operands whole) over a padded last block of 13 of its 50: each
+    step's chunk is limited to where the reduction ends in it.
+    """
+    a, b, o = "tensor<64x50xf32>", "tensor<50x64xf32>", "tensor<64x64xf32>"
+    text = f"""
+    func.func @main(%x: {a}, %y: {b}) -> ({o}, {a}, {b}) {{
+      %e = graph.exp %x : {a}
+      %w = graph.exp %y : {b}
+      %p = graph.matmul %e, %w : ({a}, {b}) -> {o}
+      func.return %p, %e, %w : {o}, {a}, {b}
+    }}"""
+    grid = (4, 4)
+    reference = parse_module(text)
+    fn = select_function(reference, None)
+    inputs = random_inputs(fn, 5)
+    want = run_function(reference, fn, inputs)
+    tiled = _tile_level(text, grid)
+    assert 13 in _reduction_steps(tiled, 50)
+    plans: list[NestPlan] = []
+    options = parse_options(grid, "wse2:sram_kib=6", gemm, "ktree", 2, fit_tiles=True)
+    lower_module(tiled, options, plans)
+    assert [p.mode for p in plans if p.name == "p"] == ["rotate"]
+    assert [op for op in tiled.walk() if isinstance(op, tile.LoadOp) and op.limits]
+    got, _ = run_mesh(tiled, inputs, mode="functional")
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-4, atol=1e-4)
