@@ -22,6 +22,8 @@ from plmr.lowering.loop_to_tile.blocks import INDEX_OPS as _INDEX_OPS
 from plmr.lowering.loop_to_tile.blocks import Combine as _Combine
 from plmr.lowering.loop_to_tile.blocks import Dim, Untileable, digit
 from plmr.lowering.loop_to_tile.blocks import Plan as _Plan
+from plmr.lowering.loop_to_tile.blocks import arguments as _arguments
+from plmr.lowering.loop_to_tile.blocks import defined_in as _defined_in
 from plmr.lowering.loop_to_tile.blocks import is_const as _is_const
 from plmr.lowering.loop_to_tile.blocks import nests_in as _nests_in
 from plmr.lowering.loop_to_tile.blocks import taint as _taint
@@ -582,23 +584,6 @@ class Analysis:
         return True
 
 
-def _arguments(values: Sequence[SSAValue]) -> set[SSAValue]:
-    """The block arguments (indices, accumulators) the given values are computed from."""
-    found: set[SSAValue] = set()
-    work = list(values)
-    seen: set[SSAValue] = set()
-    while work:
-        v = work.pop()
-        if v in seen:
-            continue
-        seen.add(v)
-        if isinstance(v, BlockArgument):
-            found.add(v)
-        elif isinstance(v.owner, Operation):
-            work.extend(v.owner.operands)
-    return found
-
-
 def _reaches(v: SSAValue, target: SSAValue) -> bool:
     """
     Whether `v` is `target` or computed from it (through ops and nested bodies). Only
@@ -620,16 +605,6 @@ def _reaches(v: SSAValue, target: SSAValue) -> bool:
         op = x.owner
         if isinstance(op, Operation):
             work.extend(N.external_values(op) if op.regions else op.operands)
-    return False
-
-
-def _defined_in(v: SSAValue, nest: Operation) -> bool:
-    owner = v.owner
-    op = owner if isinstance(owner, Operation) else owner.parent_op()
-    while op is not None:
-        if op is nest:
-            return True
-        op = op.parent_op()
     return False
 
 

@@ -5,11 +5,12 @@ the iteration space, blocks, the plan of a nest, and small queries on values.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from xdsl.dialects import arith
 from xdsl.dialects.builtin import IntegerAttr
-from xdsl.ir import Block, Operation, SSAValue
+from xdsl.ir import Block, BlockArgument, Operation, SSAValue
 
 from plmr.dialects.loop import NestOp, ReadOp
 from plmr.passes.neptune import nests as N
@@ -166,3 +167,31 @@ def top_op(op: Operation, block: Block | None) -> Operation:
             return op
         op = parent
     return op
+
+
+def arguments(values: Sequence[SSAValue]) -> set[SSAValue]:
+    """The block arguments (indices, accumulators) the given values are computed from."""
+    found: set[SSAValue] = set()
+    work = list(values)
+    seen: set[SSAValue] = set()
+    while work:
+        v = work.pop()
+        if v in seen:
+            continue
+        seen.add(v)
+        if isinstance(v, BlockArgument):
+            found.add(v)
+        elif isinstance(v.owner, Operation):
+            work.extend(v.owner.operands)
+    return found
+
+
+def defined_in(v: SSAValue, nest: Operation) -> bool:
+    """Whether `v` is defined inside `nest` (its body or a nested op's)."""
+    owner = v.owner
+    op = owner if isinstance(owner, Operation) else owner.parent_op()
+    while op is not None:
+        if op is nest:
+            return True
+        op = op.parent_op()
+    return False

@@ -29,6 +29,7 @@ from xdsl.dialects.builtin import FloatAttr
 from xdsl.ir import BlockArgument, Operation, SSAValue
 
 from plmr.dialects.loop import NestOp, ReadOp
+from plmr.lowering.loop_to_tile.blocks import arguments, defined_in
 
 NEG_INF = -math.inf
 
@@ -67,8 +68,8 @@ def padding_values(
         op
         for op in nest.walk()
         if isinstance(op, ReadOp)
-        and dim in _index_args(op)
-        and not _defined_inside(op.source, nest)
+        and dim in arguments(op.indices)
+        and not defined_in(op.source, nest)
     ]
     if not reads or any(r.padding is not None for r in reads):
         return None
@@ -243,27 +244,3 @@ _RULES: dict[type[Operation], Callable[[list[V]], V]] = {
     mathd.ExpOp: _exp,
 }
 """How each op acts on the abstract values (other ops of a padded value: unknown)."""
-
-
-def _index_args(read: ReadOp) -> set[SSAValue]:
-    """The block arguments the read's indices are computed from."""
-    found: set[SSAValue] = set()
-    work: list[SSAValue] = list(read.indices)
-    while work:
-        v = work.pop()
-        if isinstance(v, BlockArgument):
-            found.add(v)
-        elif isinstance(v.owner, Operation):
-            work.extend(v.owner.operands)
-    return found
-
-
-def _defined_inside(v: SSAValue, nest: NestOp) -> bool:
-    """Whether `v` is a value of the nest's body (an accumulator, a nested result)."""
-    owner = v.owner
-    op = owner if isinstance(owner, Operation) else owner.parent_op()
-    while op is not None:
-        if op is nest:
-            return True
-        op = op.parent_op()
-    return False

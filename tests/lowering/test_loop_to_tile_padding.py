@@ -9,6 +9,7 @@ limits`), whatever the share holds past it. A maximum keeps blocks that divide i
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 import pytest
@@ -44,6 +45,14 @@ def _program(m: int, k: int, n: int) -> str:
       %s = graph.reduce sum %sq axes = [1] keepdims : {x} -> {s}
       func.return %p, %s, %e, %v : {o}, {s}, {x}, {w}
     }}"""
+
+
+def _reference(text: str, seed: int) -> tuple[list[Any], list[Any]]:
+    """Random inputs of the graph program and its results."""
+    reference = parse_module(text)
+    fn = select_function(reference, None)
+    inputs = random_inputs(fn, seed)
+    return inputs, run_function(reference, fn, inputs)
 
 
 def _tile_level(text: str, grid: tuple[int, int]) -> ModuleOp:
@@ -83,10 +92,7 @@ def test_padded_reductions_match_reference(
     sizes: tuple[int, int, int], grid: tuple[int, int], block: int
 ):
     text = _program(*sizes)
-    reference = parse_module(text)
-    fn = select_function(reference, None)
-    inputs = random_inputs(fn, 3)
-    want = run_function(reference, fn, inputs)
+    inputs, want = _reference(text, 3)
 
     tiled = _tile_level(text, grid)
     k = sizes[1]
@@ -115,10 +121,7 @@ def test_without_limits_the_padding_enters_the_sums():
     """The shares' padding holds `exp(0)`: the limits are what keep it out."""
     sizes, grid = (2, 50, 7), (3, 4)
     text = _program(*sizes)
-    reference = parse_module(text)
-    fn = select_function(reference, None)
-    inputs = random_inputs(fn, 3)
-    want = run_function(reference, fn, inputs)
+    inputs, want = _reference(text, 3)
     lowered = _tile_level(text, grid)
     lower_module(
         lowered, parse_options(grid, "wse2", "meshgemm", "ktree", 2, fit_tiles=True)
@@ -202,10 +205,7 @@ def test_a_rolling_softmax_and_pv_pad_scores_with_minus_infinity():
       func.return %y, %x, %w : {o}, {s}, {v}
     }}"""
     grid = (3, 4)
-    reference = parse_module(text)
-    fn = select_function(reference, None)
-    inputs = random_inputs(fn, 7)
-    want = run_function(reference, fn, inputs)
+    inputs, want = _reference(text, 7)
     module = parse_module(text)
     opts = CompileOptions(grid=grid, substitute=False, fit_tiles=True, fuse="rolling")
     to_loop_level(make_context(), module, opts)
@@ -244,10 +244,7 @@ def test_a_rotated_reduction_limits_each_chunk(gemm: str):
       func.return %p, %e, %w : {o}, {a}, {b}
     }}"""
     grid = (4, 4)
-    reference = parse_module(text)
-    fn = select_function(reference, None)
-    inputs = random_inputs(fn, 5)
-    want = run_function(reference, fn, inputs)
+    inputs, want = _reference(text, 5)
     tiled = _tile_level(text, grid)
     assert 13 in _reduction_steps(tiled, 50)
     plans: list[NestPlan] = []
