@@ -460,9 +460,10 @@ class GraphFoldHeadsPass(ModulePass):
     name = "graph-fold-heads"
 
     rows: bool = False
-    """Also fold projections of several rows (a prefill's). `plmr compile` leaves them:
-    a prefill's flat Q, K and V merge into one product (`graph-merge-matmuls`), which
-    projections by heads of several rows do not yet."""
+    """Also fold projections of several rows (a prefill's). `plmr compile` does so on
+    grids of more than 64 PEs, where the heads then run one after the other over all
+    PEs (`loop-split-heads`), each reading only its own head's product; on smaller grids
+    a prefill's flat Q, K and V merge into one product (`graph-merge-matmuls`)."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         count("graph-fold-heads: projections folded", fold_module(op, self.rows))

@@ -112,15 +112,19 @@ def _merged_weight(group: list[graph.MatmulOp], axis: int) -> graph.GraphOp:
 HeadsKey = tuple[SSAValue, int, int, int, Any, bool]
 
 
-def _heads_key(op: graph.MatmulOp) -> HeadsKey | None:
-    """What a one-row projection by heads must share with another to merge."""
+def _heads_key(op: graph.MatmulOp, stack_rows: bool = False) -> HeadsKey | None:
+    """
+    What a one-row projection by heads must share with another to merge (with
+    `stack_rows`, flat projections of several rows too).
+    """
     if op.transpose_a is not None or op.transpose_b is not None:
         return None
     weight = op.rhs.owner
     if not isinstance(weight, graph.ConstantOp | graph.WeightOp):
         return None
     lhs, rhs = graph.static_shape(op.lhs, "lhs"), graph.static_shape(op.rhs, "rhs")
-    if math.prod(lhs[:-1]) != 1 or len(rhs) < 2:
+    if len(rhs) < 2 or (math.prod(lhs[:-1]) != 1 and not (stack_rows and len(rhs) == 2)):
+        # Several rows stack only as flat projections (gate and up of a prefill).
         return None
     if len(rhs) > 2 and len(lhs) != len(rhs):
         return None
@@ -136,6 +140,11 @@ def _heads_key(op: graph.MatmulOp) -> HeadsKey | None:
     lead = rhs[0] if len(rhs) > 2 else 1
     row = _row(op)
     return (row, rhs[-2], rhs[-1], lead, graph.element_type(op.rhs), by_reference)
+
+
+def _rows_of(op: graph.MatmulOp) -> int:
+    """The rows a projection reads: one for a decode step's, a prompt's for a prefill."""
+    return math.prod(graph.static_shape(op.lhs, "lhs")[:-1])
 
 
 def _viewed_as_heads(value: SSAValue) -> bool:
@@ -191,7 +200,7 @@ def _grouped_weight(op: graph.MatmulOp) -> tuple[graph.GraphOp, int]:
 def _merge_heads(group: list[graph.MatmulOp]) -> None:
     first = group[0]
     k = graph.static_shape(first.rhs, "rhs")[-2]
-    row = graph.ReshapeOp(_row(first), [1, 1, 1, k])
+    row = graph.ReshapeOp(_row(first), [1, 1, _rows_of(first), k])
     grouped = [_grouped_weight(op) for op in group]
     refs = [weight_ref(w) for w, _ in grouped if isinstance(w, graph.WeightOp)]
     if refs:
@@ -233,9 +242,15 @@ def _merge_heads(group: list[graph.MatmulOp]) -> None:
                 Rewriter.erase_op(owner)
 
 
-def merge_heads_block(block: Block) -> int:
-    """Merges the one-row projections by heads of `block`; returns how many went away."""
-    return _merge_groups(block, _heads_key, _merge_heads, _combined_flat)
+def merge_heads_block(block: Block, stack_rows: bool = False) -> int:
+    """
+    Merges the one-row projections by heads of `block` (with `stack_rows`, stacks flat
+    projections of several rows that an elementwise op combines); returns how many went
+    away.
+    """
+    return _merge_groups(
+        block, lambda op: _heads_key(op, stack_rows), _merge_heads, _combined_flat
+    )
 
 
 def _combined_flat(group: list[graph.MatmulOp]) -> list[graph.MatmulOp]:
@@ -325,11 +340,16 @@ def _merge_groups(
     return removed
 
 
-def merge_block(block: Block, min_rows: int = 0) -> int:
+def merge_block(block: Block, min_rows: int = 0, stack_rows: bool = False) -> int:
     """
     Merges the matmul groups of `block` (of products of at least `min_rows` rows, 0:
     any) and its one-row projections by heads; returns how many matmuls were removed.
+    With `stack_rows`, flat projections of several rows that an elementwise op combines
+    (a prefill's gate and up) stack as heads, `[1, 2, L, N]`, before the rest merge.
     """
+    if stack_rows:
+        heads = merge_heads_block(block, stack_rows=True)
+        return heads + _merge_groups(block, lambda op: _group_key(op, min_rows), _merge)
     flat = _merge_groups(block, lambda op: _group_key(op, min_rows), _merge)
     return flat + merge_heads_block(block)
 
@@ -338,7 +358,9 @@ def merge_block(block: Block, min_rows: int = 0) -> int:
 class GraphMergeMatmulsPass(ModulePass):
     """
     Merges matmuls that share their input and read constant weights into one; with
-    `min-rows N`, only products of at least N rows.
+    `min-rows N`, only products of at least N rows; with `stack-rows`, a prefill's gate
+    and up stack as two heads (`[1, 2, L, N]`, each column of both on the same PEs)
+    instead of concatenating their columns.
 
     ```mlir
     // before
@@ -354,6 +376,7 @@ class GraphMergeMatmulsPass(ModulePass):
     name = "graph-merge-matmuls"
 
     min_rows: int = 0
+    stack_rows: bool = False
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         if self.min_rows < 0:
@@ -362,5 +385,7 @@ class GraphMergeMatmulsPass(ModulePass):
                 "fewest rows a product must have to merge (0: any)"
             )
         blocks = [b for o in op.walk() for r in o.regions for b in r.blocks]
-        removed = sum(merge_block(block, self.min_rows) for block in blocks)
+        removed = sum(
+            merge_block(block, self.min_rows, self.stack_rows) for block in blocks
+        )
         count("graph-merge-matmuls: matmuls merged away", removed)

@@ -265,19 +265,26 @@ def _check_options(opts: CompileOptions) -> Options:
 
 def weight_passes(opts: CompileOptions) -> list[ModulePass]:
     """
-    The graph rewrites that fold constants into weights (rotate-half) and merge the
-    projections sharing an input, run on the whole program before repeated layers are
-    outlined (`graph_passes` runs them again on each part: nothing more to do there).
+    The graph rewrites that fold constants into weights (rotate-half; on grids of more
+    than `LARGE_GRID_PES` PEs the projections by heads) and merge the projections
+    sharing an input, run on the whole program before repeated layers are outlined
+    (`graph_passes` runs them again on each part: nothing more to do there).
     """
     from plmr.passes.graph_canonicalize import GraphCanonicalizePass
+    from plmr.passes.heads_fold import GraphFoldHeadsPass
     from plmr.passes.merge_matmuls import GraphMergeMatmulsPass
     from plmr.passes.rotate_fold import GraphFoldRotateHalfPass
 
+    large = opts.grid[0] * opts.grid[1] > LARGE_GRID_PES
     passes: list[ModulePass] = [GraphCanonicalizePass(unrepeat_kv=False)]
     if opts.fold_rotate_half:
         passes.append(GraphFoldRotateHalfPass())
+    if opts.fold_heads and large:
+        # Before the merge (which would concatenate a prefill's Q, K and V): on large
+        # grids a prefill's heads run one after the other, each reading its own.
+        passes.append(GraphFoldHeadsPass(rows=True))
     if opts.merge_matmuls:
-        passes.append(GraphMergeMatmulsPass(min_rows=MERGE_MIN_ROWS))
+        passes.append(GraphMergeMatmulsPass(min_rows=MERGE_MIN_ROWS, stack_rows=large))
     return passes
 
 
@@ -305,7 +312,11 @@ def graph_passes(opts: CompileOptions) -> list[ModulePass]:
     if opts.defer_norm_scale:
         passes.append(GraphDeferNormScalePass(max_rows=opts.decode_rows))
     if opts.fold_heads:
-        passes.append(GraphFoldHeadsPass())
+        # A prefill's projections by heads too on large grids, where its heads then run
+        # one after the other over all PEs (`loop-split-heads`), each reading only its
+        # own head; on small grids its flat Q, K and V merge into one product instead.
+        large = opts.grid[0] * opts.grid[1] > LARGE_GRID_PES
+        passes.append(GraphFoldHeadsPass(rows=large))
     if opts.substitute:
         # Keep the substitutions whose concatenations fold into constants (fused
         # weights): a concatenation of computed values is a copy on the mesh.
@@ -324,7 +335,8 @@ def graph_passes(opts: CompileOptions) -> list[ModulePass]:
     if opts.merge_matmuls:
         # After the substitutions: the merged weights (concatenated references for
         # weights by reference) are what the search would have to find otherwise.
-        passes.append(GraphMergeMatmulsPass(min_rows=MERGE_MIN_ROWS))
+        large = opts.grid[0] * opts.grid[1] > LARGE_GRID_PES
+        passes.append(GraphMergeMatmulsPass(min_rows=MERGE_MIN_ROWS, stack_rows=large))
     passes.append(ConvertGraphToLoopPass())
     return passes
 
@@ -528,9 +540,13 @@ def search_blocking(
             trials,
             spread_choices(opts),
         )
-    return _search(
-        ctx, module, opts, mesh_opts, [(ranked.sizes, ranked.bands)], (ranked.spread,)
-    )
+    try:
+        return _search(
+            ctx, module, opts, mesh_opts, [(ranked.sizes, ranked.bands)], (ranked.spread,)
+        )
+    except PlmrError:
+        # Each line's K-trees did not fit (SRAM, colors): the default K-tree did.
+        return ranked
 
 
 def _search(
@@ -682,12 +698,13 @@ def _grid_blocks(
             ):
                 red[ext[i] // chunks] += 1
             elif fit:
-                # A padded share of an axis (`fit`: one padded reduction block per PE
-                # where its padding leaves the combine as it is).
-                for n in set(grid):
-                    share = -(-ext[i] // n)
-                    if 1 < n <= ext[i] and ext[i] % n and share > REDUCTION_TILES[0]:
-                        red[share] += 1
+                # A padded share of the longest axis the dim spans (`fit`: one padded
+                # reduction block per PE where its padding leaves the combine as it
+                # is; `convert-loop-to-tile` pads to that axis).
+                spanned = [n for n in grid if 1 < n <= ext[i]]
+                share = -(-ext[i] // max(spanned)) if spanned else 0
+                if share > REDUCTION_TILES[0] and ext[i] % share:
+                    red[share] += 1
     return [b for b, _ in par.most_common(2)], [b for b, _ in red.most_common(2)]
 
 

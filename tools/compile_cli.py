@@ -56,7 +56,7 @@ if TYPE_CHECKING:
     default=None,
     help="The allreduce algorithm (decode GEMVs, row reductions); auto: each "
     "allreduce's K-tree groups timed on its line (default: auto on grids of more than "
-    "64 PEs, else ktree).",
+    "64 PEs, else ktree; ktree when --k is given).",
 )
 @click.option("--k", "k", type=COUNT, default=2, show_default=True, help="K-tree phases.")
 @click.option(
@@ -282,7 +282,6 @@ def compile_cmd(
         CompileOptions,
         check_sizes,
         compile_module,
-        default_gemv,
         keep_state,
     )
     from plmr.runtime.weights import check_weights
@@ -307,7 +306,7 @@ def compile_cmd(
         grid=parse_grid(grid),
         device=device,
         gemm=gemm,
-        gemv=gemv or default_gemv(parse_grid(grid)),
+        gemv=gemv or _default_gemv(parse_grid(grid)),
         k=k,
         tile_sizes=sizes,
         fit_tiles=fit_tiles,
@@ -497,6 +496,19 @@ SCHEDULE_REPLACES = (
     "check_each",
 )
 """The options of `plmr compile` that a `--schedule` replaces (or, --check-each, skips)."""
+
+
+def _default_gemv(grid: tuple[int, int]) -> str:
+    """
+    `default_gemv` of the grid, unless `--k` was given: a K for every allreduce is the
+    K-tree of that K (`auto` would time each line's own).
+    """
+    from plmr.passes.pipeline import default_gemv
+
+    ctx = click.get_current_context()
+    if ctx.get_parameter_source("k") == click.core.ParameterSource.COMMANDLINE:
+        return "ktree"
+    return default_gemv(grid)
 
 
 def _check_schedule_conflicts(names: tuple[str, ...] = SCHEDULE_REPLACES) -> None:

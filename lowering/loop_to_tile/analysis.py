@@ -249,11 +249,12 @@ class Analysis:
         elements: 11,264 columns over 420 PEs, 27 blocks of 1). With `spread`, a
         dimension at least as long as an axis splits unevenly so before it is kept
         whole (an LM head of 128 columns on 3x3: 43 per PE, where whole it does not fit
-        a PE's SRAM). With `pad` (a parallel dimension), a PE's run of padded-layout
-        blocks is one padded block instead: `ceil(extent / n)` elements, the last block
-        ending past the extent (its loads padded, its stores clipped), so that an uneven
-        split costs one block operation per PE (256 on 14 PEs: 14 blocks of 19, not 19
-        blocks of 1 per PE).
+        a PE's SRAM). With `pad` (a parallel dimension, or a reduction whose padding
+        leaves its combine as it is), a PE's run of padded-layout blocks is one padded
+        block instead: `ceil(extent / n)` elements, the last block ending past the
+        extent (its loads padded; a parallel dimension's stores clipped), so that an
+        uneven split costs one block operation per PE (256 on 14 PEs: 14 blocks of 19,
+        not 19 blocks of 1 per PE).
         """
         if not self.fit or extent <= size:
             return min(size, extent)
@@ -302,7 +303,8 @@ class Analysis:
         load of a dimension whose block does not divide, with the load's own padding or
         zero, and clips every store), and a padded element of a parallel dimension is
         computed apart from the others and never stored. A reduction dimension is
-        padded only where its zeros leave the sums as they are (`padding.zero_padded`).
+        padded only where a padding of its reads leaves every accumulator as it is
+        (`padding.padding_values`: zeros for a sum of products, `-inf` for a maximum).
         """
         nest = self.nest
         padded: set[SSAValue] = (

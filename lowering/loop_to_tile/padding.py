@@ -28,6 +28,7 @@ from xdsl.dialects import math as mathd
 from xdsl.dialects.builtin import FloatAttr
 from xdsl.ir import BlockArgument, Operation, SSAValue
 
+from plmr.dialects.graph import static_shape
 from plmr.dialects.loop import NestOp, ReadOp
 from plmr.lowering.loop_to_tile.blocks import arguments, defined_in
 
@@ -71,7 +72,7 @@ def padding_values(
         and dim in arguments(op.indices)
         and not defined_in(op.source, nest)
     ]
-    if not reads or any(r.padding is not None for r in reads):
+    if not reads or not all(_reads_dim_whole(r, nest, dim) for r in reads):
         return None
     choices: list[tuple[float, ...]]
     if len(reads) <= MAX_READS:
@@ -80,18 +81,35 @@ def padding_values(
         choices = [(0.0,) * len(reads), (NEG_INF,) * len(reads)]
     for pads in choices:
         chosen = dict(zip(reads, pads, strict=True))
-        values = _Evaluator(chosen, dim)
+        values = _Evaluator(chosen)
         if all(values.of(g) == IDENTITY[kind] for kind, g in terms):
             return chosen
     return None
 
 
+def _reads_dim_whole(read: ReadOp, nest: NestOp, dim: BlockArgument) -> bool:
+    """
+    Whether `read` indexes one axis by `dim` itself, an axis as long as the dimension,
+    and no other by a value computed from it: then a padded lane (past the dimension's
+    end) reads past the tensor's end, where the padding is. A shifted read (`k + 1`) or
+    a read of a longer tensor would read real data there.
+    """
+    if read.padding is not None:
+        return False
+    axes = [j for j, i in enumerate(read.indices) if i is dim]
+    if len(axes) != 1:
+        return False
+    if any(dim in arguments([i]) for i in read.indices if i is not dim):
+        return False
+    extent = nest.extents[list(nest.dims).index(dim)]
+    return static_shape(read.source, "source")[axes[0]] == extent
+
+
 class _Evaluator:
     """The abstract value of each SSA value on a padded lane (memoised)."""
 
-    def __init__(self, pads: dict[ReadOp, float], dim: BlockArgument):
+    def __init__(self, pads: dict[ReadOp, float]):
         self.pads = pads
-        self.dim = dim
         self.memo: dict[SSAValue, V] = {}
 
     def of(self, v: SSAValue) -> V:
@@ -199,12 +217,13 @@ def _mul(args: list[V]) -> V:
 
 def _div(args: list[V]) -> V:
     a, b = args
-    if b not in (V.POS, V.NEG, V.FINITE):
-        # By zero, by an infinity or by what is unknown.
+    if b not in (V.POS, V.NEG):
+        # By zero, by an infinity, by what may be zero (a finite value of unknown
+        # sign) or by what is unknown.
         return V.UNKNOWN
     if a == V.ZERO:
         return V.ZERO
-    return _mul([a, V.POS if b == V.POS else V.NEG if b == V.NEG else V.FINITE])
+    return _mul([a, b])
 
 
 def _max(args: list[V]) -> V:

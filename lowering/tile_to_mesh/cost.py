@@ -217,7 +217,9 @@ def diagonal_move(
     """
     Dim `j` is split over one axis and wanted over the other, which the value does not
     use, on a square grid: each PE's block is on the diagonal of its line
-    (`_NestEmitter._from_diagonal`), so one block moves, not a strip.
+    (`_NestEmitter._from_diagonal`), so one block moves, not a strip. With `fit_tiles`
+    the dim may split unevenly: both axes cut it in the same padded blocks, and a PE
+    past the last block takes a block of padding, as its loops skip it.
     """
     a = have[j]
     if a == "-" or layout_band(have) is not None or layout_band(want) is not None:
@@ -227,7 +229,7 @@ def diagonal_move(
         want[j] == o
         and o not in have
         and opts.n(a) == opts.n(o)
-        and static_shape(src, "source")[j] % opts.n(a) == 0
+        and (static_shape(src, "source")[j] % opts.n(a) == 0 or opts.fit_tiles)
     )
 
 

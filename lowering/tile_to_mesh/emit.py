@@ -17,7 +17,7 @@ from xdsl.dialects.builtin import (
     IndexType,
     TensorType,
 )
-from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
+from xdsl.ir import Attribute, Block, BlockArgument, Operation, Region, SSAValue
 from xdsl.rewriter import InsertPoint
 
 from plmr.dialects import mesh, tile
@@ -89,6 +89,18 @@ class _Operand:
     layout: Layout
     block: SSAValue
     skewed: bool = False
+
+
+def _padded_reduction(var: SSAValue) -> bool:
+    """Whether `var` is the index of a reduction loop whose last block is padded."""
+    if not isinstance(var, BlockArgument):
+        return False
+    loop = var.owner.parent_op()
+    return (
+        isinstance(loop, tile.ForOp)
+        and loop.kind.data == tile.LoopKind.REDUCTION
+        and loop.ub.value.data % loop.step.value.data != 0
+    )
 
 
 class NestEmitter(Relayout):
@@ -602,9 +614,7 @@ class NestEmitter(Relayout):
                 offs.append(self._index_for(v, a != "-"))
         padding = None if op.padding is None else op.padding.value.data
         shape = static_shape(op.result, "r")
-        limits = (
-            self._limits(op, info.indices, operand, offs) if padding is not None else []
-        )
+        limits = self._limits(op, info.indices, operand) if padding is not None else []
         new = self.b.insert(tile.LoadOp(operand.block, offs, shape, padding, limits))
         new.result.name_hint = op.result.name_hint
         self.vmap[op.result] = new.result
@@ -614,45 +624,41 @@ class NestEmitter(Relayout):
         op: tile.LoadOp,
         indices: Sequence[SSAValue | Composite | None],
         operand: _Operand,
-        offs: Sequence[SSAValue],
     ) -> list[SSAValue]:
         """
-        A padded load along a reduction split unevenly over an axis (its last block
-        padded: `fit`): per dim, where the tensor ends in this PE's share (`extent -
-        the global index of its first element`), so that the share's padding reads as
-        the load's padding (the reduction's identity) whatever the share holds. None
-        elsewhere (a parallel dim's padded lanes are never stored).
+        The `limits` of a padded load along a reduction loop whose last block is padded
+        (`fit`) and which is split over an axis (or a band): in that dim, where the
+        tensor ends in this PE's share (`extent - the global index of its first
+        element`), so that whatever the share holds past it reads as the load's padding
+        (the reduction's identity); the local extent in the other dims. No limits (an
+        empty list) when no such dim is read: a parallel dim's padded lanes are never
+        stored.
         """
-        red = self.nest.reduction
-        if red is None or red.ub.value.data % red.step.value.data == 0:
-            return []
-        r = red.body.block.args[0]
         full = static_shape(op.source, "source")
         local = static_shape(operand.block, "block")
         limits: list[SSAValue] = []
         needed = False
         for d, (idx, a) in enumerate(zip(indices, operand.layout, strict=True)):
             var = idx.outer if isinstance(idx, Composite) else idx
-            if a == "-" or var is not r:
+            if a == "-" or var is None or not _padded_reduction(var):
                 limits.append(_index(self.b, local[d]))
                 continue
-            if r not in self.vmap:
-                # A rotation's step: the chunk in view ends where the reduction does.
-                if self.chunk_limit is None:
-                    raise PlmrError(
-                        "convert-tile-to-mesh: internal error: a padded reduction block "
-                        "is read where its end is not known"
-                    )
-                limits.append(self.chunk_limit)
-                needed = True
-                continue
-            # global - local: the global index of the share's first element.
-            scale = idx.scale if isinstance(idx, Composite) else 1
-            origin = self.b.insert(arith.SubiOp(self.vmap[r], self.local[r])).result
-            origin = _mul(self.b, origin, scale)
-            end = _index(self.b, full[d])
-            limits.append(self.b.insert(arith.SubiOp(end, origin)).result)
             needed = True
+            if var in self.vmap and var in self.local:
+                # global - local: the global index of the share's first element.
+                scale = idx.scale if isinstance(idx, Composite) else 1
+                origin = self.b.insert(arith.SubiOp(self.vmap[var], self.local[var]))
+                start = _mul(self.b, origin.result, scale)
+                end = _index(self.b, full[d])
+                limits.append(self.b.insert(arith.SubiOp(end, start)).result)
+                continue
+            if self.chunk_limit is None:
+                raise PlmrError(
+                    "convert-tile-to-mesh: internal error: a padded reduction block is "
+                    "read where its end is not known"
+                )
+            # A rotation's step: the chunk in view ends where the reduction does.
+            limits.append(self.chunk_limit)
         return limits if needed else []
 
     def _output_of(self, op: tile.StoreOp) -> int | None:

@@ -80,11 +80,11 @@ def _extent_ok(loop: tile.ForOp, n: int) -> bool:
     """
     if loop.lb.value.data != 0 or n < 2:
         return False
-    trips = loop.trip_count
-    if trips % n == 0:
-        return True
-    step = loop.step.value.data
-    return -(-trips // n) * step == -(-(trips * step) // n)
+    # A PE's run of blocks must be its share of the padded layout of the extent (with a
+    # padded last block, `trips · step` overshoots the extent: 45 in blocks of 12 over
+    # 2 PEs is 24 elements a PE, where the layout gives each 23).
+    trips, step = loop.trip_count, loop.step.value.data
+    return -(-trips // n) * step == -(-loop.ub.value.data // n)
 
 
 def split_entries(
@@ -477,7 +477,8 @@ class Planner(CostModel):
         is `ceil(extent / chunks)` elements and every PE's block of the padded layout
         (`ceil(extent / n)` along an axis of `n` PEs) is exactly its `chunks / n` chunks.
         """
-        if red.trip_count % chunks == 0:
+        step = red.step.value.data
+        if red.trip_count % chunks == 0 and red.ub.value.data % step == 0:
             return True
         if not self.opts.fit_tiles or not _extent_ok(red, chunks):
             return False

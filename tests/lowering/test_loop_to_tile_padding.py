@@ -1,9 +1,11 @@
 """
 Padded reduction blocks (`lowering/loop_to_tile/padding.py`): with `fit`, a reduction
-no axis divides is cut in blocks of `ceil(extent / n)`, one per PE, when its zeros leave
-the sums as they are (a product, a sum of squares); its loads are padded with zeros and,
-on the mesh, limited to where the tensor ends in each PE's share (`tile.load ...
-limits`), whatever the share holds past it. A maximum keeps blocks that divide it.
+no axis divides is cut in blocks of `ceil(extent / n)`, one per PE, when a padding of
+its reads leaves every accumulator as it is (zeros for a product or a sum of squares,
+`-inf` for a maximum or a softmax's scores); its loads are padded so and, on the mesh,
+limited to where the tensor ends in each PE's share (`tile.load ... limits`), whatever
+the share holds past it. A term no padding neutralises (`Σ (x + 1)`), a shifted read or
+a read of a longer tensor keeps blocks that divide the reduction.
 """
 
 from __future__ import annotations
@@ -80,6 +82,9 @@ CASES = [
     ((2, 50, 7), (3, 4), 13),
     ((3, 23, 5), (2, 5), 5),
     ((1, 61, 9), (4, 4), 16),
+    # 4 blocks of 12 split over the 2-axis would be 24 a PE where the layout gives 23:
+    # the reduction goes over the 4-axis, one block a PE.
+    ((2, 45, 64), (2, 4), 12),
 ]
 
 
@@ -97,11 +102,10 @@ def test_padded_reductions_match_reference(
     tiled = _tile_level(text, grid)
     k = sizes[1]
     steps = _reduction_steps(tiled, k)
-    # The product is padded; a sum of `exp(x)²` fused into its reduction is not (its
-    # padded lanes would be `exp(0)²`).
-    assert block in steps
+    # The product is padded with zeros; `Σ exp(x)²`, its `exp` fused into the
+    # reduction, with `-inf` (`exp(-inf)² = 0`).
+    assert set(steps) == {block}
     assert k % block != 0
-    assert all(k % s == 0 for s in steps if s != block)
     tfn = select_function(tiled, None)
     for got, ref in zip(run_function(tiled, tfn, inputs), want, strict=True):
         np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5)
@@ -254,3 +258,74 @@ def test_a_rotated_reduction_limits_each_chunk(gemm: str):
     assert [op for op in tiled.walk() if isinstance(op, tile.LoadOp) and op.limits]
     got, _ = run_mesh(tiled, inputs, mode="functional")
     np.testing.assert_allclose(got[0], want[0], rtol=1e-4, atol=1e-4)
+
+
+def _window(update: str, width: int) -> str:
+    """A loop nest over 50 columns of `x` (`width` wide): `acc' = acc + update`."""
+    return f"""
+    func.func @main(%x: tensor<2x{width}xf32>) -> tensor<2xf32> {{
+      %init = arith.constant 0.0 : f32
+      %s = loop.nest (%i, %k) to (2, 50) [parallel, reduction] init(%acc = %init : f32) -> tensor<2xf32> {{
+        {update}
+        %r = arith.addf %acc, %g : f32
+        loop.yield %r : f32
+      }}
+      func.return %s : tensor<2xf32>
+    }}"""
+
+
+@pytest.mark.parametrize(
+    ("update", "width"),
+    [
+        (
+            "%one = arith.constant 1 : index\n%k1 = arith.addi %k, %one : index\n"
+            "%a = loop.read %x[%i, %k1] : tensor<2x51xf32>\n"
+            "%b = loop.read %x[%i, %k] : tensor<2x51xf32>\n"
+            "%g = arith.subf %a, %b : f32",
+            51,
+        ),
+        ("%g = loop.read %x[%i, %k] : tensor<2x60xf32>", 60),
+    ],
+    ids=["shifted", "prefix"],
+)
+def test_a_read_past_the_padded_lanes_keeps_blocks_that_divide(update: str, width: int):
+    """
+    `Σ x[k+1] - x[k]`, or a sum over the first 50 of 60 columns: a padded lane would
+    read real data (`x[50]`), not padding, so the blocks divide the 50.
+    """
+    module, tiled = _blocked(_window(update, width), (3, 4))
+    steps = _reduction_steps(tiled, 50)
+    assert steps
+    assert all(50 % s == 0 for s in steps)
+    inputs = random_inputs(select_function(module, None), 3)
+    want = run_function(module, select_function(module, None), inputs)
+    got = run_function(tiled, select_function(tiled, None), inputs)
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-5, atol=1e-5)
+
+
+def test_a_padded_nested_reduction_split_over_bands_is_limited():
+    """
+    `Σ exp(x)` over two reduction dims on 2x8: the inner one (45, padded blocks of 6)
+    is split within bands of the x axis, the outer over the bands: its loads are
+    limited too.
+    """
+    x = "tensor<2x2x45xf32>"
+    text = f"""
+    func.func @main(%x: {x}) -> tensor<2xf32> {{
+      %e = graph.exp %x : {x}
+      %s = graph.reduce sum %e axes = [1, 2] : {x} -> tensor<2xf32>
+      func.return %s : tensor<2xf32>
+    }}"""
+    grid = (2, 8)
+    inputs, want = _reference(text, 3)
+    module = _tile_level(text, grid)
+    assert 6 in _reduction_steps(module, 45)
+    plans: list[NestPlan] = []
+    lower_module(
+        module, parse_options(grid, "wse2", "meshgemm", "ktree", 2, fit_tiles=True), plans
+    )
+    (plan,) = [p for p in plans if p.name == "s"]
+    assert "x%" in plan.mapping()
+    assert [op for op in module.walk() if isinstance(op, tile.LoadOp) and op.limits]
+    got, _ = run_mesh(module, inputs, mode="functional")
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-4)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from pathlib import Path
+from typing import Any
 
 import pytest
 from xdsl.dialects.builtin import ModuleOp
@@ -142,3 +143,25 @@ def test_large_grids_take_auto_allreduces_by_default() -> None:
     assert default_gemv((8, 8)) == "ktree"
     assert default_gemv((4, 17)) == "auto"
     assert default_gemv((420, 420)) == "auto"
+
+
+def test_auto_falls_back_to_the_ranked_blocking_when_its_trees_do_not_lower(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each line's K-trees failing (SRAM, colors), the K = 2 blocking stands."""
+    import plmr.passes.pipeline as pipeline
+
+    module, opts = _loop_level("attention/decode_gqa.mlir", (9, 9))
+    ctx = make_context()
+    search = pipeline._search  # pyright: ignore[reportPrivateUsage]
+
+    def failing_auto(*args: Any, **kwargs: Any) -> Any:
+        if args[3].gemv == "auto":
+            raise PlmrError("each line's K-trees need more colors than the device has")
+        return search(*args, **kwargs)
+
+    monkeypatch.setattr(pipeline, "_search", failing_auto)
+    auto_opts = dataclasses.replace(opts, gemv="auto")
+    kept = search_blocking(ctx, module, auto_opts, _check_options(auto_opts))
+    ktree = search_blocking(ctx, module, opts, _check_options(opts))
+    assert (kept.sizes, kept.bands, kept.cost) == (ktree.sizes, ktree.bands, ktree.cost)

@@ -444,3 +444,36 @@ def test_fit_tiles_cannot_be_combined_with_a_schedule(tmp_path: Path, cli: Any):
     assert code != 0
     assert_one_error(err)
     assert "--fit-tiles cannot be combined with --schedule" in err
+
+
+@pytest.mark.parametrize(
+    ("flags", "same_as"),
+    [([], ["--gemv", "auto"]), (["--k", "3"], ["--gemv", "ktree", "--k", "3"])],
+    ids=["default", "k"],
+)
+def test_large_grids_take_auto_allreduces_unless_k_is_given(
+    tmp_path: Path, cli: Any, flags: list[str], same_as: list[str]
+):
+    """
+    On 20x20 (more than 64 PEs) `plmr compile` compiles as `--gemv auto` (each
+    allreduce's K-tree timed on its line); with `--k 3`, as the K-tree of 3 everywhere.
+    """
+    program = tmp_path / "gemv.mlir"
+    program.write_text(
+        """
+    func.func @main(%x: tensor<1x4000xf32>, %w: tensor<4000x400xf32>) -> tensor<1x400xf32> {
+      %y = graph.matmul %x, %w : (tensor<1x4000xf32>, tensor<4000x400xf32>) -> tensor<1x400xf32>
+      func.return %y : tensor<1x400xf32>
+    }"""
+    )
+    base = ["compile", str(program), "--grid", "20x20", "--no-substitute"]
+    code, chosen, err = cli.run([*base, *flags])
+    assert code == 0, err
+    code, explicit, err = cli.run([*base, *same_as])
+    assert code == 0, err
+    assert chosen == explicit
+    if not flags:
+        # Over a line of 20 PEs auto's groups of 5 time fastest: not K = 2's tree.
+        code, k2, err = cli.run([*base, "--gemv", "ktree"])
+        assert code == 0, err
+        assert chosen != k2
