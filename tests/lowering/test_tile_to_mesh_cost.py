@@ -13,7 +13,7 @@ import pytest
 from xdsl.dialects.builtin import ModuleOp
 
 from plmr.dialects.context import make_context, parse_module
-from plmr.lowering.tile_to_mesh import NestPlan, memo
+from plmr.lowering.tile_to_mesh import NestPlan, memo, parse_options
 from plmr.lowering.tile_to_mesh.cost import CostModel
 from plmr.models.explain import explain
 from plmr.models.llama import ProgramBuilder, get_config
@@ -86,3 +86,24 @@ def test_ranking_by_the_readers_gathers_is_faster(monkeypatch: pytest.MonkeyPatc
         _, split, split_plans = _compile_short_splits()
     assert count_ops(kept).allreduces < count_ops(split).allreduces
     assert _simulated(kept, kept_plans) < _simulated(split, split_plans)
+
+
+@pytest.mark.parametrize(
+    ("rows", "fit", "moves"), [(24, False, True), (26, False, False), (26, True, True)]
+)
+def test_a_diagonal_move_takes_an_uneven_split_with_fit_tiles(
+    rows: int, fit: bool, moves: bool
+):
+    """
+    Rows split over x, wanted over y, on 6x6: each PE's block is on the diagonal of its
+    line. With `fit_tiles` 26 rows split unevenly too (both axes cut them in blocks of
+    5, the last PEs' padded), without it only an even split moves so.
+    """
+    from xdsl.dialects.builtin import Float32Type, TensorType
+    from xdsl.utils.test_value import create_ssa_value
+
+    from plmr.lowering.tile_to_mesh.cost import diagonal_move
+
+    src = create_ssa_value(TensorType(Float32Type(), [rows, 64]))
+    opts = parse_options((6, 6), "wse2", "meshgemm", "ktree", 2, fit_tiles=fit)
+    assert diagonal_move(("x", "-"), ("y", "-"), 0, opts, src) == moves
