@@ -636,14 +636,19 @@ class NestEmitter(Relayout):
         """
         full = static_shape(op.source, "source")
         local = static_shape(operand.block, "block")
+        padded = [
+            a != "-" and var is not None and _padded_reduction(var)
+            for idx, a in zip(indices, operand.layout, strict=True)
+            for var in [idx.outer if isinstance(idx, Composite) else idx]
+        ]
+        if not any(padded):
+            return []
         limits: list[SSAValue] = []
-        needed = False
-        for d, (idx, a) in enumerate(zip(indices, operand.layout, strict=True)):
+        for d, idx in enumerate(indices):
             var = idx.outer if isinstance(idx, Composite) else idx
-            if a == "-" or var is None or not _padded_reduction(var):
+            if not padded[d] or var is None:
                 limits.append(_index(self.b, local[d]))
                 continue
-            needed = True
             if var in self.vmap and var in self.local:
                 # global - local: the global index of the share's first element.
                 scale = idx.scale if isinstance(idx, Composite) else 1
@@ -659,7 +664,7 @@ class NestEmitter(Relayout):
                 )
             # A rotation's step: the chunk in view ends where the reduction does.
             limits.append(self.chunk_limit)
-        return limits if needed else []
+        return limits
 
     def _output_of(self, op: tile.StoreOp) -> int | None:
         for k, stores in self.nest.stores.items():
