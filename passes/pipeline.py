@@ -130,6 +130,14 @@ LARGE_GRID_PES = 64
 (`default_gemv`)."""
 
 
+def large_grid(grid: tuple[int, int]) -> bool:
+    """
+    More than `LARGE_GRID_PES` PEs: where `plmr compile` takes auto allreduces
+    (`default_gemv`), folds a prefill's projections by heads and stacks its gate and up.
+    """
+    return grid[0] * grid[1] > LARGE_GRID_PES
+
+
 def default_gemv(grid: tuple[int, int]) -> str:
     """
     `plmr compile`'s allreduce algorithm for a grid: on grids of more than
@@ -138,7 +146,7 @@ def default_gemv(grid: tuple[int, int]) -> str:
     K = 2: `search_blocking`), on small ones the K-tree of K = 2. A user's LLaMA3-8B
     decode export on 420x420: 13,346 → 12,490 cycles per layer.
     """
-    return "auto" if grid[0] * grid[1] > LARGE_GRID_PES else "ktree"
+    return "auto" if large_grid(grid) else "ktree"
 
 
 def _has(module: ModuleOp, dialect_ops: tuple[type[Operation], ...]) -> bool:
@@ -275,7 +283,7 @@ def weight_passes(opts: CompileOptions) -> list[ModulePass]:
     from plmr.passes.merge_matmuls import GraphMergeMatmulsPass
     from plmr.passes.rotate_fold import GraphFoldRotateHalfPass
 
-    large = opts.grid[0] * opts.grid[1] > LARGE_GRID_PES
+    large = large_grid(opts.grid)
     passes: list[ModulePass] = [GraphCanonicalizePass(unrepeat_kv=False)]
     if opts.fold_rotate_half:
         passes.append(GraphFoldRotateHalfPass())
@@ -315,8 +323,7 @@ def graph_passes(opts: CompileOptions) -> list[ModulePass]:
         # A prefill's projections by heads too on large grids, where its heads then run
         # one after the other over all PEs (`loop-split-heads`), each reading only its
         # own head; on small grids its flat Q, K and V merge into one product instead.
-        large = opts.grid[0] * opts.grid[1] > LARGE_GRID_PES
-        passes.append(GraphFoldHeadsPass(rows=large))
+        passes.append(GraphFoldHeadsPass(rows=large_grid(opts.grid)))
     if opts.substitute:
         # Keep the substitutions whose concatenations fold into constants (fused
         # weights): a concatenation of computed values is a copy on the mesh.
@@ -335,8 +342,8 @@ def graph_passes(opts: CompileOptions) -> list[ModulePass]:
     if opts.merge_matmuls:
         # After the substitutions: the merged weights (concatenated references for
         # weights by reference) are what the search would have to find otherwise.
-        large = opts.grid[0] * opts.grid[1] > LARGE_GRID_PES
-        passes.append(GraphMergeMatmulsPass(min_rows=MERGE_MIN_ROWS, stack_rows=large))
+        stack = large_grid(opts.grid)
+        passes.append(GraphMergeMatmulsPass(min_rows=MERGE_MIN_ROWS, stack_rows=stack))
     passes.append(ConvertGraphToLoopPass())
     return passes
 

@@ -57,9 +57,9 @@ def _reference(text: str, seed: int) -> tuple[list[Any], list[Any]]:
     return inputs, run_function(reference, fn, inputs)
 
 
-def _tile_level(text: str, grid: tuple[int, int]) -> ModuleOp:
+def _tile_level(text: str, grid: tuple[int, int], fuse: str = "auto") -> ModuleOp:
     module = parse_module(text)
-    opts = CompileOptions(grid=grid, substitute=False, chunks=1, fit_tiles=True)
+    opts = CompileOptions(grid=grid, substitute=False, chunks=1, fit_tiles=True, fuse=fuse)
     to_loop_level(make_context(), module, opts)
     ConvertLoopToTilePass(tile_sizes=(16, 16), fit=True, fit_grid=grid, spread=True).apply(
         make_context(), module
@@ -210,12 +210,7 @@ def test_a_rolling_softmax_and_pv_pad_scores_with_minus_infinity():
     }}"""
     grid = (3, 4)
     inputs, want = _reference(text, 7)
-    module = parse_module(text)
-    opts = CompileOptions(grid=grid, substitute=False, fit_tiles=True, fuse="rolling")
-    to_loop_level(make_context(), module, opts)
-    ConvertLoopToTilePass(tile_sizes=(16, 16), fit=True, fit_grid=grid, spread=True).apply(
-        make_context(), module
-    )
+    module = _tile_level(text, grid, fuse="rolling")
     assert 13 in _reduction_steps(module, 50)
     pads = {
         op.padding.value.data
