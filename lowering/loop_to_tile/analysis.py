@@ -213,7 +213,11 @@ class Analysis:
         ext = self.nest.extents
 
         def even(i: int) -> bool:
-            return any((ext[i] // blocks[i]) % n == 0 for n in axes)
+            # Split evenly, or in one padded block per PE (4,096 rows over 480: 9).
+            return any(
+                (ext[i] // blocks[i]) % n == 0 or blocks[i] == -(-ext[i] // n) > 1
+                for n in axes
+            )
 
         for i, e in enumerate(ext):
             if blocks[i] != 1 or e <= 1 or e >= min(axes) or e > WHOLE_BLOCKS * size:

@@ -110,3 +110,33 @@ def test_blocking_trials_offer_the_padded_block_with_fit_tiles(fit: bool):
     parallel = {p for (p, _), _ in blocking_trials(module, opts)}
     # 52 over 3 PEs: blocks of ceil(52 / 3) = 18, larger than the fixed candidates.
     assert (18 in parallel) == fit
+
+
+def test_short_dimension_stays_whole_beside_padded_splits():
+    # A prefill projection [L, K] x [K, hd] on 7x7: L and K split in one padded block
+    # per PE (ceil(20 / 7) = 3), hd = 6 is shorter than an axis. It stays one block of 6
+    # (one product per PE and one allreduce), not six blocks of one column.
+    text = """
+    func.func @main(%a: tensor<20x20xf32>, %b: tensor<20x6xf32>) -> tensor<20x6xf32> {
+      %c = graph.matmul %a, %b : (tensor<20x20xf32>, tensor<20x6xf32>) -> tensor<20x6xf32>
+      func.return %c : tensor<20x6xf32>
+    }"""
+    grid = (7, 7)
+    tiled = _tile_level(text, grid, (3, 3))
+    steps = {
+        op.ub.value.data: op.step.value.data
+        for op in tiled.walk()
+        if isinstance(op, tile.ForOp)
+    }
+    assert steps == {20: 3, 6: 6}
+    reference = parse_module(text)
+    fn = select_function(reference, None)
+    inputs = random_inputs(fn, 7)
+    want = run_function(reference, fn, inputs)
+    lowered = tiled.clone()
+    plans: list[NestPlan] = []
+    lower_module(
+        lowered, parse_options(grid, "wse2", "meshgemm", "ktree", 2, fit_tiles=True), plans
+    )
+    got, _ = run_mesh(lowered, inputs, mode="functional")
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-4, atol=1e-5)
