@@ -564,7 +564,95 @@ def _search(
     trials: list[tuple[tuple[int, int], bool]],
     spreads: tuple[bool, ...],
 ) -> Blocking:
-    """`search_blocking` over the given trials and spread choices."""
+    """
+    `search_blocking` over the given trials and spread choices. Each trial is priced
+    (`lower_module(price_only=True)`: a nest whose mapping the memo holds is not
+    emitted), stopped once it costs what the cheapest so far costs; the cheapest (ties
+    to the earlier) is then lowered in full, packed and routed. That is the trial the
+    exhaustive search (`_search_each`) keeps, unless it fails to route: then the
+    exhaustive search runs (a trial stopped at its price may be the cheapest that
+    routes).
+    """
+    from plmr.lowering.tile_to_mesh import OverBound, lower_module
+
+    if len(trials) == 1:
+        return _search_each(ctx, module, opts, mesh_opts, trials, spreads)
+    first_error: PlmrError | None = None
+    stopped = 0
+    for turn, spread in enumerate(spreads):
+        if turn and not _out_of_sram(first_error):
+            break
+        kept: tuple[tuple[int, int], bool] | None = None
+        best = math.inf
+        for sizes, bands in trials:
+            trial = module.clone()
+            try:
+                with step("convert-loop-to-tile"):
+                    loop_to_tile_pass(opts, sizes, bands, spread).apply(ctx, trial)
+                with step("convert-tile-to-mesh (priced)"):
+                    cost = lower_module(
+                        trial, mesh_opts, price_only=True, bound=best * 0.999
+                    )
+            except OverBound:
+                stopped += 1
+                continue
+            except PlmrError as e:
+                if first_error is None or (not spread and "SRAM" in str(e)):
+                    first_error = e
+                continue
+            if cost >= best * 0.999:
+                continue
+            best, kept = cost, (sizes, bands)
+        if kept is None:
+            continue
+        count("blocking trials stopped at the best's estimate", stopped)
+        sizes, bands = kept
+        try:
+            return _lowered(ctx, module, opts, mesh_opts, sizes, bands, spread)
+        except PlmrError:
+            return _search_each(ctx, module, opts, mesh_opts, trials, (spread,))
+    count("blocking trials stopped at the best's estimate", stopped)
+    assert first_error is not None
+    raise first_error
+
+
+def _lowered(
+    ctx: Context,
+    module: ModuleOp,
+    opts: CompileOptions,
+    mesh_opts: Options,
+    sizes: tuple[int, int],
+    bands: bool,
+    spread: bool,
+) -> Blocking:
+    """One blocking of `module` lowered in full, packed and routed."""
+    from plmr.lowering.tile_to_mesh import lower_module
+
+    trial = module.clone()
+    plans: list[NestPlan] = []
+    with step("convert-loop-to-tile"):
+        loop_to_tile_pass(opts, sizes, bands, spread).apply(ctx, trial)
+    with step("convert-tile-to-mesh"):
+        cost = lower_module(trial, mesh_opts, plans)
+    _pack(trial, opts, plans)
+    _route(ctx, trial, opts)
+    return Blocking(sizes, bands, spread, cost, trial, plans)
+
+
+def _search_each(
+    ctx: Context,
+    module: ModuleOp,
+    opts: CompileOptions,
+    mesh_opts: Options,
+    trials: list[tuple[tuple[int, int], bool]],
+    spreads: tuple[bool, ...],
+) -> Blocking:
+    """
+    `search_blocking` lowering every trial in full: the one with the lowest estimate
+    that packs and routes kept (ties to the earlier). Only a trial whose estimate
+    improves on the best so far is packed and routed, and a trial stops lowering once
+    its nests lowered cost what the best so far costs.
+    """
     from plmr.lowering.tile_to_mesh import OverBound, lower_module
 
     best: Blocking | None = None

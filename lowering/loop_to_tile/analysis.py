@@ -86,6 +86,8 @@ class Analysis:
         self.order = order
         self.dims: dict[SSAValue, Dim] = {} if dims is None else dims
         self._padding: dict[ReadOp, float] | Literal[False] | None = False
+        self.padded: bool | None = None
+        """Whether `padding()` finds one, when known already (the memo's `padded`)."""
 
     def run(self) -> _Plan:
         nest = self.nest
@@ -158,7 +160,7 @@ class Analysis:
         blocks = [1] * nest.rank
         red = nest.reduction_dims
         if red:
-            pad = self.padding() is not None
+            pad = self.padded if self.padded is not None else self.padding() is not None
             blocks[red[-1]] = self._block(r, nest.extents[red[-1]], pad=pad)
         par = list(nest.parallel_dims)
         reads = [

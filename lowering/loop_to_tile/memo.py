@@ -8,7 +8,7 @@ ops, the map nest that reads its results (the candidate epilogue), the values th
 from outside (their types, a constant's value, whether an outside value of the epilogue
 is defined before the nest), the blocks the analysis starts from (`Analysis.top_blocks`,
 which folds the `P,R` sizes, `fit`, the grid and `bands` into one block per dimension),
-and the names the nest's values print with. Under that key (`nest_key`) the memo keeps
+and the names the nest's values print with. Under that key (`fragment_key`, the blocks, the options) the memo keeps
 the emitted ops in a detached block whose arguments stand for the outside values, so a
 nest met again with the same blocks (in another blocking trial of `plmr compile`: a map
 nest does not depend on `R`, nor a nest on a block size its dimensions clamp alike) is
@@ -21,7 +21,7 @@ one); `stats()` counts hits and misses (`plmr compile --profile`).
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 
 from xdsl.dialects import arith
@@ -30,7 +30,6 @@ from xdsl.ir import Block, Operation, SSAValue
 from plmr.dialects.loop import NestOp
 from plmr.lowering.memo_switch import MemoSwitch
 from plmr.lowering.structure import Key, Structure
-from plmr.passes.neptune import nests as N
 
 CAPACITY = 4_000
 """Tile programs kept (least recently used dropped first)."""
@@ -59,7 +58,12 @@ class Refusal:
 
 
 _MEMO: OrderedDict[Key, Program | Refusal | str] = OrderedDict()
-_SWITCH = MemoSwitch((_MEMO,))
+_PADDED: OrderedDict[tuple[Key, bool], bool] = OrderedDict()
+"""Whether a nest's reduction takes a padded last block (`Analysis.padding`), by its
+fragment's structure and `fit`: the same in every blocking trial."""
+
+
+_SWITCH = MemoSwitch((_MEMO, _PADDED))
 disabled = _SWITCH.disabled
 enabled = _SWITCH.is_enabled
 clear = _SWITCH.clear
@@ -87,20 +91,46 @@ def candidate_epilogue(nest: NestOp) -> NestOp | None:
     return user
 
 
-def nest_key(
-    nest: NestOp, epilogue: NestOp | None, blocks: Sequence[int], options: Hashable
-) -> tuple[Key, Structure]:
-    """The memo key of `nest` with its candidate `epilogue`, and their structure."""
+def fragment_key(
+    nest: NestOp, epilogue: NestOp | None
+) -> tuple[Key, tuple[str | None, ...], Structure]:
+    """
+    The structure of `nest` with its candidate `epilogue` and their values' names: with
+    the blocks and the options, the memo key (`program._key`).
+    """
+
+    # What lies between the nest and its epilogue: an outside value of the epilogue
+    # defined there is not defined before the nest (every other one is: it dominates
+    # its use).
+    between: set[Operation] = {nest} if epilogue is not None else set()
+    op = nest.next_op
+    while epilogue is not None and op is not None and op is not epilogue:
+        between.add(op)
+        op = op.next_op
 
     def outside(value: SSAValue) -> Hashable:
         owner = value.owner
         const = owner.value if isinstance(owner, arith.ConstantOp) else None
-        return (value.type, const, N.defined_before(value, nest), value.name_hint)
+        before = not (isinstance(owner, Operation) and owner in between)
+        return (value.type, const, before, value.name_hint)
 
     structure = Structure(outside)
     body = structure.key([nest] if epilogue is None else [nest, epilogue])
     names = tuple(v.name_hint for v in structure.numbers)
-    return (body, names, tuple(blocks), options), structure
+    return body, names, structure
+
+
+def padded(body: Key, fit: bool, find: Callable[[], bool]) -> bool:
+    """`find()` (the nest's reduction takes a padded block), kept under `body, fit`."""
+    if not enabled():
+        return find()
+    key = (body, fit)
+    found = _PADDED.get(key)
+    if found is None:
+        found = _PADDED[key] = find()
+        if len(_PADDED) > CAPACITY:
+            _PADDED.popitem(last=False)
+    return found
 
 
 def lookup(key: Key) -> Program | Refusal | str | None:
@@ -191,9 +221,10 @@ __all__ = [
     "clear",
     "disabled",
     "enabled",
+    "fragment_key",
     "instantiate",
     "lookup",
-    "nest_key",
+    "padded",
     "record",
     "record_refusal",
     "record_remark",

@@ -263,12 +263,16 @@ def lower_function(
 
 def _key(nest: NestOp, analysis: _Analysis) -> tuple[Key, Structure] | None:
     """The memo key of `nest` (None when its blocks cannot be chosen)."""
+    body, names, structure = memo.fragment_key(nest, memo.candidate_epilogue(nest))
+    analysis.padded = memo.padded(
+        body, analysis.fit, lambda: analysis.padding() is not None
+    )
     try:
         blocks = analysis.top_blocks()
     except Untileable:
         return None
     options = (analysis.fit, analysis.grid, analysis.bands, analysis.spread)
-    return memo.nest_key(nest, memo.candidate_epilogue(nest), blocks, options)
+    return (body, names, tuple(blocks), options), structure
 
 
 def _reuse(nest: NestOp, found: memo.Program, structure: Structure) -> None:

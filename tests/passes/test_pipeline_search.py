@@ -1,8 +1,9 @@
 """
-The blocking search of `plmr compile` (`passes/pipeline.py`) with bounded trials: a
-trial stops lowering once its nests cost what the best trial so far costs
-(`lower_module(bound=...)`), and the search keeps the blocking, program and plans that
-lowering every trial in full keeps.
+The blocking search of `plmr compile` (`passes/pipeline.py`) with bounded, priced
+trials: a trial is priced without emitting the nests the memo knows
+(`lower_module(price_only=True)`), stops once its nests cost what the cheapest trial so
+far costs (`lower_module(bound=...)`), and the search keeps the blocking, program and
+plans that lowering every trial in full keeps (`_search_each`).
 """
 
 from __future__ import annotations
@@ -21,9 +22,13 @@ from plmr.errors import PlmrError
 from plmr.lowering import tile_to_mesh
 from plmr.lowering.loop_to_tile import ConvertLoopToTilePass
 from plmr.lowering.tile_to_mesh import OverBound, lower_module, memo, parse_options
+from plmr.passes import pipeline
 from plmr.passes.pipeline import (
     CompileOptions,
     _check_options,  # pyright: ignore[reportPrivateUsage]
+    _search_each,  # pyright: ignore[reportPrivateUsage]
+    blocking_trials,
+    spread_choices,
     default_gemv,
     search_blocking,
     to_loop_level,
@@ -90,6 +95,58 @@ def test_bounded_trials_keep_the_blocking_of_full_trials(
     ]
     # Every stopped trial had cost at least the kept one's when it stopped.
     assert all(cost >= full.cost for cost in stopped)
+
+
+@pytest.mark.parametrize(("example", "grid"), CASES)
+def test_priced_trials_keep_what_full_lowerings_keep(
+    example: str, grid: tuple[int, int]
+) -> None:
+    module, opts = _loop_level(example, grid)
+    ctx, mesh_opts = make_context(), _check_options(opts)
+    memo.clear()
+    priced = search_blocking(ctx, module, opts, mesh_opts)
+    memo.clear()
+    trials = blocking_trials(module, opts)
+    full = _search_each(ctx, module, opts, mesh_opts, trials, spread_choices(opts))
+    assert (priced.sizes, priced.bands, priced.spread, priced.cost) == (
+        full.sizes,
+        full.bands,
+        full.spread,
+        full.cost,
+    )
+    assert module_text(priced.module) == module_text(full.module)
+    assert [(p.name, p.mapping(), p.estimate) for p in priced.plans] == [
+        (p.name, p.mapping(), p.estimate) for p in full.plans
+    ]
+
+
+def test_a_cheapest_trial_that_does_not_route_falls_back_to_full_trials(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    module, opts = _loop_level("onnx/attention.mlir", (4, 4))
+    ctx, mesh_opts = make_context(), _check_options(opts)
+    cheapest = search_blocking(ctx, module, opts, mesh_opts)
+    route = pipeline._route  # pyright: ignore[reportPrivateUsage]
+    refused: list[str] = []
+
+    def refuse_cheapest(ctx: Any, trial: ModuleOp, opts: CompileOptions) -> None:
+        # The first program routed is the cheapest blocking's: it (and every trial
+        # that lowers to it again) needs more colors than the device routes.
+        text = module_text(trial)
+        if not refused or text == refused[0]:
+            refused.append(text)
+            raise PlmrError("mesh-route: no colors left (a test's refusal)")
+        route(ctx, trial, opts)
+
+    monkeypatch.setattr(pipeline, "_route", refuse_cheapest)
+    kept = search_blocking(ctx, module, opts, mesh_opts)
+    assert len(refused) >= 2  # priced, then again in the full trials
+    assert (kept.sizes, kept.bands) != (cheapest.sizes, cheapest.bands)
+    assert kept.cost >= cheapest.cost
+    full = _search_each(
+        ctx, module, opts, mesh_opts, blocking_trials(module, opts), spread_choices(opts)
+    )
+    assert (kept.sizes, kept.bands, kept.cost) == (full.sizes, full.bands, full.cost)
 
 
 def test_some_trials_stop_at_the_bound(monkeypatch: pytest.MonkeyPatch) -> None:
