@@ -28,9 +28,9 @@ from plmr.passes.pipeline import (
     _check_options,  # pyright: ignore[reportPrivateUsage]
     _search_each,  # pyright: ignore[reportPrivateUsage]
     blocking_trials,
-    spread_choices,
     default_gemv,
     search_blocking,
+    spread_choices,
     to_loop_level,
 )
 
