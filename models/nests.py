@@ -213,9 +213,13 @@ def run_nests(
     mode: str = "timing",
     relay: bool = False,
     runtime_options: dict[str, Any] | None = None,
+    program_name: str | None = None,
 ) -> tuple[Report, list[NestTime]]:
-    """Runs the module's program; returns the runtime's report and each nest's time."""
-    program = find_program(module, None)
+    """
+    Runs the module's program (`program_name`: that one of several, e.g. a layer body
+    compiled once); returns the runtime's report and each nest's time.
+    """
+    program = find_program(module, program_name)
     timer = NestTimer(device, mode, relay, **(runtime_options or {}))
     _, report = timer.run_program(program, inputs)
     nests = [op for op in program.body.block.ops if isinstance(op, mesh.SpmdOp)]

@@ -222,6 +222,39 @@ def hand_offs(fn: func.FuncOp) -> dict[Port, str]:
     return names
 
 
+def _mark_weights(fn: func.FuncOp, body: func.FuncOp) -> None:
+    """
+    Lists on `body` (`WEIGHT_ARGS_ATTR`) its arguments that every call of it in `fn`
+    passes a model weight of its own (a weight reference, not the same one for every
+    layer: a RoPE table or a mask is held once for all), for
+    `convert-tile-to-mesh{rest-weights}`.
+    """
+    calls = [
+        op
+        for op in fn.body.block.ops
+        if isinstance(op, func.CallOp) and op.callee.string_value() == body.sym_name.data
+    ]
+    if not calls:
+        return
+    listed = set(range(len(body.function_type.inputs.data)))
+    for call in calls:
+        listed &= {
+            i
+            for i, v in enumerate(call.arguments)
+            if isinstance(v.owner, Operation) and weight_ref(v.owner) is not None
+        }
+    if len(calls) > 1:
+        listed = {
+            i
+            for i in listed
+            if any(c.arguments[i] is not calls[0].arguments[i] for c in calls)
+        }
+    if listed:
+        body.attributes[WEIGHT_ARGS_ATTR] = ArrayAttr(
+            [IntegerAttr(i, i64) for i in sorted(listed)]
+        )
+
+
 def _record(fn: func.FuncOp, module: ModuleOp) -> None:
     """Records on each program its hand-offs (state) and its inputs that are weights."""
     names = hand_offs(fn)
@@ -449,6 +482,7 @@ def compile_layered(
     if body is None:
         return False
     parts = split_layers(fn, body)
+    _mark_weights(fn, body)
     body.detach()
     body.sym_visibility = None
     where = InsertPoint.after(fn)

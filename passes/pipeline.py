@@ -123,6 +123,10 @@ class CompileOptions:
     """`kv_state`: the decode step's position input."""
     mask: str = "attention_mask"
     """`kv_state`: the attention mask input, computed on the wafer from the position."""
+    rest_weights: bool | None = None
+    """Model weights a nest reads replicated along an axis are placed split along it and
+    gathered in the nest (`convert-tile-to-mesh{rest-weights}`); None: on grids of more
+    than `LARGE_GRID_PES` PEs."""
 
 
 LARGE_GRID_PES = 64
@@ -246,8 +250,16 @@ def keep_state(module: ModuleOp, opts: CompileOptions) -> int:
 def _check_options(opts: CompileOptions) -> Options:
     from plmr.lowering.tile_to_mesh import parse_options
 
+    rest = large_grid(opts.grid) if opts.rest_weights is None else opts.rest_weights
     mesh_opts = parse_options(
-        opts.grid, opts.device, opts.gemm, opts.gemv, opts.k, opts.groups, opts.fit_tiles
+        opts.grid,
+        opts.device,
+        opts.gemm,
+        opts.gemv,
+        opts.k,
+        opts.groups,
+        opts.fit_tiles,
+        rest,
     )
     if opts.layers < 0 or opts.layers == 1:
         raise PassOptionError(

@@ -117,10 +117,11 @@ def state_results(fn: func.FuncOp | mesh.ProgramOp) -> list[str | None]:
 WEIGHT_ARGS_ATTR = "plmr.weight_args"
 """mesh.program attribute: the indices of the inputs that are model weights, placed on the
 wafer when the model is loaded (as a program's own weight constants are), so a run does
-not count them as host traffic (`passes/layer_programs.py`)."""
+not count them as host traffic (`passes/layer_programs.py`). On the func.func of a layer
+body compiled once, the same for `convert-tile-to-mesh{rest-weights}`."""
 
 
-def weight_args(program: mesh.ProgramOp) -> set[int]:
+def weight_args(program: mesh.ProgramOp | func.FuncOp) -> set[int]:
     """The indices of `program`'s inputs that are model weights (`WEIGHT_ARGS_ATTR`)."""
     found = program.attributes.get(WEIGHT_ARGS_ATTR)
     if not isinstance(found, ArrayAttr):

@@ -106,6 +106,13 @@ class Options:
     fit_tiles: bool = False
     """Rotations may also cut the reduction into padded chunks and split their parallel
     loops unevenly (`plmr compile --fit-tiles`); without it they split evenly."""
+    rest_weights: bool = False
+    """A layer's own weight (an argument the function lists in `plmr.weight_args`: a
+    layer body compiled once) that a nest reads replicated along an axis is placed split
+    along it, over its longest dimension the layout keeps whole, and gathered at the head
+    of the nest's spmd: a stage's layers keep their weights in their share of the grid's
+    SRAM, not an axis's length of copies each (`plmr compile` on grids of more than 64
+    PEs)."""
 
     def n(self, axis: str) -> int:
         """PEs along `axis` (or along the axis of a banded layout entry)."""

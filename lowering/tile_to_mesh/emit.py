@@ -72,6 +72,8 @@ class _Lowering(Protocol):
     placed: dict[SSAValue, Placed]
     views: dict[SSAValue, SSAValue]
 
+    def rest_layout(self, value: SSAValue, layout: Layout) -> Layout: ...
+
     def scatter(
         self,
         value: SSAValue,
@@ -138,7 +140,10 @@ class NestEmitter(Relayout):
                 continue
             firsts[key] = src
             placed = low.placed.get(src)
-            if placed is None:
+            if placed is None and not skew[0]:
+                # A weight is placed at rest and gathered here (`rest_weights`).
+                inputs.append(low.scatter(src, low.rest_layout(src, layout)))
+            elif placed is None:
                 inputs.append(low.scatter(src, layout, *skew))
             else:
                 inputs.append(placed.value)

@@ -59,6 +59,7 @@ from plmr.target.interface import (
     result_names,
     state_args,
     state_results,
+    weight_args,
 )
 from plmr.target.sram import spmd_sram
 
@@ -118,6 +119,8 @@ class FunctionLowering:
         """Slices of host tensors that nests read (`host_slices`), placed on their own."""
         self.views: dict[SSAValue, SSAValue] = {}
         """Views of a tensor a nest reads indexed by different loops (`views`): source."""
+        self.weights: set[SSAValue] = set()
+        """With `rest_weights`: the arguments that are a layer's own weights."""
         self.state: list[SSAValue] = [
             arg for arg, name in zip(self.block.args, state_args(fn), strict=True) if name
         ]
@@ -151,6 +154,9 @@ class FunctionLowering:
         for old, new in zip(self.block.args, pblock.args, strict=True):
             new.name_hint = old.name_hint
             self.host[old] = new
+        if opts.rest_weights:
+            listed = weight_args(fn)
+            self.weights.update(a for i, a in enumerate(self.block.args) if i in listed)
         self.builder = Builder(InsertPoint.at_end(pblock))
         self.slices = slice_host_reads(self.block)
         self.views = split_read_views(self.block)
@@ -251,6 +257,24 @@ class FunctionLowering:
         else:
             dist = placed.value
         return self.builder.insert(mesh.GatherOp(dist)).result
+
+    def rest_layout(self, value: SSAValue, layout: Layout) -> Layout:
+        """
+        Where a model weight read in `layout` is placed (`Options.rest_weights`): split
+        along each axis `layout` leaves it replicated on, over its longest dimension
+        `layout` keeps whole; `layout` itself for any other value.
+        """
+        base = self.slices[value][0] if value in self.slices else value
+        if base not in self.weights or any(a not in ("-", "x", "y") for a in layout):
+            return layout
+        rest = list(layout)
+        shape = static_shape(value, "weight")
+        for axis in ("y", "x"):
+            free = [j for j, a in enumerate(rest) if a == "-" and shape[j] > 1]
+            if axis in rest or self.opts.n(axis) == 1 or not free:
+                continue
+            rest[max(free, key=lambda j: shape[j])] = axis
+        return tuple(rest)
 
     def scatter(
         self,
@@ -406,6 +430,7 @@ def parse_options(
     k: int,
     groups: int = 0,
     fit_tiles: bool = False,
+    rest_weights: bool = False,
 ) -> Options:
     if len(grid) != 2 or any(g <= 0 for g in grid):
         raise PassOptionError(
@@ -432,7 +457,9 @@ def parse_options(
             f"convert-tile-to-mesh: a {grid[0]}x{grid[1]} grid does not fit {dev.name} "
             f"({dev.height}x{dev.width} PEs)"
         )
-    return Options((grid[0], grid[1]), dev, device, gemm, gemv, k, groups, fit_tiles)
+    return Options(
+        (grid[0], grid[1]), dev, device, gemm, gemv, k, groups, fit_tiles, rest_weights
+    )
 
 
 def lower_module(
@@ -526,6 +553,7 @@ class ConvertTileToMeshPass(ModulePass):
     k: int = 2
     groups: int = 0
     fit_tiles: bool = False
+    rest_weights: bool = False
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         opts = parse_options(
@@ -536,5 +564,6 @@ class ConvertTileToMeshPass(ModulePass):
             self.k,
             self.groups,
             self.fit_tiles,
+            self.rest_weights,
         )
         lower_module(op, opts)
