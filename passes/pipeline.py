@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -589,18 +589,28 @@ def _search(
 
     if len(trials) == 1:
         return _search_each(ctx, module, opts, mesh_opts, trials, spreads)
+    from plmr.lowering.loop_to_tile import memo as tile_memo
+
     first_error: PlmrError | None = None
-    stopped = 0
+    stopped = same = 0
     for turn, spread in enumerate(spreads):
         if turn and not _out_of_sram(first_error):
             break
         kept: tuple[tuple[int, int], bool] | None = None
         best = math.inf
+        seen: set[tuple[Hashable, ...]] = set()
         for sizes, bands in trials:
             trial = module.clone()
             try:
-                with step("convert-loop-to-tile"):
+                with step("convert-loop-to-tile"), tile_memo.traced() as keys:
                     loop_to_tile_pass(opts, sizes, bands, spread).apply(ctx, trial)
+                # The same nest keys are the same tile program, priced the same: an
+                # earlier trial (kept on a tie) has it.
+                fingerprint = tuple(keys)
+                if keys and None not in keys and fingerprint in seen:
+                    same += 1
+                    continue
+                seen.add(fingerprint)
                 with step("convert-tile-to-mesh (priced)"):
                     cost = lower_module(
                         trial, mesh_opts, price_only=True, bound=best * 0.999
@@ -618,6 +628,7 @@ def _search(
         if kept is None:
             continue
         count("blocking trials stopped at the best's estimate", stopped)
+        count("blocking trials blocked as an earlier one", same)
         sizes, bands = kept
         try:
             return _lowered(ctx, module, opts, mesh_opts, sizes, bands, spread)

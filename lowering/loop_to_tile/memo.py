@@ -21,7 +21,8 @@ one); `stats()` counts hits and misses (`plmr compile --profile`).
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Generator, Hashable, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from xdsl.dialects import arith
@@ -89,6 +90,31 @@ def candidate_epilogue(nest: NestOp) -> NestOp | None:
     if not isinstance(user, NestOp) or user.is_reduction:
         return None
     return user
+
+
+_TRACE: list[list[Key | None]] = []
+
+
+@contextmanager
+def traced() -> Generator[list[Key | None]]:
+    """
+    Collects the key of every nest `convert-loop-to-tile` meets inside the block, in
+    order (None for a nest it cannot key). Two lowerings of the same module whose keys
+    are all known and equal emit the same tile program: `plmr compile`'s blocking search
+    prices one trial of each (`passes/pipeline.py`).
+    """
+    keys: list[Key | None] = []
+    _TRACE.append(keys)
+    try:
+        yield keys
+    finally:
+        _TRACE.pop()
+
+
+def trace(key: Key | None) -> None:
+    """Records `key` for the innermost `traced()` block, if any."""
+    if _TRACE:
+        _TRACE[-1].append(key)
 
 
 def fragment_key(
@@ -229,4 +255,6 @@ __all__ = [
     "record_refusal",
     "record_remark",
     "stats",
+    "trace",
+    "traced",
 ]

@@ -235,6 +235,7 @@ def lower_function(
             nest, chosen, order, fit=fit, grid=grid, bands=bands, spread=spread
         )
         keyed = _key(nest, analysis) if memo.enabled() else None
+        memo.trace(None if keyed is None else keyed[0])
         found = None if keyed is None else memo.lookup(keyed[0])
         if isinstance(found, str):
             nest.attributes[REMARK_ATTR] = StringAttr(found)

@@ -222,3 +222,41 @@ def test_auto_falls_back_to_the_ranked_blocking_when_its_trees_do_not_lower(
     kept = search_blocking(ctx, module, auto_opts, _check_options(auto_opts))
     ktree = search_blocking(ctx, module, opts, _check_options(opts))
     assert (kept.sizes, kept.bands, kept.cost) == (ktree.sizes, ktree.bands, ktree.cost)
+
+
+@pytest.mark.parametrize(
+    ("example", "fit"),
+    [("onnx/attention.mlir", False), ("onnx/attention.mlir", True), ("onnx/mlp.mlir", True)],
+)
+def test_a_trial_blocked_as_an_earlier_one_is_priced_once(
+    example: str, fit: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # On 6x6 with `fit_tiles` most (P, R) trials clamp to the same blocks.
+    ctx = make_context()
+    module = load_module(EXAMPLES / example, ctx)
+    assert isinstance(module, ModuleOp)
+    opts = CompileOptions(grid=(6, 6), substitute=False, fit_tiles=fit)
+    to_loop_level(ctx, module, opts)
+    ctx, mesh_opts = make_context(), _check_options(opts)
+    texts: set[str] = set()
+    for sizes, bands in blocking_trials(module, opts):
+        trial = module.clone()
+        try:
+            pipeline.loop_to_tile_pass(opts, sizes, bands).apply(ctx, trial)
+        except PlmrError:
+            continue  # a block that does not divide: not priced
+        texts.add(module_text(trial))
+    priced: list[str] = []
+
+    def recording(trial: ModuleOp, *args: Any, **kwargs: Any) -> float:
+        if kwargs.get("price_only"):
+            priced.append(module_text(trial))
+        return lower_module(trial, *args, **kwargs)
+
+    monkeypatch.setattr(tile_to_mesh, "lower_module", recording)
+    memo.clear()
+    search_blocking(ctx, module, opts, mesh_opts)
+    # Every distinct tile program is priced once, none twice.
+    assert len(priced) == len(set(priced)) == len(texts)
+    if fit:
+        assert len(texts) < len(blocking_trials(module, opts))
