@@ -226,7 +226,11 @@ def test_auto_falls_back_to_the_ranked_blocking_when_its_trees_do_not_lower(
 
 @pytest.mark.parametrize(
     ("example", "fit"),
-    [("onnx/attention.mlir", False), ("onnx/attention.mlir", True), ("onnx/mlp.mlir", True)],
+    [
+        ("onnx/attention.mlir", False),
+        ("onnx/attention.mlir", True),
+        ("onnx/mlp.mlir", True),
+    ],
 )
 def test_a_trial_blocked_as_an_earlier_one_is_priced_once(
     example: str, fit: bool, monkeypatch: pytest.MonkeyPatch
