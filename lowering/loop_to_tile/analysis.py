@@ -214,17 +214,22 @@ class Analysis:
             return
         ext = self.nest.extents
 
-        def even(i: int) -> bool:
-            # Split evenly, or in one padded block per PE (4,096 rows over 480: 9).
+        def even(i: int, padded: bool) -> bool:
+            # Split evenly, or (`padded`) in one padded block per PE (4,096 over 480: 9).
             return any(
-                (ext[i] // blocks[i]) % n == 0 or blocks[i] == -(-ext[i] // n) > 1
+                (ext[i] // blocks[i]) % n == 0
+                or (padded and blocks[i] == -(-ext[i] // n) > 1)
                 for n in axes
             )
 
         for i, e in enumerate(ext):
             if blocks[i] != 1 or e <= 1 or e >= min(axes) or e > WHOLE_BLOCKS * size:
                 continue
-            if sum(even(j) for j in range(len(ext)) if j != i and ext[j] > 1) >= 2:
+            # A dimension cut in ones to spread over an axis (not one too short for
+            # that, cut in ones for bands) stays whole beside padded splits too.
+            spread = e * SPLIT_FRACTION >= min(axes)
+            others = [j for j in range(len(ext)) if j != i and ext[j] > 1]
+            if sum(even(j, spread) for j in others) >= 2:
                 blocks[i] = e
 
     def _too_small(self, extent: int) -> bool:
