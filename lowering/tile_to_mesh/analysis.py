@@ -112,7 +112,8 @@ class Options:
     along it, over its longest dimension the layout keeps whole, and gathered at the head
     of the nest's spmd: a stage's layers keep their weights in their share of the grid's
     SRAM, not an axis's length of copies each (`plmr compile` on grids of more than 64
-    PEs)."""
+    PEs). The planner chooses the mapping as without it (its estimate leaves the gather
+    out); the emitted program, and so the simulated step, has it."""
 
     def n(self, axis: str) -> int:
         """PEs along `axis` (or along the axis of a banded layout entry)."""
