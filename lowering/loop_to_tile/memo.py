@@ -2,17 +2,20 @@
 The tile program of a nest, memoised by content for `convert-loop-to-tile`.
 
 What a nest becomes (`lower_function`: the analysis, the epilogue it absorbs, the
-emitted tile ops, the remark of a nest left at the loop level, or the error of
-sizes that do not divide it) depends on the nest's
-ops, the map nest that reads its results (the candidate epilogue), the values they read
-from outside (their types, a constant's value, whether an outside value of the epilogue
-is defined before the nest), the blocks the analysis starts from (`Analysis.top_blocks`,
-which folds the `P,R` sizes, `fit`, the grid and `bands` into one block per dimension),
-and the names the nest's values print with. Under that key (`fragment_key`, the blocks, the options) the memo keeps
-the emitted ops in a detached block whose arguments stand for the outside values, so a
-nest met again with the same blocks (in another blocking trial of `plmr compile`: a map
-nest does not depend on `R`, nor a nest on a block size its dimensions clamp alike) is
-a clone of its tile program: no analysis, no sympy proof of its combines, no codegen.
+emitted tile ops, the remark of a nest left at the loop level, or the error of sizes
+that do not divide it) depends on the nest's ops, the map nest that reads its results
+(the candidate epilogue), the values they read from outside (their types, a constant's
+value, whether an outside value of the epilogue is defined before the nest), the blocks
+the analysis starts from (`Analysis.top_blocks`, which folds the `P,R` sizes, `fit`, the
+grid and `bands` into one block per dimension), and the names the nest's values print
+with. Under that key (`fragment_key`, the blocks, the options) the memo keeps the
+emitted ops in a detached block whose arguments stand for the outside values, so a nest
+met again with the same blocks (in another blocking trial of `plmr compile`: a map nest
+does not depend on `R`, nor a nest on a block size its dimensions clamp alike) is a
+clone of its tile program: no analysis, no sympy proof of its combines, no codegen.
+Whether a nest's reduction takes a padded block (`padded`) is kept under its structure
+alone, for every trial's blocks; `traced()` collects a lowering's keys (equal keys,
+equal tile programs).
 
 `disabled()` turns the memo off (a test compares the memoised lowering with the plain
 one); `stats()` counts hits and misses (`plmr compile --profile`).
