@@ -29,6 +29,12 @@ from plmr.lowering.tile_to_mesh import (
     lower_module,
     parse_options,
 )
+from plmr.passes.blocking_search import (
+    blocking_trials,
+    loop_to_tile_pass,
+    search_blocking,
+    spread_choices,
+)
 from plmr.passes.mesh_check_limits import MeshCheckLimitsPass
 from plmr.passes.mesh_pack import (
     Merge,
@@ -41,13 +47,9 @@ from plmr.passes.mesh_softmax import MeshFuseSoftmaxPass, fuse_softmax
 from plmr.passes.mesh_softmax_nests import fuse_softmax_nests
 from plmr.passes.pipeline import (
     CompileOptions,
-    blocking_trials,
     graph_passes,
     loop_passes,
-    loop_to_tile_pass,
     nothing_to_compile,
-    search_blocking,
-    spread_choices,
 )
 from plmr.validate.check_each import Checker, CheckOptions, PassFailed, Stage
 

@@ -17,7 +17,8 @@ from plmr.dialects import tile
 from plmr.dialects.context import make_context, parse_module
 from plmr.lowering.loop_to_tile import ConvertLoopToTilePass
 from plmr.lowering.tile_to_mesh import NestPlan, lower_module, parse_options
-from plmr.passes.pipeline import CompileOptions, blocking_trials, to_loop_level
+from plmr.passes.blocking_search import blocking_trials
+from plmr.passes.pipeline import CompileOptions, to_loop_level
 from plmr.runtime.mesh_machine import run_mesh
 from plmr.runtime.running import random_inputs, run_function, select_function
 

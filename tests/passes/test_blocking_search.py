@@ -1,5 +1,5 @@
 """
-The blocking search of `plmr compile` (`passes/pipeline.py`) with bounded, priced
+The blocking search of `plmr compile` (`passes/blocking_search.py`) with bounded, priced
 trials: a trial is priced without emitting the nests the memo knows
 (`lower_module(price_only=True)`), stops once its nests cost what the cheapest trial so
 far costs (`lower_module(bound=...)`), and the search keeps the blocking, program and
@@ -22,15 +22,17 @@ from plmr.errors import PlmrError
 from plmr.lowering import tile_to_mesh
 from plmr.lowering.loop_to_tile import ConvertLoopToTilePass
 from plmr.lowering.tile_to_mesh import OverBound, lower_module, memo, parse_options
-from plmr.passes import pipeline
+from plmr.passes import blocking_search
+from plmr.passes.blocking_search import (
+    _search_each,  # pyright: ignore[reportPrivateUsage]
+    blocking_trials,
+    search_blocking,
+    spread_choices,
+)
 from plmr.passes.pipeline import (
     CompileOptions,
     _check_options,  # pyright: ignore[reportPrivateUsage]
-    _search_each,  # pyright: ignore[reportPrivateUsage]
-    blocking_trials,
     default_gemv,
-    search_blocking,
-    spread_choices,
     to_loop_level,
 )
 
@@ -126,7 +128,7 @@ def test_a_cheapest_trial_that_does_not_route_falls_back_to_full_trials(
     module, opts = _loop_level("onnx/attention.mlir", (4, 4))
     ctx, mesh_opts = make_context(), _check_options(opts)
     cheapest = search_blocking(ctx, module, opts, mesh_opts)
-    route = pipeline._route  # pyright: ignore[reportPrivateUsage]
+    route = blocking_search.route
     refused: list[str] = []
 
     def refuse_cheapest(ctx: Any, trial: ModuleOp, opts: CompileOptions) -> None:
@@ -138,7 +140,7 @@ def test_a_cheapest_trial_that_does_not_route_falls_back_to_full_trials(
             raise PlmrError("mesh-route: no colors left (a test's refusal)")
         route(ctx, trial, opts)
 
-    monkeypatch.setattr(pipeline, "_route", refuse_cheapest)
+    monkeypatch.setattr(blocking_search, "route", refuse_cheapest)
     kept = search_blocking(ctx, module, opts, mesh_opts)
     assert len(refused) >= 2  # priced, then again in the full trials
     assert (kept.sizes, kept.bands) != (cheapest.sizes, cheapest.bands)
@@ -206,18 +208,16 @@ def test_auto_falls_back_to_the_ranked_blocking_when_its_trees_do_not_lower(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Each line's K-trees failing (SRAM, colors), the K = 2 blocking stands."""
-    import plmr.passes.pipeline as pipeline
-
     module, opts = _loop_level("attention/decode_gqa.mlir", (9, 9))
     ctx = make_context()
-    search = pipeline._search  # pyright: ignore[reportPrivateUsage]
+    search = blocking_search._search  # pyright: ignore[reportPrivateUsage]
 
     def failing_auto(*args: Any, **kwargs: Any) -> Any:
         if args[3].gemv == "auto":
             raise PlmrError("each line's K-trees need more colors than the device has")
         return search(*args, **kwargs)
 
-    monkeypatch.setattr(pipeline, "_search", failing_auto)
+    monkeypatch.setattr(blocking_search, "_search", failing_auto)
     auto_opts = dataclasses.replace(opts, gemv="auto")
     kept = search_blocking(ctx, module, auto_opts, _check_options(auto_opts))
     ktree = search_blocking(ctx, module, opts, _check_options(opts))
@@ -246,7 +246,7 @@ def test_a_trial_blocked_as_an_earlier_one_is_priced_once(
     for sizes, bands in blocking_trials(module, opts):
         trial = module.clone()
         try:
-            pipeline.loop_to_tile_pass(opts, sizes, bands).apply(ctx, trial)
+            blocking_search.loop_to_tile_pass(opts, sizes, bands).apply(ctx, trial)
         except PlmrError:
             continue  # a block that does not divide: not priced
         texts.add(module_text(trial))
