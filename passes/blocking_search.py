@@ -32,7 +32,7 @@ from plmr.passes.timing import count, step
 if TYPE_CHECKING:
     from plmr.lowering.loop_to_tile import ConvertLoopToTilePass
     from plmr.lowering.tile_to_mesh import NestPlan, Options
-    from plmr.passes.pipeline import CompileOptions
+    from plmr.passes.compile_options import CompileOptions
 
 PARALLEL_TILES = (16, 8, 4, 2)
 REDUCTION_TILES = (16, 8, 4)
