@@ -105,13 +105,24 @@ def search_blocking(
     """
     The blocking `plmr compile` picks for a loop-level `module` (left unchanged): each
     of `blocking_trials` (for each of `spread_choices`, the next only when no trial
-    fitted SRAM) lowered on a copy to the mesh, packed and routed, the one with the
-    lowest estimate kept (ties to the earlier). Raises the first trial's error (one out
-    of SRAM preferred) when none lowers. Only a trial whose estimate improves on the
-    best so far is packed and routed (both leave the estimate as it is), and a trial
-    stops lowering once its nests lowered cost what the best so far costs (each nest's
-    estimate adds to the total: such a trial cannot be kept).
+    fitted SRAM) priced on a copy, the cheapest (ties to the earlier) lowered to the
+    mesh, packed and routed (see the module docstring). Raises the first trial's error
+    (one out of SRAM preferred) when none lowers. With weights at rest, when every
+    trial that fails fails only because a nest's gathers do not fit (`RestRefusal`),
+    the search runs again with copies of those nests' weights (`rest_copies`).
     """
+    from plmr.lowering.tile_to_mesh import RestRefusal
+
+    try:
+        return _search_blocking(ctx, module, opts, mesh_opts)
+    except RestRefusal:
+        copies = dataclasses.replace(mesh_opts, rest_copies=True)
+        return _search_blocking(ctx, module, opts, copies)
+
+
+def _search_blocking(
+    ctx: Context, module: ModuleOp, opts: CompileOptions, mesh_opts: Options
+) -> Blocking:
     trials = blocking_trials(module, opts)
     if mesh_opts.gemv != "auto" or len(trials) == 1:
         return _search(ctx, module, opts, mesh_opts, trials, spread_choices(opts))
@@ -160,6 +171,7 @@ def _search(
     from plmr.lowering.loop_to_tile import memo as tile_memo
 
     first_error: PlmrError | None = None
+    failures: list[PlmrError] = []
     stopped = same = 0
     for turn, spread in enumerate(spreads):
         if turn and not _out_of_sram(first_error):
@@ -189,6 +201,7 @@ def _search(
             except PlmrError as e:
                 if first_error is None or (not spread and "SRAM" in str(e)):
                     first_error = e
+                failures.append(e)
                 continue
             if cost >= best * 0.999:
                 continue
@@ -201,10 +214,9 @@ def _search(
         try:
             return _lowered(ctx, module, opts, mesh_opts, sizes, bands, spread)
         except PlmrError:
-            return _search_each(ctx, module, opts, mesh_opts, trials, (spread,))
+            return _search_each(ctx, module, opts, mesh_opts, trials, spreads[turn:])
     count("blocking trials stopped at the best's estimate", stopped)
-    assert first_error is not None
-    raise first_error
+    raise _refusal(first_error, failures)
 
 
 def _lowered(
@@ -248,6 +260,7 @@ def _search_each(
 
     best: Blocking | None = None
     first_error: PlmrError | None = None
+    failures: list[PlmrError] = []
     stopped = 0
     for turn, spread in enumerate(spreads):
         if best is not None or (turn and not _out_of_sram(first_error)):
@@ -273,12 +286,12 @@ def _search_each(
             except PlmrError as e:
                 if first_error is None or (not spread and "SRAM" in str(e)):
                     first_error = e
+                failures.append(e)
                 continue
             best = Blocking(sizes, bands, spread, cost, trial, trial_plans)
     count("blocking trials stopped at the best's estimate", stopped)
     if best is None:
-        assert first_error is not None
-        raise first_error
+        raise _refusal(first_error, failures)
     return best
 
 
@@ -313,6 +326,18 @@ def spread_choices(opts: CompileOptions) -> tuple[bool, ...]:
     whole, the trials again with them split unevenly over the grid.
     """
     return (False, True) if opts.fit_tiles else (False,)
+
+
+def _refusal(first: PlmrError | None, failures: list[PlmrError]) -> PlmrError:
+    """
+    The error a search without a blocking raises: a `RestRefusal` when every trial
+    failed for one (copies of the weights would fit), else `first`.
+    """
+    from plmr.lowering.tile_to_mesh import RestRefusal
+
+    assert first is not None
+    rest = [e for e in failures if isinstance(e, RestRefusal)]
+    return rest[0] if rest and len(rest) == len(failures) else first
 
 
 def _out_of_sram(error: PlmrError | None) -> bool:

@@ -88,6 +88,7 @@ from plmr.lowering.tile_to_mesh.planning import NestPlan
 from plmr.lowering.tile_to_mesh.program import (
     ConvertTileToMeshPass,
     OverBound,
+    RestRefusal,
     lower_module,
     parse_options,
 )
@@ -102,6 +103,7 @@ __all__ = [
     "NestPlan",
     "Options",
     "OverBound",
+    "RestRefusal",
     "analyze_nest",
     "lower_module",
     "parse_options",

@@ -113,7 +113,11 @@ class Options:
     of the nest's spmd: a stage's layers keep their weights in their share of the grid's
     SRAM, not an axis's length of copies each (`plmr compile` on grids of more than 64
     PEs). The planner chooses the mapping as without it (its estimate leaves the gather
-    out); the emitted program, and so the simulated step, has it."""
+    out); the emitted program, and so the simulated step, has it. A nest no mapping of
+    which fits with its gathers is refused (`RestRefusal`) unless `rest_copies`."""
+    rest_copies: bool = False
+    """With `rest_weights`: a nest whose gathers fit under no mapping reads copies of its
+    weights (the blocking search lowers with it only when no blocking fits at rest)."""
 
     def n(self, axis: str) -> int:
         """PEs along `axis` (or along the axis of a banded layout entry)."""

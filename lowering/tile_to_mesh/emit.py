@@ -140,7 +140,7 @@ class NestEmitter(Relayout):
                 continue
             firsts[key] = src
             placed = low.placed.get(src)
-            if placed is None and not skew[0]:
+            if placed is None and not skew[0] and not m.copies:
                 # A weight is placed at rest and gathered here (`rest_weights`).
                 inputs.append(low.scatter(src, low.rest_layout(src, layout)))
             elif placed is None:

@@ -56,6 +56,9 @@ class Mapping:
     the end of the nest replaces one per local block (`batching.deferrable`)."""
     bands: dict[str, Band] = field(default_factory=lambda: {})
     """Banded axes (their `axes` entry is the band's outer loop)."""
+    copies: bool = False
+    """With `Options.rest_weights`: the weights it reads replicated are placed as copies
+    (with their gathers at rest the nest did not fit a PE's SRAM)."""
 
     def axis_of(self, loop: tile.ForOp) -> str | None:
         for a, lp in self.axes.items():

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Hashable
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
 from xdsl.dialects import arith, tensor
@@ -26,6 +27,7 @@ from xdsl.dialects.builtin import TensorType
 from xdsl.ir import Attribute, BlockArgument, Operation, SSAValue
 
 from plmr.dialects import tile
+from plmr.errors import PlmrError
 from plmr.lowering.memo_switch import MemoSwitch
 from plmr.lowering.structure import Key, Structure
 from plmr.lowering.tile_to_mesh.analysis import Layout, Nest, Options, initial_fill
@@ -52,10 +54,11 @@ class Decision:
     deferred: tuple[str, ...] | None
     bands: tuple[tuple[str, int, int, int], ...]
     """(axis, outer loop, inner loop or -1, width)."""
+    copies: bool
 
 
 _MEMO: OrderedDict[Key, Decision] = OrderedDict()
-_ERRORS: OrderedDict[tuple[Key, Hashable], str] = OrderedDict()
+_ERRORS: OrderedDict[tuple[Key, Hashable], tuple[type[PlmrError], str]] = OrderedDict()
 _SWITCH = MemoSwitch((_MEMO, _ERRORS))
 disabled = _SWITCH.disabled
 enabled = _SWITCH.is_enabled
@@ -64,7 +67,16 @@ stats = _SWITCH.stats
 
 
 def _options_key(opts: Options) -> Hashable:
-    return (opts.grid, opts.device_spec, opts.gemm, opts.gemv, opts.k, opts.groups)
+    return (
+        opts.grid,
+        opts.device_spec,
+        opts.gemm,
+        opts.gemv,
+        opts.k,
+        opts.groups,
+        opts.rest_weights,
+        opts.rest_copies,
+    )
 
 
 def _epilogue_candidates(top: tile.ForOp) -> list[Operation]:
@@ -86,8 +98,12 @@ def nest_key(
     opts: Options,
     placed: dict[SSAValue, Layout],
     slices: dict[SSAValue, tuple[SSAValue, tuple[int, ...]]],
+    weights: AbstractSet[SSAValue] = frozenset(),
 ) -> tuple[Key, Structure]:
-    """The memo key of the nest `top` (see the module docstring) and its structure."""
+    """
+    The memo key of the nest `top` (see the module docstring) and its structure;
+    `weights`: the arguments placed at rest (`Options.rest_weights`).
+    """
 
     def outside(value: SSAValue) -> Hashable:
         layout = placed.get(value)
@@ -97,9 +113,9 @@ def nest_key(
             return ("placed", value.type, layout)
         if value in slices:
             src, offsets = slices[value]
-            return ("slice", value.type, src.type, tuple(offsets))
+            return ("slice", value.type, src.type, tuple(offsets), src in weights)
         if isinstance(value, BlockArgument):
-            return ("arg", value.type)
+            return ("arg", value.type, value in weights)
         if isinstance(owner, tensor.EmptyOp):
             return ("empty", value.type)
         if isinstance(owner, arith.ConstantOp):
@@ -146,14 +162,15 @@ def record(key: Key, nest: Nest, m: Mapping) -> None:
             )
             for a, b in m.bands.items()
         ),
+        m.copies,
     )
     _put(key, decision)
 
 
-def record_error(key: Key, names: Hashable, message: str) -> None:
+def record_error(key: Key, names: Hashable, error: PlmrError) -> None:
     """Keeps the error of a nest that fits no mapping (its message names its values)."""
     if enabled():
-        _ERRORS[(key, names)] = message
+        _ERRORS[(key, names)] = (type(error), str(error))
         while len(_ERRORS) > CAPACITY:
             _ERRORS.popitem(last=False)
 
@@ -165,8 +182,8 @@ def _put(key: Key, value: Decision) -> None:
         _MEMO.popitem(last=False)
 
 
-def lookup(key: Key, nest: Nest, names: Hashable) -> Mapping | str | None:
-    """The mapping kept for `key`, rebuilt on `nest`; an error's message; or None."""
+def lookup(key: Key, nest: Nest, names: Hashable) -> Mapping | PlmrError | None:
+    """The mapping kept for `key`, rebuilt on `nest`; the error it raised; or None."""
     if not enabled():
         return None
     found = _MEMO.get(key)
@@ -174,9 +191,10 @@ def lookup(key: Key, nest: Nest, names: Hashable) -> Mapping | str | None:
         error = _ERRORS.get((key, names))
         if error is None:
             _SWITCH.misses += 1
-        else:
-            _SWITCH.hits += 1
-        return error
+            return None
+        _SWITCH.hits += 1
+        kind, message = error
+        return kind(message)
     _SWITCH.hits += 1
     _MEMO.move_to_end(key)
     loops = _loops(nest)
@@ -194,6 +212,7 @@ def lookup(key: Key, nest: Nest, names: Hashable) -> Mapping | str | None:
         bands={
             a: Band(loops[o], None if i < 0 else loops[i], w) for a, o, i, w in found.bands
         },
+        copies=found.copies,
     )
 
 

@@ -86,6 +86,13 @@ class OverBound(Exception):
     """A bounded lowering stopped: its nests so far cost at least the bound."""
 
 
+class RestRefusal(PlmrError):
+    """
+    A nest fits no mapping with its weights at rest (`Options.rest_weights`) but one
+    with copies of them (`Options.rest_copies`).
+    """
+
+
 class FunctionLowering:
     def __init__(
         self,
@@ -258,14 +265,17 @@ class FunctionLowering:
             dist = placed.value
         return self.builder.insert(mesh.GatherOp(dist)).result
 
+    def _at_rest(self, value: SSAValue) -> bool:
+        """Whether `value` is a weight placed at rest (`Options.rest_weights`)."""
+        return (self.slices[value][0] if value in self.slices else value) in self.weights
+
     def rest_layout(self, value: SSAValue, layout: Layout) -> Layout:
         """
         Where a model weight read in `layout` is placed (`Options.rest_weights`): split
         along each axis `layout` leaves it replicated on, over its longest dimension
         `layout` keeps whole; `layout` itself for any other value.
         """
-        base = self.slices[value][0] if value in self.slices else value
-        if base not in self.weights or any(a not in ("-", "x", "y") for a in layout):
+        if not self._at_rest(value) or any(a not in ("-", "x", "y") for a in layout):
             return layout
         rest = list(layout)
         shape = static_shape(value, "weight")
@@ -308,11 +318,11 @@ class FunctionLowering:
     def _nest(self, top: tile.ForOp) -> None:
         nest = analyze_nest(top, self.block)
         layouts = {v: p.layout for v, p in self.placed.items()}
-        key, structure = _memo.nest_key(top, self.opts, layouts, self.slices)
+        key, structure = _memo.nest_key(top, self.opts, layouts, self.slices, self.weights)
         names = tuple(v.name_hint for v in structure.numbers)
         known = _memo.lookup(key, nest, names)
-        if isinstance(known, str):
-            raise PlmrError(known)
+        if isinstance(known, PlmrError):
+            raise known
         if known is not None and self.price_only:
             self._place_known(nest, known)
             return
@@ -322,11 +332,28 @@ class FunctionLowering:
         try:
             ranked = _Planner(nest, self.opts, layouts, self.views).ranked()
         except PlmrError as e:
-            _memo.record_error(key, names, str(e))
+            _memo.record_error(key, names, e)
             raise
         sram = self.opts.device.sram_bytes
         needed: list[tuple[int, Mapping]] = []
-        for m in ranked:
+        # With weights at rest, when no mapping's gathers fit, the mappings are tried
+        # again with copies of the weights (a PE holds one copy for the nest either
+        # way, but a gather needs its strip and the assembled block at once).
+        rest = any(self._at_rest(v) for v in nest.globals)
+        copies = [dataclasses.replace(m, copies=True) for m in ranked] if rest else []
+        for m in [*ranked, *copies]:
+            if m.copies and not self.opts.rest_copies:
+                if not self._fits(nest, m):
+                    continue
+                message = (
+                    "convert-tile-to-mesh: the nest computing "
+                    f"%{nest.outputs[0].name_hint or '?'} fits no placement with its "
+                    "weights at rest (gathered in the nest), only with copies of them "
+                    "(rest-copies)"
+                )
+                refusal = RestRefusal(message)
+                _memo.record_error(key, names, refusal)
+                raise refusal
             emitter = _NestEmitter(self, nest, m)
             spmd = emitter.emit()
             # The block estimate leaves out the body's temporaries: measure the peak.
@@ -353,8 +380,23 @@ class FunctionLowering:
             f"{_gathered(least, layouts)}; use a larger grid, smaller tiles or a device "
             "with more SRAM"
         )
-        _memo.record_error(key, names, message)
-        raise PlmrError(message)
+        error = PlmrError(message)
+        _memo.record_error(key, names, error)
+        raise error
+
+    def _fits(self, nest: Nest, m: Mapping) -> bool:
+        """Whether `nest`'s spmd under `m` fits a PE's SRAM (emitted, then taken out)."""
+        emitter = _NestEmitter(self, nest, m)
+        spmd = emitter.emit()
+        fits = spmd_sram(spmd, self.opts.device).peak_bytes <= self.opts.device.sram_bytes
+        for op in emitter.epilogue:
+            for r in op.results:
+                self.placed.pop(r, None)
+        for out in nest.outputs:
+            del self.placed[out]
+        spmd.detach()
+        spmd.erase()
+        return fits
 
     def _add_cost(self, cycles: float) -> None:
         """Adds a nest's estimate, stopping at the bound (totals only grow)."""
@@ -431,6 +473,7 @@ def parse_options(
     groups: int = 0,
     fit_tiles: bool = False,
     rest_weights: bool = False,
+    rest_copies: bool = False,
 ) -> Options:
     if len(grid) != 2 or any(g <= 0 for g in grid):
         raise PassOptionError(
@@ -458,7 +501,16 @@ def parse_options(
             f"({dev.height}x{dev.width} PEs)"
         )
     return Options(
-        (grid[0], grid[1]), dev, device, gemm, gemv, k, groups, fit_tiles, rest_weights
+        (grid[0], grid[1]),
+        dev,
+        device,
+        gemm,
+        gemv,
+        k,
+        groups,
+        fit_tiles,
+        rest_weights,
+        rest_copies,
     )
 
 
@@ -554,6 +606,7 @@ class ConvertTileToMeshPass(ModulePass):
     groups: int = 0
     fit_tiles: bool = False
     rest_weights: bool = False
+    rest_copies: bool = False
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         opts = parse_options(
@@ -565,5 +618,6 @@ class ConvertTileToMeshPass(ModulePass):
             self.groups,
             self.fit_tiles,
             self.rest_weights,
+            self.rest_copies,
         )
         lower_module(op, opts)

@@ -21,13 +21,15 @@ from plmr.dialects.context import make_context, parse_module
 from plmr.errors import PlmrError
 from plmr.frontend.onnx import import_onnx_file
 from plmr.lowering.loop_to_tile import ConvertLoopToTilePass
-from plmr.lowering.tile_to_mesh import lower_module, parse_options
+from plmr.lowering.tile_to_mesh import RestRefusal, lower_module, memo, parse_options
 from plmr.models.llama_onnx import LlamaOnnxConfig, write_llama_onnx
 from plmr.passes.layer_programs import layer_bytes
 from plmr.passes.pipeline import CompileOptions, compile_module, large_grid, to_loop_level
 from plmr.runtime.mesh_machine import run_mesh
 from plmr.runtime.running import random_inputs, run_entry, run_function, select_entry
+from plmr.target.device import get_device
 from plmr.target.interface import weight_args
+from plmr.target.sram import spmd_sram
 
 PROGRAM = """
 func.func @main(%x: tensor<{h}x{m}x{k}xf32>, %w: tensor<{h}x{k}x{n}xf32>)
@@ -126,3 +128,72 @@ def test_a_layered_prefill_fits_with_its_weights_at_rest(tmp_path: Path):
     assert report is not None
     scale = float(np.abs(want[0]).max())
     assert float(np.abs(got[0] - want[0]).max()) <= 1e-5 * scale
+
+
+def _gemv(name: str, weights: bool) -> str:
+    attr = " attributes {plmr.weight_args = [1 : i64]}" if weights else ""
+    return f"""
+func.func @{name}(%x: tensor<4x256xf32>, %w: tensor<256x128xf32>) -> tensor<4x128xf32>{attr} {{
+  %y = graph.matmul %x, %w : (tensor<4x256xf32>, tensor<256x128xf32>) -> tensor<4x128xf32>
+  func.return %y : tensor<4x128xf32>
+}}"""
+
+
+def _lower(text: str, copies: bool) -> ModuleOp:
+    module = parse_module(text)
+    opts = CompileOptions(grid=(4, 4), substitute=False, chunks=1)
+    to_loop_level(make_context(), module, opts)
+    ConvertLoopToTilePass(tile_sizes=(4, 256)).apply(make_context(), module)
+    options = parse_options(
+        (4, 4), "wse2", "meshgemm", "ktree", 2, rest_weights=True, rest_copies=copies
+    )
+    lower_module(module, options)
+    return module
+
+
+def test_a_nest_whose_gathers_do_not_fit_reads_copies():
+    # A PE holds the weight's whole 256 rows of its 32 columns: 32 KB. Gathered from
+    # rest it would hold its strip, the zero block and the sum at once (51,200 B, over
+    # the 49,152 B of a PE): the nest is refused at rest, and reads copies with
+    # `rest_copies`. The memo, warm with the same nest of a function without weights,
+    # does not hand it that nest's mapping, nor the reverse.
+    memo.clear()
+    for text in (_gemv("b", True), _gemv("a", False) + _gemv("b", True)):
+        with pytest.raises(RestRefusal, match="only with copies of them"):
+            _lower(text, False)
+        module = _lower(text, True)
+        (program,) = [
+            p
+            for p in module.ops
+            if isinstance(p, mesh.ProgramOp) and p.sym_name.data == "b"
+        ]
+        (scatter,) = [
+            op
+            for op in program.walk()
+            if isinstance(op, mesh.ScatterOp)
+            and op.operands[0] is program.body.block.args[1]
+        ]
+        assert scatter.result.type.layout.axes == ("-", "x")
+        for spmd in (op for op in module.walk() if isinstance(op, mesh.SpmdOp)):
+            assert spmd_sram(spmd, get_device("wse2")).peak_bytes <= 49152
+    reference = parse_module(_gemv("b", True))
+    fn = select_entry(reference, None)
+    inputs = random_inputs(fn, 4)
+    got, _ = run_mesh(_lower(_gemv("b", True), True), inputs, mode="functional")
+    np.testing.assert_allclose(got[0], run_function(reference, fn, inputs)[0], rtol=1e-4)
+
+
+def test_the_blocking_search_takes_copies_only_when_no_blocking_fits_at_rest():
+    # With the blocks fixed (4, 256) no blocking fits at rest: `plmr compile` takes the
+    # copies. (The 12x12 export above has blockings that fit at rest: it keeps them.)
+    opts = CompileOptions(
+        grid=(4, 4), substitute=False, chunks=1, tile_sizes=(4, 256), rest_weights=True
+    )
+    module = compile_module(make_context(), parse_module(_gemv("b", True)), opts)
+    (scatter,) = [
+        op
+        for op in module.walk()
+        if isinstance(op, mesh.ScatterOp)
+        and op.result.type.tensor.shape.data[0].data == 256
+    ]
+    assert scatter.result.type.layout.axes == ("-", "x")

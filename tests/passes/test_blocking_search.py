@@ -264,3 +264,42 @@ def test_a_trial_blocked_as_an_earlier_one_is_priced_once(
     assert len(priced) == len(set(priced)) == len(texts)
     if fit:
         assert len(texts) < len(blocking_trials(module, opts))
+
+
+def test_a_fallback_for_a_route_out_of_sram_goes_on_to_uneven_spreads(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Every trial blocked with dimensions kept whole is refused by the limits check for
+    # SRAM: the exhaustive search goes on to the uneven spreads, and so does the priced
+    # search's fallback.
+    module, opts = _loop_level("onnx/mlp.mlir", (4, 4))
+    opts = dataclasses.replace(opts, fit_tiles=True)
+    ctx, mesh_opts = make_context(), _check_options(opts)
+    state = {"spread": False}
+    make_pass, route = blocking_search.loop_to_tile_pass, blocking_search.route
+
+    def tracking(
+        opts: CompileOptions, sizes: Any, bands: bool, spread: bool = False
+    ) -> Any:
+        state["spread"] = spread
+        return make_pass(opts, sizes, bands, spread)
+
+    def refuse_whole(ctx: Any, trial: ModuleOp, opts: CompileOptions) -> None:
+        if not state["spread"]:
+            raise PlmrError("mesh-check-limits: a PE needs 99999 B of SRAM (a test's)")
+        route(ctx, trial, opts)
+
+    monkeypatch.setattr(blocking_search, "loop_to_tile_pass", tracking)
+    monkeypatch.setattr(blocking_search, "route", refuse_whole)
+    trials = blocking_trials(module, opts)
+    memo.clear()
+    full = _search_each(ctx, module, opts, mesh_opts, trials, spread_choices(opts))
+    memo.clear()
+    kept = search_blocking(ctx, module, opts, mesh_opts)
+    assert full.spread
+    assert (kept.sizes, kept.bands, kept.spread, kept.cost) == (
+        full.sizes,
+        full.bands,
+        full.spread,
+        full.cost,
+    )
