@@ -24,7 +24,9 @@ runtime's report and each nest's critical-path cycles, `plmr.models.nests`). Sec
 wall and CPU (the machine is shared: CPU seconds are what the step costs); peak memory is
 the process's own resident high-water mark (`VmHWM`). Cycles per layer are the two-layer
 program's minus the one-layer program's, or, where the two-layer export is compiled
-once per layer (a sequence of program runs), the layer program's own run; the bench's
+once per layer (a sequence of program runs), the layer program's own run (its input
+already where the previous layer leaves it: the hand-off's move between runs, if any,
+is not in it); the bench's
 are `plmr bench decode|prefill --config` of the same sizes (`--layers-extrapolated`: the
 same difference of its own programs, whose sizes it pads to a multiple of lcm(P, Q)). Where the export's layer is
 slower than the bench's, the table below it lists both layers' slowest nests. Nests

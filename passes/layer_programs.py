@@ -225,9 +225,10 @@ def hand_offs(fn: func.FuncOp) -> dict[Port, str]:
 def _mark_weights(fn: func.FuncOp, body: func.FuncOp) -> None:
     """
     Lists on `body` (`WEIGHT_ARGS_ATTR`) its arguments that every call of it in `fn`
-    passes a model weight of its own (a weight reference, not the same one for every
+    passes a model weight of its own (a weight reference, not the same value for every
     layer: a RoPE table or a mask is held once for all), for
-    `convert-tile-to-mesh{rest-weights}`.
+    `convert-tile-to-mesh{rest-weights}`. A table passed as a separate reference per
+    layer counts as the layer's own: it then rests split and is gathered too.
     """
     calls = [
         op
