@@ -170,11 +170,10 @@ def _search(
         return _search_each(ctx, module, opts, mesh_opts, trials, spreads)
     from plmr.lowering.loop_to_tile import memo as tile_memo
 
-    first_error: PlmrError | None = None
-    failures: list[PlmrError] = []
+    failures = _Failures()
     stopped = same = 0
     for turn, spread in enumerate(spreads):
-        if turn and not _out_of_sram(first_error):
+        if turn and not _out_of_sram(failures.first):
             break
         kept: tuple[tuple[int, int], bool] | None = None
         best = math.inf
@@ -199,9 +198,7 @@ def _search(
                 stopped += 1
                 continue
             except PlmrError as e:
-                if first_error is None or (not spread and "SRAM" in str(e)):
-                    first_error = e
-                failures.append(e)
+                failures.add(e, spread)
                 continue
             if cost >= best * 0.999:
                 continue
@@ -216,7 +213,7 @@ def _search(
         except PlmrError:
             return _search_each(ctx, module, opts, mesh_opts, trials, spreads[turn:])
     count("blocking trials stopped at the best's estimate", stopped)
-    raise _refusal(first_error, failures)
+    raise failures.refusal()
 
 
 def _lowered(
@@ -259,11 +256,10 @@ def _search_each(
     from plmr.lowering.tile_to_mesh import OverBound, lower_module
 
     best: Blocking | None = None
-    first_error: PlmrError | None = None
-    failures: list[PlmrError] = []
+    failures = _Failures()
     stopped = 0
     for turn, spread in enumerate(spreads):
-        if best is not None or (turn and not _out_of_sram(first_error)):
+        if best is not None or (turn and not _out_of_sram(failures.first)):
             break
         for sizes, bands in trials:
             trial = module.clone()
@@ -284,14 +280,12 @@ def _search_each(
                 stopped += 1
                 continue
             except PlmrError as e:
-                if first_error is None or (not spread and "SRAM" in str(e)):
-                    first_error = e
-                failures.append(e)
+                failures.add(e, spread)
                 continue
             best = Blocking(sizes, bands, spread, cost, trial, trial_plans)
     count("blocking trials stopped at the best's estimate", stopped)
     if best is None:
-        raise _refusal(first_error, failures)
+        raise failures.refusal()
     return best
 
 
@@ -328,16 +322,29 @@ def spread_choices(opts: CompileOptions) -> tuple[bool, ...]:
     return (False, True) if opts.fit_tiles else (False,)
 
 
-def _refusal(first: PlmrError | None, failures: list[PlmrError]) -> PlmrError:
-    """
-    The error a search without a blocking raises: a `RestRefusal` when every trial
-    failed for one (copies of the weights would fit), else `first`.
-    """
-    from plmr.lowering.tile_to_mesh import RestRefusal
+class _Failures:
+    """The errors of a search's trials."""
 
-    assert first is not None
-    rest = [e for e in failures if isinstance(e, RestRefusal)]
-    return rest[0] if rest and len(rest) == len(failures) else first
+    def __init__(self) -> None:
+        self.first: PlmrError | None = None
+        """The first trial's error (one out of SRAM preferred, without spreads)."""
+        self.all: list[PlmrError] = []
+
+    def add(self, error: PlmrError, spread: bool) -> None:
+        if self.first is None or (not spread and "SRAM" in str(error)):
+            self.first = error
+        self.all.append(error)
+
+    def refusal(self) -> PlmrError:
+        """
+        The error of a search without a blocking: a `RestRefusal` when every trial
+        failed for one (copies of the weights would fit), else the first.
+        """
+        from plmr.lowering.tile_to_mesh import RestRefusal
+
+        assert self.first is not None
+        rest = [e for e in self.all if isinstance(e, RestRefusal)]
+        return rest[0] if rest and len(rest) == len(self.all) else self.first
 
 
 def _out_of_sram(error: PlmrError | None) -> bool:

@@ -363,13 +363,7 @@ class FunctionLowering:
                 self._accept(nest, m, emitter, spmd)
                 return
             needed.append((report.peak_bytes, m))
-            for op in emitter.epilogue:
-                for r in op.results:
-                    self.placed.pop(r, None)
-            for out in nest.outputs:
-                del self.placed[out]
-            spmd.detach()
-            spmd.erase()
+            self._withdraw(emitter, nest, spmd)
         name = nest.outputs[0].name_hint or "?"
         grid = self.opts.grid
         peak, least = min(needed, key=lambda t: t[0])
@@ -389,6 +383,11 @@ class FunctionLowering:
         emitter = _NestEmitter(self, nest, m)
         spmd = emitter.emit()
         fits = spmd_sram(spmd, self.opts.device).peak_bytes <= self.opts.device.sram_bytes
+        self._withdraw(emitter, nest, spmd)
+        return fits
+
+    def _withdraw(self, emitter: _NestEmitter, nest: Nest, spmd: mesh.SpmdOp) -> None:
+        """Takes out an emitted `spmd` that is not kept, and what it placed."""
         for op in emitter.epilogue:
             for r in op.results:
                 self.placed.pop(r, None)
@@ -396,7 +395,6 @@ class FunctionLowering:
             del self.placed[out]
         spmd.detach()
         spmd.erase()
-        return fits
 
     def _add_cost(self, cycles: float) -> None:
         """Adds a nest's estimate, stopping at the bound (totals only grow)."""
