@@ -21,14 +21,16 @@
 // CHECK-NEXT: loop-simplify-indices {{ +[0-9.]+ +[0-9.]+ +}}1
 // CHECK-NEXT: loop-materialize-indices {{ +[0-9.]+ +[0-9.]+ +}}1
 // CHECK-NEXT: blocking search {{ +[0-9.]+ +[0-9.]+ +}}1
+// Each trial is blocked and priced; the cheapest is blocked and lowered again, in full,
+// and alone packed and routed.
 // CHECK-NEXT:   convert-loop-to-tile {{ +[0-9.]+ +[0-9.]+ +}}[[TRIALS:[0-9]+]]
-// CHECK-NEXT:   convert-tile-to-mesh {{ +[0-9.]+ +[0-9.]+ +}}[[LOWERED:[0-9]+]]
-// Only the trials that improve on the best so far are packed and routed.
-// CHECK-NEXT:   mesh-fuse-softmax {{ +[0-9.]+ +[0-9.]+ +}}[[ROUTED:[0-9]+]]
-// CHECK-NEXT:   mesh-pack-allreduces {{ +[0-9.]+ +[0-9.]+ +}}[[ROUTED]]
-// CHECK-NEXT:   mesh-fuse-softmax (nests) {{ +[0-9.]+ +[0-9.]+ +}}[[ROUTED]]
-// CHECK-NEXT:   mesh-route {{ +[0-9.]+ +[0-9.]+ +}}[[ROUTED]]
-// CHECK-NEXT:   mesh-check-limits {{ +[0-9.]+ +[0-9.]+ +}}[[ROUTED]]
+// CHECK-NEXT:   convert-tile-to-mesh (priced) {{ +[0-9.]+ +[0-9.]+ +}}[[PRICED:[0-9]+]]
+// CHECK-NEXT:   convert-tile-to-mesh {{ +[0-9.]+ +[0-9.]+ +}}1
+// CHECK-NEXT:   mesh-fuse-softmax {{ +[0-9.]+ +[0-9.]+ +}}1
+// CHECK-NEXT:   mesh-pack-allreduces {{ +[0-9.]+ +[0-9.]+ +}}1
+// CHECK-NEXT:   mesh-fuse-softmax (nests) {{ +[0-9.]+ +[0-9.]+ +}}1
+// CHECK-NEXT:   mesh-route {{ +[0-9.]+ +[0-9.]+ +}}1
+// CHECK-NEXT:   mesh-check-limits {{ +[0-9.]+ +[0-9.]+ +}}1
 // CHECK-NEXT: total {{ +[0-9.]+ +[0-9.]+ +}}1
 // CHECK-NEXT: graph.matmul imported: 2
 // CHECK-NEXT: graph.matmul after graph-canonicalize: 2
@@ -44,6 +46,7 @@
 // CHECK-NEXT: graph-merge-matmuls: matmuls merged away: 0
 // CHECK-NEXT: graph.matmul after graph-merge-matmuls: 2
 // CHECK-NEXT: blocking trials stopped at the best's estimate: {{[1-9][0-9]*}}
+// CHECK-NEXT: blocking trials blocked as an earlier one: {{[0-9]+}}
 // CHECK-NEXT: nest tile programs found in the memo: {{[1-9][0-9]*}}
 // CHECK-NEXT: nest tile programs blocked: {{[1-9][0-9]*}}
 // CHECK-NEXT: nest mappings found in the memo: {{[0-9]+}}
