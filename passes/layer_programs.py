@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from xdsl.dialects import arith, func
 from xdsl.dialects.builtin import (
@@ -231,25 +231,15 @@ def _mark_weights(fn: func.FuncOp, body: func.FuncOp) -> None:
     layer counts as the layer's own: it then rests split and is gathered too.
     """
     calls = [
-        op
+        op.arguments
         for op in fn.body.block.ops
         if isinstance(op, func.CallOp) and op.callee.string_value() == body.sym_name.data
     ]
-    if not calls:
-        return
-    listed = set(range(len(body.function_type.inputs.data)))
-    for call in calls:
-        listed &= {
-            i
-            for i, v in enumerate(call.arguments)
-            if isinstance(v.owner, Operation) and weight_ref(v.owner) is not None
-        }
-    if len(calls) > 1:
-        listed = {
-            i
-            for i in listed
-            if any(c.arguments[i] is not calls[0].arguments[i] for c in calls)
-        }
+    listed = _own_arguments(
+        calls,
+        len(body.function_type.inputs.data),
+        lambda v: isinstance(v.owner, Operation) and weight_ref(v.owner) is not None,
+    )
     if listed:
         body.attributes[WEIGHT_ARGS_ATTR] = ArrayAttr(
             [IntegerAttr(i, i64) for i in sorted(listed)]
@@ -345,14 +335,26 @@ def per_layer_constants(runs: list[mesh.RunOp], arity: int) -> set[int]:
     that all runs share (a table such as RoPE's, held once whatever the depth). The
     hand-offs between layers are not constants.
     """
-    own = set(range(arity))
-    for run in runs:
-        own &= {
-            i for i, v in enumerate(run.arguments) if isinstance(v.owner, arith.ConstantOp)
-        }
-    if len(runs) < 2:
+    return _own_arguments(
+        [run.arguments for run in runs],
+        arity,
+        lambda v: isinstance(v.owner, arith.ConstantOp),
+    )
+
+
+def _own_arguments(
+    calls: Sequence[Sequence[SSAValue]], arity: int, weight: Callable[[SSAValue], bool]
+) -> set[int]:
+    """
+    The argument positions where every call passes a `weight` and, with several calls,
+    not the same value to all of them (a table every layer shares is held once).
+    """
+    own = set(range(arity)) if calls else set[int]()
+    for arguments in calls:
+        own &= {i for i, v in enumerate(arguments) if weight(v)}
+    if len(calls) < 2:
         return own
-    return {i for i in own if any(r.arguments[i] is not runs[0].arguments[i] for r in runs)}
+    return {i for i in own if any(c[i] is not calls[0][i] for c in calls)}
 
 
 def _stages(fn: func.FuncOp, module: ModuleOp, body: str, depth: int) -> None:

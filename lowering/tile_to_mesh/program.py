@@ -336,11 +336,11 @@ class FunctionLowering:
             raise
         sram = self.opts.device.sram_bytes
         needed: list[tuple[int, Mapping]] = []
-        # With weights at rest, when no mapping's gathers fit, the mappings are tried
-        # again with copies of the weights (a PE holds one copy for the nest either
-        # way, but a gather needs its strip and the assembled block at once).
-        rest = any(self._at_rest(v) for v in nest.globals)
-        copies = [dataclasses.replace(m, copies=True) for m in ranked] if rest else []
+        # With weights at rest, when no mapping's gathers fit, the mappings that gather
+        # a weight are tried with copies of it (a PE holds one copy for the nest either
+        # way, but a gather needs its strip and the assembled block at once): taken with
+        # `rest_copies`, else the nest is refused (`RestRefusal`).
+        copies = [dataclasses.replace(m, copies=True) for m in ranked if self._gathers(m)]
         for m in [*ranked, *copies]:
             if m.copies and not self.opts.rest_copies:
                 if not self._fits(nest, m):
@@ -377,6 +377,14 @@ class FunctionLowering:
         error = PlmrError(message)
         _memo.record_error(key, names, error)
         raise error
+
+    def _gathers(self, m: Mapping) -> bool:
+        """Whether `m` reads a weight at rest in a layout other than its rest one."""
+        return any(
+            self.rest_layout(v, layout) != layout
+            for v, layout in m.layouts.items()
+            if v not in self.placed and v not in m.paths
+        )
 
     def _fits(self, nest: Nest, m: Mapping) -> bool:
         """Whether `nest`'s spmd under `m` fits a PE's SRAM (emitted, then taken out)."""
