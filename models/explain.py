@@ -42,6 +42,8 @@ def collectives(spmd: mesh.SpmdOp) -> str:
         if isinstance(op, mesh.AllreduceOp | mesh.ReduceOp | mesh.BroadcastOp):
             within = "" if op.segment is None else f" segment {op.segment.value.data}"
             counts[f"{op.name.removeprefix('mesh.')} {op.axis.data}{within}"] += 1
+        elif isinstance(op, mesh.AllgatherOp):
+            counts[f"allgather {op.axis.data}"] += 1
         elif isinstance(op, mesh.ShiftOp):
             counts[f"shift {op.axis.data}"] += 1
         elif isinstance(op, mesh.SendOp):

@@ -33,21 +33,27 @@ from plmr.target.device import Device
 
 @dataclass(frozen=True)
 class OpCounts:
-    """The nests and allreduce collectives of a module."""
+    """The nests and the allreduce and allgather collectives of a module."""
 
     spmds: int
     allreduces: int
+    allgathers: int = 0
 
 
 def count_ops(module: ModuleOp | mesh.ProgramOp) -> OpCounts:
-    """Counts `mesh.spmd` and `mesh.allreduce` ops (in the IR, not executions)."""
-    spmds = allreduces = 0
+    """
+    Counts `mesh.spmd`, `mesh.allreduce` and `mesh.allgather` ops (in the IR, not
+    executions).
+    """
+    spmds = allreduces = allgathers = 0
     for op in module.walk():
         if isinstance(op, mesh.SpmdOp):
             spmds += 1
         elif isinstance(op, mesh.AllreduceOp):
             allreduces += 1
-    return OpCounts(spmds, allreduces)
+        elif isinstance(op, mesh.AllgatherOp):
+            allgathers += 1
+    return OpCounts(spmds, allreduces, allgathers)
 
 
 @dataclass(frozen=True)
@@ -97,6 +103,8 @@ def describe(spmd: mesh.SpmdOp) -> str:
         elif isinstance(op, mesh.AllreduceOp | mesh.ReduceOp | mesh.BroadcastOp):
             within = "" if op.segment is None else f" segment {op.segment.value.data}"
             add(f"{op.name.removeprefix('mesh.')} {op.axis.data}{within}")
+        elif isinstance(op, mesh.AllgatherOp):
+            add(f"allgather {op.axis.data}")
         elif isinstance(op, mesh.ShiftOp):
             add(f"shift {op.axis.data}")
         elif isinstance(op, mesh.SendOp):

@@ -42,6 +42,8 @@ def collective_data(
             nxt[:, has] = out[:, src[has]]
             out = nxt
         result = out
+    elif isinstance(op, mesh.AllgatherOp):
+        result = _allgathered(lines, op.dim.value.data, op.owners())
     elif mesh.segment_of(op, grid) != n:
         result = segmented_data(op, lines, mesh.segment_of(op, grid), root)
     elif isinstance(op, mesh.BroadcastOp):
@@ -56,6 +58,21 @@ def collective_data(
             result = np.zeros_like(lines)
             result[:, root : root + 1] = total
     return _line_view(result, axis)
+
+
+def _allgathered(lines: Array, dim: int, owners: int) -> Array:
+    """
+    The concatenation along block dim `dim` of the first `owners` positions' blocks of
+    `(lines, positions, ...)`, at every position.
+    """
+    n = lines.shape[1]
+    parts = lines[:, :owners]
+    # (lines, owners, d0, .., dk, ..) -> (lines, d0, .., owners, dk, ..) -> merge.
+    moved = np.moveaxis(parts, 1, dim + 1)
+    shape = list(lines.shape[2:])
+    shape[dim] *= owners
+    whole = moved.reshape(lines.shape[0], *shape)
+    return np.broadcast_to(whole[:, None], (lines.shape[0], n, *shape)).copy()
 
 
 def flow_control(

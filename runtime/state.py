@@ -31,7 +31,7 @@ from plmr.dialects.mesh.attrs import axis_size, block_shape
 from plmr.errors import PlmrError
 from plmr.runtime.placement import gather_array, scatter_array
 from plmr.target.collective_stages import line_cycles
-from plmr.target.collectives import allreduce_plan
+from plmr.target.collectives import allgather_plan, allreduce_plan
 from plmr.target.device import Device
 from plmr.values import Array
 
@@ -39,13 +39,16 @@ RELAYOUT_K = (2, 3)
 """The K-trees a re-layout's allreduce chooses from (as `convert-tile-to-mesh` does)."""
 
 
-def _allreduce_cycles(n: int, elems: int, device: Device) -> float:
-    """The runtime's timing of an allreduce of `elems` values per PE over `n` PEs."""
+def _allreduce_cycles(n: int, elems: int, device: Device, gather: bool = False) -> float:
+    """
+    The runtime's timing of an allreduce (with `gather`, an allgather) of `elems`
+    values per PE over `n` PEs.
+    """
     if n <= 1:
         return 0.0
+    plan = allgather_plan if gather else allreduce_plan
     return min(
-        float(line_cycles(allreduce_plan(n, "ktree", k), elems, device).max())
-        for k in RELAYOUT_K
+        float(line_cycles(plan(n, "ktree", k), elems, device).max()) for k in RELAYOUT_K
     )
 
 
@@ -60,8 +63,8 @@ def relayout_cycles(
     Cycles to turn every PE's block of a `shape` value in layout `have` into its block in
     `want`, done as `convert-tile-to-mesh` does at a nest's head: a dim split over an axis
     and wanted over the other comes from the diagonal PE (a one-block sum along the
-    axis), any other dim split otherwise is all-gathered (a sum of the blocks placed in a
-    zero tensor along the axis), one after the other; taking a PE's part of a whole dim
+    axis), any other dim split otherwise is all-gathered (`mesh.allgather` along the
+    axis), one after the other; taking a PE's part of a whole dim
     is local. The same layout costs nothing.
     """
     if have == want:
@@ -83,7 +86,7 @@ def relayout_cycles(
             cycles += _allreduce_cycles(n, math.prod(block), device)
             continue
         block[j] = min(shape[j], block[j] * n)
-        cycles += _allreduce_cycles(n, math.prod(block), device)
+        cycles += _allreduce_cycles(n, math.prod(block), device, gather=True)
     return cycles
 
 

@@ -11,6 +11,7 @@ Algorithms:
 - shift on a `linear`, `torus` or `interleaved` ring (WaferLLM's INTERLEAVE: every
   logical neighbour ≤ 2 hops);
 - broadcast: one multicast from the root;
+- allgather: an allreduce's transfers, the receivers appending instead of combining;
 - reduce / allreduce with `ktree` (K phases of chain reductions inside groups, the
   group roots reducing in the next phase, then a multicast), `pipeline` (one chain to the
   last PE, then a multicast back), or `ring` (reduce-scatter then allgather on the
@@ -254,6 +255,24 @@ def allreduce_plan(n: int, algorithm: str, k: int = 2, groups: int | None = None
         [*reduce.stages, *broadcast_plan(n, root).stages],
         f"{algorithm} allreduce (k={k}, groups={groups})",
     )
+
+
+@lru_cache(maxsize=4096)
+def allgather_plan(n: int, algorithm: str, k: int = 2, groups: int | None = None) -> Plan:
+    """
+    The allreduce's transfers without its combines: the chains carry each position's
+    block to the root, which multicasts the whole; the receivers append, not add.
+    """
+    if algorithm == "ring":
+        raise PlmrError("an allgather runs ktree or pipeline, not ring")
+    reduce = allreduce_plan(n, algorithm, k, groups)
+    plain = [
+        Stage(
+            tuple(Transfer(t.src, t.dsts) for t in st.transfers), st.fraction, st.streamed
+        )
+        for st in reduce.stages
+    ]
+    return Plan(n, plain, f"{algorithm} allgather (k={k}, groups={groups})")
 
 
 @lru_cache(maxsize=4096)

@@ -30,6 +30,7 @@ from plmr.target.collectives import (
     Plan,
     Stage,
     Transfer,
+    allgather_plan,
     allreduce_plan,
     along_y,
     broadcast_plan,
@@ -41,7 +42,13 @@ from plmr.target.collectives import (
 from plmr.target.device import Device, get_device
 from plmr.target.routing import PORT_INDEX, RouteTable, Rule, compress_positions
 
-COLLECTIVES = (mesh.ShiftOp, mesh.BroadcastOp, mesh.AllreduceOp, mesh.ReduceOp)
+COLLECTIVES = (
+    mesh.ShiftOp,
+    mesh.BroadcastOp,
+    mesh.AllreduceOp,
+    mesh.AllgatherOp,
+    mesh.ReduceOp,
+)
 
 
 def plan_of(op: Operation, grid: tuple[int, int], root: int | None = None) -> Plan:
@@ -64,6 +71,9 @@ def _line_plan(op: Operation, n: int, root: int | None) -> Plan:
     if isinstance(op, mesh.AllreduceOp):
         groups = None if op.groups is None else op.groups.value.data
         return allreduce_plan(n, op.algorithm.data, op.k.value.data, groups)
+    if isinstance(op, mesh.AllgatherOp):
+        groups = None if op.groups is None else op.groups.value.data
+        return allgather_plan(n, op.algorithm.data, op.k.value.data, groups)
     if isinstance(op, mesh.ReduceOp):
         groups = None if op.groups is None else op.groups.value.data
         algorithm = op.algorithm.data

@@ -43,6 +43,7 @@ from plmr.dialects.mesh.attrs import (
     split_counts,
 )
 from plmr.dialects.mesh.comm import (
+    AllgatherOp,
     AllreduceOp,
     BroadcastOp,
     CommOp,
@@ -70,6 +71,7 @@ __all__ = [
     "SKEW_RINGS",
     "Algorithm",
     "AlgorithmAttr",
+    "AllgatherOp",
     "AllreduceOp",
     "Axis",
     "AxisAttr",
@@ -119,6 +121,7 @@ Mesh = Dialect(
         ShiftOp,
         BroadcastOp,
         AllreduceOp,
+        AllgatherOp,
         ReduceOp,
         SendOp,
         RecvOp,

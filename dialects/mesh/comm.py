@@ -5,7 +5,7 @@ The `mesh` dialect's communication: collectives, point-to-point messages and rou
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import ClassVar
+from typing import ClassVar, cast
 
 from xdsl.dialects.builtin import (
     I64,
@@ -355,6 +355,121 @@ class ReduceOp(_ReductionOp):
         if segment is not None:
             props["segment"] = i64_attr(segment)
         super().__init__(operands=[root, x], result_types=[x.type], properties=props)
+
+
+@irdl_op_definition
+class AllgatherOp(CommOp):
+    """
+    Concatenates along dimension `dim` the blocks of the first `n` PEs along `axis`,
+    where `n` is the result's size along `dim` over the input's; every PE of the line
+    receives the concatenation (the PEs past the first `n` contribute nothing). The
+    transfers are an allreduce's (`ktree` or `pipeline`, with `k` and `groups`), but the
+    receivers append what arrives instead of combining it: no arithmetic, and the chains
+    stream the growing block.
+
+    ```mlir
+    %w = mesh.allgather %strip axis x dim 1 k = 3 : tensor<9x1xf32> -> tensor<9x128xf32>
+    ```
+    """
+
+    name = "mesh.allgather"
+
+    input = operand_def(TensorType)
+    axis = prop_def(AxisAttr)
+    dim = prop_def(IntegerAttr[I64])
+    algorithm = prop_def(AlgorithmAttr, default_value=AlgorithmAttr(Algorithm.KTREE))
+    k = prop_def(IntegerAttr[I64], default_value=IntegerAttr(2, i64))
+    groups = opt_prop_def(IntegerAttr[I64])
+    result = result_def(TensorType)
+
+    traits = _COMM_TRAITS
+
+    assembly_format = (
+        "$input `axis` $axis `dim` $dim (`algorithm` $algorithm^)? (`k` `=` $k^)? "
+        "(`groups` `=` $groups^)? attr-dict `:` type($input) `->` type($result)"
+    )
+
+    def __init__(
+        self,
+        input: SSAValue | Operation,
+        axis: Axis | str,
+        dim: int,
+        owners: int,
+        algorithm: Algorithm | str = Algorithm.KTREE,
+        k: int = 2,
+        groups: int | None = None,
+    ):
+        x = SSAValue.get(input)
+        t = cast(TensorType[Attribute], x.type)
+        shape = list(t.get_shape())
+        shape[dim] *= owners
+        props: dict[str, Attribute] = {
+            "axis": AxisAttr(Axis(axis)),
+            "dim": i64_attr(dim),
+            "algorithm": AlgorithmAttr(Algorithm(algorithm)),
+            "k": i64_attr(k),
+        }
+        if groups is not None:
+            props["groups"] = i64_attr(groups)
+        super().__init__(
+            operands=[x],
+            result_types=[TensorType(t.get_element_type(), shape)],
+            properties=props,
+        )
+
+    def _types(self) -> tuple[TensorType[Attribute], TensorType[Attribute]]:
+        # The operand and result definitions admit tensors only.
+        return cast(TensorType[Attribute], self.input.type), self.result.type
+
+    def owners(self) -> int:
+        """How many PEs along the axis contribute a block."""
+        t_in, t_out = self._types()
+        d = self.dim.value.data
+        return t_out.get_shape()[d] // max(1, t_in.get_shape()[d])
+
+    def verify_(self) -> None:
+        t_in, t_out = self._types()
+        a: tuple[int, ...] = t_in.get_shape()
+        b: tuple[int, ...] = t_out.get_shape()
+        if t_in.get_element_type() != t_out.get_element_type():
+            raise VerifyException(
+                f"the result's element type {t_out.get_element_type()} must be the "
+                f"input's, {t_in.get_element_type()}"
+            )
+        d = self.dim.value.data
+        if not 0 <= d < len(a) or len(a) != len(b):
+            raise VerifyException(
+                f"dim {d} must be a dimension of the input (rank {len(a)}) and the "
+                f"result must have the same rank, got {len(b)}"
+            )
+        if any(x != y for j, (x, y) in enumerate(zip(a, b)) if j != d):
+            raise VerifyException(
+                f"input {list(a)} and result {list(b)} may differ only along dim {d}"
+            )
+        n = axis_size(self.axis.data, self.grid())
+        if a[d] < 1 or b[d] % a[d] or not 1 <= b[d] // a[d] <= n:
+            raise VerifyException(
+                f"the result's dim {d} ({b[d]}) must be the input's ({a[d]}) times the "
+                f"PEs contributing, between 1 and the {n} PEs along {self.axis.data}"
+            )
+        if self.algorithm.data == Algorithm.RING:
+            raise VerifyException("an allgather runs ktree or pipeline, not ring")
+        k = self.k.value.data
+        if k < 1:
+            raise VerifyException(f"k must be >= 1, got {k}")
+        if self.groups is not None:
+            g = self.groups.value.data
+            if not 1 <= g <= n:
+                raise VerifyException(
+                    f"groups must be between 1 and the {n} PEs along {self.axis.data}, "
+                    f"got {g}"
+                )
+            if self.algorithm.data != Algorithm.KTREE:
+                raise VerifyException("groups only apply to the ktree algorithm")
+            if k < 2 and g != 1:
+                raise VerifyException(
+                    f"groups = {g} needs k >= 2 (with k = 1 there is a single group)"
+                )
 
 
 def segment_of(op: Operation, grid: Sequence[int]) -> int:

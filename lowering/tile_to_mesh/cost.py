@@ -25,6 +25,7 @@ from plmr.lowering.tile_to_mesh.analysis import other_axis as _other
 from plmr.lowering.tile_to_mesh.mapping import Mapping
 from plmr.lowering.tile_to_mesh.segments import (
     band_allreduce_cycles,
+    gather_cycles_of,
     line_cycles_of,
     segment_of,
 )
@@ -152,10 +153,9 @@ class CostModel:
                 elif layout[j] == a:
                     continue  # stays split as it is
                 else:
-                    # An all-gather of dim j along a: the block, placed in zeros along
-                    # the dim, summed along the line (`Relayout._relayout`), timed as
-                    # the runtime times that allreduce.
-                    comm += line_cycles_of(opts, a, _gathered_elems(src, cur, [j], grid))
+                    # An all-gather of dim j along a (`Relayout._relayout`), timed as
+                    # the runtime times that `mesh.allgather`.
+                    comm += gather_cycles_of(opts, a, _gathered_elems(src, cur, [j], grid))
                     cur[j] = "-"
             if m.mode == "merge" and not self._indexed_by_reduction(src):
                 # The queries' layout becomes the outputs', which the rest of the

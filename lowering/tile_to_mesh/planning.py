@@ -41,6 +41,24 @@ _PLAIN = {"add": "sum", "max": "max", "min": "min"}
 _IDENTITY = {"sum": 0.0, "max": -3.0e38, "min": 3.0e38}
 
 
+def gathered_whole(m: Mapping, layouts: dict[SSAValue, Layout]) -> str:
+    """
+    The operands `m` holds whole on every PE although they are distributed (a read the
+    mapping cannot block, e.g. at an offset of a split loop's index), for a refusal.
+    """
+    whole = [
+        f"%{src.name_hint or '?'} ({'x'.join(map(str, static_shape(src, 'value')))})"
+        for src, layout in m.layouts.items()
+        if all(a == "-" for a in layout) and any(a != "-" for a in layouts.get(src, ("-",)))
+    ]
+    if not whole:
+        return ""
+    return (
+        f"; it gathers {', '.join(whole)} whole on every PE, as its reads of "
+        f"{'it' if len(whole) == 1 else 'them'} are not blocked by the loops it splits"
+    )
+
+
 @dataclass(frozen=True)
 class NestPlan:
     """The mapping chosen for one nest: what `plmr compile --explain` prints."""
@@ -576,6 +594,7 @@ class Planner(CostModel):
             f"convert-tile-to-mesh: the nest computing %{name} does not fit a "
             f"{grid[0]}x{grid[1]} grid of {opts.device.name}: its smallest per-PE "
             f"placement ({where or 'no loop split'}) needs {best.sram} bytes of SRAM, a "
-            f"PE has {opts.device.sram_bytes}{hint}; use a larger grid, smaller tiles or "
+            f"PE has {opts.device.sram_bytes}{hint}{gathered_whole(best, self.placed)}; "
+            "use a larger grid, smaller tiles or "
             "a device with more SRAM"
         )

@@ -47,6 +47,7 @@ from plmr.lowering.tile_to_mesh.host_slices import HostSlice, slice_host_reads
 from plmr.lowering.tile_to_mesh.mapping import Mapping
 from plmr.lowering.tile_to_mesh.planning import NestPlan
 from plmr.lowering.tile_to_mesh.planning import Planner as _Planner
+from plmr.lowering.tile_to_mesh.planning import gathered_whole as _gathered
 from plmr.lowering.tile_to_mesh.planning import split_entries as _entries
 from plmr.lowering.tile_to_mesh.views import split_read_views
 from plmr.target.device import get_device
@@ -62,24 +63,6 @@ from plmr.target.interface import (
     weight_args,
 )
 from plmr.target.sram import spmd_sram
-
-
-def _gathered(m: Mapping, layouts: dict[SSAValue, Layout]) -> str:
-    """
-    The operands `m` holds whole on every PE although they are distributed (a read the
-    mapping cannot block, e.g. at an offset of a split loop's index), for a refusal.
-    """
-    whole = [
-        f"%{src.name_hint or '?'} ({'x'.join(map(str, static_shape(src, 'value')))})"
-        for src, layout in m.layouts.items()
-        if all(a == "-" for a in layout) and any(a != "-" for a in layouts.get(src, ("-",)))
-    ]
-    if not whole:
-        return ""
-    return (
-        f"; it gathers {', '.join(whole)} whole on every PE, as its reads of "
-        f"{'it' if len(whole) == 1 else 'them'} are not blocked by the loops it splits"
-    )
 
 
 class OverBound(Exception):

@@ -37,7 +37,7 @@ from plmr.lowering.tile_to_mesh.cost import diagonal_move as _diagonal_move
 from plmr.lowering.tile_to_mesh.cost import gather_order
 from plmr.lowering.tile_to_mesh.cost import ring_realignable as _ring_realignable
 from plmr.lowering.tile_to_mesh.mapping import Mapping
-from plmr.lowering.tile_to_mesh.segments import allreduce_choice
+from plmr.lowering.tile_to_mesh.segments import allgather_choice, allreduce_choice
 
 
 class Relayout:
@@ -165,28 +165,17 @@ class Relayout:
                 value = self._from_diagonal(src, value, cur, j, a)
                 cur[j] = _other(a)
                 continue
-            # All-gather dim j along a: place the block in a zero tensor, sum along a
-            # (over the padded length when the axis does not divide the dim).
+            # All-gather dim j along a: the blocks of the PEs that hold one (the rest
+            # hold padding only), concatenated (of their padded length).
             cur_shape = self._shape(shape, cur)
             full = list(cur_shape)
             owners = -(-shape[j] // cur_shape[j])
             full[j] = cur_shape[j] * owners
-            zero = b.insert(tile.FillOp(0.0, TensorType(_elt(src), full))).result
-            offs = [_index(b, 0) for _ in shape]
-            offs[j] = _mul(b, self.coord[a], cur_shape[j])
-            if owners < opts.n(a):
-                # The PEs past the last block hold padding only: they add zeros.
-                owner = b.insert(
-                    arith.CmpiOp(self.coord[a], _index(b, owners), "ult")
-                ).result
-                offs[j] = b.insert(arith.SelectOp(owner, offs[j], _index(b, 0))).result
-                stored = b.insert(tile.StoreOp(value, zero, offs)).result
-                placed = b.insert(tile.SelectOp(owner, stored, zero)).result
-            else:
-                placed = b.insert(tile.StoreOp(value, zero, offs)).result
-            elems = math.prod(static_shape(placed, "block"))
+            elems = math.prod(full)
             value = b.insert(
-                mesh.AllreduceOp("sum", placed, a, *allreduce_choice(self.opts, a, elems))
+                mesh.AllgatherOp(
+                    value, a, j, owners, *allgather_choice(self.opts, a, elems)
+                )
             ).result
             if full[j] != shape[j]:
                 exact = list(full)

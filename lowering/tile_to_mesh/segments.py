@@ -24,7 +24,12 @@ from plmr.dialects.graph import static_shape
 from plmr.lowering.tile_to_mesh.analysis import Options
 from plmr.lowering.tile_to_mesh.builders import const_index, ktree_groups
 from plmr.target.collective_stages import line_cycles
-from plmr.target.collectives import allreduce_plan, broadcast_plan, segmented_plan
+from plmr.target.collectives import (
+    allgather_plan,
+    allreduce_plan,
+    broadcast_plan,
+    segmented_plan,
+)
 from plmr.target.device import Device, get_device
 
 
@@ -87,6 +92,40 @@ def allreduce_choice(
         return line_allreduce_cycles(opts.device_spec, n, elems, "ktree", k, None, segment)
 
     return "ktree", min(AUTO_K, key=cycles), None
+
+
+def allgather_choice(opts: Options, axis: str, elems: int) -> tuple[str, int, int | None]:
+    """
+    The algorithm, K and groups of an allgather of `elems` values per PE (the gathered
+    block) along `axis`: the options' K-tree groups, with `gemv = auto` the K whose
+    chains take the fewest cycles on one line; a `ring` option gathers with a K-tree.
+    """
+    groups = ktree_groups(opts, axis)
+    if opts.gemv not in ("auto", "ring"):
+        return opts.gemv, opts.k, groups
+    n = opts.n(axis)
+
+    def cycles(k: int) -> float:
+        return line_allgather_cycles(opts.device_spec, n, elems, "ktree", k, None)
+
+    return "ktree", min(AUTO_K, key=cycles), None
+
+
+def gather_cycles_of(opts: Options, axis: str, elems: int) -> float:
+    """Cycles on one line of the allgather `allgather_choice` picks."""
+    algorithm, k, groups = allgather_choice(opts, axis, elems)
+    return line_allgather_cycles(
+        opts.device_spec, opts.n(axis), elems, algorithm, k, groups
+    )
+
+
+@lru_cache(maxsize=1024)
+def line_allgather_cycles(
+    device: str, n: int, elems: int, algorithm: str, k: int, groups: int | None
+) -> float:
+    """The runtime's timing (`line_cycles`) of an allgather of `elems` values per PE."""
+    plan = allgather_plan(n, algorithm, k, groups)
+    return float(line_cycles(plan, elems, get_device(device)).max())
 
 
 def line_cycles_of(

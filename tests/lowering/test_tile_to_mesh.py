@@ -228,30 +228,34 @@ def test_program_too_large_for_its_grid():
 
 _SLICES_AT_OFFSETS = """
 builtin.module {
-  func.func @main(%x: tensor<1x16xf32>, %w: tensor<16x1536xf32>) -> tensor<1x512xf32> {
-    %qkv = graph.matmul %x, %w : (tensor<1x16xf32>, tensor<16x1536xf32>) -> tensor<1x1536xf32>
-    %q, %k, %r = graph.split %qkv axis = 1 sizes = [512, 512, 512] : tensor<1x1536xf32> -> (tensor<1x512xf32>, tensor<1x512xf32>, tensor<1x512xf32>)
-    %y = graph.mul %q, %r : (tensor<1x512xf32>, tensor<1x512xf32>) -> tensor<1x512xf32>
-    %z = graph.add %y, %k : (tensor<1x512xf32>, tensor<1x512xf32>) -> tensor<1x512xf32>
-    func.return %z : tensor<1x512xf32>
+  func.func @main(%x: tensor<1x2xf32>, %w: tensor<2x6144xf32>) -> tensor<1x2048xf32> {
+    %qkv = graph.matmul %x, %w : (tensor<1x2xf32>, tensor<2x6144xf32>) -> tensor<1x6144xf32>
+    %q, %k, %r = graph.split %qkv axis = 1 sizes = [2048, 2048, 2048] : tensor<1x6144xf32> -> (tensor<1x2048xf32>, tensor<1x2048xf32>, tensor<1x2048xf32>)
+    %y = graph.mul %q, %r : (tensor<1x2048xf32>, tensor<1x2048xf32>) -> tensor<1x2048xf32>
+    %z = graph.add %y, %k : (tensor<1x2048xf32>, tensor<1x2048xf32>) -> tensor<1x2048xf32>
+    func.return %z : tensor<1x2048xf32>
   }
 }
 """
 
 
-def test_refusal_names_the_operand_gathered_whole():
+@pytest.mark.parametrize("sram_kib", [20, 24])
+def test_refusal_names_the_operand_gathered_whole(sram_kib: int):
     # The pieces of one matmul's result, read at offsets of the consumer's index: the
-    # consumer's placement gathers the whole product on every PE, and the refusal says so.
+    # consumer's placement gathers the whole product (24 KiB) on every PE, and the
+    # refusal says so, whether the planner's estimate refuses it or the measured peak.
     module = parse_module(_SLICES_AT_OFFSETS)
     with pytest.raises(PlmrError) as info:
         compile_module(
             make_context(),
             module,
-            CompileOptions(grid=(4, 4), device="wse2:sram_kib=8", substitute=False),
+            CompileOptions(
+                grid=(4, 4), device=f"wse2:sram_kib={sram_kib}", substitute=False
+            ),
         )
     message = str(info.value)
     assert "the nest computing %z does not fit a 4x4 grid" in message
-    assert "it gathers %qkv (1x1536) whole on every PE" in message
+    assert "it gathers %qkv (1x6144) whole on every PE" in message
 
 
 def test_smaller_sram_device_is_rejected_precisely():

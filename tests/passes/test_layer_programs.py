@@ -438,11 +438,11 @@ def test_the_stage_hops_add_to_the_step(staged: tuple[ModuleOp, ModuleOp]):
 
 def test_a_layer_that_fits_no_region_is_one_error(tmp_path: Path, llama_export: Any):
     source = llama_export(tmp_path, width32(4))
-    small = dataclasses.replace(OPTIONS, device="wse2:width=4,height=4,sram_kib=11")
+    small = dataclasses.replace(OPTIONS, device="wse2:width=4,height=4,sram_kib=10")
     with pytest.raises(
         PlmrError,
         match=r"the layer body @main\.layer \(4 layers\): one layer's weights need \d+ B "
-        r"per PE beside \d+ B of working set, \d+ B, but the device has 11264 B per PE; "
+        r"per PE beside \d+ B of working set, \d+ B, but the device has 10240 B per PE; "
         r"use a larger grid",
     ):
         compile_module(make_context(), source, small)

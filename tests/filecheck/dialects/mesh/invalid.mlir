@@ -306,6 +306,135 @@ mesh.program @p(%a: tensor<8xf32>) -> () device "wse2" grid [2, 5] {
 
 // -----
 
+// mesh.allgather: the result is the input times the contributing PEs along `dim`
+// (at most the axis), same element type; ktree or pipeline; k and groups as an
+// allreduce's.
+mesh.program @p(%a: tensor<8x10xf32>) -> () device "wse2" grid [2, 5] {
+  %d = mesh.scatter %a : tensor<8x10xf32> -> !mesh.dist<tensor<8x10xf32>, #mesh.layout<[-, x]>>
+  mesh.spmd(%d) : (!mesh.dist<tensor<8x10xf32>, #mesh.layout<[-, x]>>) -> () {
+  ^bb0(%y: index, %x: index, %b: tensor<8x2xf32>):
+    %s = mesh.allgather %b axis x dim 1 : tensor<8x2xf32> -> tensor<8x10xf16>
+    mesh.yield
+  }
+  mesh.return
+}
+// CHECK:      {{^}}//{{ -----$}}
+// CHECK-NEXT: the result's element type f16 must be the input's, f32
+
+// -----
+
+mesh.program @p(%a: tensor<8x10xf32>) -> () device "wse2" grid [2, 5] {
+  %d = mesh.scatter %a : tensor<8x10xf32> -> !mesh.dist<tensor<8x10xf32>, #mesh.layout<[-, x]>>
+  mesh.spmd(%d) : (!mesh.dist<tensor<8x10xf32>, #mesh.layout<[-, x]>>) -> () {
+  ^bb0(%y: index, %x: index, %b: tensor<8x2xf32>):
+    %s = mesh.allgather %b axis x dim 2 : tensor<8x2xf32> -> tensor<8x10xf32>
+    mesh.yield
+  }
+  mesh.return
+}
+// CHECK:      {{^}}//{{ -----$}}
+// CHECK-NEXT: dim 2 must be a dimension of the input (rank 2) and the result must have the same rank, got 2
+
+// -----
+
+mesh.program @p(%a: tensor<8x10xf32>) -> () device "wse2" grid [2, 5] {
+  %d = mesh.scatter %a : tensor<8x10xf32> -> !mesh.dist<tensor<8x10xf32>, #mesh.layout<[-, x]>>
+  mesh.spmd(%d) : (!mesh.dist<tensor<8x10xf32>, #mesh.layout<[-, x]>>) -> () {
+  ^bb0(%y: index, %x: index, %b: tensor<8x2xf32>):
+    %s = mesh.allgather %b axis x dim 1 : tensor<8x2xf32> -> tensor<4x10xf32>
+    mesh.yield
+  }
+  mesh.return
+}
+// CHECK:      {{^}}//{{ -----$}}
+// CHECK-NEXT: input [8, 2] and result [4, 10] may differ only along dim 1
+
+// -----
+
+mesh.program @p(%a: tensor<8x10xf32>) -> () device "wse2" grid [2, 5] {
+  %d = mesh.scatter %a : tensor<8x10xf32> -> !mesh.dist<tensor<8x10xf32>, #mesh.layout<[-, x]>>
+  mesh.spmd(%d) : (!mesh.dist<tensor<8x10xf32>, #mesh.layout<[-, x]>>) -> () {
+  ^bb0(%y: index, %x: index, %b: tensor<8x2xf32>):
+    %s = mesh.allgather %b axis x dim 1 : tensor<8x2xf32> -> tensor<8x12xf32>
+    mesh.yield
+  }
+  mesh.return
+}
+// CHECK:      {{^}}//{{ -----$}}
+// CHECK-NEXT: the result's dim 1 (12) must be the input's (2) times the PEs contributing, between 1 and the 5 PEs along x
+
+// -----
+
+mesh.program @p(%a: tensor<8x10xf32>) -> () device "wse2" grid [2, 5] {
+  %d = mesh.scatter %a : tensor<8x10xf32> -> !mesh.dist<tensor<8x10xf32>, #mesh.layout<[-, x]>>
+  mesh.spmd(%d) : (!mesh.dist<tensor<8x10xf32>, #mesh.layout<[-, x]>>) -> () {
+  ^bb0(%y: index, %x: index, %b: tensor<8x2xf32>):
+    %s = mesh.allgather %b axis x dim 1 algorithm ring : tensor<8x2xf32> -> tensor<8x10xf32>
+    mesh.yield
+  }
+  mesh.return
+}
+// CHECK:      {{^}}//{{ -----$}}
+// CHECK-NEXT: an allgather runs ktree or pipeline, not ring
+
+// -----
+
+mesh.program @p(%a: tensor<8x10xf32>) -> () device "wse2" grid [2, 5] {
+  %d = mesh.scatter %a : tensor<8x10xf32> -> !mesh.dist<tensor<8x10xf32>, #mesh.layout<[-, x]>>
+  mesh.spmd(%d) : (!mesh.dist<tensor<8x10xf32>, #mesh.layout<[-, x]>>) -> () {
+  ^bb0(%y: index, %x: index, %b: tensor<8x2xf32>):
+    %s = mesh.allgather %b axis x dim 1 k = 0 : tensor<8x2xf32> -> tensor<8x10xf32>
+    mesh.yield
+  }
+  mesh.return
+}
+// CHECK:      {{^}}//{{ -----$}}
+// CHECK-NEXT: k must be >= 1, got 0
+
+// -----
+
+mesh.program @p(%a: tensor<8x10xf32>) -> () device "wse2" grid [2, 5] {
+  %d = mesh.scatter %a : tensor<8x10xf32> -> !mesh.dist<tensor<8x10xf32>, #mesh.layout<[-, x]>>
+  mesh.spmd(%d) : (!mesh.dist<tensor<8x10xf32>, #mesh.layout<[-, x]>>) -> () {
+  ^bb0(%y: index, %x: index, %b: tensor<8x2xf32>):
+    %s = mesh.allgather %b axis x dim 1 groups = 6 : tensor<8x2xf32> -> tensor<8x10xf32>
+    mesh.yield
+  }
+  mesh.return
+}
+// CHECK:      {{^}}//{{ -----$}}
+// CHECK-NEXT: groups must be between 1 and the 5 PEs along x, got 6
+
+// -----
+
+mesh.program @p(%a: tensor<8x10xf32>) -> () device "wse2" grid [2, 5] {
+  %d = mesh.scatter %a : tensor<8x10xf32> -> !mesh.dist<tensor<8x10xf32>, #mesh.layout<[-, x]>>
+  mesh.spmd(%d) : (!mesh.dist<tensor<8x10xf32>, #mesh.layout<[-, x]>>) -> () {
+  ^bb0(%y: index, %x: index, %b: tensor<8x2xf32>):
+    %s = mesh.allgather %b axis x dim 1 algorithm pipeline groups = 2 : tensor<8x2xf32> -> tensor<8x10xf32>
+    mesh.yield
+  }
+  mesh.return
+}
+// CHECK:      {{^}}//{{ -----$}}
+// CHECK-NEXT: groups only apply to the ktree algorithm
+
+// -----
+
+mesh.program @p(%a: tensor<8x10xf32>) -> () device "wse2" grid [2, 5] {
+  %d = mesh.scatter %a : tensor<8x10xf32> -> !mesh.dist<tensor<8x10xf32>, #mesh.layout<[-, x]>>
+  mesh.spmd(%d) : (!mesh.dist<tensor<8x10xf32>, #mesh.layout<[-, x]>>) -> () {
+  ^bb0(%y: index, %x: index, %b: tensor<8x2xf32>):
+    %s = mesh.allgather %b axis x dim 1 k = 1 groups = 2 : tensor<8x2xf32> -> tensor<8x10xf32>
+    mesh.yield
+  }
+  mesh.return
+}
+// CHECK:      {{^}}//{{ -----$}}
+// CHECK-NEXT: groups = 2 needs k >= 2 (with k = 1 there is a single group)
+
+// -----
+
 // mesh.send / mesh.recv: colors are >= 0.
 mesh.program @p(%a: tensor<8xf32>) -> () device "wse2" grid [2, 2] {
   %d = mesh.scatter %a : tensor<8xf32> -> !mesh.dist<tensor<8xf32>, #mesh.layout<[-]>>
