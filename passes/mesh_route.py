@@ -98,6 +98,8 @@ def lowerable(op: Operation, routing: Routing, grid: tuple[int, int]) -> bool:
         return False
     if isinstance(op, mesh.AllreduceOp) and op.algorithm.data == "ring":
         return False  # its steps move 1/n of the block: kept as a collective
+    if isinstance(op, mesh.AllgatherOp):
+        return False  # its blocks grow along the chains: kept as a collective
     return len(roots_of(op, grid)) == 1
 
 

@@ -83,3 +83,15 @@ def test_routing_gives_an_allgather_its_colors():
     gathers = [op for op in module.walk() if isinstance(op, mesh.AllgatherOp)]
     assert len(gathers) == 2
     assert all(op.attributes.get("colors") for op in gathers)
+
+
+def test_explicit_routing_keeps_an_allgather_a_collective():
+    # `mesh-route{explicit}` writes collectives as sends and receives of their plan's
+    # stages; an allgather's blocks grow along its chains, so it stays one op.
+    module = parse_module(PROGRAM.read_text())
+    MeshRoutePass(explicit=True).apply(make_context(), module)
+    assert len([op for op in module.walk() if isinstance(op, mesh.AllgatherOp)]) == 2
+    a = np.arange(96, dtype=np.float32).reshape(8, 12)
+    (whole, first), _ = run_mesh(module, [a], mode="functional")
+    np.testing.assert_array_equal(whole, a)
+    np.testing.assert_array_equal(first, a[:, :6])
