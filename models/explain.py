@@ -44,6 +44,8 @@ def collectives(spmd: mesh.SpmdOp) -> str:
             counts[f"{op.name.removeprefix('mesh.')} {op.axis.data}{within}"] += 1
         elif isinstance(op, mesh.AllgatherOp):
             counts[f"allgather {op.axis.data}"] += 1
+        elif isinstance(op, mesh.DiagonalBroadcastOp):
+            counts[f"diagonal broadcast {op.axis.data}"] += 1
         elif isinstance(op, mesh.ShiftOp):
             counts[f"shift {op.axis.data}"] += 1
         elif isinstance(op, mesh.SendOp):

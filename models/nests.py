@@ -105,6 +105,8 @@ def describe(spmd: mesh.SpmdOp) -> str:
             add(f"{op.name.removeprefix('mesh.')} {op.axis.data}{within}")
         elif isinstance(op, mesh.AllgatherOp):
             add(f"allgather {op.axis.data}")
+        elif isinstance(op, mesh.DiagonalBroadcastOp):
+            add(f"diagonal broadcast {op.axis.data}")
         elif isinstance(op, mesh.ShiftOp):
             add(f"shift {op.axis.data}")
         elif isinstance(op, mesh.SendOp):

@@ -100,6 +100,8 @@ def lowerable(op: Operation, routing: Routing, grid: tuple[int, int]) -> bool:
         return False  # its steps move 1/n of the block: kept as a collective
     if isinstance(op, mesh.AllgatherOp):
         return False  # its blocks grow along the chains: kept as a collective
+    if isinstance(op, mesh.DiagonalBroadcastOp):
+        return False  # each line has its own root: kept as a collective
     return len(roots_of(op, grid)) == 1
 
 

@@ -42,6 +42,11 @@ def collective_data(
             nxt[:, has] = out[:, src[has]]
             out = nxt
         result = out
+    elif isinstance(op, mesh.DiagonalBroadcastOp):
+        # Line l's root is position l (a square grid: as many lines as positions).
+        index = np.arange(n)
+        diagonal = lines[index, index]
+        result = np.broadcast_to(diagonal[:, None], lines.shape).copy()
     elif isinstance(op, mesh.AllgatherOp):
         result = _allgathered(lines, op.dim.value.data, op.owners())
     elif mesh.segment_of(op, grid) != n:

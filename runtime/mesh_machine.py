@@ -510,6 +510,8 @@ class MeshRuntime:
             ready
         ) is not None
         issue = clocks.ce_free.view() if behind else np.maximum(ready, clocks.ce_free)
+        if isinstance(op, mesh.DiagonalBroadcastOp):
+            return self._diagonal_time(op, issue, hop, block_bytes)
         stages = self._stages(op, root)
         issue = self._flow_control(op, stages, issue, axis, hop)
         clocks.mark_behind(issue)  # the engines are busy until `sent` at least
@@ -617,6 +619,43 @@ class MeshRuntime:
         # Time by op is sampled at PE (0, 0) (a full reduction per op would double the cost).
         self.account(op, float(done[0, 0]) - float(np.broadcast_to(issue, self.grid)[0, 0]))
         return done
+
+    def _diagonal_time(
+        self,
+        op: mesh.DiagonalBroadcastOp,
+        issue: FloatArray,
+        hop: float,
+        block_bytes: int,
+    ) -> FloatArray:
+        """
+        A diagonal broadcast, line by line as a broadcast from the line's own root (one
+        streamed multicast: hops and ramps, then the block's wavelets once).
+        """
+        dev, clocks = self.device, self.clocks
+        clocks.mark_behind(issue)
+        sent = np.asarray(
+            np.broadcast_to(issue + dev.send_overhead_cycles, self.grid), dtype=CLOCK
+        )
+        n = self.grid[0]
+        index = np.arange(n)
+        # hops[l, p]: from line l's root (position l) to position p.
+        hops = np.abs(index[None, :] - index[:, None]).astype(CLOCK)
+        arrival = sent[index, index][:, None] + hops * hop + 2 * dev.ramp_cycles
+        arrival[index, index] = -np.inf  # the root keeps its own block
+        # Lines are rows along x (positions are columns); along y, columns.
+        along = arrival if op.axis.data == "x" else arrival.T
+        now = np.maximum(sent, along)
+        now += math.ceil(block_bytes / dev.link_bytes_per_cycle) + dev.recv_overhead_cycles
+        clocks.set_engine(np.broadcast_to(sent, self.grid))
+        self.traffic.bytes += block_bytes * n * (n - 1)
+        self.traffic.hop_bytes += block_bytes * float(hops.sum())
+        self.traffic.messages += n * (n - 1)
+        if self.recorder is not None:
+            self.recorder.record(op.name, issue, now, self.grid)
+        if self.track_busy:
+            self.clocks.comm_busy += now - issue
+        self.account(op, float(now[0, 0]) - float(np.broadcast_to(issue, self.grid)[0, 0]))
+        return now
 
     def _combine_cost(self, op: Operation, st: StageArrays, elems: int) -> float:
         """Cycles to combine one received message of a reducing stage."""

@@ -363,6 +363,12 @@ class SpmdFunctions(InterpreterFunctions):
     ) -> PythonValues:
         return tuple(_run_collective(cast(SpmdEvaluator, interpreter), op, list(args)))
 
+    @impl(mesh.DiagonalBroadcastOp)
+    def run_diagonal_broadcast(
+        self, interpreter: Interpreter, op: mesh.DiagonalBroadcastOp, args: PythonValues
+    ) -> PythonValues:
+        return tuple(_run_collective(cast(SpmdEvaluator, interpreter), op, list(args)))
+
     @impl(mesh.AllgatherOp)
     def run_allgather(
         self, interpreter: Interpreter, op: mesh.AllgatherOp, args: PythonValues

@@ -31,7 +31,7 @@ from plmr.dialects.mesh.attrs import axis_size, block_shape
 from plmr.errors import PlmrError
 from plmr.runtime.placement import gather_array, scatter_array
 from plmr.target.collective_stages import line_cycles
-from plmr.target.collectives import allgather_plan, allreduce_plan
+from plmr.target.collectives import allgather_plan, allreduce_plan, broadcast_plan
 from plmr.target.device import Device
 from plmr.values import Array
 
@@ -62,8 +62,7 @@ def relayout_cycles(
     """
     Cycles to turn every PE's block of a `shape` value in layout `have` into its block in
     `want`, done as `convert-tile-to-mesh` does at a nest's head: a dim split over an axis
-    and wanted over the other comes from the diagonal PE (a one-block sum along the
-    axis), any other dim split otherwise is all-gathered (`mesh.allgather` along the
+    and wanted over the other comes from the diagonal PE (`mesh.diagonal_broadcast`), any other dim split otherwise is all-gathered (`mesh.allgather` along the
     axis), one after the other; taking a PE's part of a whole dim
     is local. The same layout costs nothing.
     """
@@ -83,7 +82,9 @@ def relayout_cycles(
         n = axis_size(axis, grid)
         other = "x" if axis == "y" else "y"
         if plain and want.axes[j] == other and other not in have.axes:
-            cycles += _allreduce_cycles(n, math.prod(block), device)
+            if n > 1:
+                plan = broadcast_plan(n, 0)  # the slowest line's: its root at an end
+                cycles += float(line_cycles(plan, math.prod(block), device).max())
             continue
         block[j] = min(shape[j], block[j] * n)
         cycles += _allreduce_cycles(n, math.prod(block), device, gather=True)

@@ -224,7 +224,7 @@ def comm_ops(op: tile.ForOp) -> list[Operation]:
         for inner in op.body.block.ops
         for nested in inner.walk()
         if isinstance(nested, mesh.ShiftOp | mesh.BroadcastOp | mesh.AllreduceOp)
-        or isinstance(nested, mesh.ReduceOp | mesh.AllgatherOp)
+        or isinstance(nested, mesh.ReduceOp | mesh.AllgatherOp | mesh.DiagonalBroadcastOp)
     ]
 
 

@@ -14,7 +14,7 @@ to time collectives of programs that were not routed.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import cast
 
@@ -48,6 +48,7 @@ COLLECTIVES = (
     mesh.AllreduceOp,
     mesh.AllgatherOp,
     mesh.ReduceOp,
+    mesh.DiagonalBroadcastOp,
 )
 
 
@@ -67,6 +68,10 @@ def plan_of(op: Operation, grid: tuple[int, int], root: int | None = None) -> Pl
 def _line_plan(op: Operation, n: int, root: int | None) -> Plan:
     """The plan of a broadcast or reduction over a line of `n` PEs."""
     if isinstance(op, mesh.BroadcastOp):
+        return broadcast_plan(n, 0 if root is None else root)
+    if isinstance(op, mesh.DiagonalBroadcastOp):
+        # Each line multicasts from its own root: the slowest line's, at an end (the
+        # routes and the timing treat the lines one by one).
         return broadcast_plan(n, 0 if root is None else root)
     if isinstance(op, mesh.AllreduceOp):
         groups = None if op.groups is None else op.groups.value.data
@@ -201,6 +206,11 @@ def route_collectives(
     spelled: dict[int, tuple[Plan, str]] = {}
     for op in ops:
         axis = axis_of(op)
+        if isinstance(op, mesh.DiagonalBroadcastOp):
+            routing.colors[op] = _route_diagonal(op, axis, grid, device, relay, table)
+            if not routing.colors[op]:
+                routing.relayed.add(op)
+            continue
         used: list[int] = []
         for root in roots_of(op, grid):
             plan = plan_of(op, grid, root)
@@ -294,6 +304,110 @@ def _route_plan(
         for span in compress_positions(sorted(positions)):
             table.add(_rule(color, axis, grid, span, rx, tx))
     return used
+
+
+def _diagonal_config(
+    axis: str, n: int
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], list[Rule]]:
+    """
+    The router entries of a diagonal broadcast on an `n x n` grid: the input port index
+    and output bits of every router (H, W), and the rules that set them (line by line:
+    the root's multicast both ways, the positions before it from the far side, those
+    after it from the near side, the ends delivering only).
+    """
+    fwd, back = (
+        (mesh.Port.EAST, mesh.Port.WEST)
+        if axis == "x"
+        else (mesh.Port.SOUTH, mesh.Port.NORTH)
+    )
+    index = np.arange(n)
+    line, pos = index[:, None], index[None, :]
+    rx = np.where(
+        pos == line,
+        PORT_INDEX[mesh.Port.RAMP],
+        np.where(pos > line, PORT_INDEX[back], PORT_INDEX[fwd]),
+    )
+    ramp, east, west = (
+        1 << PORT_INDEX[mesh.Port.RAMP],
+        1 << PORT_INDEX[fwd],
+        1 << PORT_INDEX[back],
+    )
+    onward = np.where(pos > line, east * (pos < n - 1), west * (pos > 0))
+    bits = np.where(
+        pos == line, east * (pos < n - 1) + west * (pos > 0), ramp + onward
+    ).astype(np.int64)
+    rules: list[Rule] = []
+    for l in range(n):
+        spans: list[tuple[int, int, mesh.Port, tuple[mesh.Port, ...]]] = []
+        if l > 0:
+            spans.append((0, 1, fwd, (mesh.Port.RAMP,)))
+            spans.append((1, l, fwd, (mesh.Port.RAMP, back)))
+        out = tuple(p for p, ok in ((fwd, l < n - 1), (back, l > 0)) if ok)
+        if out:
+            spans.append((l, l + 1, mesh.Port.RAMP, out))
+        if l < n - 1:
+            spans.append((l + 1, n - 1, back, (mesh.Port.RAMP, fwd)))
+            spans.append((n - 1, n, back, (mesh.Port.RAMP,)))
+        for start, stop, port, tx in spans:
+            if start >= stop:
+                continue
+            order = tuple(
+                q
+                for q in (
+                    mesh.Port.RAMP,
+                    mesh.Port.NORTH,
+                    mesh.Port.SOUTH,
+                    mesh.Port.EAST,
+                    mesh.Port.WEST,
+                )
+                if q in tx
+            )
+            lines, along = (l, l + 1, 1), (start, stop, 1)
+            rows, cols = (lines, along) if axis == "x" else (along, lines)
+            rules.append(Rule(-1, rows, cols, port, order))
+    if axis == "y":
+        rx, bits = rx.T, bits.T
+    return rx, bits, rules
+
+
+def _route_diagonal(
+    op: Operation,
+    axis: str,
+    grid: tuple[int, int],
+    device: Device,
+    relay: bool,
+    table: RouteTable,
+) -> list[int]:
+    """
+    One color for a diagonal broadcast: the first whose routers are free or already set
+    alike at every router of the grid (the routes of an earlier diagonal broadcast along
+    the same axis); none (relayed) when no color fits and `relay`.
+    """
+    n = grid[0]
+    if n < 2:
+        return []
+    rx, bits, rules = _diagonal_config(axis, n)
+    ys, xs = np.indices(grid)
+    for color in range(device.usable_colors):
+        existing = table.tx.get(color)
+        if existing is not None:
+            used = np.count_nonzero(existing, axis=0)
+            same = existing[rx, ys, xs] == bits
+            if not ((used == 0) | (same & (used == 1))).all():
+                continue
+            if (same & (used == 1)).all():
+                return [color]  # an earlier diagonal broadcast's routes carry it
+        for rule in rules:
+            table.add(replace(rule, color=color))
+        return [color]
+    if not relay:
+        raise PlmrError(
+            f"'{op.name}' along {axis} needs one of the {device.usable_colors} usable "
+            f"colors of {device.name} free at every router (colors 0.."
+            f"{device.usable_colors - 1} are taken); use fewer concurrent collectives or "
+            "relay mode (mesh-route{relay=true} / --relay)"
+        )
+    return []
 
 
 def collectives_of(program: mesh.ProgramOp) -> list[Operation]:

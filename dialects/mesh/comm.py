@@ -209,6 +209,47 @@ class BroadcastOp(CommOp):
         _verify_segment(self, self.segment)
 
 
+@irdl_op_definition
+class DiagonalBroadcastOp(CommOp):
+    """
+    Every PE receives the block of the PE on its line along `axis` whose position there
+    equals the PE's own coordinate on the other axis: the diagonal PE of each line
+    multicasts its block along the line (a block split over one axis, wanted over the
+    other). Each line has its own root, so the grid must be square; one color carries
+    every line's multicast.
+
+    ```mlir
+    %b = mesh.diagonal_broadcast %a axis x : tensor<9x128xf32>
+    ```
+    """
+
+    name = "mesh.diagonal_broadcast"
+
+    T: ClassVar = VarConstraint("T", base(TensorType))
+
+    input = operand_def(T)
+    axis = prop_def(AxisAttr)
+    result = result_def(T)
+
+    traits = _COMM_TRAITS
+
+    assembly_format = "$input `axis` $axis attr-dict `:` type($result)"
+
+    def __init__(self, input: SSAValue | Operation, axis: Axis | str):
+        x = SSAValue.get(input)
+        super().__init__(
+            operands=[x], result_types=[x.type], properties={"axis": AxisAttr(Axis(axis))}
+        )
+
+    def verify_(self) -> None:
+        rows, cols = self.grid()
+        if rows != cols:
+            raise VerifyException(
+                f"a diagonal broadcast needs a square grid (each line's root is its "
+                f"coordinate on the other axis), got {rows}x{cols}"
+            )
+
+
 class _ReductionOp(CommOp):
     T: ClassVar = VarConstraint("T", base(TensorType))
 

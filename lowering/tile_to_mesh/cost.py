@@ -25,6 +25,7 @@ from plmr.lowering.tile_to_mesh.analysis import other_axis as _other
 from plmr.lowering.tile_to_mesh.mapping import Mapping
 from plmr.lowering.tile_to_mesh.segments import (
     band_allreduce_cycles,
+    diagonal_cycles_of,
     gather_cycles_of,
     line_cycles_of,
     segment_of,
@@ -146,7 +147,9 @@ class CostModel:
                 ):
                     comm += opts.n(a) * message(block, 2.0)
                 elif not skewed and diagonal_move(tuple(cur), layout, j, opts, src):
-                    comm += stages * message(block)
+                    # One multicast from each line's diagonal PE (the farthest line's
+                    # root at its end), timed as the runtime times it.
+                    comm += diagonal_cycles_of(opts, a, max(1, block // 4))
                     cur[j] = _other(a)
                 elif skewed:
                     comm += stages * message(full)

@@ -160,9 +160,9 @@ class Relayout:
                 continue
             if not skew[0] and _diagonal_move(tuple(cur), want, j, opts, src):
                 # Split over a, wanted over the other axis (and replicated along it): the
-                # PE at position coord[o] along a holds this PE's block. It alone puts it
-                # in, the others zeros, and a one-block sum along a delivers it.
-                value = self._from_diagonal(src, value, cur, j, a)
+                # PE at position coord[o] along a holds this PE's block and multicasts it
+                # along a.
+                value = self._from_diagonal(value, a)
                 cur[j] = _other(a)
                 continue
             # All-gather dim j along a: the blocks of the PEs that hold one (the rest
@@ -263,30 +263,13 @@ class Relayout:
         loop = b.insert(tile.ForOp(0, n, 1, "reduction", [blk, blk], Region(body)))
         return loop.res[1]
 
-    def _from_diagonal(
-        self, src: SSAValue, blk: SSAValue, cur: list[str], j: int, a: str
-    ) -> SSAValue:
+    def _from_diagonal(self, blk: SSAValue, a: str) -> SSAValue:
         """
         Every PE gets the block of the PE on its line along `a` whose position equals
-        its own coordinate on the other axis: `[a]` -> `[other]` for dim `j`.
+        its own coordinate on the other axis: `[a]` -> `[other]` for dim `j`, one
+        `mesh.diagonal_broadcast` (the grid is square).
         """
-        b = self.b
-        shape = self._shape(static_shape(src, "source"), cur)
-        rows = shape[j]
-        double = list(shape)
-        double[j] = 2 * rows
-        zero = b.insert(tile.FillOp(0.0, TensorType(_elt(src), double))).result
-        at = [_index(b, 0) for _ in shape]
-        at[j] = _index(b, rows)
-        both = b.insert(tile.StoreOp(blk, zero, at)).result
-        same = b.insert(arith.CmpiOp(self.coord[a], self.coord[_other(a)], "eq")).result
-        offs = [_index(b, 0) for _ in shape]
-        offs[j] = b.insert(arith.SelectOp(same, _index(b, rows), _index(b, 0))).result
-        part = b.insert(tile.LoadOp(both, offs, shape)).result
-        elems = math.prod(static_shape(part, "block"))
-        return b.insert(
-            mesh.AllreduceOp("sum", part, a, *allreduce_choice(self.opts, a, elems))
-        ).result
+        return self.b.insert(mesh.DiagonalBroadcastOp(blk, a)).result
 
     def _skewed(
         self, src: SSAValue, full: SSAValue, cur: list[str], skew: tuple[str, str, int]

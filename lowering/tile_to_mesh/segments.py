@@ -119,6 +119,20 @@ def gather_cycles_of(opts: Options, axis: str, elems: int) -> float:
     )
 
 
+def diagonal_cycles_of(opts: Options, axis: str, elems: int) -> float:
+    """
+    Cycles of a diagonal broadcast of `elems` values per PE along `axis`: its slowest
+    line's, the one whose root is at an end of it.
+    """
+    return line_broadcast_cycles(opts.device_spec, opts.n(axis), elems)
+
+
+@lru_cache(maxsize=1024)
+def line_broadcast_cycles(device: str, n: int, elems: int) -> float:
+    """The runtime's timing (`line_cycles`) of a multicast from one end of a line."""
+    return float(line_cycles(broadcast_plan(n, 0), elems, get_device(device)).max())
+
+
 @lru_cache(maxsize=1024)
 def line_allgather_cycles(
     device: str, n: int, elems: int, algorithm: str, k: int, groups: int | None

@@ -435,6 +435,22 @@ mesh.program @p(%a: tensor<8x10xf32>) -> () device "wse2" grid [2, 5] {
 
 // -----
 
+// mesh.diagonal_broadcast: a square grid (each line's root is its coordinate on the
+// other axis).
+mesh.program @p(%a: tensor<8xf32>) -> () device "wse2" grid [2, 5] {
+  %d = mesh.scatter %a : tensor<8xf32> -> !mesh.dist<tensor<8xf32>, #mesh.layout<[-]>>
+  mesh.spmd(%d) : (!mesh.dist<tensor<8xf32>, #mesh.layout<[-]>>) -> () {
+  ^bb0(%y: index, %x: index, %b: tensor<8xf32>):
+    %s = mesh.diagonal_broadcast %b axis x : tensor<8xf32>
+    mesh.yield
+  }
+  mesh.return
+}
+// CHECK:      {{^}}//{{ -----$}}
+// CHECK-NEXT: a diagonal broadcast needs a square grid (each line's root is its coordinate on the other axis), got 2x5
+
+// -----
+
 // mesh.send / mesh.recv: colors are >= 0.
 mesh.program @p(%a: tensor<8xf32>) -> () device "wse2" grid [2, 2] {
   %d = mesh.scatter %a : tensor<8xf32> -> !mesh.dist<tensor<8xf32>, #mesh.layout<[-]>>
