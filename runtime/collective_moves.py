@@ -44,7 +44,7 @@ def collective_data(
         result = out
     elif isinstance(op, mesh.DiagonalBroadcastOp):
         # Line l's root is position l (a square grid: as many lines as positions).
-        index = np.arange(n)
+        index = np.arange(int(lines.shape[0]), dtype=np.int64)
         diagonal = lines[index, index]
         result = np.broadcast_to(diagonal[:, None], lines.shape).copy()
     elif isinstance(op, mesh.AllgatherOp):

@@ -306,6 +306,7 @@ def _route_plan(
     return used
 
 
+@lru_cache(maxsize=64)
 def _diagonal_config(
     axis: str, n: int
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], list[Rule]]:
@@ -313,7 +314,7 @@ def _diagonal_config(
     The router entries of a diagonal broadcast on an `n x n` grid: the input port index
     and output bits of every router (H, W), and the rules that set them (line by line:
     the root's multicast both ways, the positions before it from the far side, those
-    after it from the near side, the ends delivering only).
+    after it from the near side, the ends delivering only). Cached: never modify them.
     """
     fwd, back = (
         (mesh.Port.EAST, mesh.Port.WEST)
