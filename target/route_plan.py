@@ -204,11 +204,16 @@ def route_collectives(
     pattern_colors: dict[tuple[str, str], list[list[int]]] = {}
     # Plans are cached (shared objects): spell each one's transfers once.
     spelled: dict[int, tuple[Plan, str]] = {}
+    diagonal: dict[str, list[int]] = {}
     for op in ops:
         axis = axis_of(op)
         if isinstance(op, mesh.DiagonalBroadcastOp):
-            routing.colors[op] = _route_diagonal(op, axis, grid, device, relay, table)
-            if not routing.colors[op]:
+            # Every diagonal broadcast along an axis has the same routes: the first's
+            # color carries the others.
+            if axis not in diagonal:
+                diagonal[axis] = _route_diagonal(op, axis, grid, device, relay, table)
+            routing.colors[op] = list(diagonal[axis])
+            if not routing.colors[op] and grid[0] > 1:
                 routing.relayed.add(op)
             continue
         used: list[int] = []
