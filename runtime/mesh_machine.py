@@ -612,6 +612,10 @@ class MeshRuntime:
             clocks.set_engine(done.view(), done)
         else:
             clocks.set_engine(np.broadcast_to(sent, self.grid))
+        return self._recorded(op, issue, done)
+
+    def _recorded(self, op: Operation, issue: FloatArray, done: FloatArray) -> FloatArray:
+        """Records a collective from `issue` to `done` (trace, busy time, time by op)."""
         if self.recorder is not None:
             self.recorder.record(op.name, issue, done, self.grid)
         if self.track_busy:
@@ -650,12 +654,7 @@ class MeshRuntime:
         self.traffic.bytes += block_bytes * n * (n - 1)
         self.traffic.hop_bytes += block_bytes * float(hops.sum())
         self.traffic.messages += n * (n - 1)
-        if self.recorder is not None:
-            self.recorder.record(op.name, issue, now, self.grid)
-        if self.track_busy:
-            self.clocks.comm_busy += now - issue
-        self.account(op, float(now[0, 0]) - float(np.broadcast_to(issue, self.grid)[0, 0]))
-        return now
+        return self._recorded(op, issue, now)
 
     def _combine_cost(self, op: Operation, st: StageArrays, elems: int) -> float:
         """Cycles to combine one received message of a reducing stage."""
