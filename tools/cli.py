@@ -1,7 +1,8 @@
 """
 `plmr`: the command-line front end: the group, `plmr import`, the bundled demo and
-`main`. The other subcommands live in their own modules (`compile_cli`: compile and
-tune; `run_cli`: run; `bench`, `fuzz_cli`, `rules_cli`, `db_cli`) and are registered here.
+`main`. The other subcommands live in their own modules (`compile_cli`: compile;
+`tune_cli`: tune, sharing `schedule_options` with compile; `run_cli`: run; `bench`,
+`fuzz_cli`, `rules_cli`, `db_cli`) and are registered here.
 
 Every command reports bad input as one `error:` message (what, where, how to fix) and a
 non-zero exit status; it never shows a traceback for it, and never leaves a half-written
@@ -169,12 +170,13 @@ def demo_cmd(seed: int, grid: str, steps: int, out_dir: Path, no_llm: bool) -> N
 
 def _register_subcommands() -> None:
     from plmr.tools.bench import bench
-    from plmr.tools.compile_cli import compile_cmd, tune_cmd
+    from plmr.tools.compile_cli import compile_cmd
     from plmr.tools.db_cli import db
     from plmr.tools.fuzz_cli import fuzz
     from plmr.tools.generate_cli import generate_cmd
     from plmr.tools.rules_cli import rules
     from plmr.tools.run_cli import run_cmd
+    from plmr.tools.tune_cli import tune_cmd
 
     cli.add_command(compile_cmd)
     cli.add_command(tune_cmd)

@@ -1,6 +1,6 @@
 """
-`plmr compile` (a program or ONNX model down to the mesh level, or any level on the way) and
-`plmr tune` (search the schedules of a program on the simulator); registered by `plmr.tools.cli`.
+`plmr compile` (a program or ONNX model down to the mesh level, or any level on the way);
+registered by `plmr.tools.cli`.
 
 Bad input is one `error:` message and a non-zero exit status, never a traceback, and no
 half-written output file is left behind.
@@ -8,9 +8,6 @@ half-written output file is left behind.
 
 from __future__ import annotations
 
-import io
-import json
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -19,6 +16,11 @@ import click
 from plmr.errors import PlmrError
 from plmr.files import check_output_dir, check_output_path, write_text_atomically
 from plmr.tools.options import COUNT, NON_NEGATIVE, SEED, TOLERANCE
+from plmr.tools.schedule_options import (
+    check_database,
+    check_schedule_conflicts,
+    load_schedule,
+)
 from plmr.tools.state_option import state_options, state_text
 from plmr.tools.weights_option import weights_option
 
@@ -331,11 +333,11 @@ def compile_cmd(
         mask=mask,
     )
     if schedule_path is not None:
-        _check_schedule_conflicts()
+        check_schedule_conflicts()
     if output is not None:
         check_output_path(output)
     if db_path is not None:
-        _check_database(db_path)
+        check_database(db_path)
     if check_dir is not None:
         check_output_dir(check_dir, "--check-dir")
     ctx = make_context()
@@ -361,7 +363,7 @@ def compile_cmd(
     if schedule_path is not None:
         from plmr.schedule.trials import compile_schedule
 
-        schedule = _load_schedule(schedule_path)
+        schedule = load_schedule(schedule_path)
         schedule_json = schedule.bind({}).to_json()
         module = compile_schedule(source_text, schedule.bind({}), relay=relay)
     elif check_each or check_text:
@@ -475,29 +477,6 @@ def _raise_unverified_pass(
         raise error from cause
 
 
-SCHEDULE_REPLACES = (
-    "device",
-    "grid",
-    "gemm",
-    "gemv",
-    "k",
-    "tile_sizes",
-    "fit_tiles",
-    "no_substitute",
-    "no_defer_norm_scale",
-    "no_fold_rotate_half",
-    "no_fold_repeat_kv",
-    "no_fold_heads",
-    "no_merge_matmuls",
-    "no_pack",
-    "budget",
-    "engine",
-    "fuse",
-    "check_each",
-)
-"""The options of `plmr compile` that a `--schedule` replaces (or, --check-each, skips)."""
-
-
 def _default_gemv(grid: tuple[int, int]) -> str:
     """
     `default_gemv` of the grid, unless `--k` was given: a K for every allreduce is the
@@ -509,43 +488,6 @@ def _default_gemv(grid: tuple[int, int]) -> str:
     if ctx.get_parameter_source("k") == click.core.ParameterSource.COMMANDLINE:
         return "ktree"
     return default_gemv(grid)
-
-
-def _check_schedule_conflicts(names: tuple[str, ...] = SCHEDULE_REPLACES) -> None:
-    """An option given next to `--schedule`, which would ignore it, is an error."""
-    ctx = click.get_current_context()
-    given = [
-        name
-        for name in names
-        if ctx.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE
-    ]
-    if given:
-        flags = ", ".join("--" + name.replace("_", "-") for name in given)
-        raise PlmrError(
-            f"{flags} cannot be combined with --schedule: the schedule's settings "
-            "replace them; set them in the schedule (its partition, tile, fuse and "
-            "substitute steps) or leave out --schedule"
-        )
-
-
-def _check_database(path: Path) -> None:
-    """A database that exists must open (before any work); a new one must be creatable."""
-    from plmr.schedule.db import PerfDB
-
-    check_output_path(path, "database")
-    if path.exists():
-        with PerfDB(path):
-            pass
-
-
-def _load_schedule(path: Path) -> Any:
-    from plmr.schedule.transforms import Compound
-
-    try:
-        text = path.read_text()
-    except OSError as e:
-        raise PlmrError(f"cannot read schedule {path}: {e.strerror or e}") from e
-    return Compound.loads(text, str(path))
 
 
 def _schedule_of_options(opts: Any) -> dict[str, Any]:
@@ -622,195 +564,3 @@ def _record_compiled(
 # ---------------------------------------------------------------------------------------
 # plmr tune
 # ---------------------------------------------------------------------------------------
-
-
-def _nest_names(program: Path, no_substitute: bool, limit: int = 6) -> list[str]:
-    """The named loop nests of PROGRAM with a reduction (the default pipeline's front)."""
-    from plmr.dialects.context import load_module, make_context
-    from plmr.passes.pipeline import CompileOptions, loop_nests, to_loop_level
-
-    ctx = make_context()
-    module = load_module(program, ctx)
-    to_loop_level(ctx, module, CompileOptions(substitute=not no_substitute))
-    named = [(n, e) for n, e in loop_nests(module).items() if e[1]]
-    named.sort(key=lambda item: -(max(item[1][0], default=1) * max(item[1][1])))
-    return [n for n, _ in named[:limit]]
-
-
-@click.command("tune")
-@click.argument("program", type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--device", default="wse2", show_default=True, help="Device of the default.")
-@click.option("--grid", default="4x4", show_default=True, help="Grid of the default.")
-@click.option(
-    "--schedule",
-    "schedule_path",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help="The schedule with knobs to search (default: blocking, GEMM/GEMV algorithms, k).",
-)
-@click.option("--trials", type=COUNT, default=20, show_default=True, help="Candidates.")
-@click.option(
-    "--db",
-    "db_path",
-    type=click.Path(dir_okay=False, path_type=Path),
-    required=True,
-    help="The performance database (SQLite; created if missing).",
-)
-@click.option(
-    "--sampler",
-    type=click.Choice(["random", "grid", "tpe", "evolutionary"]),
-    default="random",
-    show_default=True,
-    help="tpe needs Optuna (pip install -e '.[tune]'); evolutionary: population, "
-    "learned cost model, constraint-aware, analytic start, per-nest tasks.",
-)
-@click.option("--seed", type=SEED, default=0, show_default=True, help="Sampler seed.")
-@click.option("--workers", type=COUNT, default=1, show_default=True, help="Processes.")
-@click.option(
-    "--executor",
-    type=click.Choice(["process", "ray"]),
-    default="process",
-    show_default=True,
-    help="Where candidates run; ray needs pip install -e '.[ray]'.",
-)
-@click.option("--address", default=None, help="A Ray cluster's address (--executor ray).")
-@click.option("--resume", is_flag=True, help="Also measure the best schedule in the DB.")
-@click.option(
-    "-o",
-    "--output",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help="Write the best schedule here (default: PROGRAM.tuned.json next to PROGRAM).",
-)
-@click.option("--no-substitute", is_flag=True, help="Default schedule without TASO.")
-@click.option("--no-progress", is_flag=True, help="Do not show the progress bar.")
-def tune_cmd(
-    program: Path,
-    device: str,
-    grid: str,
-    schedule_path: Path | None,
-    trials: int,
-    db_path: Path,
-    sampler: str,
-    seed: int,
-    workers: int,
-    executor: str,
-    address: str | None,
-    resume: bool,
-    output: Path | None,
-    no_substitute: bool,
-    no_progress: bool,
-) -> None:
-    """
-    Search the knobs of a schedule for PROGRAM against the runtime's timing mode; record
-    every trial in the database, check the winner in functional mode, print it and its
-    speedup over the default schedule, and write it as JSON."""
-    from plmr.dialects.context import load_module
-    from plmr.dialects.printing import module_text
-    from plmr.schedule.db import PerfDB
-    from plmr.schedule.executors import make_executor
-    from plmr.schedule.transforms import Substitute, default_schedule, tunable_schedule
-    from plmr.schedule.trials import Measurement, check_functional
-    from plmr.schedule.tuner import tune, write_schedule
-    from plmr.tools.bench import parse_grid
-
-    rows_cols = parse_grid(grid)
-    if schedule_path is not None:
-        _check_schedule_conflicts(("device", "grid"))
-    out = output if output is not None else program.with_suffix(".tuned.json")
-    check_output_path(out, "schedule")
-    _check_database(db_path)
-    default = default_schedule(rows_cols, device)
-    if schedule_path is not None:
-        schedule = _load_schedule(schedule_path)
-        default = None
-    else:
-        schedule = tunable_schedule(rows_cols, device, _nest_names(program, no_substitute))
-    if no_substitute:
-        schedule = schedule.replace(Substitute(enabled=False))
-        if default is not None:
-            default = default.replace(Substitute(enabled=False))
-    text = module_text(load_module(program))
-    knobs = schedule.knobs()
-    click.echo(
-        f"tuning {program.name}: {len(knobs)} knob(s) "
-        f"({', '.join(knobs) or 'none'}), {trials} trial(s), {sampler} sampler, "
-        f"{workers} worker(s) ({executor})",
-        err=True,
-    )
-    runner = make_executor(executor, workers, address)
-    with (
-        PerfDB(db_path) as db,
-        click.progressbar(
-            length=trials + 1 + (1 if resume else 0),
-            label="trials",
-            file=sys.stderr if not no_progress else io.StringIO(),
-        ) as bar,
-    ):
-
-        def progress(m: Measurement) -> None:
-            del m
-            bar.update(1)
-
-        result = tune(
-            text,
-            program.name,
-            schedule,
-            trials=trials,
-            db=db,
-            sampler=sampler,
-            seed=seed,
-            workers=workers,
-            resume=resume,
-            progress=progress,
-            default=default,
-            executor=runner,
-        )
-    runner.close()
-    from plmr.schedule.transforms import Compound
-
-    best = Compound.from_json(result.best.schedule)
-    error = check_functional(text, best, seed)
-    if error > 1e-3:
-        raise PlmrError(
-            f"the best schedule computes wrong results (max relative error {error:.2e})"
-        )
-    infeasible = [m for m in result.trials if m.status != "ok"]
-    click.echo(
-        f"default: {result.default.cycles or float('nan'):,.0f} cycles; best: "
-        f"{result.best.cycles or float('nan'):,.0f} cycles "
-        f"({result.speedup or float('nan'):.2f}x) after {len(result.trials)} trial(s), "
-        f"{len(infeasible)} infeasible; functional check: max error {error:.1e}"
-    )
-    for m in infeasible[:5]:
-        click.echo(f"  skipped {json.dumps(m.values, sort_keys=True)}: {m.reason}")
-    for label, start in (
-        ("planner's start", result.planned),
-        ("planner's refined start", result.refined),
-    ):
-        if start is not None:
-            trial = next(i for i, m in enumerate(result.trials, 1) if m is start)
-            click.echo(
-                f"{label}: trial {trial} of {len(result.trials)}, "
-                f"{start.cycles or float('nan'):,.0f} cycles ({start.status})"
-            )
-    if result.generated is not None:
-        click.echo(
-            f"analytic start: {result.generated.cycles or float('nan'):,.0f} cycles "
-            f"({result.generated.status})"
-        )
-    if result.rank_correlation is not None:
-        click.echo(
-            f"cost model: rank correlation {result.rank_correlation:.2f} on trials it "
-            f"ranked before measuring; {result.transferred} trial(s) transferred from the DB"
-        )
-    for t in result.tasks:
-        click.echo(
-            f"  task {t.name}: {t.share:.0%} of the time, {t.rounds} round(s), "
-            f"{t.trials} trial(s), gained {t.gain:,.0f} cycles"
-        )
-    if result.best.values:
-        click.echo(f"best knobs: {json.dumps(result.best.values, sort_keys=True)}")
-    click.echo(best.dumps(), nl=False)
-    write_schedule(out, best)
-    click.echo(f"wrote {out}", err=True)
