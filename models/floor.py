@@ -17,7 +17,9 @@ least one op of `⌈(n − 1)·e / (n · simd_fp16)⌉` cycles:
                       + ⌈e·bytes / link⌉ + op + ⌈(n − 1)·e / (n·simd)⌉
 
 A reduce or a broadcast goes one way (⌊n/2⌋ hops, one message, no step overhead; a
-broadcast combines nothing). A collective over a segment of `S` PEs takes `n = S`; over
+broadcast combines nothing). An allgather (the PE at one end needs the block of the PE
+at the other) and a diagonal broadcast (its slowest line's root is at an end) go n − 1
+hops one way, one message of the block they deliver, and combine nothing. A collective over a segment of `S` PEs takes `n = S`; over
 one PE it costs nothing.
 
 **A layer's floor** (`layer_floor`): the compute floor (`reference_layer.compute_floor`:
@@ -43,27 +45,35 @@ from plmr.target.collective_stages import line_cycles
 from plmr.target.device import Device
 from plmr.target.route_plan import plan_of
 
-COLLECTIVES = (mesh.AllreduceOp, mesh.ReduceOp, mesh.BroadcastOp)
+COLLECTIVES = (
+    mesh.AllreduceOp,
+    mesh.ReduceOp,
+    mesh.BroadcastOp,
+    mesh.AllgatherOp,
+    mesh.DiagonalBroadcastOp,
+)
 """The collectives a floor is derived for (a shift's cost is its distance, not a floor)."""
 
 
 def collective_floor(kind: str, n: int, elems: int, device: Device) -> float:
     """
-    The floor of one collective (`allreduce`, `reduce` or `broadcast`) over `n` PEs of a
-    line on blocks of `elems` values (see the module docstring).
+    The floor of one collective (`allreduce`, `reduce`, `broadcast`, `allgather` or
+    `diagonal_broadcast`) over `n` PEs of a line on blocks of `elems` values (an
+    allgather's: the gathered block; see the module docstring).
     """
-    if kind not in ("allreduce", "reduce", "broadcast"):
+    if kind not in ("allreduce", "reduce", "broadcast", "allgather", "diagonal_broadcast"):
         raise ValueError(f"no floor for a collective '{kind}'")
     if n < 1 or elems < 0:
         raise ValueError(f"a collective over {n} PEs of {elems} values")
     if n == 1:
         return 0.0
     dev = device
-    half = n // 2
+    across = kind in ("allgather", "diagonal_broadcast")
+    half = n - 1 if across else n // 2
     ways = 2 if kind == "allreduce" else 1
     combine = (
         0.0
-        if kind == "broadcast"
+        if kind == "broadcast" or across
         else dev.op_overhead_cycles + math.ceil((n - 1) * elems / (n * dev.simd_fp16))
     )
     return (
@@ -136,7 +146,8 @@ def _floor_of(
     kind = op.name.removeprefix("mesh.")
     n = mesh.segment_of(op, grid)
     elems = math.prod(static_shape(op.results[0], "value"))
-    combine = "" if isinstance(op, mesh.BroadcastOp) else getattr(op, "kind").data
+    plain = isinstance(op, mesh.BroadcastOp | mesh.AllgatherOp | mesh.DiagonalBroadcastOp)
+    combine = "" if plain else getattr(op, "kind").data
     axis: str = getattr(op, "axis").data
     shape = static_shape(op.results[0], "value")
     width = shape[-1] if combine == "softmax" and shape else 1

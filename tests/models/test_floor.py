@@ -16,7 +16,12 @@ from plmr.models.floor import collective_floor
 from plmr.models.llama import get_config
 from plmr.models.reference_layer import compute_floor, layer_macs
 from plmr.target.collective_stages import line_cycles
-from plmr.target.collectives import allreduce_plan, broadcast_plan, reduce_plan
+from plmr.target.collectives import (
+    allgather_plan,
+    allreduce_plan,
+    broadcast_plan,
+    reduce_plan,
+)
 from plmr.target.device import Device, get_device
 
 SMALL = Device(
@@ -54,6 +59,9 @@ def test_collective_floors_by_hand():
     # 64 values over 2 PEs: 32 wavelets cross, 32 additions on each PE's 4 lanes.
     assert collective_floor("allreduce", 2, 64, SMALL) == 15 + 2 * 4 + 7 + 32 + 3 + 8
     assert collective_floor("allreduce", 1, 6, SMALL) == 0.0
+    # An allgather of 6 values and a diagonal broadcast: 7 hops one way, no combine.
+    assert collective_floor("allgather", 8, 6, SMALL) == 10 + 5 + 14 + 2 + 3 == 34
+    assert collective_floor("diagonal_broadcast", 8, 6, SMALL) == 34
     with pytest.raises(ValueError, match="no floor"):
         collective_floor("shift", 8, 6, SMALL)
 
@@ -78,6 +86,14 @@ def test_no_collective_plan_beats_its_floor(n: int, elems: int, device: Device):
     for root in (0, n // 2, n - 1):
         done = float(line_cycles(broadcast_plan(n, root), elems, device).max())
         assert done >= collective_floor("broadcast", n, elems, device) - 1e-9
+    # A diagonal broadcast's slowest line multicasts from an end.
+    done = float(line_cycles(broadcast_plan(n, 0), elems, device).max())
+    assert done >= collective_floor("diagonal_broadcast", n, elems, device) - 1e-9
+    gathers = [allgather_plan(n, "pipeline")]
+    gathers += [allgather_plan(n, "ktree", k) for k in (1, 2, 3)]
+    assert min(float(line_cycles(p, elems, device).max()) for p in gathers) >= (
+        collective_floor("allgather", n, elems, device) - 1e-9
+    )
 
 
 @pytest.fixture(scope="module")
