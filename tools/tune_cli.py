@@ -12,7 +12,6 @@ import io
 import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import click
 
@@ -24,9 +23,6 @@ from plmr.tools.schedule_options import (
     check_schedule_conflicts,
     load_schedule,
 )
-
-if TYPE_CHECKING:
-    pass
 
 
 def _nest_names(program: Path, no_substitute: bool, limit: int = 6) -> list[str]:
