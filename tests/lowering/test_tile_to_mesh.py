@@ -401,3 +401,18 @@ def test_an_intermediate_is_skewed_by_one_pass_round_the_ring(gemm: str, grid: i
         if isinstance(v.type, TensorType)
     }
     assert max(math.prod(s) for s in shapes) <= 2 * 16 * 16
+
+
+@pytest.mark.parametrize(
+    ("gemv", "algorithm"), [("pipeline", "pipeline"), ("ring", "ktree")]
+)
+def test_relayout_gathers_follow_the_gemv_option(gemv: str, algorithm: str):
+    # A relayout's all-gather takes the GEMV algorithm of the options; an allgather has
+    # no ring (its blocks grow along the chains), so `ring` gathers with a K-tree. The
+    # program equals the graph's either way.
+    module = load_module(EXAMPLES / "onnx/attention.mlir")
+    opts = CompileOptions(grid=(4, 4), gemv=gemv, substitute=False)
+    compiled = _check(module, opts)
+    gathers = [op for op in compiled.walk() if isinstance(op, mesh.AllgatherOp)]
+    assert gathers
+    assert {op.algorithm.data for op in gathers} == {algorithm}
