@@ -17,6 +17,7 @@ it reads the same `x` as, so `graph-merge-matmuls` merges both into one matmul.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -30,6 +31,7 @@ from xdsl.rewriter import InsertPoint
 from plmr.dialects import graph
 from plmr.dialects.graph_weights import weight_ref
 from plmr.dialects.narrow import expect
+from plmr.errors import PassOptionError
 from plmr.passes.dead_ops import erase_dead
 from plmr.passes.timing import count
 from plmr.runtime.weights import rotate_half
@@ -158,10 +160,20 @@ def _rotated(weight: Operation, h: int) -> Operation:
     return graph.WeightOp.of(replace(ref, rotate=h))
 
 
+def _rows(matmul: graph.MatmulOp) -> int:
+    """The rows of a projection: its input's elements per column of its weight."""
+    return math.prod(graph.static_shape(matmul.lhs, "lhs")[:-1])
+
+
 @dataclass
 class FoldRotateHalf(RewritePattern):
-    """Folds the `rotate_half` of a projection that a concat or a matmul by R computes."""
+    """
+    Folds the `rotate_half` of a projection that a concat or a matmul by R computes;
+    with `max_rows`, only of a projection of at most that many rows.
+    """
 
+    max_rows: int = 0
+    """0: every projection."""
     folded: int = 0
     """How many rotations this pattern folded."""
 
@@ -179,6 +191,8 @@ class FoldRotateHalf(RewritePattern):
         if found is None:
             return
         matmul = found.matmul
+        if self.max_rows and _rows(matmul) > self.max_rows:
+            return
         weight = _rotated(matmul.rhs.owner, h)  # pyright: ignore[reportArgumentType]
         new = graph.MatmulOp(matmul.lhs, weight, matmul.transpose_a is not None)
         new.result.name_hint = f"{op.results[0].name_hint or 'rot'}_proj"
@@ -202,6 +216,7 @@ class FoldRotateHalf(RewritePattern):
         self.folded += 1
 
 
+@dataclass(frozen=True)
 class GraphFoldRotateHalfPass(ModulePass):
     """
     Folds RoPE's `rotate_half` of a projection into the projection's weights.
@@ -217,19 +232,32 @@ class GraphFoldRotateHalfPass(ModulePass):
     %wr = graph.constant dense<...> : tensor<8x8xf32>
     %r = graph.matmul %x, %wr : (tensor<1x8xf32>, tensor<8x8xf32>) -> tensor<1x8xf32>
     ```
+
+    With `max-rows = N` (N > 0), only the rotations of projections of at most N rows
+    fold (a decode step's): the folded rotation is one more projection, whose cost
+    grows with the rows, while a prefill's rotation is a local permutation of its
+    rows wherever a head's dimension is whole on a PE. 0 (the default) folds every one.
     """
 
     name = "graph-fold-rotate-half"
 
+    max_rows: int = 0
+
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        count("graph-fold-rotate-half: rotations folded", fold_module(op))
+        if self.max_rows < 0:
+            raise PassOptionError(
+                f"graph-fold-rotate-half: max-rows must be 0 (every projection) or "
+                f"positive, got {self.max_rows}"
+            )
+        count("graph-fold-rotate-half: rotations folded", fold_module(op, self.max_rows))
 
 
-def fold_module(module: ModuleOp) -> int:
+def fold_module(module: ModuleOp, max_rows: int = 0) -> int:
     """
-    Folds every `rotate_half` of a projection in `module`, in one walk (the ops a fold
-    makes are not visited again); returns how many.
+    Folds every `rotate_half` of a projection in `module` (of at most `max_rows` rows,
+    if positive), in one walk (the ops a fold makes are not visited again); returns
+    how many.
     """
-    pattern = FoldRotateHalf()
+    pattern = FoldRotateHalf(max_rows)
     PatternRewriteWalker(pattern, apply_recursively=False).rewrite_module(module)
     return pattern.folded

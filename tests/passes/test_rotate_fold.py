@@ -93,3 +93,17 @@ def test_decode_exports_keep_torch_outputs(model: str, rewrite_check: Any):
     module.verify()
     assert ops(module)["graph.neg"] == 0
     rewrite_check.torch_outputs(module, f"{model}_decode")
+
+
+@pytest.mark.parametrize(("max_rows", "folded"), [(0, 2), (1, 1), (2, 1), (3, 2)])
+def test_max_rows_folds_only_short_projections_and_keeps_semantics(
+    max_rows: int, folded: int, rewrite_check: Any
+):
+    path = Path(__file__).resolve().parents[1] / "filecheck" / "passes"
+    module = parse_module((path / "graph-fold-rotate-half-max-rows.mlir").read_text())
+    before = rewrite_check.semantics(module)
+    negs = ops(module)["graph.neg"]
+    assert fold_module(module, max_rows) == folded
+    module.verify()
+    assert ops(module)["graph.neg"] == negs - folded
+    before.assert_kept(module)
