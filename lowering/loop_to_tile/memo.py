@@ -5,14 +5,17 @@ What a nest becomes (`lower_function`: the analysis, the epilogue it absorbs, th
 emitted tile ops, the remark of a nest left at the loop level, or the error of sizes
 that do not divide it) depends on the nest's ops, the map nest that reads its results
 (the candidate epilogue), the values they read from outside (their types, a constant's
-value, whether an outside value of the epilogue is defined before the nest), the blocks
-the analysis starts from (`Analysis.top_blocks`, which folds the `P,R` sizes, `fit`, the
-grid and `bands` into one block per dimension), and the names the nest's values print
-with. Under that key (`fragment_key`, the blocks, the options) the memo keeps the
-emitted ops in a detached block whose arguments stand for the outside values, so a nest
-met again with the same blocks (in another blocking trial of `plmr compile`: a map nest
-does not depend on `R`, nor a nest on a block size its dimensions clamp alike) is a
-clone of its tile program: no analysis, no sympy proof of its combines, no codegen.
+value, whether an outside value of the epilogue is defined before the nest) and the
+blocks the analysis starts from (`Analysis.top_blocks`, which folds the `P,R` sizes,
+`fit`, the grid and `bands` into one block per dimension); not on the names its values
+print with, which only name the loops it emits. Under that key (`fragment_key`, the
+blocks, the options) the memo keeps the emitted ops in a detached block whose arguments
+stand for the outside values, so a nest met again with the same blocks (in another
+blocking trial of `plmr compile`: a map nest does not depend on `R`, nor a nest on a
+block size its dimensions clamp alike; or the same nest of another layer, under its own
+names) is a clone of its tile program, its loops renamed after its own dimensions
+(`renaming`): no analysis, no sympy proof of its combines, no codegen. A remark or an
+error names the nest, so it is kept under the names too.
 Whether a nest's reduction takes a padded block (`padded`) is kept under its structure
 alone, for every trial's blocks; `traced()` collects a lowering's keys (equal keys,
 equal tile programs).
@@ -39,19 +42,25 @@ CAPACITY = 4_000
 """Tile programs kept (least recently used dropped first)."""
 
 
+Names = tuple[str | None, ...]
+"""The names of a fragment's own values (`Structure.numbers` order)."""
+
+
 @dataclass(frozen=True)
 class Program:
     """
     The tile ops emitted for a nest, in `body` (its arguments are the fragment's outside
     values, by position in `Structure.externals`), and what they replace: `stored[i]`
     is (0 for the nest or 1 for its epilogue, result index), replaced by `finals[i]`
-    (index of the op in `body`, result index).
+    (index of the op in `body`, result index). `names`: the names of the fragment's
+    values it was emitted from (its loops are named after its dimensions).
     """
 
     body: Block
     stored: tuple[tuple[int, int], ...]
     finals: tuple[tuple[int, int], ...]
     epilogue: bool
+    names: Names = ()
 
 
 @dataclass(frozen=True)
@@ -120,12 +129,11 @@ def trace(key: Key | None) -> None:
         _TRACE[-1].append(key)
 
 
-def fragment_key(
-    nest: NestOp, epilogue: NestOp | None
-) -> tuple[Key, tuple[str | None, ...], Structure]:
+def fragment_key(nest: NestOp, epilogue: NestOp | None) -> tuple[Key, Names, Structure]:
     """
-    The structure of `nest` with its candidate `epilogue` and their values' names: with
-    the blocks and the options, the memo key (`program._key`).
+    The structure of `nest` with its candidate `epilogue` (names left out: the same
+    nest of another head or layer has the same key) and their values' names: with the
+    blocks and the options, the memo key (`program._key`).
     """
 
     # What lies between the nest and its epilogue: an outside value of the epilogue
@@ -141,7 +149,7 @@ def fragment_key(
         owner = value.owner
         const = owner.value if isinstance(owner, arith.ConstantOp) else None
         before = not (isinstance(owner, Operation) and owner in between)
-        return (value.type, const, before, value.name_hint)
+        return (value.type, const, before)
 
     structure = Structure(outside)
     body = structure.key([nest] if epilogue is None else [nest, epilogue])
@@ -162,17 +170,21 @@ def padded(body: Key, fit: bool, find: Callable[[], bool]) -> bool:
     return found
 
 
-def lookup(key: Key) -> Program | Refusal | str | None:
-    """The tile program kept for `key`, its error, a nest's remark, or None."""
+def lookup(*keys: Key) -> Program | Refusal | str | None:
+    """
+    What is kept under the first of `keys` that has an entry: a tile program, its
+    error, a nest's remark; or None (one hit or miss counted).
+    """
     if not enabled():
         return None
-    found = _MEMO.get(key)
-    if found is None:
-        _SWITCH.misses += 1
-        return None
-    _SWITCH.hits += 1
-    _MEMO.move_to_end(key)
-    return found
+    for key in keys:
+        found = _MEMO.get(key)
+        if found is not None:
+            _SWITCH.hits += 1
+            _MEMO.move_to_end(key)
+            return found
+    _SWITCH.misses += 1
+    return None
 
 
 def record_remark(key: Key, message: str) -> None:
@@ -194,6 +206,7 @@ def record(
     stored: Sequence[tuple[int, int]],
     finals: Sequence[SSAValue],
     epilogue: bool,
+    names: Names = (),
 ) -> None:
     """
     Keeps a copy of the tile `ops` emitted for a nest (not yet inserted anywhere);
@@ -222,18 +235,54 @@ def record(
         return
     for op in ops:
         body.add_op(op.clone(value_mapper=mapper))
-    _put(key, Program(body, tuple(stored), tuple(position[v] for v in finals), epilogue))
+    _put(
+        key,
+        Program(body, tuple(stored), tuple(position[v] for v in finals), epilogue, names),
+    )
+
+
+def renaming(kept: Names, names: Names) -> dict[str, str] | None:
+    """
+    The names of a kept program to change for a fragment named `names`, position by
+    position; None when a kept name would become two names, or a name none.
+    """
+    seen: dict[str | None, str | None] = {}
+    for old, new in zip(kept, names, strict=True):
+        if seen.setdefault(old, new) != new or (old is None) != (new is None):
+            return None
+    return {
+        old: new
+        for old, new in seen.items()
+        if old is not None and new is not None and new != old
+    }
 
 
 def instantiate(
-    found: Program, structure: Structure
-) -> tuple[list[Operation], list[SSAValue]]:
-    """A fresh copy of a kept tile program over this nest's outside values: (ops, finals)."""
+    found: Program, structure: Structure, names: Names
+) -> tuple[list[Operation], list[SSAValue]] | None:
+    """
+    A fresh copy of a kept tile program over this nest's outside values (ops, finals),
+    its loops named as this nest's dimensions; None when the names do not map one to one.
+    """
+    rename = renaming(found.names, names)
+    if rename is None:
+        return None
     mapper: dict[SSAValue, SSAValue] = dict(
         zip(found.body.args, structure.externals, strict=True)
     )
     ops = [op.clone(value_mapper=mapper) for op in found.body.ops]
+    if rename:
+        for op in ops:
+            for inner in op.walk():
+                for value in (*inner.results, *_block_args(inner)):
+                    hint = value.name_hint
+                    if hint is not None and hint in rename:
+                        value.name_hint = rename[hint]
     return ops, [ops[i].results[k] for i, k in found.finals]
+
+
+def _block_args(op: Operation) -> list[SSAValue]:
+    return [a for region in op.regions for block in region.blocks for a in block.args]
 
 
 def _put(key: Key, value: Program | Refusal | str) -> None:
@@ -257,6 +306,7 @@ __all__ = [
     "record",
     "record_refusal",
     "record_remark",
+    "renaming",
     "stats",
     "trace",
     "traced",

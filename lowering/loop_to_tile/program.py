@@ -235,17 +235,18 @@ def lower_function(
             nest, chosen, order, fit=fit, grid=grid, bands=bands, spread=spread
         )
         keyed = _key(nest, analysis) if memo.enabled() else None
-        memo.trace(None if keyed is None else keyed[0])
-        found = None if keyed is None else memo.lookup(keyed[0])
+        memo.trace(None if keyed is None else keyed.program)
+        # A remark or an error names the nest: kept under its names too.
+        found = None if keyed is None else memo.lookup(keyed.named, keyed.program)
         if isinstance(found, str):
             nest.attributes[REMARK_ATTR] = StringAttr(found)
             continue
         if isinstance(found, memo.Refusal):
             raise PlmrError(found.message)
-        if found is not None:
+        if isinstance(found, memo.Program):
             assert keyed is not None
-            _reuse(nest, found, keyed[1])
-            continue
+            if _reuse(nest, found, keyed):
+                continue
         try:
             plan = analysis.run()
             epilogue = _epilogue_of(nest, analysis)
@@ -254,16 +255,28 @@ def lower_function(
             remark = f"convert-loop-to-tile: left at the loop level: {e}"
             nest.attributes[REMARK_ATTR] = StringAttr(remark)
             if keyed is not None:
-                memo.record_remark(keyed[0], remark)
+                memo.record_remark(keyed.named, remark)
         except PlmrError as e:
             if keyed is not None:
-                memo.record_refusal(keyed[0], str(e))
+                memo.record_refusal(keyed.named, str(e))
             raise
     N.dce(block)
 
 
-def _key(nest: NestOp, analysis: _Analysis) -> tuple[Key, Structure] | None:
-    """The memo key of `nest` (None when its blocks cannot be chosen)."""
+@dataclass(frozen=True)
+class _Keyed:
+    """
+    A nest's memo keys: of its tile program (names left out) and of its remark or
+    error (which name it), with its structure and names."""
+
+    program: Key
+    named: Key
+    structure: Structure
+    names: memo.Names
+
+
+def _key(nest: NestOp, analysis: _Analysis) -> _Keyed | None:
+    """The memo keys of `nest` (None when its blocks cannot be chosen)."""
     body, names, structure = memo.fragment_key(nest, memo.candidate_epilogue(nest))
     analysis.padded = memo.padded(
         body, analysis.fit, lambda: analysis.padding() is not None
@@ -273,15 +286,28 @@ def _key(nest: NestOp, analysis: _Analysis) -> tuple[Key, Structure] | None:
     except Untileable:
         return None
     options = (analysis.fit, analysis.grid, analysis.bands, analysis.spread)
-    return (body, names, tuple(blocks), options), structure
+    return _Keyed(
+        ("program", body, tuple(blocks), options),
+        ("named", body, names, tuple(blocks), options),
+        structure,
+        names,
+    )
 
 
-def _reuse(nest: NestOp, found: memo.Program, structure: Structure) -> None:
-    """Replaces `nest` (and its epilogue) by a copy of the tile program kept for it."""
+def _reuse(nest: NestOp, found: memo.Program, keyed: _Keyed) -> bool:
+    """
+    Replaces `nest` (and its epilogue) by a copy of the tile program kept for it, its
+    loops renamed after this nest's dimensions; False (nothing done) when its names do
+    not map one to one.
+    """
+    copy = memo.instantiate(found, keyed.structure, keyed.names)
+    if copy is None:
+        return False
+    ops, finals = copy
     epilogue = memo.candidate_epilogue(nest) if found.epilogue else None
     owners = [nest] if epilogue is None else [nest, epilogue]
-    ops, finals = memo.instantiate(found, structure)
     _insert(nest, ops, [(owners[o], k) for o, k in found.stored], finals, epilogue)
+    return True
 
 
 def _replace(
@@ -289,7 +315,7 @@ def _replace(
     plan: _Plan,
     epilogue: NestOp | None,
     order: Iterator[int],
-    keyed: tuple[Key, Structure] | None = None,
+    keyed: _Keyed | None = None,
 ) -> None:
     """Emits the tile program of `nest` before it and replaces its results."""
     scratch = Block()
@@ -305,7 +331,15 @@ def _replace(
         op.detach()
     if keyed is not None:
         where = [(0 if owner is nest else 1, k) for owner, k in stored]
-        memo.record(keyed[0], keyed[1], ops, where, finals, epilogue is not None)
+        memo.record(
+            keyed.program,
+            keyed.structure,
+            ops,
+            where,
+            finals,
+            epilogue is not None,
+            keyed.names,
+        )
     _insert(nest, ops, stored, finals, epilogue)
 
 
