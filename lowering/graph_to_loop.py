@@ -69,6 +69,7 @@ from plmr.lowering.loop_builders import binary_lowering as _binary
 from plmr.lowering.loop_builders import element_of as _elt
 from plmr.lowering.loop_builders import shape_of as _shape
 from plmr.lowering.loop_builders import unary_lowering as _unary
+from plmr.lowering.rotation import lower_rotation, rotation_width
 
 GRAPH_LOWERINGS = LoweringTable("convert-graph-to-loop")
 """How each `graph` op becomes loop nests: (op) -> replacement values (built in place)."""
@@ -115,6 +116,10 @@ def _lower_scale(op: graph.ScaleOp) -> list[SSAValue]:
 
 @GRAPH_LOWERINGS.impl(graph.MatmulOp)
 def _lower_matmul(op: graph.MatmulOp) -> list[SSAValue]:
+    h = rotation_width(op)
+    if h:
+        # RoPE's rotate_half: an index map, not a reduction (`lowering.rotation`).
+        return [lower_rotation(op, h)]
     a, b = op.lhs, op.rhs
     sa, sb = _shape(a), _shape(b)
     out = _shape(op.result)
