@@ -219,8 +219,14 @@ def _index(value: int) -> arith.ConstantOp:
     return arith.ConstantOp(IntegerAttr(value, IndexType()))
 
 
-def _retarget_reads(ops: Sequence[Operation], split: dict[SSAValue, Split]) -> None:
-    """Reads of a split tensor at constant heads read that head's tensor."""
+def _retarget_reads(
+    ops: Sequence[Operation], split: dict[SSAValue, Split]
+) -> dict[SSAValue, SSAValue]:
+    """
+    Reads of a split tensor at constant heads read that head's tensor; returns each
+    replaced read's result with its replacement (a value the nest yields as read).
+    """
+    replaced: dict[SSAValue, SSAValue] = {}
     for top in ops:
         for op in list(top.walk()):
             if not isinstance(op, ReadOp) or op.source not in split:
@@ -233,7 +239,9 @@ def _retarget_reads(ops: Sequence[Operation], split: dict[SSAValue, Split]) -> N
             part = s.parts[tuple(c for c in combo if c is not None)]
             padding = None if op.padding is None else op.padding.value.data
             new = ReadOp(part, list(op.indices[n:]), padding)
+            replaced[op.result] = new.result
             Rewriter.replace_op(op, new)
+    return replaced
 
 
 def _body_for(
@@ -289,8 +297,9 @@ def _body_for(
             copy = op.clone(value_mapper=mapper)
             block.add_op(copy)
             cloned.append(copy)
-        _retarget_reads(cloned, split)
+        replaced = _retarget_reads(cloned, split)
         values = [mapper.get(v, v) for v in old_yield.values]
+        values = [replaced.get(v, v) for v in values]
         accs = values
     block.add_op(YieldOp(*values))
     inits = list(nest.inits) if reduces else []

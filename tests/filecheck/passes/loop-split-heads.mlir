@@ -106,3 +106,22 @@ func.func @unit(%a: tensor<1x8x16xf32>, %w: tensor<16x4xf32>) -> tensor<1x8x4xf3
   %m = graph.matmul %a, %w : (tensor<1x8x16xf32>, tensor<16x4xf32>) -> tensor<1x8x4xf32>
   func.return %m : tensor<1x8x4xf32>
 }
+
+// -----
+
+// A view of the heads (a transpose stored as a result) whose body yields the read of a
+// split tensor as it is: each head's nest yields its own head's read.
+
+// CHECK-LABEL: func.func @view
+// CHECK:         %t_h0 = loop.nest (%{{.*}}, %{{.*}}) to (4, 8) [parallel, parallel] -> tensor<4x8xf32> {
+// CHECK:           [[R0:%[0-9]+]] = loop.read %q_h0[%{{.*}}, %{{.*}}] : tensor<8x4xf32>
+// CHECK-NEXT:      loop.yield [[R0]] : f32
+// CHECK:         %t_h1 = loop.nest (%{{.*}}, %{{.*}}) to (4, 8) [parallel, parallel] -> tensor<4x8xf32> {
+// CHECK:           [[R1:%[0-9]+]] = loop.read %q_h1[%{{.*}}, %{{.*}}] : tensor<8x4xf32>
+// CHECK-NEXT:      loop.yield [[R1]] : f32
+func.func @view(%a: tensor<8x16xf32>, %wq: tensor<2x16x4xf32>) -> (tensor<8x4xf32>, tensor<2x4x8xf32>) {
+  %q = graph.matmul %a, %wq : (tensor<8x16xf32>, tensor<2x16x4xf32>) -> tensor<2x8x4xf32>
+  %t = graph.transpose %q perm = [0, 2, 1] : tensor<2x8x4xf32> -> tensor<2x4x8xf32>
+  %r = graph.reduce sum %q axes = [0] : tensor<2x8x4xf32> -> tensor<8x4xf32>
+  func.return %r, %t : tensor<8x4xf32>, tensor<2x4x8xf32>
+}
