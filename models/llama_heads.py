@@ -10,7 +10,12 @@ and the rotated `Wk·R` with one head per group; R is the signed permutation of
 grids, where the head dimension splits over an axis), Q, rotated Q, K, rotated K and V
 are one GEMV over `Wqkv[Hkv, 2G + 3, dim, hd]`, sliced after (V, a result of the
 program, is then copied out of its slice by a local nest); on small grids, where the
-heads split over the axes, the slices would move to other layouts. Then RoPE as
+heads split over the axes, the slices would move to other layouts. A prefill with
+`one_projection` reads only Q's, K's and V's blocks of `Wqkv` and rotates Q and K as
+exports write it, `rotate_half(t) = Concat(Neg(t[..., h/2:]), t[..., :h/2])`: a
+permutation of each row on the PE holding it, where a projection by `W·R` would cost
+as much as Q's own (`plmr compile` leaves a prefill's rotations unfolded on large
+grids, `graph-fold-rotate-half{max-rows}`). Then RoPE as
 `q·cos + (q·R)·sin` on the head dimension, grouped-query attention as batched matmuls
 that broadcast the K/V heads (`[Hkv, G, L, hd] × [Hkv, 1, S, hd]`), the output
 projection per head (`o[Hkv, G, n, hd] @ Wo[Hkv, G, hd, dim]`) summed over the group
@@ -179,16 +184,43 @@ class HeadsBuilder:
             "add", t.binary("mul", x, cos, rt), t.binary("mul", xr, sin, rt), rt
         )
 
+    def _rotate_half(self, t: Text, x: str) -> str:
+        """`rotate_half(x) = [-x2, x1]` on the last axis, as exports spell it."""
+        rt = t.types[x]
+        half = self.c.head_dim // 2
+        x1, x2 = t.slices(x, 3, (half, half))
+        neg = t.unary("neg", x2)
+        ht = t.types[x1]
+        return t.op("rot", f"graph.concat {neg}, {x1} axis = 3 : ({ht}, {ht}) -> {rt}", rt)
+
     def _layer(
-        self, t: Text, x: str, layer: int, n: int, w: dict[str, str], attend: Attend
+        self,
+        t: Text,
+        x: str,
+        layer: int,
+        n: int,
+        w: dict[str, str],
+        attend: Attend,
+        rotate: bool = False,
     ) -> tuple[str, str, str]:
+        """
+        One layer. `rotate` (a prefill, with `one_projection`): Q, K and V projected,
+        their rotations computed as exports write them (`rotate_half`), not projected.
+        """
         c = self.c
         hd, hkv = c.head_dim, c.n_kv_heads
         p = f"l{layer}"
         a = t.rmsnorm(x, w[f"{p}.attn_norm"], c.norm_eps)
         a4 = t.reshape(a, (1, 1, n, c.dim))
         g = c.group
-        if self.one_projection:
+        if self.one_projection and rotate:
+            # A prefill: Q, K and V projected, then rotated as exports write it
+            # (`rotate_half`); the rotated weights' blocks are not read.
+            wq, _, wk, _, wv = t.slices(w[f"{p}.wqkv"], 1, (g, g, 1, 1, 1))
+            q = t.matmul(a4, wq, tensor_type(hkv, g, n, hd))
+            k, v = (t.matmul(a4, wx, tensor_type(hkv, 1, n, hd)) for wx in (wk, wv))
+            qr, kr = self._rotate_half(t, q), self._rotate_half(t, k)
+        elif self.one_projection:
             # Per KV head: its query heads, their rotations (x·Wq·R), K, the rotated K
             # and V in one batched GEMV, split after along the group axis.
             qkv = t.matmul(a4, w[f"{p}.wqkv"], tensor_type(hkv, 2 * g + 3, n, hd))
@@ -279,7 +311,7 @@ class HeadsBuilder:
         x = "%x"
         results: list[tuple[str, str, str]] = []
         for layer in layers:
-            x, k, v = self._layer(t, x, layer, n, w, attend)
+            x, k, v = self._layer(t, x, layer, n, w, attend, rotate=not caches)
             results.append((k, f"k_l{layer}", tensor_type(*kv)))
             results.append((v, f"v_l{layer}", tensor_type(*kv)))
         if head:

@@ -59,6 +59,16 @@ def large_grid(grid: tuple[int, int]) -> bool:
     return grid[0] * grid[1] > LARGE_GRID_PES
 
 
+def rotation_rows(opts: CompileOptions) -> int:
+    """
+    `graph-fold-rotate-half`'s `max-rows`: on large grids a decode step's projections
+    only (a prefill's rotation is a local permutation of rows whose head dimension is
+    whole on a PE, cheaper than the projection folding it makes); every projection on
+    small grids, where a head's dimension splits over the PEs.
+    """
+    return opts.decode_rows if large_grid(opts.grid) else 0
+
+
 def default_gemv(grid: tuple[int, int]) -> str:
     """
     `plmr compile`'s allreduce algorithm for a grid: on grids of more than
@@ -215,7 +225,7 @@ def weight_passes(opts: CompileOptions) -> list[ModulePass]:
     large = large_grid(opts.grid)
     passes: list[ModulePass] = [GraphCanonicalizePass(unrepeat_kv=False)]
     if opts.fold_rotate_half:
-        passes.append(GraphFoldRotateHalfPass())
+        passes.append(GraphFoldRotateHalfPass(max_rows=rotation_rows(opts)))
     if opts.fold_heads and large:
         # Before the merge (which would concatenate a prefill's Q, K and V): on large
         # grids a prefill's heads run one after the other, each reading its own.
@@ -240,7 +250,7 @@ def graph_passes(opts: CompileOptions) -> list[ModulePass]:
     # graph-fold-repeat-kv, not unrepeat-kv's broadcast `[hkv, g]` form, regroups GQA.
     passes: list[ModulePass] = [GraphCanonicalizePass(unrepeat_kv=False)]
     if opts.fold_rotate_half:
-        passes.append(GraphFoldRotateHalfPass())
+        passes.append(GraphFoldRotateHalfPass(max_rows=rotation_rows(opts)))
     if opts.fold_repeat_kv:
         # Decode steps (one query row per head); a prefill's grouped scores blocked worse.
         passes.append(GraphFoldRepeatKvPass(max_rows=opts.decode_rows))

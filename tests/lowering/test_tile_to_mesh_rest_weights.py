@@ -110,7 +110,7 @@ def test_a_layered_prefill_fits_with_its_weights_at_rest(tmp_path: Path):
     assert large_grid((12, 12))
     # The per-head projections read their weights with the rows split over y and a
     # copy along x: one layer's copies do not fit a PE beside the working set.
-    with pytest.raises(PlmrError, match="one layer's weights need 37632 B per PE"):
+    with pytest.raises(PlmrError, match="one layer's weights need 31488 B per PE"):
         _layered(tmp_path / "copies", False)
     # By default on this grid, the weights rest split over both axes.
     source, module = _layered(tmp_path / "rest", None)

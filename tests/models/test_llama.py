@@ -581,3 +581,32 @@ def test_k_token_step_errors(tiny: Tiny):
         ProgramBuilder(config, weights).decode(tokens=0)
     with pytest.raises(PlmrError, match="the cache is full"):
         cache_slot(config, config.max_seq - 1, 2)
+
+
+@pytest.mark.parametrize("kv_heads", [1, 2])
+def test_one_projection_prefill_rotates_as_exports_do(kv_heads: int):
+    """
+    The prefill of the heads form with one projection (the benchmarks' form on large
+    grids) projects Q, K and V and rotates them as exports write it (`rotate_half`: a
+    negation per rotation, no projection by rotated weights): numpy's logits, K and V,
+    at the graph level and compiled.
+    """
+    config = _gqa(kv_heads)
+    weights = random_weights(config, 2)
+    model = NumpyLlama(config, weights)
+    text = ProgramBuilder(config, weights, one_projection=True).prefill(5)
+    module = parse_module(text)
+    negs = sum(op.name == "graph.neg" for op in module.walk())
+    assert negs == config.n_layers * 2
+    prompt = [3, 1, 4, 1, 5]
+    x = weights["embed"][np.asarray(prompt)]
+    cos, sin = rope_tables(config, range(len(prompt)))
+    args = [x, causal_mask(len(prompt)), cos, sin]
+    want, ks, vs = model.forward(x, range(len(prompt)), KVCache.empty(config))
+    graph_outs = run_function(module, select_function(module, "prefill"), args)
+    for got in (graph_outs, _on_mesh(text, (2, 2), args)):
+        np.testing.assert_allclose(got[0], want, rtol=1e-4, atol=1e-4)
+        got_k, got_v = split_kv_rows(got[1:], config)
+        for g in range(kv_heads):
+            np.testing.assert_allclose(got_k[0][g], ks[0][g], rtol=1e-4, atol=1e-5)
+            np.testing.assert_allclose(got_v[0][g], vs[0][g], rtol=1e-4, atol=1e-5)
