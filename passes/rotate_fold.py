@@ -20,7 +20,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-import numpy as np
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation, SSAValue
@@ -32,6 +31,7 @@ from plmr.dialects import graph
 from plmr.dialects.graph_weights import weight_ref
 from plmr.dialects.narrow import expect
 from plmr.errors import PassOptionError
+from plmr.lowering.rotation import rotation_width
 from plmr.passes.dead_ops import erase_dead
 from plmr.passes.timing import count
 from plmr.runtime.weights import rotate_half
@@ -66,21 +66,8 @@ def _halves(concat: graph.ConcatOp) -> tuple[SSAValue, int] | None:
 
 def _by_rotation(matmul: graph.MatmulOp) -> tuple[SSAValue, int] | None:
     """`(t, h)` if `matmul` is `t·R` with `R` rotate-half's `h x h` signed permutation."""
-    weight = matmul.rhs.owner
-    if matmul.transpose_a is not None or matmul.transpose_b is not None:
-        return None
-    if not isinstance(weight, graph.ConstantOp):
-        return None
-    shape = graph.static_shape(matmul.rhs, "rhs")
-    if len(shape) != 2 or shape[0] != shape[1] or shape[0] % 2:
-        return None
-    if graph.static_shape(matmul.lhs, "lhs")[-1:] != (shape[0],):
-        return None
-    h = shape[0]
-    r = dense_to_numpy(weight.value)
-    if not np.array_equal(r, rotate_half(np.eye(h, dtype=r.dtype), h)):
-        return None
-    return matmul.lhs, h
+    h = rotation_width(matmul)
+    return (matmul.lhs, h) if h else None
 
 
 @dataclass
